@@ -1,0 +1,7 @@
+"""optsched: provably optimal schedules for LLM inference serving.
+
+See ``DESIGN.md`` (shared) for what a schedule means; every schedule goes
+through :func:`optsched.evaluate.evaluate`.
+"""
+
+__version__ = "0.1.0"
