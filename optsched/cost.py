@@ -1,0 +1,240 @@
+"""Batch-time cost models (DESIGN section 5).
+
+A cost model prices one batch from its entries. Every consumer (the evaluator,
+the simulator, the formulations) prices batches through :meth:`CostModel.batch_times`
+or :meth:`CostModel.batch_time`, so there is one definition of a batch's time.
+
+* :class:`UnitCost` -- every non-empty batch takes 1 (the online-scheduling paper).
+* :class:`LinearCost` -- InferMax section 3.2::
+
+      t = k0 + k1*sum c
+          + kpq*sum_prefill c^2 + kpm*sum_prefill c*m + kpl*sum_prefill m + kpr*#prefill
+          + kdm*sum_decode m + kdr*#decode
+          + kpb*[batch has a prefill entry] + kdb*[batch has a decode entry]
+
+  ``m`` is the request's cached tokens *before* the batch. The first seven
+  coefficients are DESIGN section 5's model; ``kpl`` (InferMax's ``m_p`` term,
+  prefill attention reading the cached KVs), ``kpb`` and ``kdb`` (the prefill and
+  decode attention kernels' launch biases ``b_p``, ``b_d``) are optional
+  extensions, zero by default, needed to price the InferMax reference
+  coefficients exactly (``shared/data/README.md``).
+
+Times are in **seconds** (trace arrivals are in seconds); the published
+coefficients are per-layer milliseconds and are converted in :data:`PRESETS`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .errors import InstanceError
+
+
+class CostModel:
+    """Interface: price batches from per-entry arrays."""
+
+    kind: ClassVar[str]
+
+    def batch_times(
+        self,
+        batch_of_entry: np.ndarray,
+        tokens: np.ndarray,
+        cached: np.ndarray,
+        decode: np.ndarray,
+        n_batches: int,
+    ) -> np.ndarray:
+        """Durations of ``n_batches`` batches, vectorised over all entries.
+
+        ``batch_of_entry[k]`` is entry k's 0-based batch index, ``tokens[k]`` its
+        ``c``, ``cached[k]`` its ``m`` before the batch, ``decode[k]`` whether it is a
+        decode entry (DESIGN section 3). A batch without entries takes 0.
+        """
+        raise NotImplementedError
+
+    def batch_time(self, tokens, cached, decode) -> float:
+        """Duration of one batch given its entries' ``c``, ``m`` and decode flags."""
+        tokens = np.asarray(tokens, dtype=np.int64)
+        if tokens.size == 0:
+            return 0.0
+        b = np.zeros(tokens.size, dtype=np.int64)
+        return float(
+            self.batch_times(b, tokens, np.asarray(cached, np.int64), np.asarray(decode, bool), 1)[
+                0
+            ]
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class UnitCost(CostModel):
+    """Every non-empty batch takes one time unit (online-scheduling paper, section 2)."""
+
+    kind: ClassVar[str] = "unit"
+
+    def batch_times(self, batch_of_entry, tokens, cached, decode, n_batches):
+        counts = np.bincount(batch_of_entry, minlength=n_batches)
+        return (counts > 0).astype(np.float64)
+
+    def to_dict(self):
+        return {"kind": "unit"}
+
+
+_LINEAR_KEYS = ("k0", "k1", "kpq", "kpm", "kdm", "kpr", "kdr", "kpl", "kpb", "kdb")
+
+
+@dataclass(frozen=True)
+class LinearCost(CostModel):
+    """InferMax's linear batch-time model (section 3.2; DESIGN section 5). Seconds."""
+
+    kind: ClassVar[str] = "linear"
+    k0: float = 0.0
+    k1: float = 0.0
+    kpq: float = 0.0
+    kpm: float = 0.0
+    kdm: float = 0.0
+    kpr: float = 0.0
+    kdr: float = 0.0
+    kpl: float = 0.0
+    kpb: float = 0.0
+    kdb: float = 0.0
+    preset: str | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        for key in _LINEAR_KEYS:
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise InstanceError(f"cost_model: coefficient {key} must be a finite number, got {v!r}")
+            object.__setattr__(self, key, float(v))
+            if key != "kdr" and v < 0:
+                raise InstanceError(f"cost_model: coefficient {key} must be >= 0, got {v}")
+        if self.k1 + self.kdr < 0:
+            raise InstanceError(
+                f"cost_model: a decode token would cost k1 + kdr = {self.k1 + self.kdr} < 0"
+            )
+
+    @property
+    def coefficients(self) -> dict[str, float]:
+        return {k: getattr(self, k) for k in _LINEAR_KEYS}
+
+    def batch_times(self, batch_of_entry, tokens, cached, decode, n_batches):
+        c = tokens.astype(np.float64)
+        m = cached.astype(np.float64)
+        pre = ~decode
+        per_entry = self.k1 * c + np.where(
+            pre,
+            self.kpq * c * c + self.kpm * c * m + self.kpl * m + self.kpr,
+            self.kdm * m + self.kdr,
+        )
+        t = np.bincount(batch_of_entry, weights=per_entry, minlength=n_batches)
+        n_entries = np.bincount(batch_of_entry, minlength=n_batches)
+        t += np.where(n_entries > 0, self.k0, 0.0)
+        if self.kpb:
+            t += self.kpb * (np.bincount(batch_of_entry, weights=pre, minlength=n_batches) > 0)
+        if self.kdb:
+            t += self.kdb * (np.bincount(batch_of_entry, weights=decode, minlength=n_batches) > 0)
+        return t
+
+    def to_dict(self):
+        d: dict[str, Any] = {"kind": "linear", **self.coefficients}
+        if self.preset:
+            d["preset"] = self.preset
+        return d
+
+
+def _infermax(name: str, layers: int, a_p, b_p, a_d, b_d, a_o, b_o, s_p, s_d, m_p) -> LinearCost:
+    ms = layers / 1000.0  # per-layer milliseconds -> whole-model seconds
+    return LinearCost(
+        k0=b_o * ms,
+        k1=a_o * ms,
+        kpq=a_p * ms,
+        kpm=2 * a_p * ms,  # InferMax prices prefill attention as a_p*(c^2 + 2*c*m)
+        kpl=m_p * ms,
+        kpr=s_p * ms,
+        kpb=b_p * ms,
+        kdm=a_d * ms,
+        kdr=s_d * ms,
+        kdb=b_d * ms,
+        preset=name,
+    )
+
+
+def _blis(name: str, b0, b1, b2) -> LinearCost:
+    # step = b0 + b1*prefill_tokens + b2*decode_tokens (ms); a decode entry has c = 1,
+    # so decode tokens cost k1 + kdr = b2.
+    return LinearCost(k0=b0 / 1000, k1=b1 / 1000, kdr=(b2 - b1) / 1000, preset=name)
+
+
+#: Named presets. Each is built from the reference coefficients in
+#: ``shared/data/README.md`` ("Reference figures").
+PRESETS: dict[str, LinearCost] = {
+    # InferMax authors' per-layer coefficients (ms) x 32 layers, Llama-2-7B on one A100.
+    "infermax-llama2-7b-a100": _infermax(
+        "infermax-llama2-7b-a100", 32,
+        1.6773e-7, 0.0926, 8.513e-6, 0.01921, 0.00191, 0.06486, 0.001534, 0.00074, 9.224e-6,
+    ),
+    # Same, per-layer coefficients x 80 layers, Llama-2-70B on four A100s.
+    "infermax-llama2-70b-4xa100": _infermax(
+        "infermax-llama2-70b-4xa100", 80,
+        4.309e-8, 0.2112, 1.222e-6, 0.081, 0.002, 0.159, 9.03e-4, 3.92e-4, 3.805e-7,
+    ),
+    # BLIS whole-step fits (ms): Llama-3.1-8B TP1.
+    "blis-llama3.1-8b-a100": _blis("blis-llama3.1-8b-a100", 16.4, 0.0478, 0.0182),
+    "blis-llama3.1-8b-h100": _blis("blis-llama3.1-8b-h100", 5.75, 0.0173, 0.0060),
+}
+
+DEFAULT_PRESET = "infermax-llama2-7b-a100"
+
+
+def preset(name: str) -> LinearCost:
+    """The named preset; the error lists the known names."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise InstanceError(
+            f"cost_model: unknown preset {name!r}; known presets: {', '.join(sorted(PRESETS))}"
+        ) from None
+
+
+def cost_model_from_dict(d: Any) -> CostModel:
+    """Parse the instance JSON's ``cost_model`` field."""
+    if not isinstance(d, dict):
+        raise InstanceError(f"cost_model: expected an object, got {type(d).__name__}")
+    if "kind" not in d:
+        if "preset" in d:
+            extra = set(d) - {"preset"}
+            if extra:
+                raise InstanceError(f"cost_model: unknown fields {sorted(extra)} next to preset")
+            return preset(d["preset"])
+        raise InstanceError("cost_model: missing field 'kind' (or 'preset')")
+    kind = d["kind"]
+    if kind == "unit":
+        extra = set(d) - {"kind"}
+        if extra:
+            raise InstanceError(f"cost_model: unknown fields {sorted(extra)} for kind 'unit'")
+        return UnitCost()
+    if kind == "linear":
+        names = {f.name for f in fields(LinearCost)}
+        extra = set(d) - names - {"kind"}
+        if extra:
+            raise InstanceError(
+                f"cost_model: unknown fields {sorted(extra)}; linear takes {', '.join(_LINEAR_KEYS)}"
+            )
+        return LinearCost(**{k: v for k, v in d.items() if k != "kind"})
+    raise InstanceError(f"cost_model: unknown kind {kind!r} (expected 'unit' or 'linear')")
+
+
+__all__ = [
+    "CostModel",
+    "UnitCost",
+    "LinearCost",
+    "PRESETS",
+    "DEFAULT_PRESET",
+    "preset",
+    "cost_model_from_dict",
+]

@@ -1,0 +1,316 @@
+"""The instance model (DESIGN section 2): requests, limits, cost model.
+
+All three are frozen dataclasses that validate themselves in ``__post_init__``;
+an invalid field raises :class:`~optsched.errors.InstanceError` naming the
+request and the field. ``Instance.to_dict``/``from_dict`` round-trip the
+instance JSON contract::
+
+    {"name": "tiny",
+     "limits": {"kv_capacity": 16, "max_batch_tokens": 4096, "max_prefill_tokens": null,
+                "max_batch_size": null, "block_size": 1},
+     "cost_model": {"kind": "unit"},
+     "requests": [{"id": "a", "arrival": 0, "prompt": 4, "output": 3}]}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .cost import CostModel, UnitCost, cost_model_from_dict
+from .errors import InputFileError, InstanceError
+
+_CLASSES = (None, "rt", "be")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One inference request: ``prompt`` = I tokens, ``output`` = O tokens to generate.
+
+    The last output token is EOS and is never processed, so a request that is
+    never evicted peaks at ``I + O - 1`` cached tokens (DESIGN section 3).
+    """
+
+    id: str
+    arrival: float
+    prompt: int
+    output: int
+    predicted_output: int | None = None
+    cls: str | None = None
+    ttft_slo: float | None = None
+    tpot_slo: float | None = None
+    deadline: float | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.id, str) or not self.id:
+            raise InstanceError(f"request {self.id!r}: field 'id' must be a non-empty string")
+        where = f"request {self.id!r}"
+        if not _is_num(self.arrival) or not math.isfinite(self.arrival) or self.arrival < 0:
+            raise InstanceError(f"{where}: field 'arrival' must be a finite number >= 0, got {self.arrival!r}")
+        object.__setattr__(self, "arrival", float(self.arrival))
+        for name in ("prompt", "output"):
+            v = getattr(self, name)
+            if not _is_int(v) or v < 1:
+                raise InstanceError(f"{where}: field {name!r} must be an integer >= 1, got {v!r}")
+            object.__setattr__(self, name, int(v))
+        if self.predicted_output is not None:
+            v = self.predicted_output
+            if not _is_int(v) or v < 1:
+                raise InstanceError(f"{where}: field 'predicted_output' must be an integer >= 1, got {v!r}")
+            object.__setattr__(self, "predicted_output", int(v))
+        if self.cls not in _CLASSES:
+            raise InstanceError(f"{where}: field 'cls' must be 'rt', 'be' or null, got {self.cls!r}")
+        for name in ("ttft_slo", "tpot_slo", "deadline"):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if not _is_num(v) or not math.isfinite(v) or v <= 0:
+                raise InstanceError(f"{where}: field {name!r} must be a finite number > 0, got {v!r}")
+            object.__setattr__(self, name, float(v))
+
+    @property
+    def peak_kv(self) -> int:
+        """KV tokens held just before the last token is generated: ``I + O - 1``."""
+        return self.prompt + self.output - 1
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "id": self.id,
+            "arrival": self.arrival,
+            "prompt": self.prompt,
+            "output": self.output,
+        }
+        for f in ("predicted_output", "cls", "ttft_slo", "tpot_slo", "deadline"):
+            v = getattr(self, f)
+            if v is not None:
+                d[f] = v
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Any, position: int | None = None) -> "Request":
+        where = f"request #{position}" if position is not None else "request"
+        if not isinstance(d, dict):
+            raise InstanceError(f"{where}: expected an object, got {type(d).__name__}")
+        if "id" in d:
+            where = f"request {d['id']!r}"
+        known = {f.name for f in fields(cls)}
+        extra = set(d) - known
+        if extra:
+            raise InstanceError(f"{where}: unknown fields {sorted(extra)}")
+        missing = [k for k in ("id", "arrival", "prompt", "output") if k not in d]
+        if missing:
+            raise InstanceError(f"{where}: missing field {missing[0]!r}")
+        rid = d["id"]
+        if _is_int(rid):
+            rid = str(rid)
+        return cls(**{**d, "id": rid})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Engine limits: KV capacity ``M``, batch token budget ``C``, prefill budget ``P``."""
+
+    kv_capacity: int
+    max_batch_tokens: int
+    max_prefill_tokens: int | None = None
+    max_batch_size: int | None = None
+    block_size: int = 1
+
+    def __post_init__(self):
+        for name in ("kv_capacity", "max_batch_tokens", "block_size"):
+            v = getattr(self, name)
+            if not _is_int(v) or v < 1:
+                raise InstanceError(f"limits: field {name!r} must be an integer >= 1, got {v!r}")
+            object.__setattr__(self, name, int(v))
+        for name in ("max_prefill_tokens", "max_batch_size"):
+            v = getattr(self, name)
+            if v is not None:
+                if not _is_int(v) or v < 1:
+                    raise InstanceError(f"limits: field {name!r} must be an integer >= 1 or null, got {v!r}")
+                object.__setattr__(self, name, int(v))
+        if self.max_prefill_tokens is not None and self.max_prefill_tokens > self.max_batch_tokens:
+            raise InstanceError(
+                f"limits: max_prefill_tokens P={self.max_prefill_tokens} exceeds "
+                f"max_batch_tokens C={self.max_batch_tokens}"
+            )
+
+    @property
+    def prefill_budget(self) -> int:
+        """``P`` if set, else ``C``."""
+        return self.max_prefill_tokens if self.max_prefill_tokens is not None else self.max_batch_tokens
+
+    def kv_footprint(self, cached: int) -> int:
+        """KV tokens charged for ``cached`` tokens: rounded up to whole blocks."""
+        b = self.block_size
+        return -(-cached // b) * b
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "Limits":
+        if not isinstance(d, dict):
+            raise InstanceError(f"limits: expected an object, got {type(d).__name__}")
+        known = {f.name for f in fields(cls)}
+        extra = set(d) - known
+        if extra:
+            raise InstanceError(f"limits: unknown fields {sorted(extra)}")
+        for k in ("kv_capacity", "max_batch_tokens"):
+            if k not in d:
+                raise InstanceError(f"limits: missing field {k!r}")
+        return cls(**d)
+
+
+@dataclass(frozen=True, eq=False)
+class Instance:
+    """A workload: requests, engine limits and a batch-time cost model."""
+
+    name: str
+    limits: Limits
+    cost_model: CostModel = field(default_factory=UnitCost)
+    requests: tuple[Request, ...] = ()
+
+    def __post_init__(self):
+        if not isinstance(self.name, str):
+            raise InstanceError(f"instance: field 'name' must be a string, got {self.name!r}")
+        if not isinstance(self.limits, Limits):
+            raise InstanceError("instance: field 'limits' must be a Limits")
+        if not isinstance(self.cost_model, CostModel):
+            raise InstanceError("instance: field 'cost_model' must be a CostModel")
+        reqs = tuple(self.requests)
+        object.__setattr__(self, "requests", reqs)
+        seen: set[str] = set()
+        M = self.limits.kv_capacity
+        for r in reqs:
+            if not isinstance(r, Request):
+                raise InstanceError(f"instance: requests must be Request objects, got {type(r).__name__}")
+            if r.id in seen:
+                raise InstanceError(f"request {r.id!r}: duplicate id")
+            seen.add(r.id)
+            need = self.limits.kv_footprint(r.peak_kv)
+            if need > M:
+                raise InstanceError(
+                    f"request {r.id!r}: prompt + output - 1 = {r.peak_kv} KV tokens"
+                    + (f" ({need} in blocks of {self.limits.block_size})" if need != r.peak_kv else "")
+                    + f" exceeds kv_capacity M = {M}; it can never finish"
+                )
+
+    # -- identity -------------------------------------------------------------
+    def __eq__(self, other):
+        if not isinstance(other, Instance):
+            return NotImplemented
+        return (
+            self.name == other.name
+            and self.limits == other.limits
+            and self.cost_model == other.cost_model
+            and self.requests == other.requests
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # -- columnar views (cached; the instance is immutable) --------------------
+    @cached_property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(r.id for r in self.requests)
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        """Request id -> 0-based position."""
+        return {r.id: i for i, r in enumerate(self.requests)}
+
+    @cached_property
+    def arrival(self) -> np.ndarray:
+        return np.array([r.arrival for r in self.requests], dtype=np.float64)
+
+    @cached_property
+    def prompt(self) -> np.ndarray:
+        return np.array([r.prompt for r in self.requests], dtype=np.int64)
+
+    @cached_property
+    def output(self) -> np.ndarray:
+        return np.array([r.output for r in self.requests], dtype=np.int64)
+
+    @property
+    def n(self) -> int:
+        return len(self.requests)
+
+    def request(self, rid: str) -> Request:
+        return self.requests[self.index[rid]]
+
+    def replace(self, **changes) -> "Instance":
+        """A copy with fields replaced (validated again)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d.update(changes)
+        return Instance(**d)
+
+    # -- JSON -----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "limits": self.limits.to_dict(),
+            "cost_model": self.cost_model.to_dict(),
+            "requests": [r.to_dict() for r in self.requests],
+        }
+
+    def to_json(self, indent: int | None = 1) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "Instance":
+        if not isinstance(d, dict):
+            raise InstanceError(f"instance: expected a JSON object, got {type(d).__name__}")
+        extra = set(d) - {"name", "limits", "cost_model", "requests"}
+        if extra:
+            raise InstanceError(f"instance: unknown fields {sorted(extra)}")
+        for k in ("limits", "requests"):
+            if k not in d:
+                raise InstanceError(f"instance: missing field {k!r}")
+        if not isinstance(d["requests"], list):
+            raise InstanceError("instance: field 'requests' must be a list")
+        return cls(
+            name=d.get("name", "instance"),
+            limits=Limits.from_dict(d["limits"]),
+            cost_model=cost_model_from_dict(d.get("cost_model", {"kind": "unit"})),
+            requests=tuple(Request.from_dict(r, i) for i, r in enumerate(d["requests"])),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> "Instance":
+        try:
+            d = json.loads(text, parse_constant=_reject_constant)
+        except json.JSONDecodeError as e:
+            raise InstanceError(f"instance: malformed JSON: {e}") from None
+        return cls.from_dict(d)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json())
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Instance":
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except OSError as e:
+            raise InputFileError(f"{p}: cannot read instance file: {e.strerror or e}") from None
+        try:
+            return cls.from_json(text)
+        except InstanceError as e:
+            raise InstanceError(f"{p}: {e}") from None
+
+
+def _reject_constant(name: str):
+    raise InstanceError(f"instance: {name} is not a valid number")

@@ -1,0 +1,349 @@
+"""Schedules: batches of entries ``(request id, tokens)``, evictions, optional starts.
+
+Storage is columnar (CSR-like numpy arrays), so a schedule with millions of
+entries costs a few arrays. A schedule knows nothing about feasibility; that is
+:func:`optsched.evaluate.evaluate`'s job. Constructing one only checks its
+*format* (array shapes, pointer monotonicity) and raises
+:class:`~optsched.errors.ScheduleFormatError` when it is malformed.
+
+File formats: JSON for small schedules (the contract below), ``.npz`` for large::
+
+    {"batches": [{"entries": [["a", 4], ["b", 4]], "evict": ["c"], "start": 0.0}]}
+
+``evict`` and ``start`` are optional; a missing ``start`` means "as early as
+possible" (DESIGN section 4) and is stored as NaN.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, NamedTuple, Sequence
+
+import numpy as np
+
+from .errors import InputFileError, ScheduleFormatError
+
+
+class Batch(NamedTuple):
+    """One batch as plain Python values (a view; the schedule stores arrays)."""
+
+    entries: list[tuple[str, int]]
+    evict: list[str]
+    start: float | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """Columnar schedule. Entry ``k`` of batch ``j`` is at ``batch_ptr[j] <= k < batch_ptr[j+1]``."""
+
+    ids: tuple[str, ...]
+    batch_ptr: np.ndarray
+    entry_req: np.ndarray
+    entry_tokens: np.ndarray
+    evict_ptr: np.ndarray
+    evict_req: np.ndarray
+    start: np.ndarray
+
+    def __post_init__(self):
+        ids = tuple(self.ids)
+        object.__setattr__(self, "ids", ids)
+        conv = {
+            "batch_ptr": np.int64,
+            "entry_req": np.int64,
+            "entry_tokens": np.int64,
+            "evict_ptr": np.int64,
+            "evict_req": np.int64,
+            "start": np.float64,
+        }
+        for name, dt in conv.items():
+            a = np.asarray(getattr(self, name))
+            if a.ndim != 1:
+                raise ScheduleFormatError(f"schedule: {name} must be one-dimensional")
+            if dt is np.int64 and a.size and not np.issubdtype(a.dtype, np.integer):
+                if not np.all(np.isfinite(a)) or not np.all(a == np.round(a)):
+                    raise ScheduleFormatError(f"schedule: {name} must hold integers")
+            a = np.ascontiguousarray(a, dtype=dt)
+            a.setflags(write=False)
+            object.__setattr__(self, name, a)
+        nb = self.start.size
+        for ptr_name, arr_name in (("batch_ptr", "entry_req"), ("evict_ptr", "evict_req")):
+            ptr = getattr(self, ptr_name)
+            if ptr.size != nb + 1:
+                raise ScheduleFormatError(f"schedule: {ptr_name} must have n_batches + 1 = {nb + 1} items")
+            if ptr[0] != 0 or ptr[-1] != getattr(self, arr_name).size or np.any(np.diff(ptr) < 0):
+                raise ScheduleFormatError(f"schedule: {ptr_name} is not a valid offset array")
+        if self.entry_tokens.size != self.entry_req.size:
+            raise ScheduleFormatError("schedule: entry_tokens and entry_req differ in length")
+        for arr_name in ("entry_req", "evict_req"):
+            a = getattr(self, arr_name)
+            if a.size and (a.min() < 0 or a.max() >= len(ids)):
+                raise ScheduleFormatError(f"schedule: {arr_name} refers outside the id table")
+
+    # -- sizes & views ----------------------------------------------------------
+    @property
+    def n_batches(self) -> int:
+        return int(self.start.size)
+
+    @property
+    def n_entries(self) -> int:
+        return int(self.entry_req.size)
+
+    def __len__(self) -> int:
+        return self.n_batches
+
+    @property
+    def batch_of_entry(self) -> np.ndarray:
+        return np.repeat(np.arange(self.n_batches), np.diff(self.batch_ptr))
+
+    @property
+    def batch_of_evict(self) -> np.ndarray:
+        return np.repeat(np.arange(self.n_batches), np.diff(self.evict_ptr))
+
+    def batch(self, j: int) -> Batch:
+        if not -self.n_batches <= j < self.n_batches:
+            raise IndexError(f"batch {j} out of range (schedule has {self.n_batches})")
+        j %= self.n_batches
+        a, b = self.batch_ptr[j], self.batch_ptr[j + 1]
+        ea, eb = self.evict_ptr[j], self.evict_ptr[j + 1]
+        s = self.start[j]
+        return Batch(
+            [(self.ids[r], int(c)) for r, c in zip(self.entry_req[a:b], self.entry_tokens[a:b])],
+            [self.ids[r] for r in self.evict_req[ea:eb]],
+            None if math.isnan(s) else float(s),
+        )
+
+    def __iter__(self):
+        return (self.batch(j) for j in range(self.n_batches))
+
+    @property
+    def has_evictions(self) -> bool:
+        return self.evict_req.size > 0
+
+    # -- construction -------------------------------------------------------------
+    @classmethod
+    def from_batches(cls, batches: Iterable[Batch | Sequence | dict]) -> "Schedule":
+        """Build from ``Batch`` tuples, ``(entries, evict[, start])`` or JSON-style dicts."""
+        b = ScheduleBuilder()
+        for j, item in enumerate(batches):
+            if isinstance(item, dict):
+                entries, evict, start = _parse_batch_dict(item, j)
+            else:
+                item = tuple(item)
+                if len(item) not in (1, 2, 3):
+                    raise ScheduleFormatError(f"batch {j}: expected (entries, evict[, start])")
+                entries = item[0]
+                evict = item[1] if len(item) > 1 else ()
+                start = item[2] if len(item) > 2 else None
+            b.add(entries, evict, start)
+        return b.build()
+
+    @classmethod
+    def empty(cls) -> "Schedule":
+        return ScheduleBuilder().build()
+
+    # -- equality -------------------------------------------------------------------
+    def canonical(self) -> tuple:
+        """Hashable content with entries and evictions sorted within each batch."""
+        ids = np.array(self.ids, dtype=object)
+
+        def per_batch(ptr, req, tok=None):
+            out = []
+            for j in range(self.n_batches):
+                a, b = ptr[j], ptr[j + 1]
+                names = ids[req[a:b]].tolist()
+                if tok is None:
+                    out.append(tuple(sorted(names)))
+                else:
+                    out.append(tuple(sorted(zip(names, tok[a:b].tolist()))))
+            return tuple(out)
+
+        starts = tuple(None if math.isnan(s) else float(s) for s in self.start)
+        return (
+            per_batch(self.batch_ptr, self.entry_req, self.entry_tokens),
+            per_batch(self.evict_ptr, self.evict_req),
+            starts,
+        )
+
+    def __eq__(self, other):
+        if not isinstance(other, Schedule):
+            return NotImplemented
+        if self.n_batches != other.n_batches or self.n_entries != other.n_entries:
+            return False
+        return self.canonical() == other.canonical()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def without_starts(self) -> "Schedule":
+        """The same batches with every start left to "as early as possible"."""
+        return self.replace_starts(np.full(self.n_batches, np.nan))
+
+    def replace_starts(self, start) -> "Schedule":
+        return Schedule(
+            self.ids, self.batch_ptr, self.entry_req, self.entry_tokens,
+            self.evict_ptr, self.evict_req, np.asarray(start, dtype=np.float64),
+        )
+
+    # -- JSON / npz -------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        out = []
+        for b in self:
+            d: dict[str, Any] = {"entries": [[r, c] for r, c in b.entries]}
+            if b.evict:
+                d["evict"] = b.evict
+            if b.start is not None:
+                d["start"] = b.start
+            out.append(d)
+        return {"batches": out}
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "Schedule":
+        if not isinstance(d, dict) or "batches" not in d:
+            raise ScheduleFormatError("schedule: expected an object with a 'batches' list")
+        extra = set(d) - {"batches", "meta"}
+        if extra:
+            raise ScheduleFormatError(f"schedule: unknown fields {sorted(extra)}")
+        if not isinstance(d["batches"], list):
+            raise ScheduleFormatError("schedule: 'batches' must be a list")
+        return cls.from_batches(d["batches"])
+
+    def save(self, path: str | Path) -> None:
+        """Write ``.npz`` (columnar) or JSON, chosen by the file suffix."""
+        p = Path(path)
+        if p.suffix == ".npz":
+            np.savez_compressed(
+                p,
+                ids=np.array(self.ids, dtype=str),
+                batch_ptr=self.batch_ptr,
+                entry_req=self.entry_req,
+                entry_tokens=self.entry_tokens,
+                evict_ptr=self.evict_ptr,
+                evict_req=self.evict_req,
+                start=self.start,
+            )
+        else:
+            p.write_text(self.to_json())
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Schedule":
+        p = Path(path)
+        try:
+            if p.suffix == ".npz":
+                with np.load(p, allow_pickle=False) as z:
+                    missing = {"ids", "batch_ptr", "entry_req", "entry_tokens", "evict_ptr",
+                               "evict_req", "start"} - set(z.files)
+                    if missing:
+                        raise ScheduleFormatError(f"{p}: npz schedule lacks arrays {sorted(missing)}")
+                    return cls(tuple(z["ids"].tolist()), z["batch_ptr"], z["entry_req"],
+                               z["entry_tokens"], z["evict_ptr"], z["evict_req"], z["start"])
+            text = p.read_text()
+        except OSError as e:
+            raise InputFileError(f"{p}: cannot read schedule file: {e.strerror or e}") from None
+        except ValueError as e:  # corrupt npz
+            raise ScheduleFormatError(f"{p}: unreadable npz schedule: {e}") from None
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ScheduleFormatError(f"{p}: malformed JSON: {e}") from None
+        try:
+            return cls.from_dict(d)
+        except ScheduleFormatError as e:
+            raise ScheduleFormatError(f"{p}: {e}") from None
+
+
+def _parse_batch_dict(item: dict, j: int):
+    extra = set(item) - {"entries", "evict", "start"}
+    if extra:
+        raise ScheduleFormatError(f"batch {j}: unknown fields {sorted(extra)}")
+    if "entries" not in item:
+        raise ScheduleFormatError(f"batch {j}: missing field 'entries'")
+    return item["entries"], item.get("evict", ()), item.get("start")
+
+
+class ScheduleBuilder:
+    """Append batches cheaply; ``build()`` freezes them into a :class:`Schedule`.
+
+    Simulators and decoders use this so they never touch the array layout.
+    """
+
+    def __init__(self, ids: Sequence[str] | None = None):
+        self._ids: list[str] = list(ids) if ids is not None else []
+        self._pos: dict[str, int] = {r: i for i, r in enumerate(self._ids)}
+        self._req: list[int] = []
+        self._tok: list[int] = []
+        self._bptr: list[int] = [0]
+        self._ev: list[int] = []
+        self._eptr: list[int] = [0]
+        self._start: list[float] = []
+
+    def _id(self, rid) -> int:
+        if not isinstance(rid, str):
+            if isinstance(rid, (int, np.integer)) and not isinstance(rid, bool):
+                rid = str(rid)
+            else:
+                raise ScheduleFormatError(f"request id must be a string, got {rid!r}")
+        i = self._pos.get(rid)
+        if i is None:
+            i = self._pos[rid] = len(self._ids)
+            self._ids.append(rid)
+        return i
+
+    def add(self, entries, evict=(), start=None) -> None:
+        j = len(self._start)
+        try:
+            for e in entries:
+                rid, c = e
+                if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
+                    if isinstance(c, float) and c.is_integer():
+                        c = int(c)
+                    else:
+                        raise ScheduleFormatError(
+                            f"batch {j}: tokens for request {rid!r} must be an integer, got {c!r}"
+                        )
+                self._req.append(self._id(rid))
+                self._tok.append(int(c))
+        except (TypeError, ValueError) as ex:
+            if isinstance(ex, ScheduleFormatError):
+                raise
+            raise ScheduleFormatError(f"batch {j}: entries must be [request id, tokens] pairs") from None
+        if isinstance(evict, str):
+            raise ScheduleFormatError(f"batch {j}: 'evict' must be a list of request ids")
+        for rid in evict:
+            self._ev.append(self._id(rid))
+        if start is None:
+            self._start.append(math.nan)
+        else:
+            if isinstance(start, bool) or not isinstance(start, (int, float, np.integer, np.floating)) \
+                    or not math.isfinite(start):
+                raise ScheduleFormatError(f"batch {j}: 'start' must be a finite number, got {start!r}")
+            self._start.append(float(start))
+        self._bptr.append(len(self._req))
+        self._eptr.append(len(self._ev))
+
+    def add_indexed(self, req_idx, tokens, evict_idx=(), start=None) -> None:
+        """Fast path: ``req_idx``/``evict_idx`` are positions in the ``ids`` given at init."""
+        self._req.extend(req_idx)
+        self._tok.extend(tokens)
+        self._ev.extend(evict_idx)
+        self._start.append(math.nan if start is None else float(start))
+        self._bptr.append(len(self._req))
+        self._eptr.append(len(self._ev))
+
+    def __len__(self) -> int:
+        return len(self._start)
+
+    def build(self) -> Schedule:
+        return Schedule(
+            tuple(self._ids),
+            np.array(self._bptr, dtype=np.int64),
+            np.array(self._req, dtype=np.int64),
+            np.array(self._tok, dtype=np.int64),
+            np.array(self._eptr, dtype=np.int64),
+            np.array(self._ev, dtype=np.int64),
+            np.array(self._start, dtype=np.float64),
+        )
