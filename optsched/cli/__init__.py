@@ -1,0 +1,60 @@
+"""The ``optsched`` command line.
+
+Each subcommand lives in its own module in this package and defines
+``register(subparsers)``, which adds its parser and sets ``func`` to a callable
+``func(args) -> int`` (the exit code). Adding a command touches one file.
+
+Exit codes: 0 success, 1 a negative answer (an infeasible schedule, a claim
+violated, a solve without solution), 2 unreadable or invalid input (one line on
+stderr naming the problem).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from ..errors import OptschedError
+
+EXIT_OK, EXIT_NO, EXIT_INPUT = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="optsched",
+        description="Provably optimal schedules for LLM inference serving, "
+        "and heuristic schedulers held up against them.",
+    )
+    parser.add_argument("--version", action="version", version=f"optsched {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if mod.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{mod.name}")
+        if hasattr(module, "register"):
+            module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_INPUT
+    try:
+        return int(args.func(args) or 0)
+    except OptschedError as e:
+        print(f"optsched {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print(f"optsched {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
