@@ -85,7 +85,8 @@ class Violation:
             where.append(f"batch {self.batch}")
         if self.request is not None:
             where.append(f"request {self.request!r}")
-        return f"{self.code} ({', '.join(where)}): {self.message}" if where else f"{self.code}: {self.message}"
+        head = f"{self.code} ({', '.join(where)})" if where else self.code
+        return f"{head}: {self.message}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -256,7 +257,8 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
         return idx[dup]
 
     bad = _dups(e_b, e_r, e_ok)
-    V.add_many("DUPLICATE_ENTRY", e_b[bad], e_r[bad], lambda k: "request appears twice in the batch's entries")
+    V.add_many("DUPLICATE_ENTRY", e_b[bad], e_r[bad],
+               lambda k: "request appears twice in the batch's entries")
     e_ok[bad] = False
     bad = _dups(v_b, v_r, v_ok)
     V.add_many("DUPLICATE_ENTRY", v_b[bad], v_r[bad], lambda k: "request is evicted twice in the batch")
@@ -279,7 +281,8 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     ev_isent = np.concatenate([np.ones(ei.size, bool), np.zeros(vi.size, bool)])
     ev_c = np.concatenate([e_c[ei], np.zeros(vi.size, np.int64)])
     ev_src = np.concatenate([ei, vi])  # index into entry or eviction arrays
-    order = np.lexsort((ev_isent, ev_batch, ev_req))  # evictions before entries in a batch
+    # one int64 sort key: request, then batch, then evictions before entries (unique after dedup)
+    order = np.argsort((ev_req * (nb + 1) + ev_batch) * 2 + ev_isent, kind="stable")
     ev_req, ev_batch, ev_isent, ev_c, ev_src = (
         ev_req[order], ev_batch[order], ev_isent[order], ev_c[order], ev_src[order]
     )
@@ -378,7 +381,8 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     if lim.max_prefill_tokens is not None:
         j = np.flatnonzero(b_pre_tok > lim.max_prefill_tokens)
         V.add_many("PREFILL_TOKENS", j, None,
-                   lambda k: f"processes {int(b_pre_tok[j[k]])} prefill tokens > P = {lim.max_prefill_tokens}")
+                   lambda k: f"processes {int(b_pre_tok[j[k]])} prefill tokens "
+                             f"> P = {lim.max_prefill_tokens}")
     if lim.max_batch_size is not None:
         j = np.flatnonzero(b_n > lim.max_batch_size)
         V.add_many("BATCH_SIZE", j, None,
@@ -390,11 +394,12 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     def fp(x):
         return -(-x // blk) * blk if blk > 1 else x
 
-    delta = np.zeros(nb + 1, np.int64)
-    np.add.at(delta, ev_batch[live], fp(m_after[live]) - fp(m_before[live]))
-    np.add.at(delta, ev_batch[ev_valid_evict], -fp(m_before[ev_valid_evict]))
-    np.add.at(delta, ev_batch[finish] + 1, -fp(m_after[finish]))
-    kv = np.cumsum(delta)[:nb]
+    delta = (
+        np.bincount(ev_batch[live], weights=fp(m_after[live]) - fp(m_before[live]), minlength=nb + 1)
+        - np.bincount(ev_batch[ev_valid_evict], weights=fp(m_before[ev_valid_evict]), minlength=nb + 1)
+        - np.bincount(ev_batch[finish] + 1, weights=fp(m_after[finish]), minlength=nb + 1)
+    )
+    kv = np.rint(np.cumsum(delta)[:nb]).astype(np.int64)
     j = np.flatnonzero(kv > lim.kv_capacity)
     V.add_many("KV_OVERFLOW", j, None,
                lambda k: f"KV in use {int(kv[j[k]])} > M = {lim.kv_capacity}")
@@ -420,7 +425,8 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
                    lambda k: f"stated start {stated[j[k]]:g} is before the previous batch ends "
                              f"at {end_prev[j[k]]:g}")
         tb = touch_b
-        early = np.flatnonzero(has_stated[tb] & (arr[touch_r] > stated[tb] + 1e-9 * np.maximum(1, arr[touch_r])))
+        ta = arr[touch_r]
+        early = np.flatnonzero(has_stated[tb] & (ta > stated[tb] + 1e-9 * np.maximum(1, ta)))
         V.add_many("BEFORE_ARRIVAL", tb[early], touch_r[early],
                    lambda k: f"batch starts at {stated[tb[early[k]]]:g} before the request arrives "
                              f"at {arr[touch_r[early[k]]]:g}")

@@ -60,7 +60,9 @@ class Request:
             raise InstanceError(f"request {self.id!r}: field 'id' must be a non-empty string")
         where = f"request {self.id!r}"
         if not _is_num(self.arrival) or not math.isfinite(self.arrival) or self.arrival < 0:
-            raise InstanceError(f"{where}: field 'arrival' must be a finite number >= 0, got {self.arrival!r}")
+            raise InstanceError(
+                f"{where}: field 'arrival' must be a finite number >= 0, got {self.arrival!r}"
+            )
         object.__setattr__(self, "arrival", float(self.arrival))
         for name in ("prompt", "output"):
             v = getattr(self, name)
@@ -101,7 +103,7 @@ class Request:
         return d
 
     @classmethod
-    def from_dict(cls, d: Any, position: int | None = None) -> "Request":
+    def from_dict(cls, d: Any, position: int | None = None) -> Request:
         where = f"request #{position}" if position is not None else "request"
         if not isinstance(d, dict):
             raise InstanceError(f"{where}: expected an object, got {type(d).__name__}")
@@ -162,7 +164,7 @@ class Limits:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_dict(cls, d: Any) -> "Limits":
+    def from_dict(cls, d: Any) -> Limits:
         if not isinstance(d, dict):
             raise InstanceError(f"limits: expected an object, got {type(d).__name__}")
         known = {f.name for f in fields(cls)}
@@ -251,7 +253,7 @@ class Instance:
     def request(self, rid: str) -> Request:
         return self.requests[self.index[rid]]
 
-    def replace(self, **changes) -> "Instance":
+    def replace(self, **changes) -> Instance:
         """A copy with fields replaced (validated again)."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d.update(changes)
@@ -270,7 +272,7 @@ class Instance:
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
-    def from_dict(cls, d: Any) -> "Instance":
+    def from_dict(cls, d: Any) -> Instance:
         if not isinstance(d, dict):
             raise InstanceError(f"instance: expected a JSON object, got {type(d).__name__}")
         extra = set(d) - {"name", "limits", "cost_model", "requests"}
@@ -289,7 +291,7 @@ class Instance:
         )
 
     @classmethod
-    def from_json(cls, text: str) -> "Instance":
+    def from_json(cls, text: str) -> Instance:
         try:
             d = json.loads(text, parse_constant=_reject_constant)
         except json.JSONDecodeError as e:
@@ -300,7 +302,7 @@ class Instance:
         Path(path).write_text(self.to_json())
 
     @classmethod
-    def load(cls, path: str | Path) -> "Instance":
+    def load(cls, path: str | Path) -> Instance:
         p = Path(path)
         try:
             text = p.read_text()

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -124,7 +125,7 @@ class Schedule:
 
     # -- construction -------------------------------------------------------------
     @classmethod
-    def from_batches(cls, batches: Iterable[Batch | Sequence | dict]) -> "Schedule":
+    def from_batches(cls, batches: Iterable[Batch | Sequence | dict]) -> Schedule:
         """Build from ``Batch`` tuples, ``(entries, evict[, start])`` or JSON-style dicts."""
         b = ScheduleBuilder()
         for j, item in enumerate(batches):
@@ -141,7 +142,7 @@ class Schedule:
         return b.build()
 
     @classmethod
-    def empty(cls) -> "Schedule":
+    def empty(cls) -> Schedule:
         return ScheduleBuilder().build()
 
     # -- equality -------------------------------------------------------------------
@@ -176,11 +177,11 @@ class Schedule:
 
     __hash__ = None  # type: ignore[assignment]
 
-    def without_starts(self) -> "Schedule":
+    def without_starts(self) -> Schedule:
         """The same batches with every start left to "as early as possible"."""
         return self.replace_starts(np.full(self.n_batches, np.nan))
 
-    def replace_starts(self, start) -> "Schedule":
+    def replace_starts(self, start) -> Schedule:
         return Schedule(
             self.ids, self.batch_ptr, self.entry_req, self.entry_tokens,
             self.evict_ptr, self.evict_req, np.asarray(start, dtype=np.float64),
@@ -202,7 +203,7 @@ class Schedule:
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
-    def from_dict(cls, d: Any) -> "Schedule":
+    def from_dict(cls, d: Any) -> Schedule:
         if not isinstance(d, dict) or "batches" not in d:
             raise ScheduleFormatError("schedule: expected an object with a 'batches' list")
         extra = set(d) - {"batches", "meta"}
@@ -230,7 +231,7 @@ class Schedule:
             p.write_text(self.to_json())
 
     @classmethod
-    def load(cls, path: str | Path) -> "Schedule":
+    def load(cls, path: str | Path) -> Schedule:
         p = Path(path)
         try:
             if p.suffix == ".npz":

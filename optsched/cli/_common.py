@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ..errors import InputFileError
 from ..instance import Instance

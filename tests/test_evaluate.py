@@ -1,0 +1,344 @@
+"""The one evaluator: hand-worked replays, one test per violation code, properties."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from strategies import instances, valid_schedules
+
+from optsched.cost import LinearCost, UnitCost
+from optsched.evaluate import CODES, evaluate
+from optsched.instance import Instance, Limits, Request
+from optsched.schedule import Schedule
+
+
+def inst_of(reqs, M=16, C=4096, P=None, size=None, block=1, cost=None):
+    return Instance(
+        "t",
+        Limits(kv_capacity=M, max_batch_tokens=C, max_prefill_tokens=P, max_batch_size=size,
+               block_size=block),
+        cost or UnitCost(),
+        tuple(Request(*r) for r in reqs),
+    )
+
+
+def sched(*batches):
+    return Schedule.from_batches(batches)
+
+
+def codes(ev):
+    return sorted({v.code for v in ev.violations})
+
+
+# --- hand-worked feasible replays -------------------------------------------------------
+
+
+def test_two_requests_unit_cost_by_hand():
+    # a: I=4, O=3; b: I=2, O=2, both at t=0.
+    # batch0: a prefill 4 (m=4=S -> token 1, S=5), b prefill 2 (m=2=S -> token 1, S=3); KV 6
+    # batch1: a decode (m=5 -> token 2), b decode (m=3 -> token 2 = O, done); KV 5+3 = 8
+    # batch2: a decode (m=6 -> token 3 = O, done); KV 6 (b freed)
+    inst = inst_of([("a", 0, 4, 3), ("b", 0, 2, 2)])
+    ev = evaluate(inst, sched(([("a", 4), ("b", 2)],), ([("a", 1), ("b", 1)],), ([("a", 1)],)))
+    assert ev.feasible
+    assert ev.batch_kv.tolist() == [6, 8, 6]
+    assert ev.batch_end.tolist() == [1, 2, 3]
+    assert ev.first_token.tolist() == [1, 1]
+    assert ev.completion.tolist() == [3, 2]
+    assert ev.tpot.tolist() == [1.0, 1.0]  # a: (3-1)/2, b: (2-1)/1
+    assert ev.metrics["makespan"] == 3
+    assert ev.metrics["total_latency"] == 5
+    assert ev.metrics["peak_kv"] == 8
+    assert ev.entry_decode.tolist() == [False, False, True, True, True]
+    assert ev.batch_prefill_entries.tolist() == [2, 0, 0]
+    assert ev.batch_decode_entries.tolist() == [0, 2, 1]
+
+
+def test_eviction_and_refill_by_hand():
+    # a: I=3, O=3. batch0: a 3 -> token 1 (S=4, m=3). batch1: evict a (m:=0).
+    # batch2: refill 2 of S=4 (m=2, no token). batch3: refill 2 more (m=4=S -> token 2, S=5).
+    # batch4: decode (m=5 -> token 3 = O). Recomputed tokens = m at eviction = 3.
+    inst = inst_of([("a", 0, 3, 3)])
+    s = sched(([("a", 3)],), ([], ["a"]), ([("a", 2)],), ([("a", 2)],), ([("a", 1)],))
+    ev = evaluate(inst, s)
+    assert ev.feasible, ev.violations
+    assert ev.batch_kv.tolist() == [3, 0, 2, 4, 5]
+    # the eviction-only batch takes no time
+    assert ev.batch_duration.tolist() == [1, 0, 1, 1, 1]
+    assert ev.completion.tolist() == [4]
+    assert ev.evictions.tolist() == [1]
+    assert ev.recomputed_tokens.tolist() == [3]
+    assert ev.metrics["recomputed_tokens"] == 3
+    # refill chunks are prefill entries; the last entry is a decode
+    assert ev.entry_decode.tolist() == [False, False, False, True]
+
+
+def test_linear_cost_by_hand():
+    k = dict(k0=1.0, k1=0.1, kpq=0.01, kpm=0.001, kdm=0.002, kpr=0.5, kdr=0.25)
+    cost = LinearCost(**k)
+    inst = inst_of([("a", 0, 4, 2), ("b", 0, 6, 2)], M=32, cost=cost)
+    # batch0: a prefill c=4 m=0; b chunk c=3 m=0 (no token yet)
+    # batch1: a decode c=1 m=4 (token 2 = O, done); b chunk c=3 m=3 (m=6=S -> token 1)
+    # batch2: b decode c=1 m=6 -> done
+    s = sched(([("a", 4), ("b", 3)],), ([("a", 1), ("b", 3)],), ([("b", 1)],))
+    ev = evaluate(inst, s)
+    assert ev.feasible, ev.violations
+    t0 = 1.0 + 0.1 * 7 + 0.01 * (16 + 9) + 0.5 * 2
+    t1 = 1.0 + 0.1 * 4 + (0.01 * 9 + 0.001 * 3 * 3 + 0.5) + (0.002 * 4 + 0.25)
+    t2 = 1.0 + 0.1 * 1 + (0.002 * 6 + 0.25)
+    assert ev.batch_duration == pytest.approx([t0, t1, t2])
+    assert ev.completion == pytest.approx([t0 + t1, t0 + t1 + t2])
+    assert ev.first_token == pytest.approx([t0, t0 + t1])
+
+
+def test_linear_cost_batch_biases_and_prefill_linear_term():
+    cost = LinearCost(k0=1.0, kpb=0.5, kdb=0.25, kpl=0.01)
+    inst = inst_of([("a", 0, 4, 2), ("b", 0, 2, 3)], M=32, cost=cost)
+    # batch0: a chunk 2 (prefill, m=0), b prefill 2 -> 1 + 0.5 (prefill bias)
+    # batch1: a chunk 2 (prefill, m=2 -> kpl*2), b decode -> 1 + 0.5 + 0.25 + 0.02
+    # batch2: a decode, b decode -> 1 + 0.25
+    s = sched(([("a", 2), ("b", 2)],), ([("a", 2), ("b", 1)],), ([("a", 1), ("b", 1)],))
+    ev = evaluate(inst, s)
+    assert ev.feasible, ev.violations
+    assert ev.batch_duration == pytest.approx([1.5, 1.77, 1.25])
+
+
+def test_arrivals_idle_and_stated_start():
+    # a arrives at 0, b at 5. Batches start at the latest arrival they touch.
+    inst = inst_of([("a", 0, 1, 1), ("b", 5, 1, 2)])
+    ev = evaluate(inst, sched(([("a", 1)],), ([("b", 1)],), ([("b", 1)], [], 9.0)))
+    assert ev.feasible, ev.violations
+    assert ev.batch_start.tolist() == [0, 5, 9]  # idle until 5; deliberate idling to 9
+    assert ev.completion.tolist() == [1, 10]
+    assert ev.latency.tolist() == [1, 5]
+    assert ev.ttft.tolist() == [1, 1]
+    assert math.isnan(ev.tpot[0])  # O = 1: TPOT undefined
+    assert ev.tpot[1] == 4.0
+
+
+def test_block_size_rounds_kv_up():
+    inst = inst_of([("a", 0, 3, 2)], M=4, block=2)
+    ev = evaluate(inst, sched(([("a", 3)],), ([("a", 1)],)))
+    assert ev.feasible
+    assert ev.batch_kv.tolist() == [4, 4]
+
+
+def test_finished_request_kv_counts_in_its_last_batch():
+    # a finishes in batch 1 with m=5; b's prefill of 4 in batch 1 must fit together with it.
+    inst = inst_of([("a", 0, 4, 2), ("b", 0, 4, 1)], M=8)
+    ev = evaluate(inst, sched(([("a", 4)],), ([("a", 1), ("b", 4)],)))
+    assert codes(ev) == ["KV_OVERFLOW"]
+    assert ev.violations[0].batch == 1
+
+
+def test_slo_attainment():
+    reqs = (Request("a", 0, 1, 2, ttft_slo=1.0, tpot_slo=1.0), Request("b", 0, 1, 2, ttft_slo=0.5))
+    inst = Instance("slo", Limits(16, 16), UnitCost(), reqs)
+    ev = evaluate(inst, sched(([("a", 1), ("b", 1)],), ([("a", 1), ("b", 1)],)))
+    assert ev.metrics["slo_attainment"] == 0.5  # b's TTFT 1 > 0.5
+
+
+# --- one test per violation code --------------------------------------------------------
+
+ONE = [("a", 0, 2, 2)]
+
+
+def test_unknown_request():
+    ev = evaluate(inst_of(ONE), sched(([("a", 2), ("zz", 1)],), ([("a", 1)],)))
+    assert codes(ev) == ["UNKNOWN_REQUEST"]
+    assert ev.violations[0].request == "zz" and ev.violations[0].batch == 0
+
+
+def test_before_arrival():
+    inst = inst_of([("a", 3, 2, 1)])
+    ev = evaluate(inst, sched(([("a", 2)], [], 1.0)))
+    assert codes(ev) == ["BEFORE_ARRIVAL"]
+    assert ev.violations[0].request == "a"
+
+
+def test_start_too_early():
+    ev = evaluate(inst_of(ONE), sched(([("a", 2)], [], 0.0), ([("a", 1)], [], 0.5)))
+    assert codes(ev) == ["START_TOO_EARLY"]
+    assert ev.violations[0].batch == 1
+
+
+def test_zero_tokens():
+    ev = evaluate(inst_of(ONE), sched(([("a", 2)],), ([("a", 0)],), ([("a", 1)],)))
+    assert codes(ev) == ["ZERO_TOKENS"]
+    assert ev.violations[0].batch == 1
+
+
+def test_tokens_over_available():
+    ev = evaluate(inst_of(ONE), sched(([("a", 2)],), ([("a", 2)],)))
+    assert "TOKENS_OVER_AVAILABLE" in codes(ev)
+    v = [v for v in ev.violations if v.code == "TOKENS_OVER_AVAILABLE"][0]
+    assert (v.batch, v.request) == (1, "a")
+
+
+def test_duplicate_entry():
+    ev = evaluate(inst_of(ONE), sched(([("a", 1), ("a", 1)],), ([("a", 1)],), ([("a", 1)],)))
+    assert "DUPLICATE_ENTRY" in codes(ev)
+
+
+def test_evict_and_process():
+    ev = evaluate(inst_of(ONE), sched(([("a", 2)],), ([("a", 1)], ["a"])))
+    assert codes(ev) == ["EVICT_AND_PROCESS"]
+
+
+def test_evict_not_resident():
+    ev = evaluate(inst_of(ONE), sched(([], ["a"]), ([("a", 2)],), ([("a", 1)],)))
+    assert codes(ev) == ["EVICT_NOT_RESIDENT"]
+    assert ev.violations[0].batch == 0
+
+
+def test_entry_after_finish():
+    ev = evaluate(inst_of(ONE), sched(([("a", 2)],), ([("a", 1)],), ([("a", 1)],)))
+    assert codes(ev) == ["ENTRY_AFTER_FINISH"]
+    assert ev.violations[0].batch == 2
+
+
+def test_kv_overflow():
+    ev = evaluate(inst_of([("a", 0, 3, 2), ("b", 0, 3, 2)], M=5), sched(([("a", 3), ("b", 3)],),
+                                                                       ([("a", 1), ("b", 1)],)))
+    assert "KV_OVERFLOW" in codes(ev)
+
+
+def test_batch_tokens():
+    ev = evaluate(inst_of([("a", 0, 3, 1), ("b", 0, 3, 1)], C=5), sched(([("a", 3), ("b", 3)],)))
+    assert codes(ev) == ["BATCH_TOKENS"]
+
+
+def test_prefill_tokens():
+    ev = evaluate(inst_of([("a", 0, 3, 1), ("b", 0, 3, 1)], C=8, P=4), sched(([("a", 3), ("b", 3)],)))
+    assert codes(ev) == ["PREFILL_TOKENS"]
+
+
+def test_batch_size():
+    ev = evaluate(inst_of([("a", 0, 1, 1), ("b", 0, 1, 1)], size=1), sched(([("a", 1), ("b", 1)],)))
+    assert codes(ev) == ["BATCH_SIZE"]
+
+
+def test_incomplete():
+    ev = evaluate(inst_of([("a", 0, 2, 2), ("b", 0, 1, 1)]), sched(([("a", 2)],)))
+    assert codes(ev) == ["INCOMPLETE"]
+    assert sorted(v.request for v in ev.violations) == ["a", "b"]
+    assert ev.metrics["total_latency"] is None
+
+
+def test_every_code_has_a_test():
+    here = open(__file__).read()
+    for code in CODES:
+        assert f"def test_{code.lower()}" in here, code
+
+
+# --- round trips ---------------------------------------------------------------------
+
+
+def test_schedule_json_and_npz_round_trip(tmp_path):
+    s = sched(([("a", 2), ("b", 1)], ["c"], 0.5), ([("a", 1)],))
+    assert Schedule.from_dict(s.to_dict()) == s
+    for name in ("s.json", "s.npz"):
+        s.save(tmp_path / name)
+        assert Schedule.load(tmp_path / name) == s
+    assert s.without_starts() != s
+
+
+def test_instance_json_round_trip(tmp_path):
+    reqs = (Request("a", 0.5, 4, 3, predicted_output=5, cls="rt", ttft_slo=2.0), Request("b", 0, 1, 1))
+    inst = Instance("x", Limits(16, 8, 4, 3, 2), LinearCost(k0=1, kdr=0.5), reqs)
+    inst.save(tmp_path / "i.json")
+    assert Instance.load(tmp_path / "i.json") == inst
+    assert Instance.from_json(inst.to_json()) == inst
+
+
+# --- properties: random valid schedules are accepted, mutations rejected -------------------
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(st.data())
+def test_random_valid_schedules_are_accepted(data):
+    inst = data.draw(instances())
+    trace = data.draw(valid_schedules(inst))
+    assume(len(trace.completion_batch) == inst.n)
+    ev = evaluate(inst, trace.schedule)
+    assert ev.feasible, [str(v) for v in ev.violations]
+    # completion happens at the end of the batch the naive replay finished the request in
+    for i, rid in enumerate(inst.ids):
+        assert ev.completion[i] == pytest.approx(ev.batch_end[trace.completion_batch[rid]])
+    assert ev.metrics["peak_kv"] <= inst.limits.kv_capacity
+    # every processed token is a first computation or a recomputation
+    total = int(trace.schedule.entry_tokens.sum())
+    assert total == int((inst.prompt + inst.output - 1).sum()) + ev.metrics["recomputed_tokens"]
+
+
+@SETTINGS
+@given(st.data())
+def test_one_token_too_many_is_rejected(data):
+    inst = data.draw(instances())
+    trace = data.draw(valid_schedules(inst))
+    assume(len(trace.completion_batch) == inst.n)
+    full = [k for k, (_, _, c, room) in enumerate(trace.entries) if c == room]
+    assume(full)
+    k = data.draw(st.sampled_from(full))
+    s = trace.schedule
+    tokens = s.entry_tokens.copy()
+    # entries are stored in the generator's order, so entry k is trace.entries[k]
+    tokens[k] += 1
+    bad = Schedule(s.ids, s.batch_ptr, s.entry_req, tokens, s.evict_ptr, s.evict_req, s.start)
+    ev = evaluate(inst, bad)
+    assert not ev.feasible
+    assert "TOKENS_OVER_AVAILABLE" in ev.violation_counts or "ENTRY_AFTER_FINISH" in ev.violation_counts
+
+
+@SETTINGS
+@given(st.data())
+def test_batch_moved_before_an_arrival_is_rejected(data):
+    inst = data.draw(instances(online=True, linear=False))
+    assume(inst.arrival.max() > 0)
+    trace = data.draw(valid_schedules(inst, stated_starts=True))
+    assume(len(trace.completion_batch) == inst.n)
+    assert evaluate(inst, trace.schedule).feasible
+    s = trace.schedule
+    # pick a batch that touches a late request and state a start before that arrival
+    late = {rid for rid in inst.ids if inst.request(rid).arrival > 0}
+    cands = [j for j in range(s.n_batches) if any(r in late for r, _ in s.batch(j).entries)]
+    assume(cands)
+    j = data.draw(st.sampled_from(cands))
+    a = max(inst.request(r).arrival for r, _ in s.batch(j).entries)
+    start = s.start.copy()
+    start[j] = a - 0.5
+    ev = evaluate(inst, s.replace_starts(start))
+    assert not ev.feasible
+    assert {"BEFORE_ARRIVAL", "START_TOO_EARLY"} & set(ev.violation_counts)
+
+
+@SETTINGS
+@given(st.data())
+def test_dropped_batch_is_rejected(data):
+    inst = data.draw(instances())
+    trace = data.draw(valid_schedules(inst))
+    assume(len(trace.completion_batch) == inst.n)
+    # drop a batch in which some request completes: it can never finish afterwards
+    j = data.draw(st.sampled_from(sorted(set(trace.completion_batch.values()))))
+    batches = [b for k, b in enumerate(trace.schedule) if k != j]
+    ev = evaluate(inst, Schedule.from_batches(batches))
+    assert not ev.feasible
+    assert "INCOMPLETE" in ev.violation_counts
+
+
+def test_kv_with_eviction_and_partial_refill_by_hand():
+    inst = inst_of([("a", 0, 3, 3), ("b", 0, 2, 4)], M=10)
+    s = sched(([("a", 3), ("b", 1)],), ([("a", 1), ("b", 1)],), ([("b", 1)], ["a"]),
+              ([("a", 4), ("b", 1)],), ([("a", 1), ("b", 1)],))
+    ev = evaluate(inst, s)
+    assert ev.feasible, [str(v) for v in ev.violations]
+    # a: m 3 (token 1, S=4) | 4 (token 2, S=5) | evicted: 0 | refill 4 of S=5: 4 | 5 (token 3, done)
+    # b: m 1 | 2 (token 1, S=3) | 3 (token 2) | 4 (token 3) | 5 (token 4 = O, done)
+    assert ev.batch_kv.tolist() == [4, 6, 3, 8, 10]
+    assert ev.recomputed_tokens.tolist() == [4, 0]
+    assert ev.completion.tolist() == [5, 5]
