@@ -1,0 +1,120 @@
+"""Instance validation: bad input is rejected with a message naming request and field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from optsched.cli import main
+from optsched.errors import InstanceError
+from optsched.instance import Instance, Limits, Request
+
+GOOD = {
+    "name": "tiny",
+    "limits": {"kv_capacity": 16, "max_batch_tokens": 4096, "max_prefill_tokens": None,
+               "max_batch_size": None, "block_size": 1},
+    "cost_model": {"kind": "unit"},
+    "requests": [{"id": "a", "arrival": 0, "prompt": 4, "output": 3}],
+}
+
+
+def with_request(**changes):
+    d = json.loads(json.dumps(GOOD))
+    d["requests"][0].update(changes)
+    return d
+
+
+@pytest.mark.parametrize(
+    "doc, needle",
+    [
+        (with_request(prompt=-1), "request 'a': field 'prompt'"),
+        (with_request(output=0), "request 'a': field 'output'"),
+        (with_request(arrival=float("nan")), "request 'a': field 'arrival'"),
+        (with_request(prompt=2.5), "request 'a': field 'prompt'"),
+        (with_request(color="red"), "request 'a': unknown fields ['color']"),
+        (with_request(prompt=10, output=8), "request 'a': prompt + output - 1 = 17"),
+        ({**GOOD, "requests": GOOD["requests"] * 2}, "request 'a': duplicate id"),
+        ({k: v for k, v in GOOD.items() if k != "limits"}, "missing field 'limits'"),
+        ({**GOOD, "requests": [{"id": "a", "arrival": 0, "prompt": 4}]}, "request 'a': missing field 'output'"),
+        ({**GOOD, "limits": {"kv_capacity": 16}}, "limits: missing field 'max_batch_tokens'"),
+        ({**GOOD, "limits": {**GOOD["limits"], "max_prefill_tokens": 5000}}, "max_prefill_tokens"),
+        ({**GOOD, "cost_model": {"kind": "linear", "k0": -1}}, "coefficient k0"),
+        ({**GOOD, "cost_model": {"preset": "nope"}}, "unknown preset 'nope'"),
+        ({**GOOD, "cost_model": {"kind": "cubic"}}, "unknown kind 'cubic'"),
+    ],
+)
+def test_bad_instances_are_rejected_naming_the_field(doc, needle):
+    with pytest.raises(InstanceError, match=None) as e:
+        Instance.from_dict(doc)
+    assert needle in str(e.value)
+
+
+def test_malformed_json_and_nan():
+    with pytest.raises(InstanceError, match="malformed JSON"):
+        Instance.from_json("{not json")
+    with pytest.raises(InstanceError, match="NaN"):
+        Instance.from_json('{"limits": {"kv_capacity": 16, "max_batch_tokens": 8}, '
+                           '"requests": [{"id": "a", "arrival": NaN, "prompt": 1, "output": 1}]}')
+
+
+def test_preset_resolves_and_round_trips():
+    inst = Instance.from_dict({**GOOD, "cost_model": {"preset": "infermax-llama2-7b-a100"}})
+    again = Instance.from_dict(inst.to_dict())
+    assert again == inst
+    assert inst.cost_model.kdm == pytest.approx(8.513e-6 * 32 / 1000)
+
+
+def test_block_size_applies_to_the_never_finishes_check():
+    with pytest.raises(InstanceError, match="blocks of 4"):
+        Instance("b", Limits(kv_capacity=10, max_batch_tokens=8, block_size=4), requests=(Request("a", 0, 5, 5),))
+
+
+# --- CLI exit codes ---------------------------------------------------------------------
+
+
+def write(tmp_path, name, obj):
+    p = tmp_path / name
+    p.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+    return str(p)
+
+
+def test_validate_exit_codes(tmp_path, capsys):
+    inst = write(tmp_path, "i.json", GOOD)
+    good = write(tmp_path, "g.json", {"batches": [{"entries": [["a", 4]]}, {"entries": [["a", 1]]},
+                                                  {"entries": [["a", 1]]}]})
+    bad = write(tmp_path, "b.json", {"batches": [{"entries": [["a", 4]]}, {"entries": [["b", 1]]}]})
+    assert main(["validate", inst, good]) == 0
+    assert main(["validate", inst, bad]) == 1
+    out = capsys.readouterr().out
+    assert "UNKNOWN_REQUEST (batch 1, request 'b')" in out and "INCOMPLETE" in out
+    assert main(["validate", inst, bad, "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["feasible"] is False
+    assert {v["code"] for v in doc["violations"]} == {"UNKNOWN_REQUEST", "INCOMPLETE"}
+    assert set(doc["metrics"]) >= {"makespan", "total_latency", "mean_latency", "mean_ttft", "mean_tpot",
+                                   "evictions", "recomputed_tokens", "peak_kv", "batches"}
+    assert set(doc["requests"][0]) >= {"id", "first_token", "completion", "latency", "ttft", "tpot",
+                                       "evictions"}
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["{bad json", json.dumps(with_request(prompt=-3)), json.dumps({**GOOD, "requests": GOOD["requests"] * 2}),
+     json.dumps(with_request(prompt=15, output=5))],
+)
+def test_bad_instance_file_exits_2_with_one_line(tmp_path, capsys, content):
+    inst = write(tmp_path, "i.json", content)
+    sched = write(tmp_path, "s.json", {"batches": []})
+    assert main(["validate", inst, sched]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "i.json" in err
+
+
+def test_bad_schedule_file_exits_2(tmp_path, capsys):
+    inst = write(tmp_path, "i.json", GOOD)
+    for content in ["[1, 2]", "{oops", json.dumps({"batches": [{"entries": [["a", "x"]]}]})]:
+        sched = write(tmp_path, "s.json", content)
+        assert main(["evaluate", inst, sched]) == 2
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert main(["evaluate", inst, str(tmp_path / "missing.json")]) == 2
