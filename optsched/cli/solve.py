@@ -1,0 +1,154 @@
+"""``optsched solve``: optimal schedules (or proofs of none) with any formulation/solver."""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import OptschedError
+from ..evaluate import OBJECTIVES, evaluate
+from . import EXIT_NO, EXIT_OK
+from ._common import fmt, load_instance, load_schedule, print_json, table
+
+EXIT_SOLVER_ERROR = 3
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "solve",
+        help="compute an optimal schedule (or prove a hypothesis infeasible)",
+        description="Build a formulation, solve it, decode the answer and replay it through the "
+        "evaluator. Exit 0: optimal/feasible; 1: infeasible/no solution; 2: bad input; "
+        "3: solver error (e.g. the decoded schedule failed the evaluator's check).",
+    )
+    p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
+    p.add_argument("--formulation", default="infermax",
+                   help="infermax (Big-M, batch-indexed), hindsight (time-indexed IP, unit time), "
+                        "exhaustive (state-graph search, tiny instances)")
+    p.add_argument("--objective", default="makespan", choices=OBJECTIVES)
+    p.add_argument("--solver", default="highs", choices=("highs", "gurobi", "cbc", "cpsat", "auto"))
+    p.add_argument("--time-limit", type=float, default=60.0, help="seconds (default 60)")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gap", type=float, default=1e-6, help="relative MIP gap to stop at")
+    p.add_argument("--log", default=None, help="solver log file")
+    p.add_argument("--warm-start", default="auto",
+                   help="policy name, a schedule file, 'auto' (best of a few policies) or 'none'")
+    p.add_argument("--no-evictions", action="store_true", help="hypothesis: forbid evictions")
+    p.add_argument("--at-most", type=float, default=None, metavar="K",
+                   help="hypothesis: objective <= K x THAN (with --than)")
+    p.add_argument("--than", default=None, metavar="POLICY|VALUE",
+                   help="a policy name (its objective) or a number")
+    p.add_argument("--force", action="append", default=[], metavar="REQ@BATCH",
+                   help="hypothesis: request REQ has an entry in 0-based batch BATCH")
+    p.add_argument("--forbid", action="append", default=[], metavar="REQ@BATCH",
+                   help="hypothesis: request REQ has no entry in batch BATCH")
+    p.add_argument("--order", action="append", default=[], metavar="A<B",
+                   help="hypothesis: request A completes no later than B")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="formulation parameter, e.g. batches=12, variant=plain")
+    p.add_argument("-o", "--output", default=None, help="write the schedule (.json or .npz)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--quiet", action="store_true", help="no live progress line")
+    p.set_defaults(func=run)
+
+
+class CliInputError(OptschedError):
+    pass
+
+
+def _pairs(items, sep, what):
+    out = []
+    for it in items:
+        if sep not in it:
+            raise CliInputError(f"--{what} {it!r}: expected the form A{sep}B")
+        a, b = it.split(sep, 1)
+        out.append((a, b))
+    return out
+
+
+def parse_params(items) -> dict:
+    params = {}
+    for it in items:
+        if "=" not in it:
+            raise CliInputError(f"--param {it!r}: expected KEY=VALUE")
+        k, v = it.split("=", 1)
+        for conv in (int, float):
+            try:
+                v = conv(v)
+                break
+            except ValueError:
+                pass
+        params[k] = v
+    return params
+
+
+def resolve_than(instance, than: str, objective: str) -> float:
+    try:
+        return float(than)
+    except ValueError:
+        pass
+    from ..policies import simulate
+
+    ev = evaluate(instance, simulate(instance, than))
+    if not ev.feasible:
+        raise CliInputError(f"--than {than}: the policy's schedule is infeasible")
+    return ev.objective(objective)
+
+
+def run(args) -> int:
+    from ..formulations import Hypotheses, SolveOptions, solve
+
+    inst = load_instance(args.instance)
+    at_most = None
+    if (args.at_most is None) != (args.than is None):
+        raise CliInputError("--at-most K and --than POLICY|VALUE go together")
+    if args.at_most is not None:
+        at_most = args.at_most * resolve_than(inst, args.than, args.objective)
+    force = [(a, _int(b, "force")) for a, b in _pairs(args.force, "@", "force")]
+    forbid = [(a, _int(b, "forbid")) for a, b in _pairs(args.forbid, "@", "forbid")]
+    hyp = Hypotheses(no_evictions=args.no_evictions, at_most=at_most, force=tuple(force),
+                     forbid=tuple(forbid), order=tuple(_pairs(args.order, "<", "order")))
+    ws = args.warm_start
+    if ws == "none":
+        ws = None
+    elif ws.endswith((".json", ".npz")):
+        ws = load_schedule(ws)
+    opts = SolveOptions(solver=args.solver, time_limit=args.time_limit, threads=args.threads,
+                        seed=args.seed, rel_gap=args.gap, log_file=args.log,
+                        progress=False if (args.quiet or args.json) else None,
+                        params=parse_params(args.param))
+    rep = solve(inst, args.formulation, args.objective, options=opts, hypotheses=hyp, warm_start=ws)
+    if args.output and rep.schedule is not None:
+        rep.schedule.save(args.output)
+    if args.json:
+        print_json(rep.to_dict(include_schedule=False))
+    else:
+        rows = [("status", rep.status), ("objective", rep.objective), ("bound", rep.bound),
+                ("gap", rep.gap), ("runtime (s)", rep.runtime), ("solver", rep.solver),
+                ("formulation", rep.formulation), ("objective kind", rep.objective_kind)]
+        if rep.warm_start:
+            rows.append(("warm start", f"{rep.warm_start['policy']} ({fmt(rep.warm_start['objective'])})"))
+        if hyp.any:
+            rows.append(("hypotheses", ", ".join(f"{k}={v}" for k, v in hyp.to_dict().items() if v)))
+        if rep.evaluation is not None:
+            rows.append(("evictions", rep.evaluation.metrics["evictions"]))
+            rows.append(("batches", rep.evaluation.metrics["batches"]))
+        print(table(["", ""], rows))
+        for n in rep.notes:
+            print(f"note: {n}")
+        if rep.message:
+            print(f"message: {rep.message}", file=sys.stderr)
+        if args.output and rep.schedule is not None:
+            print(f"schedule written to {args.output}")
+    if rep.status in ("optimal", "feasible"):
+        return EXIT_OK
+    if rep.status == "error":
+        return EXIT_SOLVER_ERROR
+    return EXIT_NO
+
+
+def _int(s, what):
+    try:
+        return int(s)
+    except ValueError:
+        raise CliInputError(f"--{what}: batch index {s!r} is not an integer") from None

@@ -1,0 +1,360 @@
+"""The formulation-neutral contract: hypotheses, the report, the registry, ``solve``.
+
+A *formulation* turns an instance into an optimisation model (InferMax Big-M,
+hindsight IP, exhaustive search...). Every formulation registers a function
+
+    run(instance, objective, hypotheses, options, warm_start) -> RawSolution
+
+and :func:`solve` does the rest in ONE place for all of them:
+
+1. picks / simulates the warm start (a policy name or a Schedule) and evaluates it;
+2. calls the formulation;
+3. replays the decoded schedule through :func:`optsched.evaluate.evaluate`;
+4. checks that the solver's objective equals the evaluator's within 1e-6
+   relative (else the report's status is ``error``: it fails loudly);
+5. returns a :class:`SolveReport` with the JSON contract of ``optsched solve --json``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..errors import OptschedError
+from ..evaluate import OBJECTIVES, Evaluation, evaluate
+from ..instance import Instance
+from ..schedule import Schedule
+
+STATUSES = ("optimal", "feasible", "infeasible", "no_solution", "error")
+REL_TOL = 1e-6
+
+
+class FormulationError(OptschedError):
+    """A formulation cannot handle this instance/objective/hypothesis (say why)."""
+
+
+@dataclass(frozen=True)
+class Hypotheses:
+    """Extra constraints for proof by example ("is there a schedule that ...?").
+
+    * ``no_evictions`` -- forbid evictions;
+    * ``at_most`` -- objective <= this absolute value (feasibility form of
+      "k times a value or a policy's objective", resolved by :func:`solve`);
+    * ``force`` / ``forbid`` -- ``(request id, 0-based batch)`` pairs: the request
+      must / must not have an entry in that batch;
+    * ``order`` -- ``(first, second)`` request-id pairs: ``first`` completes no
+      later than ``second``.
+    """
+
+    no_evictions: bool = False
+    at_most: float | None = None
+    force: tuple[tuple[str, int], ...] = ()
+    forbid: tuple[tuple[str, int], ...] = ()
+    order: tuple[tuple[str, str], ...] = ()
+
+    def check_against(self, instance: Instance) -> None:
+        for rid, j in (*self.force, *self.forbid):
+            if rid not in instance.index:
+                raise FormulationError(f"hypothesis names unknown request {rid!r}")
+            if not isinstance(j, int) or j < 0:
+                raise FormulationError(f"hypothesis batch for {rid!r} must be an integer >= 0, got {j!r}")
+        for a, b in self.order:
+            for rid in (a, b):
+                if rid not in instance.index:
+                    raise FormulationError(f"order hypothesis names unknown request {rid!r}")
+        if self.at_most is not None and not math.isfinite(self.at_most):
+            raise FormulationError(f"at_most must be finite, got {self.at_most}")
+
+    def satisfied_by(self, instance: Instance, schedule: Schedule, ev: Evaluation,
+                     objective: str) -> list[str]:
+        """Which hypotheses a (feasible) schedule breaks: the decoded answer is checked too."""
+        broken = []
+        if self.no_evictions and ev.metrics["evictions"]:
+            broken.append(f"no_evictions: schedule evicts {ev.metrics['evictions']} times")
+        if self.at_most is not None:
+            v = ev.objective(objective)
+            if v > self.at_most * (1 + REL_TOL) + 1e-9:
+                broken.append(f"at_most: objective {v} > {self.at_most}")
+        members = [
+            {schedule.ids[r] for r in schedule.entry_req[schedule.batch_ptr[j]:schedule.batch_ptr[j + 1]]}
+            for j in range(schedule.n_batches)
+        ]
+        for rid, j in self.force:
+            if j >= len(members) or rid not in members[j]:
+                broken.append(f"force: {rid!r} not in batch {j}")
+        for rid, j in self.forbid:
+            if j < len(members) and rid in members[j]:
+                broken.append(f"forbid: {rid!r} is in batch {j}")
+        for a, b in self.order:
+            ca, cb = ev.completion[instance.index[a]], ev.completion[instance.index[b]]
+            if ca > cb + 1e-9:
+                broken.append(f"order: {a!r} completes at {ca} after {b!r} at {cb}")
+        return broken
+
+    @property
+    def any(self) -> bool:
+        return bool(self.no_evictions or self.at_most is not None or self.force or self.forbid or self.order)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "no_evictions": self.no_evictions,
+            "at_most": self.at_most,
+            "force": [list(x) for x in self.force],
+            "forbid": [list(x) for x in self.forbid],
+            "order": [list(x) for x in self.order],
+        }
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """Solver-facing options shared by all formulations."""
+
+    solver: str = "highs"
+    time_limit: float | None = 60.0
+    threads: int | None = None
+    seed: int = 0
+    rel_gap: float = 1e-6
+    abs_gap: float = 1e-9
+    log_file: str | None = None
+    progress: bool | None = None  # None: live progress line when stderr is a terminal
+    #: formulation-specific knobs, e.g. {"batches": 12} or {"variant": "plain"}
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RawSolution:
+    """What a formulation returns to :func:`solve` (before the evaluator's check)."""
+
+    status: str  # one of STATUSES
+    objective: float | None = None  # the solver's own objective value (model units)
+    bound: float | None = None
+    schedule: Schedule | None = None
+    runtime: float = 0.0
+    solver: str = ""
+    nodes: int | None = None
+    #: True if ``objective`` prices the schedule exactly like evaluate; False if the
+    #: model relaxes a term (then ``objective``/``bound`` are lower bounds, say so in notes)
+    exact: bool = True
+    notes: tuple[str, ...] = ()
+    message: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class SolveReport:
+    """The one result type of ``optsched solve`` (JSON contract in the formulations issue)."""
+
+    status: str
+    objective: float | None
+    bound: float | None
+    gap: float | None
+    runtime: float
+    solver: str
+    formulation: str
+    objective_kind: str
+    warm_start: dict[str, Any] | None
+    evaluation: Evaluation | None
+    schedule: Schedule | None
+    notes: tuple[str, ...] = ()
+    message: str | None = None
+    nodes: int | None = None
+
+    def to_dict(self, *, include_schedule: bool = True, max_entries: int = 10_000) -> dict[str, Any]:
+        sched = None
+        if self.schedule is not None and (include_schedule or self.schedule.n_entries <= max_entries):
+            sched = self.schedule.to_dict()
+        return {
+            "status": self.status,
+            "objective": _num(self.objective),
+            "bound": _num(self.bound),
+            "gap": _num(self.gap),
+            "runtime": self.runtime,
+            "solver": self.solver,
+            "formulation": self.formulation,
+            "objective_kind": self.objective_kind,
+            "warm_start": self.warm_start,
+            "evaluation": self.evaluation.to_dict() if self.evaluation is not None else None,
+            "schedule": sched,
+            "nodes": self.nodes,
+            "notes": list(self.notes),
+            "message": self.message,
+        }
+
+
+def _num(v):
+    return None if v is None or not math.isfinite(v) else float(v)
+
+
+def gap_of(objective: float | None, bound: float | None) -> float | None:
+    """Relative gap, one formula for every formulation and backend."""
+    if objective is None or bound is None or not math.isfinite(objective) or not math.isfinite(bound):
+        return None
+    return abs(objective - bound) / max(abs(objective), 1e-10)
+
+
+# --- registry ------------------------------------------------------------------------
+
+RunFn = Callable[[Instance, str, Hypotheses, SolveOptions, "Schedule | None"], RawSolution]
+
+
+@dataclass(frozen=True)
+class FormulationInfo:
+    name: str
+    run: RunFn
+    description: str
+    objectives: tuple[str, ...] = OBJECTIVES
+    #: True if the model needs a warm-start schedule (e.g. to size the batch horizon)
+    needs_warm_start: bool = True
+
+
+_REGISTRY: dict[str, FormulationInfo] = {}
+
+
+def register_formulation(name: str, description: str, objectives=OBJECTIVES, needs_warm_start=True):
+    """Decorator: ``@register_formulation("infermax", "...")`` on a ``run`` function."""
+
+    def deco(fn: RunFn) -> RunFn:
+        _REGISTRY[name] = FormulationInfo(name, fn, description, tuple(objectives), needs_warm_start)
+        return fn
+
+    return deco
+
+
+def formulations() -> dict[str, FormulationInfo]:
+    from . import _load_all
+
+    _load_all()
+
+    return dict(_REGISTRY)
+
+
+# --- the one solve --------------------------------------------------------------------
+
+DEFAULT_WARM_START = "auto"
+
+
+def _warm_start(instance: Instance, objective: str, warm_start, hyp: Hypotheses):
+    """Resolve the warm start: a Schedule, a policy name, or "auto" (best of a few policies)."""
+    if warm_start is None or warm_start is False:
+        return None, None
+    if isinstance(warm_start, Schedule):
+        ev = evaluate(instance, warm_start)
+        return warm_start, {"policy": "schedule", "objective": _num(ev.objective(objective)),
+                            "feasible": ev.feasible}
+    from ..policies import list_policies, simulate
+
+    if warm_start == "auto":
+        names = [p for p in ("vllm", "sarathi", "fcfs", "mcsf", "vllm-ef", "sarathi-ef") if p in list_policies()]
+        if hyp.no_evictions:
+            names = [p for p in names if p.endswith("-ef") or p == "mcsf"] or names
+    else:
+        names = [warm_start]
+    best = None
+    for name in names:
+        try:
+            s = simulate(instance, name)
+        except OptschedError:
+            if warm_start != "auto":
+                raise
+            continue
+        ev = evaluate(instance, s)
+        if not ev.feasible:
+            continue
+        if hyp.no_evictions and ev.metrics["evictions"]:
+            continue
+        v = ev.objective(objective)
+        if best is None or v < best[2]:
+            best = (name, s, v)
+    if best is None:
+        return None, None
+    return best[1], {"policy": best[0], "objective": _num(best[2])}
+
+
+def solve(
+    instance: Instance,
+    formulation: str = "infermax",
+    objective: str = "makespan",
+    *,
+    options: SolveOptions | None = None,
+    hypotheses: Hypotheses | None = None,
+    warm_start: Any = DEFAULT_WARM_START,
+) -> SolveReport:
+    """Solve ``instance`` with a registered formulation, decode, replay and check."""
+    options = options or SolveOptions()
+    hyp = hypotheses or Hypotheses()
+    if objective not in OBJECTIVES:
+        raise FormulationError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    reg = formulations()
+    if formulation not in reg:
+        raise FormulationError(f"unknown formulation {formulation!r}; choose one of {', '.join(sorted(reg))}")
+    info = reg[formulation]
+    if objective not in info.objectives:
+        raise FormulationError(
+            f"formulation {formulation!r} does not support objective {objective!r} "
+            f"(supports {', '.join(info.objectives)})"
+        )
+    hyp.check_against(instance)
+    t0 = time.perf_counter()
+    ws, ws_info = _warm_start(instance, objective, warm_start, hyp)
+    raw = info.run(instance, objective, hyp, options, ws)
+    return _check(instance, formulation, objective, hyp, raw, ws_info, time.perf_counter() - t0)
+
+
+def _check(instance, formulation, objective, hyp, raw: RawSolution, ws_info, elapsed) -> SolveReport:
+    notes = list(raw.notes)
+    status, message = raw.status, raw.message
+    ev = None
+    sched = raw.schedule
+    obj = raw.objective
+    if raw.status not in STATUSES:
+        status, message = "error", f"formulation returned unknown status {raw.status!r}"
+    if sched is not None and status in ("optimal", "feasible"):
+        ev = evaluate(instance, sched)
+        if not ev.feasible:
+            status = "error"
+            message = "decoded schedule is infeasible: " + "; ".join(str(v) for v in ev.violations[:5])
+        else:
+            true = ev.objective(objective)
+            broken = hyp.satisfied_by(instance, sched, ev, objective)
+            if broken:
+                status, message = "error", "decoded schedule breaks hypotheses: " + "; ".join(broken)
+            elif raw.exact and obj is not None and abs(obj - true) > REL_TOL * max(1.0, abs(true)):
+                status = "error"
+                message = (f"solver objective {obj!r} != evaluator objective {true!r} for the decoded "
+                           f"schedule (relative tolerance {REL_TOL})")
+            elif not raw.exact:
+                notes.append(f"model objective {obj} is a relaxation; the evaluator prices the decoded "
+                             f"schedule at {true}")
+            obj = true if status != "error" else obj
+    elif status in ("optimal", "feasible"):
+        status, message = "error", "formulation reported a solution but returned no schedule"
+    bound = raw.bound
+    if status == "optimal" and bound is None and obj is not None:
+        bound = obj
+    if bound is not None and obj is not None and bound > obj * (1 + REL_TOL) + 1e-9 and status != "error":
+        status, message = "error", f"bound {bound} exceeds the objective {obj}"
+    if status == "optimal" and not raw.exact:
+        notes.append("optimal for the relaxed model only")
+    return SolveReport(
+        status=status,
+        objective=obj if status in ("optimal", "feasible", "error") else None,
+        bound=bound,
+        gap=gap_of(obj, bound) if status in ("optimal", "feasible") else None,
+        runtime=elapsed,
+        solver=raw.solver,
+        formulation=formulation,
+        objective_kind=objective,
+        warm_start=ws_info,
+        evaluation=ev,
+        schedule=sched if status in ("optimal", "feasible", "error") else None,
+        notes=tuple(notes),
+        message=message,
+        nodes=raw.nodes,
+    )
+
+
+def with_at_most(hyp: Hypotheses, k: float, than: float) -> Hypotheses:
+    """``objective <= k * than``."""
+    return replace(hyp, at_most=k * than)
