@@ -1,0 +1,126 @@
+"""The interface every backend implements, its feature flags and the registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..model import Model
+    from ..progress import Progress
+    from ..result import SolveOptions
+
+_REGISTRY: dict[str, type[Backend]] = {}
+
+
+def register(cls: type[Backend]) -> type[Backend]:
+    """Class decorator: make ``cls`` available under ``cls.name``."""
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise RuntimeError(f"two MILP backends are registered as {cls.name!r}")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+@dataclass(frozen=True)
+class Features:
+    """What a backend can do.
+
+    ``continuous``: accepts continuous columns; ``warm_start``: uses a complete start;
+    ``partial_start``: uses a start that gives only some columns; ``bound``: reports a proven
+    dual bound; ``threads``/``seed``: honours those options; ``progress``: can feed the live
+    progress line; ``unbounded``: can prove unboundedness.
+    """
+
+    continuous: bool = True
+    warm_start: bool = True
+    partial_start: bool = True
+    bound: bool = True
+    threads: bool = True
+    seed: bool = True
+    progress: bool = True
+    unbounded: bool = True
+
+
+@dataclass(frozen=True, eq=False)
+class WarmStart:
+    """A checked warm start handed to a backend: a full vector, NaN where not given."""
+
+    values: np.ndarray
+    partial: bool
+
+    @property
+    def given(self) -> np.ndarray:
+        """Column ids that have a value."""
+        return np.flatnonzero(~np.isnan(self.values))
+
+
+@dataclass
+class BackendOutput:
+    """What a backend returns; :func:`optsched.milp.solve` turns it into a SolveResult."""
+
+    status: str
+    objective: float | None = None
+    bound: float | None = None
+    runtime: float | None = None
+    nodes: int | None = None
+    values: np.ndarray | None = None
+    version: str = ""
+    notes: list[str] = field(default_factory=list)
+    message: str | None = None
+
+
+class Backend:
+    """Base class: subclasses set ``name``, ``order``, ``features`` and implement the rest."""
+
+    name: ClassVar[str] = ""
+    order: ClassVar[int] = 100
+    features: ClassVar[Features] = Features()
+
+    def unavailable_reason(self) -> str | None:
+        """Why the backend cannot run at all (library missing), or None."""
+        raise NotImplementedError
+
+    def is_available(self) -> bool:
+        return self.unavailable_reason() is None
+
+    def version(self) -> str:
+        raise NotImplementedError
+
+    def license_status(self) -> str:
+        """A human-readable licence description."""
+        reason = self.unavailable_reason()
+        return reason if reason else "no license needed (open-source solver)"
+
+    def size_limit(self) -> tuple[int, int] | None:
+        """(max variables, max constraints) the licence allows, or None when unlimited."""
+        return None
+
+    def model_size(self, model: Model) -> tuple[int, int]:
+        """(variables, constraints) of ``model`` as this backend would build it."""
+        return model.num_vars, model.num_constraints
+
+    def unsupported_reason(self, model: Model) -> str | None:
+        """Why this backend cannot solve ``model`` (missing, unlicensed, unsupported), or None."""
+        reason = self.unavailable_reason()
+        if reason:
+            return reason
+        limit = self.size_limit()
+        if limit is not None:
+            nv, nc = self.model_size(model)
+            if nv > limit[0] or nc > limit[1]:
+                return (
+                    f"{self.name}: size-limited license ({limit[0]} variables, {limit[1]} "
+                    f"constraints); the model has {nv} variables and {nc} constraints"
+                )
+        if not self.features.continuous and model.num_integer < model.num_vars:
+            return (
+                f"{self.name}: needs an all-integer model; {model.name!r} has "
+                f"{model.num_vars - model.num_integer} continuous variables"
+            )
+        return None
+
+    def solve(self, model: Model, options: SolveOptions, start: WarmStart | None,
+              progress: Progress) -> BackendOutput:
+        raise NotImplementedError

@@ -1,0 +1,157 @@
+"""HiGHS through highspy's direct API (the default backend; no files are written)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .base import Backend, BackendOutput, Features, WarmStart, register
+
+if TYPE_CHECKING:
+    from ..model import Model
+    from ..progress import Progress
+    from ..result import SolveOptions
+
+
+def _load_arrays(h, a) -> None:
+    """Pass a ModelArrays to a highspy.Highs instance (row-wise matrix)."""
+    import highspy
+
+    sense = highspy.ObjSense.kMaximize if a.sense == "max" else highspy.ObjSense.kMinimize
+    status = h.passModel(
+        a.num_vars, a.num_rows, a.nnz, int(highspy.MatrixFormat.kRowwise), int(sense),
+        float(a.obj_constant), a.obj, a.lb, a.ub, a.row_lo, a.row_hi,
+        a.indptr.astype(np.int32), a.indices.astype(np.int32), a.data,
+        a.is_int.astype(np.int32),
+    )
+    if status == highspy.HighsStatus.kError:
+        raise RuntimeError("HiGHS rejected the model (passModel returned an error)")
+
+
+@register
+class HighsBackend(Backend):
+    """HiGHS MIP/LP solver.
+
+    Bound: ``info.mip_dual_bound`` for MIPs, the optimal objective for LPs. Warm start:
+    ``setSolution`` (complete start as a dense solution, partial start as a sparse one, which
+    HiGHS tries to complete). Progress: the improving-solution and MIP-interrupt callbacks.
+    When HiGHS can only say "infeasible or unbounded", the model is solved again without
+    presolve to tell which.
+    """
+
+    name = "highs"
+    order = 0
+    features = Features()
+
+    def unavailable_reason(self) -> str | None:
+        if importlib.util.find_spec("highspy") is None:
+            return "highs: highspy not installed (pip install highspy)"
+        return None
+
+    def version(self) -> str:
+        import highspy
+
+        return str(highspy.Highs().version())
+
+    def solve(self, model: Model, options: SolveOptions, start: WarmStart | None,
+              progress: Progress) -> BackendOutput:
+        import highspy
+
+        a = model.arrays()
+        h = highspy.Highs()
+        out = BackendOutput(status="error", version=self.version())
+        self._set_options(h, options)
+        _load_arrays(h, a)
+        if start is not None:
+            if start.partial:
+                idx = start.given
+                h.setSolution(int(idx.size), idx.astype(np.int32), start.values[idx])
+                out.notes.append(f"highs: partial start with {idx.size} of {a.num_vars} "
+                                 "values passed to setSolution (HiGHS completes it)")
+            else:
+                sol = highspy.HighsSolution()
+                sol.col_value = start.values.tolist()
+                sol.value_valid = True
+                h.setSolution(sol)
+        if progress.enabled and a.is_int.any():
+            def on_event(e) -> None:
+                d = e.data_out
+                progress.update(incumbent=d.mip_primal_bound, bound=d.mip_dual_bound,
+                                nodes=d.mip_node_count, elapsed=d.running_time)
+
+            h.cbMipImprovingSolution.subscribe(on_event)
+            h.cbMipInterrupt.subscribe(on_event)
+        h.run()
+        status = h.getModelStatus()
+        MS = highspy.HighsModelStatus
+        if status == MS.kUnboundedOrInfeasible:
+            h2 = highspy.Highs()
+            self._set_options(h2, options)
+            h2.setOptionValue("presolve", "off")
+            _load_arrays(h2, a)
+            h2.run()
+            out.notes.append("highs: 'infeasible or unbounded' after presolve; solved again "
+                             "without presolve to decide")
+            h, status = h2, h2.getModelStatus()
+        info = h.getInfo()
+        out.runtime = float(h.getRunTime())
+        is_mip = bool(a.is_int.any())
+        out.nodes = int(info.mip_node_count) if is_mip else 0
+        has_sol = int(info.primal_solution_status) == int(highspy.SolutionStatus.kSolutionStatusFeasible)
+        if has_sol:
+            out.values = np.array(h.getSolution().col_value, dtype=np.float64)
+            out.objective = float(info.objective_function_value)
+        if is_mip:
+            b = float(info.mip_dual_bound)
+            out.bound = b if math.isfinite(b) else None
+        if status == MS.kOptimal:
+            out.status = "optimal"
+            if not is_mip:
+                out.bound = out.objective
+        elif status == MS.kModelEmpty:
+            out.status = "optimal"
+            out.values = np.zeros(0)
+            out.objective = out.bound = float(a.obj_constant)
+        elif status == MS.kInfeasible:
+            out.status, out.values, out.objective, out.bound = "infeasible", None, None, None
+        elif status == MS.kUnbounded:
+            out.status, out.values, out.objective, out.bound = "unbounded", None, None, None
+        elif status == MS.kUnboundedOrInfeasible:
+            out.status = "error"
+            out.message = "HiGHS could not decide between infeasible and unbounded"
+        elif status in (MS.kTimeLimit, MS.kIterationLimit, MS.kInterrupt, MS.kSolutionLimit,
+                        getattr(MS, "kObjectiveBound", None), getattr(MS, "kObjectiveTarget",
+                                                                      None)):
+            out.status = "feasible" if has_sol else "no_solution"
+            out.notes.append(f"highs: stopped: {h.modelStatusToString(status)}")
+        else:
+            out.status = "feasible" if has_sol else "error"
+            out.message = f"HiGHS ended with status {h.modelStatusToString(status)!r}"
+        if out.status not in ("optimal", "feasible"):
+            out.values = None
+            out.objective = None
+            if out.status != "no_solution":
+                out.bound = None
+        if is_mip and out.status in ("optimal", "feasible") and out.bound is None:
+            out.notes.append("highs: no finite dual bound reported")
+        progress.update(incumbent=out.objective, bound=out.bound, nodes=out.nodes,
+                        elapsed=out.runtime, force=True)
+        return out
+
+    @staticmethod
+    def _set_options(h, options: SolveOptions) -> None:
+        h.setOptionValue("output_flag", bool(options.verbose or options.log_file))
+        h.setOptionValue("log_to_console", bool(options.verbose))
+        if options.log_file:
+            h.setOptionValue("log_file", str(options.log_file))
+        if options.time_limit is not None:
+            h.setOptionValue("time_limit", float(options.time_limit))
+        if options.threads is not None:
+            h.setOptionValue("threads", int(options.threads))
+        if options.seed is not None:
+            h.setOptionValue("random_seed", int(options.seed))
+        h.setOptionValue("mip_rel_gap", float(options.rel_gap))
+        h.setOptionValue("mip_abs_gap", float(options.abs_gap))
