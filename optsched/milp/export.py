@@ -121,7 +121,8 @@ def write_mps(model: Model, path: str, *, split_ranges: bool = True) -> None:
     for j in range(a.num_vars):
         if bool(a.is_int[j]) != in_int:
             in_int = not in_int
-            lines.append(f"    MARKER{marker} 'MARKER' {'INTORG' if in_int else 'INTEND'}")
+            tag = "'INTORG'" if in_int else "'INTEND'"
+            lines.append(f"    MARKER{marker} 'MARKER' {tag}")
             marker += 1
         cn = cnames[j]
         entries = []

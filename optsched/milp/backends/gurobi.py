@@ -226,7 +226,7 @@ class GurobiBackend(Backend):
     def _read(m, out: BackendOutput, model: Model) -> None:
         from gurobipy import GRB
 
-        _STOPPED = {getattr(GRB, n) for n in _STOPPED_NAMES if hasattr(GRB, n)}
+        _STOPPED = {getattr(GRB, n): n for n in _STOPPED_NAMES if hasattr(GRB, n)}
         st = m.Status
         is_mip = bool(m.IsMIP)
         out.runtime = float(m.Runtime)
@@ -254,7 +254,7 @@ class GurobiBackend(Backend):
             out.message = "Gurobi could not decide between infeasible and unbounded"
         elif st in _STOPPED:
             out.status = "feasible" if has_sol else "no_solution"
-            out.notes.append(f"gurobi: stopped with status code {st}")
+            out.notes.append(f"gurobi: stopped: {_STOPPED[st]}")
         else:
             out.status = "feasible" if has_sol else "error"
             out.message = f"Gurobi ended with status code {st}"

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from ..result import SolveOptions
 
 
+_scheduler_threads: int | None = None  # threads of HiGHS's global scheduler, once we set it
+
+
 def _load_arrays(h, a) -> None:
     """Pass a ModelArrays to a highspy.Highs instance (row-wise matrix)."""
     import highspy
@@ -84,7 +87,7 @@ class HighsBackend(Backend):
 
             h.cbMipImprovingSolution.subscribe(on_event)
             h.cbMipInterrupt.subscribe(on_event)
-        h.run()
+        run_status = h.run()
         status = h.getModelStatus()
         MS = highspy.HighsModelStatus
         if status == MS.kUnboundedOrInfeasible:
@@ -130,6 +133,8 @@ class HighsBackend(Backend):
         else:
             out.status = "feasible" if has_sol else "error"
             out.message = f"HiGHS ended with status {h.modelStatusToString(status)!r}"
+            if run_status == highspy.HighsStatus.kError:
+                out.message += " (run() returned an error; see the log with verbose=True)"
         if out.status not in ("optimal", "feasible"):
             out.values = None
             out.objective = None
@@ -143,6 +148,9 @@ class HighsBackend(Backend):
 
     @staticmethod
     def _set_options(h, options: SolveOptions) -> None:
+        global _scheduler_threads
+        import highspy
+
         h.setOptionValue("output_flag", bool(options.verbose or options.log_file))
         h.setOptionValue("log_to_console", bool(options.verbose))
         if options.log_file:
@@ -150,6 +158,10 @@ class HighsBackend(Backend):
         if options.time_limit is not None:
             h.setOptionValue("time_limit", float(options.time_limit))
         if options.threads is not None:
+            if _scheduler_threads != int(options.threads):
+                # HiGHS's thread pool is global and fixed once started: restart it
+                highspy.Highs.resetGlobalScheduler(True)
+                _scheduler_threads = int(options.threads)
             h.setOptionValue("threads", int(options.threads))
         if options.seed is not None:
             h.setOptionValue("random_seed", int(options.seed))
