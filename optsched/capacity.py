@@ -16,7 +16,7 @@ vendors' unit, default) or 2**30 (GiB).
 under any unit convention we could find. Our text copy of the paper lost the formula's
 symbols (``papers/001_*.txt`` lines 168-170 keep only "...calculated as follows: where").
 The standard convention gives (160e9 - 140e9) / (2*80*8192*2) = **7,629** tokens; GiB memory
-gives 12,137; dropping the K/V factor gives 15,258 (GB) or 24,274 (GiB); GiB for both
+gives 12,130; dropping the K/V factor gives 15,258 (GB) or 24,260 (GiB); GiB for both
 memory and weights (or the 12*L*H^2 parameter estimate) gives 16,384 = 2^14. A systematic
 search (memory in GB/GiB, weights 70e9 / 68.98e9 / 69e9 parameters in GB/GiB, K/V factor
 0.5-4, dtype 1-4 bytes, MHA or GQA widths, floor/round/ceil; ``tests/test_capacity.py``)

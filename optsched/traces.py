@@ -25,7 +25,8 @@ Semantics (all documented choices, never silent):
   known when wrapping into an instance, so :func:`trace_to_instance` takes
   ``too_long="error"`` (default, names the row), ``"drop"`` (warns with the count) or
   ``"clip"`` (output clipped to ``M - I + 1``; a prompt alone longer than ``M`` is dropped;
-  warns with both counts).
+  warns with both counts). This is applied after the selection options, so ``limit=N``
+  with ``too_long="drop"`` may keep fewer than N requests.
 
 Malformed files raise :class:`~optsched.errors.InputFileError` naming the file, the line
 and the column. Loading uses the ``csv`` module and numpy only; the 19,366-row Azure
@@ -398,7 +399,7 @@ def trace_to_instance(
             raise InstanceError(
                 f"{trace.path}: request r{int(trace.row[k])} (data row {int(trace.row[k])}): "
                 f"prompt + output - 1 = {int(peak[k])} exceeds kv_capacity M = {M} "
-                f"({count} such request(s); use too_long='drop' or 'clip')"
+                f"({count} such request(s); use too_long / --too-long 'drop' or 'clip')"
             )
         if too_long == "drop":
             t = trace.subset(~over)
