@@ -1,0 +1,70 @@
+"""Cost-model fit (optsched.fit) on ../shared/data/profiling, compared with the InferMax preset."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from optsched.cost import PRESETS, LinearCost
+from optsched.errors import InputFileError
+from optsched.fit import fit_attention, fit_linear_cost, nnls
+
+PROF = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "profiling"
+needs_data = pytest.mark.skipif(not PROF.is_dir(), reason=f"shared data not found at {PROF}")
+
+
+def test_nnls_matches_lstsq_when_unconstrained_optimum_is_positive():
+    rng = np.random.default_rng(0)
+    A = rng.random((30, 3))
+    x = np.array([1.0, 2.0, 0.5])
+    assert np.allclose(nnls(A, A @ x), x)
+    y = A @ np.array([1.0, -2.0, 0.5])
+    z = nnls(A, y)
+    assert z.min() >= 0 and z[1] == 0
+
+
+@needs_data
+def test_fit_llama2_7b_vs_infermax_reference(capsys):
+    r = fit_linear_cost(PROF, "Llama-2-7b-hf", "a100", 1)
+    ref = PRESETS["infermax-llama2-7b-a100"]
+    assert isinstance(r.cost, LinearCost) and r.layers == 32
+    with capsys.disabled():
+        print("\ncoef   fit          InferMax ref")
+        for k, v in r.cost.coefficients.items():
+            print(f"{k:5s}  {v:.4e}   {ref.coefficients[k]:.4e}")
+        for g in r.groups:
+            print(f"{g.name:8s} rows={g.n_rows} rmse={g.rmse_ms:.4f} ms "
+                  f"max_rel={g.max_rel_error:.3f} mean_rel={g.mean_rel_error:.3f}")
+    # same order of magnitude as the InferMax authors' coefficients for the main terms
+    for k in ("k0", "k1", "kpq", "kpm", "kdm", "kdr", "kpl", "kdb"):
+        ratio = r.cost.coefficients[k] / ref.coefficients[k]
+        assert 0.1 < ratio < 10, (k, ratio)
+    assert {g.name: g.n_rows for g in r.groups} == {"mlp": 261, "decode": 32, "prefill": 44}
+    for g in r.groups:
+        assert g.mean_rel_error < 0.1 and g.max_rel_error < 0.5
+    # a whole batch of 4096 prefill tokens, one request, empty cache: ~0.3 s like the preset
+    t_fit = r.cost.batch_time([4096], [0], [False])
+    t_ref = ref.batch_time([4096], [0], [False])
+    assert t_fit == pytest.approx(t_ref, rel=0.25)
+
+
+@needs_data
+def test_absolute_weighting_and_tp():
+    r = fit_linear_cost(PROF, weighting="absolute")
+    assert r.group("mlp").rmse_ms < fit_linear_cost(PROF).group("mlp").rmse_ms
+    r2 = fit_linear_cost(PROF, tp=2)
+    assert r2.cost.k1 < r.cost.k1  # TP2 halves the per-token matmul time
+
+
+@needs_data
+def test_missing_attention_profile_is_named():
+    with pytest.raises(InputFileError, match="no attention profile for Llama-2-70b-hf"):
+        fit_linear_cost(PROF, "Llama-2-70b-hf")
+
+
+def test_malformed_attention_file(tmp_path):
+    p = tmp_path / "a.csv"
+    p.write_text("is_prefill,batch_size,prefill_chunk_size,kv_cache_size,attn_decode_median_ms,"
+                 "attn_prefill_median_ms\nFalse,1,0,32,0.009,\nTrue,1,96,0,,oops\n")
+    with pytest.raises(InputFileError, match=r"a\.csv: line 3: column 'attn_prefill_median_ms'"):
+        fit_attention(p)
