@@ -58,6 +58,7 @@ def kv_over_time(
         fig = figure_of(ax)
     caps: set[int] = set() if capacity is None else {int(capacity)}
     inst0 = None
+    n_runs = len(runs)
     for k, (label, item) in enumerate(runs.items()):
         inst, ev = _resolve(item)
         if inst is not None:
@@ -66,8 +67,10 @@ def kv_over_time(
                 caps.add(inst.limits.kv_capacity)
         edges, vals = kv_steps(ev)
         peak = int(vals.max()) if vals.size else 0
-        ax.stairs(vals, edges, baseline=None, linewidth=1.3, color=f"C{k % 10}",
-                  linestyle=("-", (0, (5, 2)), "-.", ":")[k // 10 % 4] if k >= 10 else "-",
+        # earlier runs drawn thicker and below, so identical curves stay visible
+        ax.stairs(vals, edges, baseline=None, color=f"C{k % 10}", zorder=2 + k,
+                  linewidth=1.2 + 1.4 * (n_runs - 1 - k) / max(n_runs - 1, 1),
+                  linestyle=("-", (0, (5, 2)), "-.", ":")[k // 10 % 4],
                   label=f"{label} (peak {peak}, makespan {ev.metrics['makespan']:.6g})")
     for M in sorted(caps):
         ax.axhline(M, color=CAPACITY_COLOR, linestyle="--", linewidth=1, label=f"M = {M}")
@@ -138,8 +141,8 @@ def compare_bars(
         top = max([abs(v) for v in fin] + [0.0])
         for yi, v, f in zip(y, vals, fin):
             txt = f"{f:.4g}" if _finite(v) else "n/a"
-            a.text(f + top * 0.02 if f >= 0 else f - top * 0.02, yi, txt, va="center",
-                   ha="left" if f >= 0 else "right", fontsize=8, zorder=3)
+            a.annotate(txt, (f, yi), xytext=(3 if f >= 0 else -3, 0), textcoords="offset points",
+                       va="center", ha="left" if f >= 0 else "right", fontsize=8, zorder=3)
         a.set_xlim(min(0.0, min(fin, default=0.0) * 1.3), top * 1.35 if top > 0 else 1.0)
         a.set_title(name, fontsize=9)
         a.grid(axis="x", color="0.9", zorder=0)
