@@ -30,10 +30,18 @@ _BAD = re.compile(r"[^A-Za-z0-9_]")
 
 
 def _num(v: float) -> str:
-    v = float(v)
-    if v == int(v) and abs(v) < 1e15:
-        return str(int(v))
-    return repr(v)
+    """Shortest exact text of a float; integral values without ``.0``."""
+    t = repr(float(v))
+    return t[:-2] if t.endswith(".0") else t
+
+
+def _nums(arr: np.ndarray) -> list[str]:
+    """``_num`` of every element, formatting each distinct value once."""
+    if arr.size == 0:
+        return []
+    uniq, inv = np.unique(arr, return_inverse=True)
+    text = [_num(u) for u in uniq.tolist()]
+    return [text[k] for k in inv.ravel().tolist()]
 
 
 def _sanitize(name: str) -> str:
@@ -105,37 +113,51 @@ def _rows_out(model: Model, split_ranges: bool):
 def write_mps(model: Model, path: str, *, split_ranges: bool = True) -> None:
     """Write ``model`` as free MPS to ``path``."""
     a = model.arrays()
+    n = a.num_vars
     cnames = column_names(model)
     rows = _rows_out(model, split_ranges)
-    # entries of each global row, by output row
-    out_of_global: dict[int, list[str]] = {}
+    # output row names of each global row (0, 1 or 2 of them)
+    names_of_row: list[list[str]] = [[] for _ in range(a.num_rows)]
     for name, _t, _r, _g, i in rows:
-        out_of_global.setdefault(i, []).append(name)
+        names_of_row[i].append(name)
     colptr, rindex, data = a.csc()
+    # COLUMNS entries as (column, line) in column order, objective entry first
+    ent_cols: list[int] = []
+    ent_lines: list[str] = []
+    obj = a.obj.tolist()
+    col_of_entry = np.repeat(np.arange(n), np.diff(colptr)).tolist()
+    has_entry = np.zeros(n, dtype=bool)
+    for j, i, v in zip(col_of_entry, rindex.tolist(), _nums(data)):
+        for rn in names_of_row[i]:
+            ent_cols.append(j)
+            ent_lines.append(f"    {cnames[j]} {rn} {v}")
+    if ent_cols:
+        has_entry[np.asarray(ent_cols)] = True
+    obj_cols = [j for j in range(n) if obj[j] != 0.0 or not has_entry[j]]
+    obj_s = _nums(a.obj[obj_cols]) if obj_cols else []
+    obj_lines = [f"    {cnames[j]} OBJ {v}" for j, v in zip(obj_cols, obj_s)]
+    all_cols = np.asarray(obj_cols + ent_cols, dtype=np.int64)
+    all_lines = obj_lines + ent_lines
+    order = np.argsort(all_cols, kind="stable")  # objective entries stay first per column
+    all_cols = all_cols[order]
+    all_lines = [all_lines[k] for k in order.tolist()]
+    # integer MARKER lines where integrality switches between consecutive columns
+    is_int = a.is_int
+    switch = np.flatnonzero(np.diff(np.concatenate([[False], is_int, [False]]).astype(np.int8)))
+    cut = np.searchsorted(all_cols, switch).tolist()
+    body: list[str] = []
+    prev = 0
+    for m_no, (pos, col) in enumerate(zip(cut, switch.tolist())):
+        body += all_lines[prev:pos]
+        tag = "'INTORG'" if col < n and is_int[col] else "'INTEND'"
+        body.append(f"    MARKER{m_no} 'MARKER' {tag}")
+        prev = pos
+    body += all_lines[prev:]
     lines: list[str] = [f"NAME {model.name}", "OBJSENSE", "    MAX" if a.sense == "max" else
                         "    MIN", "ROWS", " N OBJ"]
     lines += [f" {t} {name}" for name, t, _r, _g, _i in rows]
     lines.append("COLUMNS")
-    in_int = False
-    marker = 0
-    for j in range(a.num_vars):
-        if bool(a.is_int[j]) != in_int:
-            in_int = not in_int
-            tag = "'INTORG'" if in_int else "'INTEND'"
-            lines.append(f"    MARKER{marker} 'MARKER' {tag}")
-            marker += 1
-        cn = cnames[j]
-        entries = []
-        if a.obj[j] != 0.0:
-            entries.append(f"    {cn} OBJ {_num(a.obj[j])}")
-        for k in range(colptr[j], colptr[j + 1]):
-            for rn in out_of_global.get(int(rindex[k]), ()):
-                entries.append(f"    {cn} {rn} {_num(data[k])}")
-        if not entries:
-            entries.append(f"    {cn} OBJ 0")
-        lines.extend(entries)
-    if in_int:
-        lines.append(f"    MARKER{marker} 'MARKER' 'INTEND'")
+    lines += body
     const = a.obj_constant
     if const != 0.0:
         lines.append(f"    OBJ_CONST OBJ {_num(const)}")
@@ -146,8 +168,7 @@ def write_mps(model: Model, path: str, *, split_ranges: bool = True) -> None:
         lines.append("RANGES")
         lines += [f"    RNG {name} {_num(g)}" for name, g in ranges]
     lines.append("BOUNDS")
-    for j in range(a.num_vars):
-        lines += _mps_bounds(cnames[j], float(a.lb[j]), float(a.ub[j]), bool(a.is_int[j]))
+    lines += _mps_bounds(cnames, a.lb, a.ub, is_int)
     if const != 0.0:
         lines.append(" FX BND OBJ_CONST 1")
     lines.append("ENDATA")
@@ -156,20 +177,33 @@ def write_mps(model: Model, path: str, *, split_ranges: bool = True) -> None:
         fh.write("\n")
 
 
-def _mps_bounds(cn: str, lb: float, ub: float, is_int: bool) -> list[str]:
-    if lb == ub:
-        return [f" FX BND {cn} {_num(lb)}"]
-    if lb == -np.inf and ub == np.inf:
-        return [f" FR BND {cn}"]
-    out = []
-    if lb == -np.inf:
-        out.append(f" MI BND {cn}")
-    elif lb != 0.0 or is_int:
-        out.append(f" LO BND {cn} {_num(lb)}")
-    if ub != np.inf:
-        out.append(f" UP BND {cn} {_num(ub)}")
-    elif is_int and lb != -np.inf:
-        out.append(f" PL BND {cn}")
+def _mps_bounds(cnames: list[str], lb: np.ndarray, ub: np.ndarray, is_int: np.ndarray
+                ) -> list[str]:
+    """BOUNDS lines: FX, FR, BV, then MI and LO before UP (PuLP's MI also sets ub=0), then PL.
+
+    Integer columns always get explicit bounds (BV, or LO/MI and UP/PL).
+    """
+    fixed = lb == ub
+    free = ~fixed & (lb == -np.inf) & (ub == np.inf)
+    bv = is_int & (lb == 0.0) & (ub == 1.0)
+    rest = ~fixed & ~free & ~bv
+    mi = rest & (lb == -np.inf)
+    lo = rest & np.isfinite(lb) & ((lb != 0.0) | is_int)
+    up = rest & np.isfinite(ub)
+    pl = rest & ~np.isfinite(ub) & is_int & np.isfinite(lb)
+
+    def with_value(kind: str, mask: np.ndarray, values: np.ndarray) -> list[str]:
+        cols = np.flatnonzero(mask)
+        return [f" {kind} BND {cnames[j]} {v}"
+                for j, v in zip(cols.tolist(), _nums(values[cols]))]
+
+    out = with_value("FX", fixed, lb)
+    out += [f" FR BND {cnames[j]}" for j in np.flatnonzero(free).tolist()]
+    out += [f" BV BND {cnames[j]}" for j in np.flatnonzero(bv).tolist()]
+    out += [f" MI BND {cnames[j]}" for j in np.flatnonzero(mi).tolist()]
+    out += with_value("LO", lo, lb)
+    out += with_value("UP", up, ub)
+    out += [f" PL BND {cnames[j]}" for j in np.flatnonzero(pl).tolist()]
     return out
 
 

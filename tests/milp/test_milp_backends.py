@@ -403,3 +403,14 @@ def test_thread_count_can_change_between_solves(backend):
     require_backend(backend, m)
     for threads in (1, 2, 1):
         assert_optimal(m, solve(m, backend, SolveOptions(threads=threads)), best)
+
+
+def test_cpsat_worker_process_is_restarted_after_it_dies():
+    m, _, _, _, _, best = knapsack(n=8, seed=12)
+    require_backend("cpsat", m)
+    from optsched.milp.backends.cpsat import _Worker
+
+    assert_optimal(m, solve(m, "cpsat", FAST), best)
+    _Worker._proc.kill()
+    _Worker._proc.wait()
+    assert_optimal(m, solve(m, "cpsat", FAST), best)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib.metadata
 import importlib.util
 import math
@@ -218,6 +219,7 @@ class _Worker:
 
     _lock = threading.Lock()
     _proc: subprocess.Popen | None = None
+    _atexit = False
 
     @classmethod
     def _start(cls) -> subprocess.Popen:
@@ -233,9 +235,27 @@ class _Worker:
         )
 
     @classmethod
+    def close(cls) -> None:
+        """Stop the worker (it also exits by itself when this process ends)."""
+        with cls._lock:
+            proc, cls._proc = cls._proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait()
+        if proc is not None:
+            proc.stdout.close()
+
+    @classmethod
     def solve(cls, payload: dict, on_message) -> dict:
         with cls._lock:
             if cls._proc is None or cls._proc.poll() is not None:
+                if not cls._atexit:
+                    atexit.register(cls.close)
+                    cls._atexit = True
                 cls._proc = cls._start()
             proc = cls._proc
             ok = False

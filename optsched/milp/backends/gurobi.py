@@ -191,11 +191,11 @@ class GurobiBackend(Backend):
 
     @staticmethod
     def _set_params(m, options: SolveOptions) -> None:
-        p = m.Params
-        p.OutputFlag = 1 if (options.verbose or options.log_file) else 0
+        p = m.Params  # LogToConsole before OutputFlag, so nothing is echoed unasked
         p.LogToConsole = 1 if options.verbose else 0
         if options.log_file:
             p.LogFile = str(options.log_file)
+        p.OutputFlag = 1 if (options.verbose or options.log_file) else 0
         if options.time_limit is not None:
             p.TimeLimit = float(options.time_limit)
         if options.threads is not None:
