@@ -1,0 +1,195 @@
+"""``optsched compare``: every schedule goes through evaluate; the report says what the gap is to.
+
+The solver side is exercised with formulations registered here that return a
+hand-made schedule, so these tests need neither a MILP solver nor the real
+formulations; the policy side is skipped until ``optsched.policies`` exists.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from optsched.cli import main
+from optsched.evaluate import evaluate
+from optsched.formulations import base
+from optsched.formulations.base import RawSolution, register_formulation
+from optsched.instance import Instance, Limits, Request
+from optsched.schedule import Schedule
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+INST = Instance("cmp-demo", Limits(kv_capacity=8, max_batch_tokens=64),
+                requests=(Request("a", 0, 4, 3), Request("b", 0, 3, 3)))
+#: evicts b at batch 1, refills it at batch 3: makespan 5
+EVICTING = Schedule.from_batches([([("a", 4), ("b", 3)], []), ([("a", 1)], ["b"]), ([("a", 1)], []),
+                                  ([("b", 4)], []), ([("b", 1)], [])])
+#: one request after the other: makespan 6
+SERIAL = Schedule.from_batches([([("a", 4)], []), ([("a", 1)], []), ([("a", 1)], []),
+                                ([("b", 3)], []), ([("b", 1)], []), ([("b", 1)], [])])
+
+
+@pytest.fixture
+def files(tmp_path):
+    INST.save(tmp_path / "inst.json")
+    SERIAL.save(tmp_path / "serial.json")
+    return tmp_path
+
+
+@pytest.fixture
+def handmade():
+    """Register 'test-proven' (claims EVICTING optimal) and 'test-unproven' (feasible, bound 4)."""
+
+    def objective(kind):
+        return evaluate(INST, EVICTING).objective(kind)
+
+    @register_formulation("test-proven", "hand-made schedule, claimed optimal", needs_warm_start=False)
+    def proven(instance, kind, hyp, options, warm_start):
+        return RawSolution("optimal", objective(kind), objective(kind), EVICTING, 0.01, "hand")
+
+    @register_formulation("test-unproven", "hand-made schedule, bound 4", needs_warm_start=False)
+    def unproven(instance, kind, hyp, options, warm_start):
+        return RawSolution("feasible", objective(kind), 4.0, EVICTING, 0.01, "hand")
+
+    @register_formulation("test-nothing", "time limit, nothing found", needs_warm_start=False)
+    def nothing(instance, kind, hyp, options, warm_start):
+        return RawSolution("no_solution", None, 3.0, None, 0.01, "hand", message="time limit")
+
+    yield
+    for name in ("test-proven", "test-unproven", "test-nothing"):
+        base._REGISTRY.pop(name, None)
+
+
+def _report(out):
+    md = (out / "report.md").read_text()
+    js = json.loads((out / "report.json").read_text())
+    return md, js, {r["label"]: r for r in js["rows"]}
+
+
+def _png_ok(path):
+    data = path.read_bytes()
+    assert data[:8] == PNG and len(data) > 5_000
+
+
+def test_compare_against_a_proven_optimum(files, handmade, capsys):
+    out = files / "rep"
+    rc = main(["compare", str(files / "inst.json"), "--schedule", f"serial={files / 'serial.json'}",
+               "--optimal", "--formulation", "test-proven", "-o", str(out)])
+    assert rc == 0
+    md, js, rows = _report(out)
+    assert set(rows) == {"serial", "optimal (test-proven)"}
+    ev_serial, ev_opt = evaluate(INST, SERIAL), evaluate(INST, EVICTING)
+    assert rows["serial"]["objective"] == ev_serial.objective("makespan") == 6
+    assert rows["optimal (test-proven)"]["objective"] == ev_opt.objective("makespan") == 5
+    assert js["reference"] == {"kind": "optimum", "value": 5.0}
+    assert rows["serial"]["gap"] == pytest.approx(0.2)
+    assert rows["optimal (test-proven)"]["gap"] == 0
+    assert rows["serial"]["evictions"] == 0 and rows["optimal (test-proven)"]["evictions"] == 1
+    assert rows["serial"]["mean_ttft"] == ev_serial.metrics["mean_ttft"]
+    assert rows["serial"]["mean_tpot"] == ev_serial.metrics["mean_tpot"]
+    # the Markdown table: every row, the evaluator's values, the gap's reference
+    assert "gap to optimum" in md and "not proven" not in md
+    assert "| serial | feasible | 6 | +20.00% | 0 |" in md
+    assert "| optimal (test-proven) | optimal | 5 | +0.00% | 1 |" in md
+    for name in ("compare.png", "kv.png", "gantt_serial.png", "gantt_optimal_test-proven.png"):
+        _png_ok(out / name)
+        assert f"({name})" in md
+    stdout = capsys.readouterr().out
+    assert "serial" in stdout and "optimal (test-proven)" in stdout and "gap to optimum" in stdout
+
+
+def test_compare_says_when_the_optimum_is_not_proven(files, handmade, capsys):
+    out = files / "rep"
+    rc = main(["compare", str(files / "inst.json"), "--schedule", f"serial={files / 'serial.json'}",
+               "--optimal", "--formulation", "test-unproven", "--objective", "makespan", "-o", str(out)])
+    assert rc == 0
+    md, js, rows = _report(out)
+    assert js["reference"] == {"kind": "bound", "value": 4.0}
+    best = rows["best found (test-unproven)"]
+    assert best["status"] == "best found (not proven optimal)" and best["bound"] == 4.0
+    assert best["gap"] == pytest.approx(0.25) and rows["serial"]["gap"] == pytest.approx(0.5)
+    assert "gap to bound (optimum not proven)" in md and "**feasible**" in md
+    assert "note: the optimum is not proven" in capsys.readouterr().out
+
+
+def test_compare_without_a_solution_keeps_the_bound_and_exits_1(files, handmade):
+    out = files / "rep"
+    rc = main(["compare", str(files / "inst.json"), "--schedule", f"serial={files / 'serial.json'}",
+               "--optimal", "--formulation", "test-nothing", "-o", str(out)])
+    assert rc == 1
+    md, js, rows = _report(out)
+    assert rows["test-nothing"]["status"] == "no_solution" and rows["test-nothing"]["objective"] is None
+    assert rows["serial"]["gap"] == pytest.approx(1.0)  # (6 - 3) / 3 against the bound
+    assert "time limit" in md
+
+
+def test_compare_objective_kinds_come_from_evaluate(files, handmade):
+    for kind in ("total-latency", "mean-ttft"):
+        out = files / kind
+        assert main(["compare", str(files / "inst.json"), "--schedule", f"s={files / 'serial.json'}",
+                     "--optimal", "--formulation", "test-proven", "--objective", kind, "-o", str(out),
+                     "--no-gantt"]) == 0
+        _, js, rows = _report(out)
+        assert rows["s"]["objective"] == evaluate(INST, SERIAL).objective(kind)
+        assert rows["optimal (test-proven)"]["objective"] == evaluate(INST, EVICTING).objective(kind)
+        assert not list(out.glob("gantt_*.png"))
+
+
+def test_compare_reports_infeasible_schedules(files, capsys):
+    bad = Schedule.from_batches([([("a", 4), ("b", 3)], []), ([("a", 1), ("b", 1)], [])])
+    bad.save(files / "bad.json")
+    out = files / "rep"
+    rc = main(["compare", str(files / "inst.json"), "--schedule", f"bad={files / 'bad.json'}",
+               "--schedule", f"ok={files / 'serial.json'}", "-o", str(out)])
+    assert rc == 1
+    md, js, rows = _report(out)
+    assert rows["bad"]["feasible"] is False and rows["bad"]["status"].startswith("infeasible")
+    assert rows["bad"]["gap"] is None and js["reference"]["kind"] is None
+    assert "no optimum computed" in md
+
+
+def test_compare_input_errors(files, capsys):
+    inst = str(files / "inst.json")
+    assert main(["compare", inst, "-o", str(files / "r")]) == 2
+    assert "nothing to compare" in capsys.readouterr().err
+    assert main(["compare", inst, "--schedule", "no-equals-sign", "-o", str(files / "r")]) == 2
+    assert main(["compare", inst, "--optimal", "--formulation", "no-such", "-o", str(files / "r")]) == 2
+
+
+def test_compare_policies(files, capsys):
+    policies = pytest.importorskip("optsched.policies", reason="optsched.policies not written yet")
+    known = [getattr(p, "name", p) for p in policies.list_policies()]
+    names = [p for p in ("vllm", "sarathi", "fcfs", "vllm-ef") if p in known][:3]
+    if not names:
+        pytest.skip("none of vllm/sarathi/fcfs/vllm-ef is registered yet")
+    out = files / "rep"
+    rc = main(["compare", str(files / "inst.json"), "--policies", ",".join(names), "-o", str(out)])
+    md, js, rows = _report(out)
+    assert list(rows) == names
+    for name in names:
+        ev = evaluate(INST, policies.simulate(INST, name))
+        assert rows[name]["objective"] == ev.objective("makespan")
+        assert rows[name]["evictions"] == ev.metrics["evictions"]
+        assert rows[name]["feasible"] == ev.feasible
+        assert f"| {name} |" in md
+        _png_ok(out / f"gantt_{name}.png")
+    assert rc == (0 if all(r["feasible"] for r in rows.values()) else 1)
+    assert main(["compare", str(files / "inst.json"), "--policies", "no-such-policy", "-o", str(out)]) == 2
+    assert "unknown policy" in capsys.readouterr().err
+
+
+def test_compare_policies_against_the_optimum(files, handmade):
+    policies = pytest.importorskip("optsched.policies", reason="optsched.policies not written yet")
+    known = [getattr(p, "name", p) for p in policies.list_policies()]
+    if not known:
+        pytest.skip("no policy registered yet")
+    name = known[0]
+    out = files / "rep"
+    main(["compare", str(files / "inst.json"), "--policies", name, "--optimal", "--formulation",
+          "test-proven", "-o", str(out)])
+    _, js, rows = _report(out)
+    v = evaluate(INST, policies.simulate(INST, name)).objective("makespan")
+    if math.isfinite(v):
+        assert rows[name]["gap"] == pytest.approx((v - 5) / 5)
