@@ -414,3 +414,73 @@ def test_cpsat_worker_process_is_restarted_after_it_dies():
     _Worker._proc.kill()
     _Worker._proc.wait()
     assert_optimal(m, solve(m, "cpsat", FAST), best)
+
+
+def test_linear_program(backend):
+    """max 3x + 2y s.t. x + y <= 4, x + 3y <= 6, x <= 3, x, y >= 0; optimum by vertex
+    enumeration of the 2-D polygon."""
+    A = np.array([[1.0, 1], [1, 3], [1, 0], [-1, 0], [0, -1]])
+    b = np.array([4.0, 6, 3, 0, 0])
+    c = np.array([3.0, 2])
+    best = -np.inf
+    for i, j in itertools.combinations(range(len(b)), 2):
+        M = A[[i, j]]
+        if abs(np.linalg.det(M)) < 1e-12:
+            continue
+        v = np.linalg.solve(M, b[[i, j]])
+        if (A @ v <= b + 1e-9).all():
+            best = max(best, float(c @ v))
+    m = Model("lp")
+    xy = m.add_vars("xy", 2)
+    m.add_constraints([0, 0, 1, 1, 2], [xy[0], xy[1], xy[0], xy[1], xy[0]], [1, 1, 1, 3, 1],
+                      hi=[4, 6, 3], name="poly")
+    m.set_objective(xy, c, sense="max")
+    require_backend(backend, m)  # CP-SAT: skipped, continuous variables
+    r = solve(m, backend, FAST)
+    assert_optimal(m, r, best)
+    assert r.nodes == 0 or r.nodes is None or backend == "cbc"
+
+
+def test_missing_gurobi_license_is_a_message_not_a_traceback(monkeypatch):
+    from optsched.milp.backends import gurobi
+
+    text = "gurobi: no usable license (HostID mismatch)"
+    monkeypatch.setattr(gurobi, "_license", gurobi.LicenseInfo(False, None, text))
+    m, _, _, _, _, best = knapsack(n=8, seed=13)
+    r = solve(m, "gurobi", FAST)
+    assert r.status == "error" and r.message == text and r.values is None
+    assert get_backend("gurobi").license_status() == text
+    auto = solve(m, "auto", FAST)
+    assert auto.solver == "highs" and auto.notes[0] == f"auto: chose highs because {text}"
+    assert_optimal(m, auto, best)
+
+
+def test_cpsat_reports_an_overflowing_model_as_an_error():
+    m = Model("overflow")
+    y = m.add_vars("y", 2, lb=-np.inf, vtype="I")
+    m.add_constraint(y, [1e12, 3e12], lo=1e12, name="huge")
+    m.set_objective(y, [1, 1])
+    require_backend("cpsat", m)
+    r = solve(m, "cpsat", FAST)
+    assert r.status == "error" and "overflow" in r.message and "\n" not in r.message
+
+
+def test_cpsat_refuses_rows_that_cannot_be_scaled_to_integers():
+    m = Model("thirds")
+    x = m.add_vars("x", 2, ub=5, vtype="I")
+    m.add_constraint(x, [1 / 3, 1], hi=2, name="third")
+    m.set_objective(x, [1, 1], sense="max")
+    if get_backend("cpsat").is_available():
+        reason = unsupported_reason("cpsat", m)
+        assert reason == ("cpsat: coefficients of row third cannot be made integral by a "
+                          "factor up to 10^6")
+        assert solve(m, "cpsat").message == reason
+    m2 = Model("tenths")  # decimals scale exactly: 0.1 x0 + 0.25 x1 <= 1.3
+    y = m2.add_vars("y", 2, ub=20, vtype="I")
+    m2.add_constraint(y, [0.1, 0.25], hi=1.3, name="dec")
+    m2.set_objective(y, [1, 2], sense="max")
+    best = max(a + 2 * b for a in range(21) for b in range(21) if 10 * a + 25 * b <= 130)
+    require_backend("cpsat", m2)
+    r = solve(m2, "cpsat", FAST)
+    assert_optimal(m2, r, best)
+    assert any("scaled by powers of ten (up to 10^2)" in n for n in r.notes), r.notes

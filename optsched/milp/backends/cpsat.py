@@ -401,7 +401,8 @@ class CpSatBackend(Backend):
 
         raw = _Worker.solve(payload, on_message)
         if raw["status"] == "MODEL_INVALID":
-            out.status, out.message = "error", f"cpsat: invalid model: {raw.get('message')}"
+            detail = " ".join(str(raw.get("message")).split())
+            out.status, out.message = "error", f"cpsat: invalid model: {detail}"
             return None
         return raw
 
