@@ -227,3 +227,18 @@ def test_cli_plot(evict_demo, tmp_path, capsys):
     assert main(["plot", str(tmp_path / "i.json"), str(tmp_path / "bad.json"), "-o", str(out)]) == 0
     assert "infeasible" in capsys.readouterr().err
     assert main(["plot", str(tmp_path / "nope.json"), str(tmp_path / "s.json"), "-o", str(out)]) == 2
+
+
+def test_kv_is_not_drawn_while_idle():
+    """b arrives at 5 after a finished at 3: no KV value is claimed for the idle gap [3, 5]."""
+    inst = Instance("idle", Limits(kv_capacity=8, max_batch_tokens=64),
+                    requests=(Request("a", 0, 4, 3), Request("b", 5, 3, 2)))
+    s = Schedule.from_batches([([("a", 4)], []), ([("a", 1)], []), ([("a", 1)], []),
+                               ([("b", 3)], []), ([("b", 1)], [])])
+    ev = evaluate(inst, s)
+    assert ev.feasible and list(ev.batch_start) == [0, 1, 2, 5, 6]
+    edges, vals = plot.kv_steps(ev)
+    np.testing.assert_array_equal(edges, [0, 1, 2, 3, 5, 6, 7])
+    np.testing.assert_array_equal(vals, [4, 5, 6, np.nan, 3, 4])
+    fig = plot.gantt(inst, s, ev)
+    assert _boxes(_collections(fig.axes[0])["prefill"])[-1] == (5, 6, 1)

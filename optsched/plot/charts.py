@@ -66,7 +66,7 @@ def kv_over_time(
             if capacity is None:
                 caps.add(inst.limits.kv_capacity)
         edges, vals = kv_steps(ev)
-        peak = int(vals.max()) if vals.size else 0
+        peak = int(np.nanmax(vals)) if np.isfinite(vals).any() else 0
         # earlier runs drawn thicker and below, so identical curves stay visible
         ax.stairs(vals, edges, baseline=None, color=f"C{k % 10}", zorder=2 + k,
                   linewidth=1.2 + 1.4 * (n_runs - 1 - k) / max(n_runs - 1, 1),

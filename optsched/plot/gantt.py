@@ -169,7 +169,11 @@ def gantt(
     spans = gantt_spans(instance, schedule, ev, rows if sampled else None)
     tol = 1e-12 * max(1.0, float(ev.batch_end[-1]) if ev.batch_end.size else 1.0)
     half = 0.5 if nrow > 150 else 0.4  # dense rows touch: no moire stripes
-    dense = sum(s[0].size for s in spans.values()) > 2000 or nrow > 100
+    widths = np.concatenate([x1 - x0 for x0, x1, _ in spans.values()])
+    t_span = float(ev.batch_end[-1] - min(0.0, ev.batch_start[0])) if ev.batch_end.size else 1.0
+    # white separators between batches only where boxes are a few pixels wide
+    dense = (widths.size > 2000 or nrow > 100
+             or (widths.size > 0 and float(np.median(widths)) < t_span / 250))
     styles = {
         "prefill": (PREFILL_COLOR, "(p)refill"),
         "decode": (DECODE_COLOR, "decode"),
@@ -226,18 +230,30 @@ def gantt(
 
 
 def kv_steps(ev: Evaluation) -> tuple[np.ndarray, np.ndarray]:
-    """Stair edges and values: KV ``batch_kv[j]`` over ``[batch_start[j], batch_start[j+1])``."""
+    """Stair edges and values: ``batch_kv[j]`` over ``[batch_start[j], batch_end[j]]``.
+
+    Consecutive batches share an edge; an idle gap (the next batch waits for an
+    arrival or a stated start) gets the value NaN, so nothing is drawn there: the
+    evaluator reports KV per batch only.
+    """
     if ev.batch_start.size == 0:
-        return np.array([0.0, 1.0]), np.zeros(1)
-    edges = np.concatenate([ev.batch_start, ev.batch_end[-1:]])
-    return edges, ev.batch_kv.astype(float)
+        return np.array([0.0, 1.0]), np.full(1, np.nan)
+    start, end = ev.batch_start, ev.batch_end
+    edges = np.append(start, end[-1])
+    vals = ev.batch_kv.astype(float)
+    tol = 1e-12 * max(1.0, abs(float(end[-1])))
+    idle = np.flatnonzero(start[1:] > end[:-1] + tol)
+    if idle.size:
+        edges = np.insert(edges, idle + 1, end[idle])
+        vals = np.insert(vals, idle + 1, np.nan)
+    return edges, vals
 
 
 def _kv_panel(ax: Axes, ev: Evaluation, M: int) -> None:
     edges, vals = kv_steps(ev)
     ax.stairs(vals, edges, color=KV_COLOR, linewidth=1.2, label="KV in use", baseline=None)
     ax.axhline(M, color=CAPACITY_COLOR, linestyle="--", linewidth=1, label=f"M = {M}")
-    top = max(M, int(vals.max()) if vals.size else 0)
+    top = max(M, int(np.nanmax(vals)) if np.isfinite(vals).any() else 0)
     ax.set_ylim(0, top * 1.12 if top else 1)
     ax.set_ylabel("KV tokens")
     ax.grid(color="0.9")
