@@ -40,7 +40,13 @@ def register(sub) -> None:
     p = sub.add_parser(
         "compare",
         help="compare policies (and schedules) with each other and the optimum: Markdown report + PNGs",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        description="Every schedule (simulated, loaded or the solver's) is replayed by the evaluator; "
+        "objectives are the evaluator's. With --optimal, gaps are (objective - reference) / reference "
+        "where the reference is the proven optimum, or the solver's bound when optimality is not "
+        "proven (the report says which). Writes report.md, report.json, compare.png, kv.png and one "
+        "gantt_<label>.png per schedule, and prints the table. Exit 0: all schedules feasible; "
+        "1: a schedule infeasible, a policy failed or the solve found nothing (report written anyway); "
+        "2: bad input.",
     )
     p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
     p.add_argument("--policies", default="",
