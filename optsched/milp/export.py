@@ -153,7 +153,7 @@ def write_mps(model: Model, path: str, *, split_ranges: bool = True) -> None:
         body.append(f"    MARKER{m_no} 'MARKER' {tag}")
         prev = pos
     body += all_lines[prev:]
-    lines: list[str] = [f"NAME {model.name}", "OBJSENSE", "    MAX" if a.sense == "max" else
+    lines: list[str] = [f"NAME {_sanitize(model.name)}", "OBJSENSE", "    MAX" if a.sense == "max" else
                         "    MIN", "ROWS", " N OBJ"]
     lines += [f" {t} {name}" for name, t, _r, _g, _i in rows]
     lines.append("COLUMNS")
@@ -228,7 +228,7 @@ def write_lp(model: Model, path: str) -> None:
     a = model.arrays()
     cnames = column_names(model)
     rows = _rows_out(model, split_ranges=True)
-    out = [f"\\ Problem: {model.name}", "Maximize" if a.sense == "max" else "Minimize"]
+    out = [f"\\ Problem: {_sanitize(model.name)}", "Maximize" if a.sense == "max" else "Minimize"]
     obj_terms = [(float(a.obj[j]), cnames[j]) for j in np.flatnonzero(a.obj)]
     if a.obj_constant != 0.0:
         obj_terms.append((a.obj_constant, "OBJ_CONST"))

@@ -233,7 +233,9 @@ class Model:
     """
 
     def __init__(self, name: str = "model"):
-        self.name = _check_name("model", name)
+        if not isinstance(name, str) or not name.strip():
+            raise ModelError(f"model name must be a non-empty string, got {name!r}")
+        self.name = name
         self._blocks: dict[str, VarBlock] = {}
         self._block_starts: list[int] = []
         self._block_list: list[VarBlock] = []
@@ -675,6 +677,10 @@ class Model:
         ``tol * max(1, |limit|)``. With ``partial=True`` NaN entries mean "not given": they are
         skipped, and so are rows that touch them.
         """
+        with np.errstate(invalid="ignore", over="ignore"):
+            return self._check(values, tol, partial)
+
+    def _check(self, values: Any, tol: float, partial: bool) -> list[CheckViolation]:
         a = self.arrays()
         x = np.asarray(values, dtype=np.float64)
         if x.shape != (self._n,):

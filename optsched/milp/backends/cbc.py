@@ -182,7 +182,7 @@ class CbcBackend(Backend):
         a = model.arrays()
         out = BackendOutput(status="error", version=self.version())
         sign = -1.0 if a.sense == "max" else 1.0
-        prob = pulp.LpProblem(model.name, pulp.LpMinimize)
+        prob = pulp.LpProblem(re.sub(r"\W", "_", model.name), pulp.LpMinimize)
         new_var = getattr(prob, "add_variable", None) or pulp.LpVariable  # PuLP >= 3.3 / older
         xs = [
             new_var(
