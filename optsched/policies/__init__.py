@@ -1,0 +1,51 @@
+"""Scheduling policies and the simulator that runs them.
+
+``simulate(instance, "vllm")`` returns a :class:`~optsched.schedule.Schedule`; judge it
+with :func:`optsched.evaluate.evaluate` (the simulator computes no metrics).
+``list_policies()`` lists every registered policy with its description and source.
+"""
+
+from __future__ import annotations
+
+from ..instance import Instance
+from ..schedule import Schedule
+from .registry import (
+    Param,
+    PolicyError,
+    PolicySpec,
+    SimulationError,
+    get_policy,
+    get_spec,
+    list_policies,
+    parse_param_args,
+    register,
+)
+from .simulator import Plan, Policy, SimView, simulate_policy
+
+
+def simulate(instance: Instance, policy: str | Policy, **params) -> Schedule:
+    """Run ``policy`` (a registered name, built fresh with ``params``, or a fresh policy
+    object) over ``instance`` and return its schedule."""
+    if isinstance(policy, str):
+        policy = get_policy(policy, **params)
+    elif params:
+        raise PolicyError("parameters can only be given with a policy name")
+    return simulate_policy(instance, policy)
+
+
+__all__ = [
+    "simulate",
+    "get_policy",
+    "get_spec",
+    "list_policies",
+    "register",
+    "parse_param_args",
+    "Param",
+    "PolicySpec",
+    "PolicyError",
+    "SimulationError",
+    "Plan",
+    "Policy",
+    "SimView",
+    "simulate_policy",
+]

@@ -1,0 +1,294 @@
+"""The simulator: runs a policy over an :class:`~optsched.instance.Instance` and returns a
+:class:`~optsched.schedule.Schedule`. It computes **no metrics**; callers judge the
+schedule with :func:`optsched.evaluate.evaluate` (the one validator/evaluator).
+
+The loop (InferMax Algorithm 1, lines 3-7; Vidur's "the scheduler produces the next
+batch" hook):
+
+1. **Arrival gating** (online): requests whose ``arrival <= clock`` are handed to the
+   policy (:meth:`Policy.on_arrivals`); a policy never sees a request before it arrives.
+2. ``plan = policy.next_batch()``: entries ``(request, c)`` and evictions, built from a
+   read-only :class:`SimView` of the state (per request ``S``, ``m``, ``g``; prompt,
+   arrival and the *known* output lengths; limits; clock).
+3. If the plan is empty and requests are still to arrive, the clock **jumps** to the next
+   arrival (the schedule then states that batch's start explicitly when the evaluator's
+   default, "as early as possible", would be earlier). An empty plan with nothing left
+   to arrive is a stalled policy: :class:`SimulationError`.
+4. The plan is applied with DESIGN section 3's rules (evictions drop ``m``; entries add
+   ``c``; ``m == S`` generates a token; ``g == O`` finishes and frees the KV) and priced
+   with ``instance.cost_model.batch_times`` (the same definition the evaluator uses);
+   the clock advances by the batch's duration. The KV after the batch (counting requests
+   that finish in it, in whole blocks) is checked against ``M`` and a plan that exceeds
+   it, or processes more tokens than are available, raises :class:`SimulationError`
+   (a policy bug; schedules never leave the simulator infeasible in memory).
+5. :meth:`Policy.on_batch_end` tells the policy which requests finished.
+
+**What a policy may see.** ``SimView.known_output`` holds the true output lengths only
+for a *hypothetical* policy (DESIGN section 6). For every other policy it holds
+``predicted_output`` where the instance gives one and ``-1`` elsewhere -- except that a
+policy class with ``output_fallback = True`` (MC-SF, which assumes accurate predictions)
+gets the true length where no prediction is given; its registry description says so.
+Finished requests' lengths are observable (``g`` at finish), which is what online
+estimators (InferMax's histogram) use.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from ..cost import LinearCost, UnitCost
+from ..instance import Instance
+from ..schedule import Schedule, ScheduleBuilder
+from .registry import SimulationError
+
+
+class Plan(NamedTuple):
+    """One batch: entries ``req[k]`` processing ``tokens[k]``, and evicted requests.
+
+    Indices are 0-based instance positions. Arrays or lists of ints are accepted.
+    """
+
+    req: np.ndarray
+    tokens: np.ndarray
+    evict: np.ndarray
+
+
+EMPTY_PLAN = Plan(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+class SimView:
+    """Read-only view of the simulation state handed to a policy.
+
+    ``S``, ``m``, ``g`` are live (they change after every batch) but not writable.
+    ``known_output[i]`` is ``-1`` when the policy may not know request i's output length.
+    """
+
+    def __init__(self, sim: _Sim, known_output: np.ndarray):
+        inst = sim.instance
+        self.instance_name = inst.name
+        self.n = inst.n
+        self.limits = inst.limits
+        self.cost_model = inst.cost_model
+        self.prompt = _ro(inst.prompt)
+        self.arrival = _ro(inst.arrival)
+        self.known_output = _ro(known_output)
+        self.S = _ro(sim.S)
+        self.m = _ro(sim.m)
+        self.g = _ro(sim.g)
+        self._sim = sim
+
+    @property
+    def now(self) -> float:
+        """The clock: the start time of the batch being planned."""
+        return self._sim.now
+
+    @property
+    def batch_index(self) -> int:
+        return len(self._sim.builder)
+
+    def fp(self, tokens):
+        """KV tokens charged for ``tokens`` cached tokens (whole blocks)."""
+        b = self.limits.block_size
+        return -(-tokens // b) * b if b > 1 else tokens
+
+
+class Policy:
+    """Base class of scheduling policies (one object = one run).
+
+    Subclasses implement :meth:`next_batch`; the hooks keep their own queues up to date.
+    ``name`` and ``hypothetical`` are set by the registry.
+    """
+
+    name: str = ""
+    hypothetical: bool = False
+    #: non-hypothetical policies that need output lengths may opt in to the true length
+    #: where the instance gives no prediction (documented in their registry entry)
+    output_fallback: bool = False
+
+    def bind(self, view: SimView) -> None:
+        self.view = view
+
+    def on_arrivals(self, idx: list[int]) -> None:
+        raise NotImplementedError
+
+    def next_batch(self) -> Plan | None:
+        raise NotImplementedError
+
+    def on_batch_end(self, plan: Plan, finished: np.ndarray) -> None:
+        raise NotImplementedError
+
+
+def known_outputs(instance: Instance, hypothetical: bool, fallback: bool) -> np.ndarray:
+    """The output lengths a policy may see (``-1`` = unknown); see the module docstring."""
+    if hypothetical:
+        return instance.output.copy()
+    pred = np.array(
+        [-1 if r.predicted_output is None else r.predicted_output for r in instance.requests],
+        dtype=np.int64,
+    )
+    if fallback:
+        pred = np.where(pred < 0, instance.output, pred)
+    return pred
+
+
+class _Sim:
+    def __init__(self, instance: Instance):
+        self.instance = instance
+        n = instance.n
+        self.S = instance.prompt.copy()
+        self.m = np.zeros(n, np.int64)
+        self.g = np.zeros(n, np.int64)
+        self.now = 0.0
+        self.builder = ScheduleBuilder(ids=instance.ids)
+
+
+def batch_pricer(cost_model):
+    """``price(tokens, cached, decode, n_decode) -> seconds`` for one batch.
+
+    Every batch is priced by ``cost_model.batch_times`` (the evaluator's definition),
+    except decode-only batches under :class:`~optsched.cost.LinearCost`, which use its
+    closed form ``k0 + kdb + n*(k1 + kdr) + kdm*sum m`` (equal up to float rounding;
+    ``tests/policies/test_sim_core.py`` checks it). Only the clock, i.e. arrival gating,
+    depends on this; the evaluator re-prices every batch.
+    """
+    bt = cost_model.batch_times
+    if isinstance(cost_model, UnitCost):
+        return lambda c, mb, dec, nd: 1.0
+    if type(cost_model) is LinearCost:
+        cm = cost_model
+        base = cm.k0 + cm.kdb
+        per = cm.k1 + cm.kdr
+        kdm = cm.kdm
+
+        def price(c, mb, dec, nd):
+            n = c.size
+            if nd == n:
+                return base + n * per + kdm * float(mb.sum())
+            return float(bt(np.zeros(n, np.int64), c, mb, dec, 1)[0])
+
+        return price
+    return lambda c, mb, dec, nd: float(bt(np.zeros(c.size, np.int64), c, mb, dec, 1)[0])
+
+
+def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None = None) -> Schedule:
+    """Run ``policy`` (a fresh object) over ``instance``; return the schedule (no metrics)."""
+    sim = _Sim(instance)
+    n = instance.n
+    lim = instance.limits
+    M, b = lim.kv_capacity, lim.block_size
+    S, m, g = sim.S, sim.m, sim.g
+    O = instance.output
+    arr = instance.arrival
+    known = known_outputs(instance, policy.hypothetical, policy.output_fallback)
+    view = SimView(sim, known)
+    policy.bind(view)
+    price = batch_pricer(instance.cost_model)
+    builder = sim.builder
+    add = builder.add_indexed
+    searchsorted = np.searchsorted
+    count_nonzero = np.count_nonzero
+
+    order = np.argsort(arr, kind="stable")
+    arr_sorted = arr[order]
+    arr_list = arr_sorted.tolist()
+    order_list = order.tolist()
+    nxt = 0  # next arrival (position in order)
+    next_arrival = arr_list[0] if n else math.inf
+    done = 0
+    kv = 0  # KV in use (blocks counted whole), finished requests excluded
+    idle = False
+    limit = max_batches if max_batches is not None else 50 * (int(O.sum()) + int(S.sum())) + 1000
+    empty = np.zeros(0, np.int64)
+    now = 0.0
+
+    while done < n:
+        if next_arrival <= now:
+            hi = int(searchsorted(arr_sorted, now, side="right"))
+            policy.on_arrivals(order_list[nxt:hi])
+            nxt = hi
+            next_arrival = arr_list[nxt] if nxt < n else math.inf
+        plan = policy.next_batch()
+        if plan is None or (len(plan.req) == 0 and len(plan.evict) == 0):
+            if nxt < n:
+                now = sim.now = max(now, next_arrival)
+                idle = True
+                continue
+            raise SimulationError(
+                f"policy {policy.name!r} stalled at t={now:g} with {n - done} unfinished "
+                f"request(s) and no arrivals left"
+            )
+        j = len(builder)
+        if j >= limit:
+            raise SimulationError(f"policy {policy.name!r} exceeded {limit} batches (livelock?)")
+        req = np.asarray(plan.req, dtype=np.int64)
+        c = np.asarray(plan.tokens, dtype=np.int64)
+        ev = np.asarray(plan.evict, dtype=np.int64)
+        if ev.size:
+            mev = m[ev]
+            if (mev <= 0).any():
+                bad = int(ev[np.flatnonzero(mev <= 0)[0]])
+                raise SimulationError(
+                    f"policy {policy.name!r}, batch {j}: evicts request "
+                    f"{instance.ids[bad]!r}, which holds no KV"
+                )
+            kv -= int((-(-mev // b) * b).sum()) if b > 1 else int(mev.sum())
+            m[ev] = 0
+        if req.size:
+            mb = m[req]
+            Sb = S[req]
+            ma = mb + c
+            if (ma > Sb).any() or (c < 1).any():
+                k = int(np.flatnonzero((c < 1) | (ma > Sb))[0])
+                raise SimulationError(
+                    f"policy {policy.name!r}, batch {j}: request {instance.ids[int(req[k])]!r} "
+                    f"processes {int(c[k])} tokens with {int(Sb[k] - mb[k])} available"
+                )
+            dec = (mb == Sb - 1) & (g[req] >= 1)
+            m[req] = ma
+            if b > 1:
+                kv += int((-(-ma // b) * b).sum() - (-(-mb // b) * b).sum())
+            else:
+                kv += int(c.sum())
+            if kv > M:
+                raise SimulationError(
+                    f"policy {policy.name!r}, batch {j}: KV after the batch {kv} > M = {M}"
+                )
+            gen = req[ma == Sb]
+            if gen.size:
+                g[gen] += 1
+                S[gen] += 1
+                fin = gen[g[gen] >= O[gen]]
+                if fin.size:
+                    mf = m[fin]
+                    kv -= int((-(-mf // b) * b).sum()) if b > 1 else int(mf.sum())
+                    m[fin] = 0
+                    done += int(fin.size)
+            else:
+                fin = empty
+            dur = price(c, mb, dec, count_nonzero(dec))
+        else:
+            fin = empty
+            dur = 0.0
+        start = None
+        if idle:
+            touched = np.concatenate([req, ev])
+            if touched.size == 0 or arr[touched].max() < now:
+                start = now
+            idle = False
+        add(req.tolist(), c.tolist(), ev.tolist(), start)
+        now = sim.now = now + dur
+        policy.on_batch_end(plan, fin)
+    return builder.build()
+
+
+__all__ = ["Plan", "EMPTY_PLAN", "Policy", "SimView", "simulate_policy", "known_outputs",
+           "batch_pricer"]
