@@ -246,7 +246,9 @@ def _warm_start(instance: Instance, objective: str, warm_start, hyp: Hypotheses)
     from ..policies import list_policies, simulate
 
     if warm_start == "auto":
-        names = [p for p in ("vllm", "sarathi", "fcfs", "mcsf", "vllm-ef", "sarathi-ef") if p in list_policies()]
+        known = {spec.name for spec in list_policies()}
+        names = [p for p in ("vllm", "sarathi", "fcfs", "mcsf", "infermax", "vllm-ef", "sarathi-ef")
+                 if p in known]
         if hyp.no_evictions:
             names = [p for p in names if p.endswith("-ef") or p == "mcsf"] or names
     else:
