@@ -140,6 +140,8 @@ class RawSolution:
     exact: bool = True
     notes: tuple[str, ...] = ()
     message: str | None = None
+    #: solver progress ``(elapsed, incumbent, bound)``, e.g. ``SolveResult.history``
+    history: tuple = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -160,6 +162,7 @@ class SolveReport:
     notes: tuple[str, ...] = ()
     message: str | None = None
     nodes: int | None = None
+    history: tuple = ()
 
     def to_dict(self, *, include_schedule: bool = True, max_entries: int = 10_000) -> dict[str, Any]:
         sched = None
@@ -180,6 +183,7 @@ class SolveReport:
             "nodes": self.nodes,
             "notes": list(self.notes),
             "message": self.message,
+            "history": [list(h) for h in self.history],
         }
 
 
@@ -354,6 +358,7 @@ def _check(instance, formulation, objective, hyp, raw: RawSolution, ws_info, ela
         notes=tuple(notes),
         message=message,
         nodes=raw.nodes,
+        history=tuple(raw.history),
     )
 
 

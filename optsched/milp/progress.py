@@ -12,7 +12,9 @@ from .result import compute_gap
 
 class Progress:
     """Backends call :meth:`update` from callbacks (any thread); it redraws at most every
-    ``interval`` seconds. Disabled instances ignore every call, so backends need no checks."""
+    ``interval`` seconds when ``enabled``. Every call that changes the incumbent or the bound
+    is also recorded in :attr:`history` as ``(elapsed, incumbent, bound)`` (for solver-progress
+    plots), whether or not the line is displayed; ``tracking`` says a backend should report."""
 
     def __init__(self, solver: str, enabled: bool, stream: TextIO | None = None,
                  interval: float = 0.25):
@@ -30,14 +32,22 @@ class Progress:
         self.nodes: int | None = None
         self.elapsed: float | None = None
         self.updates = 0
+        self.history: list[tuple[float, float | None, float | None]] = []
+        self._tracking = True
+
+    @property
+    def tracking(self) -> bool:
+        """True while updates are wanted (for display or for the history)."""
+        return self.enabled or self._tracking
 
     def update(self, incumbent: float | None = None, bound: float | None = None,
                nodes: int | None = None, elapsed: float | None = None,
                force: bool = False) -> None:
         """Record new figures (None keeps the previous one) and maybe redraw."""
-        if not self.enabled:
+        if not self.tracking:
             return
         with self._lock:
+            before = (self.incumbent, self.bound)
             self.updates += 1
             if incumbent is not None and abs(incumbent) < 1e99:
                 self.incumbent = float(incumbent)
@@ -46,6 +56,10 @@ class Progress:
             if nodes is not None:
                 self.nodes = int(nodes)
             self.elapsed = elapsed if elapsed is not None else time.monotonic() - self._start
+            if (self.incumbent, self.bound) != before:
+                self.history.append((float(self.elapsed), self.incumbent, self.bound))
+            if not self.enabled:
+                return
             now = time.monotonic()
             if force or now - self._last_draw >= self.interval:
                 self._last_draw = now
@@ -77,6 +91,7 @@ class Progress:
 
     def close(self) -> None:
         """Draw the final figures and end the line."""
+        self._tracking = False
         if not self.enabled:
             return
         with self._lock:

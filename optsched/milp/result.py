@@ -93,6 +93,8 @@ class SolveResult:
     notes: tuple[str, ...] = ()
     message: str | None = None
     wall_time: float | None = None
+    #: ``(elapsed, incumbent, bound)`` whenever either changed during the solve
+    history: tuple[tuple[float, float | None, float | None], ...] = ()
     gap: float | None = field(init=False)
 
     def __post_init__(self) -> None:

@@ -166,5 +166,5 @@ def solve(model: Model, solver: str = "highs", options: SolveOptions | None = No
         runtime=out.runtime, nodes=out.nodes, solver_version=version, values=out.values,
         warm_start_objective=ws_obj, warm_start_violations=ws_viol,
         notes=tuple(notes + out.notes), message=out.message,
-        wall_time=time.perf_counter() - t0,
+        wall_time=time.perf_counter() - t0, history=tuple(progress.history),
     )

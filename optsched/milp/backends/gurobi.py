@@ -164,7 +164,7 @@ class GurobiBackend(Backend):
                 m.setAttr("Start", [x[j] for j in idx.tolist()], start.values[idx].tolist())
                 if start.partial:
                     out.notes.append(f"gurobi: partial start ({idx.size} values) set as Start")
-            cb = self._callback(progress) if progress.enabled else None
+            cb = self._callback(progress) if progress.tracking else None
             try:
                 m.optimize(cb) if cb else m.optimize()
             except gp.GurobiError as exc:

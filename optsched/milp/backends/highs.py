@@ -79,7 +79,7 @@ class HighsBackend(Backend):
                 sol.col_value = start.values.tolist()
                 sol.value_valid = True
                 h.setSolution(sol)
-        if progress.enabled and a.is_int.any():
+        if progress.tracking and a.is_int.any():
             def on_event(e) -> None:
                 d = e.data_out
                 progress.update(incumbent=d.mip_primal_bound, bound=d.mip_dual_bound,
