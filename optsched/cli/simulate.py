@@ -1,0 +1,136 @@
+"""``optsched simulate`` (run a policy, judge its schedule with the one evaluator) and
+``optsched policies`` (list the registered policies with their sources)."""
+
+from __future__ import annotations
+
+import sys
+
+from ..cost import DEFAULT_PRESET, PRESETS, preset
+from ..errors import InputFileError
+from ..evaluate import evaluate
+from ..instance import Limits
+from ..policies import get_spec, list_policies, parse_param_args, simulate_policy
+from . import EXIT_NO, EXIT_OK
+from ._common import load_instance, print_json, table
+
+#: ``--json`` leaves the schedule out above this many entries unless ``--with-schedule``
+JSON_SCHEDULE_LIMIT = 10_000
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "simulate",
+        help="run a scheduling policy on an instance or a trace and evaluate its schedule",
+        description="Run a registered policy (see 'optsched policies') over an instance file "
+        "or a trace CSV; the schedule is judged by the evaluator.",
+    )
+    p.add_argument("instance", nargs="?", help="instance JSON file (or a shipped instance name)")
+    p.add_argument("--policy", required=True, help="policy name (see 'optsched policies')")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", default=[],
+                   help="policy parameter (repeatable)")
+    p.add_argument("-o", "--output", help="write the schedule (.json or .npz)")
+    p.add_argument("--json", action="store_true",
+                   help='print {"policy", "evaluation", "schedule"} as JSON')
+    p.add_argument("--with-schedule", action="store_true",
+                   help=f"with --json, include the schedule even above {JSON_SCHEDULE_LIMIT:,} "
+                   "entries")
+    t = p.add_argument_group("trace input (instead of INSTANCE)")
+    t.add_argument("--trace", help="trace CSV (Azure, Vidur/Splitwise or arXiv format)")
+    t.add_argument("--limit", type=int, help="first N requests of the trace")
+    t.add_argument("--kv-capacity", type=int, help="M, KV capacity in tokens")
+    t.add_argument("--max-batch-tokens", type=int, help="C, tokens per batch")
+    t.add_argument("--max-prefill-tokens", type=int, help="P, prefill tokens per batch")
+    t.add_argument("--block-size", type=int, default=1, help="KV block size (default 1)")
+    t.add_argument("--cost-model", default=DEFAULT_PRESET,
+                   help=f"cost-model preset (default {DEFAULT_PRESET}; "
+                   f"known: {', '.join(sorted(PRESETS))})")
+    p.set_defaults(func=run_simulate)
+
+    q = sub.add_parser("policies", help="list the scheduling policies with their sources")
+    q.add_argument("--json", action="store_true", help="print the list as JSON")
+    q.set_defaults(func=run_policies)
+
+
+def _instance(args):
+    if args.trace and args.instance:
+        raise InputFileError("give an INSTANCE or --trace, not both")
+    if args.trace:
+        from ..traces import load_trace_instance
+
+        for opt in ("kv_capacity", "max_batch_tokens"):
+            if getattr(args, opt) is None:
+                raise InputFileError(f"--trace needs --{opt.replace('_', '-')}")
+        limits = Limits(
+            kv_capacity=args.kv_capacity,
+            max_batch_tokens=args.max_batch_tokens,
+            max_prefill_tokens=args.max_prefill_tokens,
+            block_size=args.block_size,
+        )
+        return load_trace_instance(args.trace, limits, preset(args.cost_model), limit=args.limit)
+    if not args.instance:
+        raise InputFileError("give an INSTANCE file or --trace FILE")
+    for opt in ("limit", "kv_capacity", "max_batch_tokens", "max_prefill_tokens"):
+        if getattr(args, opt) is not None:
+            raise InputFileError(f"--{opt.replace('_', '-')} only applies with --trace")
+    return load_instance(args.instance)
+
+
+def run_simulate(args) -> int:
+    spec = get_spec(args.policy)
+    policy = spec.make(**parse_param_args(args.param))  # bad params fail before loading
+    inst = _instance(args)
+    schedule = simulate_policy(inst, policy)
+    ev = evaluate(inst, schedule)
+    if args.output:
+        schedule.save(args.output)
+    if args.json:
+        out = {"policy": spec.name, "evaluation": ev.to_dict()}
+        if schedule.n_entries <= JSON_SCHEDULE_LIMIT or args.with_schedule:
+            out["schedule"] = schedule.to_dict()
+        else:
+            out["schedule"] = None
+            out["schedule_omitted"] = (
+                f"{schedule.n_entries} entries > {JSON_SCHEDULE_LIMIT}; use --with-schedule or -o"
+            )
+        print_json(out)
+    else:
+        from .validate import METRIC_ROWS
+
+        status = "feasible" if ev.feasible else f"INFEASIBLE {ev.violation_counts}"
+        print(f"policy {spec.name} on {inst.name} ({inst.n} requests): {status}")
+        rows = [(label, ev.metrics[k]) for k, label in METRIC_ROWS if k in ev.metrics]
+        print(table(["metric", "value"], rows))
+        if args.output:
+            print(f"schedule written to {args.output}")
+    if not ev.feasible:
+        print(f"optsched simulate: policy {spec.name!r} produced an infeasible schedule "
+              f"(a bug): {ev.violation_counts}", file=sys.stderr)
+    return EXIT_OK if ev.feasible else EXIT_NO
+
+
+def run_policies(args) -> int:
+    specs = list_policies()
+    if args.json:
+        print_json([
+            {
+                "name": s.name,
+                "description": s.description,
+                "source": s.source,
+                "hypothetical": s.hypothetical,
+                "params": {p.name: {"type": p.type.__name__,
+                                    "default": dict(s.defaults).get(p.name, p.default),
+                                    "help": p.help} for p in s.params},
+            }
+            for s in specs
+        ])
+        return EXIT_OK
+    for s in specs:
+        hyp = " [hypothetical: knows output lengths]" if s.hypothetical else ""
+        print(f"{s.name}{hyp}")
+        print(f"    {s.description}")
+        print(f"    source: {s.source}")
+        if s.params:
+            d = dict(s.defaults)
+            ps = ", ".join(f"{p.name}={d.get(p.name, p.default)}" for p in s.params)
+            print(f"    params: {ps}")
+    return EXIT_OK
