@@ -16,11 +16,13 @@ batch" hook):
    to arrive is a stalled policy: :class:`SimulationError`.
 4. The plan is applied with DESIGN section 3's rules (evictions drop ``m``; entries add
    ``c``; ``m == S`` generates a token; ``g == O`` finishes and frees the KV) and priced
-   with ``instance.cost_model.batch_times`` (the same definition the evaluator uses);
-   the clock advances by the batch's duration. The KV after the batch (counting requests
-   that finish in it, in whole blocks) is checked against ``M`` and a plan that exceeds
-   it, or processes more tokens than are available, raises :class:`SimulationError`
-   (a policy bug; schedules never leave the simulator infeasible in memory).
+   with ``instance.cost_model.batch_times`` (the definition the evaluator uses; a
+   decode-only batch under the linear model uses its closed form, see
+   :func:`batch_pricer`); the clock advances by the batch's duration. The KV after
+   the batch (counting requests that finish in it, in whole blocks) is checked
+   against ``M``; a plan that exceeds it, or processes more tokens than are
+   available, raises :class:`SimulationError` (a policy bug; schedules never leave
+   the simulator infeasible in memory).
 5. :meth:`Policy.on_batch_end` tells the policy which requests finished.
 
 **What a policy may see.** ``SimView.known_output`` holds the true output lengths only

@@ -69,6 +69,7 @@ from .registry import Param, non_negative, register, unit_interval
 from .simulator import Plan, Policy, SimView
 
 _NONE, _PREFILL, _DECODE = 0, 1, 2
+_EMPTY = np.zeros(0, np.int64)
 _BIG = 1 << 62
 
 
@@ -135,6 +136,8 @@ class UnifiedScheduler(Policy):
         self.run_idx = np.zeros(0, np.int64)  # resident requests, by rank
         if self.reserve == "full" and np.any(view.known_output < 0):
             raise ValueError(f"policy {self.name!r} needs output lengths")
+        self.exact = self.reserve == "input" and self.b == 1
+        self.partial: set[int] = set()  # resident requests in the prefill phase
         self.hist = np.zeros(16, np.int64)
         self.hist_cum: np.ndarray | None = None
 
@@ -183,12 +186,13 @@ class UnifiedScheduler(Policy):
         old = int(self.res[i])
         self.used += self._fp(new_res) - self._fp(old)
         self.res[i] = new_res
-        self.breq.append(i)
+        self.cur.append(i)
         self.btok.append(c)
         self.tok += c
         self.nb += 1
         if prefill:
             self.pre += c
+            self.pre_entries.append(i)
         if self.phase == _NONE:
             self.phase = phase
 
@@ -240,21 +244,34 @@ class UnifiedScheduler(Policy):
             return q
         v = self.view
         cand = self.seq[pos:pos + k]
-        old = self.res[cand]
-        new = np.maximum(old, v.m[cand] + 1)
-        if self.b > 1:
-            b = self.b
-            need = (-(-new // b) - (-(-old // b))) * b
-        else:
-            need = new - old
-        cum = need.cumsum()
         free = self.M - self.used
-        j = k if cum[-1] <= free else int(np.searchsorted(cum, free, side="right"))
+        if self.exact:
+            # token-exact blocks and "input" reservations: a running decode holds
+            # res == m (its reservation was used up), so each needs exactly one token
+            j = min(k, max(free, 0))
+            if j:
+                take = cand[:j]
+                self.res[take] += 1
+                self.used += j
+        else:
+            old = self.res[cand]
+            new = np.maximum(old, v.m[cand] + 1)
+            if self.b > 1:
+                b = self.b
+                need = (-(-new // b) - (-(-old // b))) * b
+            else:
+                need = new - old
+            cum = need.cumsum()
+            j = k if cum[-1] <= free else int(np.searchsorted(cum, free, side="right"))
+            if j:
+                take = cand[:j]
+                self.res[take] = new[:j]
+                self.used += int(cum[j - 1])
         if j:
-            take = cand[:j]
-            self.res[take] = new[:j]
-            self.used += int(cum[j - 1])
-            self.breq.extend(take.tolist())
+            if self.cur:
+                self.blocks.append(np.array(self.cur, np.int64))
+                self.cur = []
+            self.blocks.append(take)
             self.btok.extend([1] * j)
             self.tok += j
             self.nb += j
@@ -319,31 +336,36 @@ class UnifiedScheduler(Policy):
     def next_batch(self) -> Plan | None:
         v = self.view
         run = self.run_idx
-        if run.size:
-            m = v.m[run]
-            dec = (v.g[run] >= 1) & (m == v.S[run] - 1)
-        else:
-            dec = np.zeros(0, bool)
-        if self.order == "single":
-            seq, seq_dec = run, dec
-            self.nondec = np.flatnonzero(~dec).tolist()
-        else:
-            D = run[dec]
+        if not self.partial:
+            # every running request is a decode (the common case)
+            D = run
             if self.decode_sort == "m_desc" and D.size > 1:
                 D = D[(-v.m[D]).argsort(kind="stable")]
-            if D.size == run.size:
-                seq, seq_dec = D, dec
-                self.nondec = []
+            seq, seq_dec = D, np.ones(D.size, bool)
+            self.nondec = []
+        else:
+            dec = (v.g[run] >= 1) & (v.m[run] == v.S[run] - 1)
+            if self.order == "single":
+                seq, seq_dec = run, dec
+                self.nondec = np.flatnonzero(~dec).tolist()
             else:
+                D = run[dec]
+                if self.decode_sort == "m_desc" and D.size > 1:
+                    D = D[(-v.m[D]).argsort(kind="stable")]
                 seq = np.concatenate([D, run[~dec]])
                 seq_dec = np.zeros(seq.size, bool)
                 seq_dec[: D.size] = True
                 self.nondec = list(range(D.size, seq.size))
         self.seq, self.seq_dec, self.end = seq, seq_dec, seq.size
-        self.breq: list[int] = []
+        self.in_rank_order = self.decode_sort is None and (
+            not self.partial or self.order == "single")
+        # entry requests in order: numpy blocks (decode fast path) and single entries
+        self.blocks: list[np.ndarray] = []
+        self.cur: list[int] = []
         self.btok: list[int] = []
         self.ev: list[int] = []
         self.admitted: list[int] = []
+        self.pre_entries: list[int] = []
         self.tok = self.pre = self.nb = 0
         self.phase = _NONE
 
@@ -355,7 +377,16 @@ class UnifiedScheduler(Policy):
             self._run_waiting(self.end)
         else:
             self._run_single()
-        return Plan(self.breq, self.btok, self.ev)
+        blocks = self.blocks
+        if self.cur:
+            blocks.append(np.array(self.cur, np.int64))
+        if not blocks:
+            req = _EMPTY
+        elif len(blocks) == 1:
+            req = blocks[0]
+        else:
+            req = np.concatenate(blocks)
+        return Plan(req, self.btok, self.ev)
 
     def _run_single(self) -> None:
         w = self.waiting
@@ -395,13 +426,24 @@ class UnifiedScheduler(Policy):
                 np.add.at(self.hist, outs, 1)
                 self.hist_cum = None
         rl = self.rank_list
+        partial = self.partial
         for i in self.ev:
             heapq.heappush(self.waiting, rl[i])
-        cand = self.seq[: self.end] if not self.admitted else np.concatenate(
-            [self.seq[: self.end], np.asarray(self.admitted, np.int64)]
-        )
+            partial.discard(i)
+        if self.pre_entries:
+            v = self.view
+            for i in self.pre_entries:
+                if self.resident[i] and not (v.g[i] >= 1 and v.m[i] == v.S[i] - 1):
+                    partial.add(i)
+                else:
+                    partial.discard(i)
+        cand = self.seq[: self.end]
+        if self.admitted:
+            cand = np.concatenate([cand, np.asarray(self.admitted, np.int64)])
         cand = cand[self.resident[cand]]
-        self.run_idx = cand[self.rank_of[cand].argsort(kind="stable")]
+        if self.admitted or not self.in_rank_order:
+            cand = cand[self.rank_of[cand].argsort(kind="stable")]
+        self.run_idx = cand
 
 
 # -- registration ------------------------------------------------------------------------
