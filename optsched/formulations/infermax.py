@@ -284,6 +284,7 @@ class InfermaxModel:
     symmetry: list[list[int]]
     compact: bool
     bits: int
+    kpq_scaled: float = 0.0
     notes: tuple[str, ...] = field(default=())
 
     # -- schedules -> values -------------------------------------------------------------
@@ -300,6 +301,7 @@ class InfermaxModel:
         O = inst.output[:, None]
         vals: dict[str, np.ndarray] = {}
         mb = rp.m[:, :-1]
+        ma = rp.m[:, 1:]
         ma = rp.m[:, 1:]
         vals["x"] = rp.x
         vals["c"] = rp.c
@@ -334,6 +336,12 @@ class InfermaxModel:
             vals["ap"] = vals["pre"].any(axis=0)
         if "ad" in v:
             vals["ad"] = rp.dec.any(axis=0)
+        if "cu" in v:
+            ga = rp.g[:, 1:]
+            I_ = inst.prompt[:, None]
+            vals["cu"] = (ma == I_ + ga - 1) & (ga >= 1)
+            vals["ce"] = vals["pre"] & vals["cu"]
+            vals["qq"] = self.kpq_scaled * vals["ce"] * ma.astype(float) ** 2
         vals["t"] = rp.dur * self.scale
         if "end" in v:
             vals["end"] = rp.end * self.scale
@@ -346,6 +354,14 @@ class InfermaxModel:
             if "first" in v:
                 vals["first"] = ev.first_token * self.scale
         x = self.model.start_vector({k: np.asarray(a, float) for k, a in vals.items()})
+        if "qq" in v:  # telescoped pricing moves cost between batches: t from its own row
+            a = self.model.arrays()
+            rows = self.model.group("time").rows
+            xt = x.copy()
+            xt[v["t"].ids] = 0.0
+            act = np.array([a.data[a.indptr[r]:a.indptr[r + 1]]
+                            @ xt[a.indices[a.indptr[r]:a.indptr[r + 1]]] for r in rows])
+            x[v["t"].ids] = -act
         return x
 
     # -- values -> schedule -------------------------------------------------------------
@@ -568,7 +584,35 @@ def build(inst: Instance, objective: str = "makespan", hyp: Hypotheses | None = 
     cmax_all = int(Cmax.max()) if n else 1
     bits = max(1, int(cmax_all).bit_length())
     pw = (2 ** np.arange(bits)).astype(float)
-    if not unit and (ks["kpq"] > 0 or ks["kpm"] > 0):
+    telescope = (tight and dominance and objective == "makespan" and not online and not unit
+                 and ks["kpq"] > 0 and abs(kk["kpm"] - 2 * kk["kpq"]) <= 1e-12 * kk["kpm"]
+                 and int(O.max()) <= 64)
+    if telescope:
+        # eq. 24-26: with kpm = 2 kpq the prefill attention of a residency segment
+        # telescopes to kpq * P^2 (P = m after its last prefill entry, the "ce" event)
+        cu = md.add_vars("cu", nJ, vtype="B")
+        ce = md.add_vars("ce", nJ, vtype="B")
+        qq = md.add_vars("qq", nJ)
+        v.update(cu=cu, ce=ce, qq=qq)
+        CU, CE, QQ = cu.ids, ce.ids, qq.ids
+        R.add("cu_h", NR, [(E2, CU, 1), (E2, Ha, -1)], hi=0)
+        R.add("cu_1", NR, [(E2, Ma, 1), (E2, Ga, -1), (E2, CU, -Uc)],
+              lo=np.broadcast_to(Ic - 1 - Uc, nJ).ravel())
+        R.add("cu_0", NR, [(E2, Ma, 1), (E2, Ga, -1), (E2, CU, -1), (E2, Ha, 1)],
+              hi=np.broadcast_to(Ic - 1, nJ).ravel())
+        R.add("ce_pre", NR, [(E2, CE, 1), (E2, Pre, -1)], hi=0)
+        R.add("ce_cu", NR, [(E2, CE, 1), (E2, CU, -1)], hi=0)
+        R.add("ce_and", NR, [(E2, CE, 1), (E2, Pre, -1), (E2, CU, -1)], lo=-1)
+        R.add("ce_count", n, [(pi, CE, 1), (pi, Ev_, -1)], lo=1, hi=1)
+        kq = ks["kpq"]
+        R.add("qq_I", NR, [(E2, QQ, 1), (E2, CE, -kq * Ic.astype(float) ** 2)], lo=0)
+        for d in range(int(O.max()) + 1):  # tangents of m^2 at integer m = I - 1 + d
+            q = (Ic - 1 + d).astype(float)
+            bq = kq * np.maximum((2 * q + 1) * Uc - q * (q + 1), 0.0)
+            R.add(f"qq_tan_{d}", NR, [(E2, QQ, 1), (E2, Ma, -kq * (2 * q + 1)), (E2, CE, -bq)],
+                  lo=np.broadcast_to(-kq * q * (q + 1) - bq, nJ).ravel())
+        bits = 0
+    elif not unit and (ks["kpq"] > 0 or ks["kpm"] > 0):
         z_ub = np.ones((n, J, bits))
         z_ub[(pw[None, None, :] > Cc_[:, :, None]) * np.ones((n, J, bits), bool)] = 0
         z = md.add_vars("z", (n, J, bits), ub=z_ub, vtype="B")
@@ -606,7 +650,7 @@ def build(inst: Instance, objective: str = "makespan", hyp: Hypotheses | None = 
     if not unit and ks["kpl"] > 0:
         pmv = md.add_vars("pm", nJ)
         v["pm"] = pmv
-    if not unit and (ks["kdm"] > 0 or ks["kpm"] > 0):
+    if not unit and (ks["kdm"] > 0 or (ks["kpm"] > 0 and not telescope)):
         dmv = md.add_vars("dm", nJ)
         v["dm"] = dmv
     for blkv, bin_ in ((pmv, Pre), (dmv, Dec)):
@@ -628,6 +672,8 @@ def build(inst: Instance, objective: str = "makespan", hyp: Hypotheses | None = 
     terms = [(jj, t.ids, 1.0), (jj, y.ids, -ks["k0"])]
     if not unit:
         terms += [(pj, Cv, -ks["k1"]), (pj, Pre, -ks["kpr"]), (pj, Dec, -ks["kdr"])]
+        if "qq" in v:
+            terms += [(pj, v["qq"].ids, -1.0)]
         if "vq" in v:
             terms += [(pj[:, :, None], v["vq"].ids, -ks["kpq"] * pw), (pj, Dec, ks["kpq"])]
         if "w" in v:
@@ -761,8 +807,11 @@ def build(inst: Instance, objective: str = "makespan", hyp: Hypotheses | None = 
             R.add("busy_ub", 1, [(0, t.ids, 1)], hi=ub * scale * (1 + 1e-9))
 
     notes = []
+    if telescope:
+        notes.append("tight: quadratic prefill cost priced per residency segment "
+                     "(kpm = 2 kpq telescoping, eqs. 24-26)")
     return InfermaxModel(inst, objective, variant, J, scale, md, v, online, dominance, symmetry,
-                         compact, bits, tuple(notes))
+                         compact, bits, ks["kpq"], tuple(notes))
 
 
 def _knapsack_count(sizes: np.ndarray, cap: int, blk: int) -> int:
@@ -788,6 +837,28 @@ def _sequential_batches(inst: Instance) -> int:
     """Batches of the trivially feasible one-request-at-a-time schedule."""
     cap = inst.limits.prefill_budget
     return int(sum(-(-r.prompt // cap) + r.output - 1 for r in inst.requests))
+
+
+def _polish(im: InfermaxModel, sched: Schedule, obj: float | None, notes: list[str]):
+    """The model's objective at the exact point of the decoded schedule (section 7).
+
+    Continuous columns bounded only from one side (time, products) may carry solver slack;
+    re-encoding the decoded schedule and checking it against every row gives the model's
+    own price of that schedule, which is what ``solve`` compares with the evaluator.
+    """
+    try:
+        x = im.encode(sched)
+    except FormulationError as exc:
+        notes.append(f"objective not polished: {exc}")
+        return obj
+    bad = im.model.check(x)
+    if bad:
+        notes.append(f"objective not polished: re-encoded solution violates {bad[0]}")
+        return obj
+    val = im.model.objective_value(x) / im.scale
+    if obj is not None and abs(val - obj) > 1e-9 * max(1.0, abs(obj)):
+        notes.append(f"solver objective {obj:.10g} polished to {val:.10g} (slack removed)")
+    return val
 
 
 @register_formulation(
@@ -880,13 +951,14 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
     res = milp.solve(im.model, options.solver, mopts, warm_start=start)
     notes += [f"{options.solver}: {n_}" for n_ in res.notes]
     sched = None
+    obj = None if res.objective is None else res.objective / im.scale
     if res.values is not None and res.status in ("optimal", "feasible"):
         sched = im.decode(res.values)
+        obj = _polish(im, sched, obj, notes)
     status = res.status if res.status in ("optimal", "feasible", "infeasible", "no_solution",
                                           "error") else "error"
     if status == "infeasible" and (J_param is not None or jmax is None or J < jmax):
         notes.append(f"infeasible within J = {J} batch slots (a larger J might be feasible)")
-    obj = None if res.objective is None else res.objective / im.scale
     bound = None if res.bound is None else res.bound / im.scale
     return RawSolution(status=status, objective=obj, bound=bound, schedule=sched,
                        runtime=res.runtime or 0.0, solver=res.solver, nodes=res.nodes,

@@ -1,0 +1,84 @@
+"""InferMax eviction family (paper section 5.1) with the ``infermax`` formulation.
+
+B = O = 4 identical requests, M = max(2I, I + O - 1), C = 4096, preset
+``infermax-llama2-7b-a100``, objective ``makespan``; I in {1, 2, 4, ..., 1024}. Each
+instance is solved with the tight and the plain variant (HiGHS, 2 threads, 60 s each) and,
+for reference, with ``--no-evictions`` (tight). The table prints, per I and variant:
+status, objective, bound, gap, seconds, evictions in the answer, and the makespans of vLLM
+and of the eviction-free optimum.
+
+    .venv/bin/python bench/bench_infermax_family.py [--sizes 1,2,4] [--variants tight,plain]
+        [--time-limit 60] [--threads 2] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from optsched.cost import preset
+from optsched.evaluate import evaluate
+from optsched.formulations import Hypotheses, SolveOptions, solve
+from optsched.generators import infermax_fixed
+from optsched.instance import Limits
+from optsched.policies import simulate
+
+
+def family(I: int, B: int = 4, O: int = 4, C: int = 4096):
+    return infermax_fixed(B, I, O, limits=Limits(kv_capacity=max(2 * I, I + O - 1),
+                                                 max_batch_tokens=C),
+                          cost_model=preset("infermax-llama2-7b-a100"), name=f"evict-family-I{I}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default=",".join(str(2 ** k) for k in range(11)))
+    ap.add_argument("--variants", default="tight,plain")
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-ef", action="store_true", help="skip the eviction-free reference solve")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    rows = []
+    hdr = (f"{'I':>5} {'variant':>7} {'status':>9} {'objective ms':>13} {'bound ms':>10} "
+           f"{'gap':>8} {'sec':>6} {'evict':>5} {'vllm ms':>9} {'EF-opt ms':>10}")
+    print(hdr, flush=True)
+    for I in (int(s) for s in args.sizes.split(",")):
+        inst = family(I)
+        vllm = evaluate(inst, simulate(inst, "vllm")).objective("makespan")
+        ef = None
+        if not args.no_ef:
+            r = solve(inst, "infermax", "makespan", hypotheses=Hypotheses(no_evictions=True),
+                      options=SolveOptions(time_limit=args.time_limit, threads=args.threads,
+                                           progress=False))
+            ef = (r.objective, r.status)
+        for variant in args.variants.split(","):
+            t0 = time.perf_counter()
+            r = solve(inst, "infermax", "makespan",
+                      options=SolveOptions(time_limit=args.time_limit, threads=args.threads,
+                                           progress=False, params={"variant": variant}))
+            dt = time.perf_counter() - t0
+            ev = r.evaluation.metrics["evictions"] if r.evaluation is not None else None
+            row = dict(I=I, variant=variant, status=r.status, objective=r.objective,
+                       bound=r.bound, gap=r.gap, seconds=dt, evictions=ev, vllm=vllm,
+                       ef_opt=None if ef is None else ef[0],
+                       ef_status=None if ef is None else ef[1], message=r.message,
+                       notes=list(r.notes))
+            rows.append(row)
+
+            def ms(v):
+                return "-" if v is None else f"{1e3 * v:.4f}"
+
+            gap = "-" if r.gap is None else f"{100 * r.gap:.2f}%"
+            efs = "-" if ef is None else ms(ef[0]) + ("" if ef[1] == "optimal" else "*")
+            print(f"{I:>5} {variant:>7} {r.status:>9} {ms(r.objective):>13} {ms(r.bound):>10} "
+                  f"{gap:>8} {dt:>6.1f} {str(ev):>5} {ms(vllm):>9} {efs:>10}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
