@@ -1,0 +1,801 @@
+"""The hindsight-optimal time-indexed IP (``formulations/hindsight.md``; equation numbers (H1)-(H18)).
+
+Jaillet, Jiang, Podimata, Zhou, "Online Scheduling for LLM Inference with KV Cache
+Constraints", appendix B.1: start variables ``x[i,t]`` (H1), unit-time batches, no
+preemption, no chunking. A request started at slot ``t`` is prefilled (all ``I`` tokens) in
+slot ``t``, which generates token 1, then decodes one token per slot and finishes in slot
+``t + O - 1`` (completion time ``t + O``); its KV after slot ``t + k`` is ``I + k`` (the
+paper's ``s + j`` while generating token ``j``, with ``I = s + 1``: DESIGN section 7, (H0)).
+
+Two variants (``SolveOptions.params["variant"]``):
+
+* ``"plain"`` -- the faithful transcription: ``x`` and running ``y`` binaries over one global
+  horizon ``T`` (H2)-(H6), with ``T`` from the a priori bound (H9);
+* ``"tight"`` (default) -- per-request start windows (H8), identical requests aggregated into
+  integer start counts (H10) or ordered (H11), the late-start bucket that certifies the
+  horizon (H12)-(H13), redundant rows dropped (H14), the objective-integrality gap (H15).
+
+``build`` returns a :class:`HindsightModel` with ``encode(schedule)`` (warm start vector that
+passes ``Model.check``) and ``decode(values)`` (a :class:`~optsched.schedule.Schedule` in which
+batch ``j`` is time slot ``j``, with stated starts ``j``; empty slots are empty batches).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from .. import milp
+from ..cost import UnitCost
+from ..evaluate import evaluate
+from ..instance import Instance
+from ..schedule import Schedule, ScheduleBuilder
+from .base import FormulationError, Hypotheses, RawSolution, SolveOptions, register_formulation
+
+VARIANTS = ("tight", "plain")
+MEMORY_FORMS = ("dense", "flow")
+
+
+class NotRepresentable(FormulationError):
+    """A schedule the hindsight model cannot express (chunked prefill, eviction, idle gap...)."""
+
+
+# ----------------------------------------------------------------------------- parameters
+@dataclass(frozen=True)
+class HindsightParams:
+    """Formulation knobs (``--param key=value``).
+
+    ``variant`` plain|tight; ``memory`` dense (H4) | flow (H16); ``aggregate`` identical
+    requests into integer counts (H10); ``symmetry`` order identical requests (H11);
+    ``bucket`` late-start bucket (H12); ``horizon`` overrides the cut ``T`` (H12) / ``T`` (H9);
+    ``max_rounds`` horizon doublings when the bucket is used at the optimum; ``cliques`` levels
+    K of the dual-feasible-function rows (H19) per slot (0 = none).
+    """
+
+    variant: str = "tight"
+    memory: str = "dense"
+    aggregate: bool = True
+    symmetry: bool = True
+    bucket: bool = True
+    horizon: int | None = None
+    max_rounds: int = 4
+    cliques: int = 0
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> HindsightParams:
+        known = {"variant", "memory", "aggregate", "symmetry", "bucket", "horizon", "max_rounds",
+                 "cliques"}
+        extra = set(d) - known
+        if extra:
+            raise FormulationError(f"hindsight: unknown params {sorted(extra)}; known: {sorted(known)}")
+        kw: dict[str, Any] = {}
+        for k, v in d.items():
+            if k in ("aggregate", "symmetry", "bucket"):
+                kw[k] = v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes", "on")
+            elif k in ("horizon", "max_rounds", "cliques"):
+                kw[k] = None if v is None else int(v)
+            else:
+                kw[k] = str(v)
+        p = cls(**kw)
+        if p.variant not in VARIANTS:
+            raise FormulationError(f"hindsight: variant must be one of {VARIANTS}, got {p.variant!r}")
+        if p.memory not in MEMORY_FORMS:
+            raise FormulationError(f"hindsight: memory must be one of {MEMORY_FORMS}, got {p.memory!r}")
+        if p.horizon is not None and p.horizon < 1:
+            raise FormulationError("hindsight: horizon must be >= 1")
+        return p
+
+
+# ----------------------------------------------------------------------------- helpers
+def check_instance(instance: Instance) -> None:
+    """The model's domain: unit time, every prompt fits one batch (no chunking)."""
+    if not isinstance(instance.cost_model, UnitCost):
+        raise FormulationError(
+            "hindsight: the time-indexed IP needs the unit-time cost model (every batch takes 1); "
+            f"this instance uses {instance.cost_model.kind!r}"
+        )
+    lim = instance.limits
+    P = lim.prefill_budget
+    for r in instance.requests:
+        if r.prompt > P:
+            raise FormulationError(
+                f"hindsight: request {r.id!r} has prompt {r.prompt} > prefill budget {P}; the model "
+                "has no chunked prefill (use the infermax formulation)"
+            )
+
+
+def earliest_slots(instance: Instance) -> np.ndarray:
+    """``e_i = ceil(a_i)`` (H7): slots are integer; a fractional arrival waits for the next slot."""
+    return np.ceil(instance.arrival - 1e-9).astype(np.int64)
+
+
+def footprint(instance: Instance, kv: np.ndarray) -> np.ndarray:
+    b = instance.limits.block_size
+    return -(-kv // b) * b if b > 1 else kv
+
+
+def schedule_from_starts(instance: Instance, starts: np.ndarray) -> Schedule:
+    """The schedule of start slots ``t_i`` (H0): slot ``t`` = batch ``t`` with stated start ``t``."""
+    n = instance.n
+    builder = ScheduleBuilder(instance.ids)
+    if n == 0:
+        return builder.build()
+    starts = np.asarray(starts, dtype=np.int64)
+    O, I = instance.output, instance.prompt
+    end = int((starts + O).max())
+    # entries of slot tau: (request, tokens); sort by slot
+    req = np.repeat(np.arange(n), O)
+    k = np.arange(req.size) - np.repeat(np.cumsum(O) - O, O)
+    slot = starts[req] + k
+    tok = np.where(k == 0, I[req], 1)
+    order = np.lexsort((req, slot))
+    slot, req, tok = slot[order], req[order], tok[order]
+    ptr = np.searchsorted(slot, np.arange(end + 1))
+    for tau in range(end):
+        a, b = ptr[tau], ptr[tau + 1]
+        builder.add_indexed(req[a:b].tolist(), tok[a:b].tolist(), (), float(tau))
+    return builder.build()
+
+
+def starts_from_schedule(instance: Instance, schedule: Schedule) -> np.ndarray:
+    """Start slots of a schedule the model can represent; raises :class:`NotRepresentable`.
+
+    Representable: feasible under the evaluator, unit-time, no eviction, every request prefilled
+    whole (``c = I``) in one batch starting at an integer time, then one decode per batch in
+    consecutive unit slots.
+    """
+    check_instance(instance)
+    ev = evaluate(instance, schedule)
+    if not ev.feasible:
+        raise NotRepresentable("schedule is infeasible: " + "; ".join(map(str, ev.violations[:3])))
+    if ev.metrics["evictions"]:
+        raise NotRepresentable("schedule evicts; the hindsight model has no preemption")
+    bs = ev.batch_start
+    nonempty = ev.batch_duration > 0
+    if np.any(np.abs(bs[nonempty] - np.round(bs[nonempty])) > 1e-9):
+        raise NotRepresentable("a batch starts at a non-integer time")
+    n = instance.n
+    idmap = np.array([instance.index.get(x, -1) for x in schedule.ids], dtype=np.int64)
+    e_req = idmap[schedule.entry_req]
+    e_slot = np.round(bs[schedule.batch_of_entry]).astype(np.int64)
+    e_tok = schedule.entry_tokens
+    order = np.lexsort((e_slot, e_req))
+    e_req, e_slot, e_tok = e_req[order], e_slot[order], e_tok[order]
+    first = np.searchsorted(e_req, np.arange(n))
+    counts = np.bincount(e_req, minlength=n)
+    O, I = instance.output, instance.prompt
+    if np.any(counts != O):
+        i = int(np.flatnonzero(counts != O)[0])
+        raise NotRepresentable(f"request {instance.ids[i]!r} has {counts[i]} entries, not O = {O[i]} "
+                               "(chunked prefill or refill)")
+    starts = e_slot[first]
+    k = np.arange(e_req.size) - first[e_req]
+    if np.any(e_slot != starts[e_req] + k):
+        i = int(e_req[np.flatnonzero(e_slot != starts[e_req] + k)[0]])
+        raise NotRepresentable(f"request {instance.ids[i]!r} is not processed in consecutive slots")
+    if np.any(e_tok != np.where(k == 0, I[e_req], 1)):
+        raise NotRepresentable("a prompt is not prefilled whole in one batch")
+    return starts
+
+
+def objective_of_starts(instance: Instance, objective: str, starts: np.ndarray) -> float:
+    """(H5): the objective of start slots, priced exactly as the evaluator prices the schedule."""
+    t = np.asarray(starts, dtype=np.float64)
+    if instance.n == 0:
+        return 0.0
+    if objective == "total-latency":
+        return float(np.sum(t + instance.output - instance.arrival))
+    if objective == "mean-ttft":
+        return float(np.mean(t + 1 - instance.arrival))
+    if objective == "makespan":
+        return float(np.max(t + instance.output))
+    raise FormulationError(f"hindsight: unknown objective {objective!r}")
+
+
+def greedy_starts(instance: Instance, order: str = "mcsf") -> np.ndarray:
+    """A feasible start vector by list scheduling in start-time space (no model needed).
+
+    ``order="mcsf"``: the paper's Algorithm 2 (MC-SF): at each slot, waiting requests in order
+    of output length, each added if its whole future memory profile fits at every later slot
+    (the check of the paper's eq. (1)); ``"fcfs"``: arrival order with the same check.
+    Token, prefill and batch-size limits are checked per slot as well.
+    """
+    n = instance.n
+    if n == 0:
+        return np.zeros(0, np.int64)
+    lim = instance.limits
+    I, O = instance.prompt, instance.output
+    e = earliest_slots(instance)
+    H = int(e.max() + O.sum() + 1)
+    mem = np.zeros(H + int(O.max()) + 1, np.int64)
+    tok = np.zeros_like(mem)
+    pre = np.zeros_like(mem)
+    cnt = np.zeros_like(mem)
+    C, P, B, M = lim.max_batch_tokens, lim.prefill_budget, lim.max_batch_size, lim.kv_capacity
+    key = (O, e, np.arange(n)) if order == "mcsf" else (np.arange(n), e)
+    pri = np.lexsort(key[::-1])  # primary key first in `key`
+    starts = np.full(n, -1, np.int64)
+    waiting = list(pri)
+    t = 0
+    while waiting:
+        nxt = []
+        for i in waiting:
+            if e[i] > t:
+                nxt.append(i)
+                continue
+            span = slice(t, t + O[i])
+            prof = footprint(instance, I[i] + np.arange(O[i]))
+            ok = (mem[span] + prof <= M).all()
+            ok = ok and tok[t] + I[i] <= C and pre[t] + I[i] <= P
+            if ok and O[i] > 1:
+                ok = (tok[t + 1:t + O[i]] + 1 <= C).all()
+            if ok and B is not None:
+                ok = (cnt[span] + 1 <= B).all()
+            if ok:
+                starts[i] = t
+                mem[span] += prof
+                tok[t] += I[i]
+                pre[t] += I[i]
+                tok[t + 1:t + O[i]] += 1
+                cnt[span] += 1
+            else:
+                nxt.append(i)
+        waiting = nxt
+        t += 1
+        if t > H:  # pragma: no cover - every request fits alone once the cache drains
+            raise FormulationError("hindsight: greedy list scheduling did not terminate")
+    return starts
+
+
+def area_lower_bounds(instance: Instance) -> np.ndarray:
+    """``L_k``, a lower bound on the k-th smallest completion time, k = 1..n (H9a).
+
+    By the k-th completion, k requests have finished; they hold at least the k smallest memory
+    areas ``A_i = sum_{k<O_i} fp(I_i + k)``, and one slot holds at most ``M``; one of them needs
+    at least the k-th smallest ``O`` slots; the earliest arrival is a floor.
+    """
+    I, O = instance.prompt, instance.output
+    if instance.n == 0:
+        return np.zeros(0)
+    area = np.array([footprint(instance, I[i] + np.arange(O[i])).sum() for i in range(instance.n)])
+    M = instance.limits.kv_capacity
+    e0 = float(earliest_slots(instance).min())
+    by_area = np.ceil(np.cumsum(np.sort(area)) / M)
+    by_len = np.sort(O) + e0
+    return np.maximum(by_area + e0, by_len)
+
+
+# ----------------------------------------------------------------------------- the model
+@dataclass
+class HindsightModel:
+    """A built model with its column maps; ``encode``/``decode`` go between schedules and vectors."""
+
+    instance: Instance
+    objective: str
+    params: HindsightParams
+    model: milp.Model
+    unit_members: list[np.ndarray]  # unit -> request positions (identical requests, id order)
+    col_unit: np.ndarray  # x column -> unit
+    col_t: np.ndarray  # x column -> start slot
+    x: milp.VarBlock
+    late: milp.VarBlock | None
+    late_units: np.ndarray
+    cut: int  # starts >= cut are in the late bucket (H12); the plain variant: T - min O + 1
+    horizon: int  # rows cover slots 0..horizon-1
+    y: milp.VarBlock | None = None
+    z: milp.VarBlock | None = None  # makespan
+    extra: dict[str, milp.VarBlock] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        a = self.model.arrays()
+        return {"variables": a.num_vars, "integer": int(a.is_int.sum()), "constraints": a.num_rows,
+                "nonzeros": a.nnz, "horizon": self.horizon, "cut": self.cut}
+
+    # -- vectors <-> starts ----------------------------------------------------------------
+    def _col_index(self) -> dict[tuple[int, int], int]:
+        if not hasattr(self, "_cidx"):
+            self._cidx = {(int(u), int(t)): k for k, (u, t) in enumerate(zip(self.col_unit, self.col_t))}
+        return self._cidx
+
+    def encode_starts(self, starts: np.ndarray) -> np.ndarray:
+        """A full column vector for start slots (identical requests relabelled in id order)."""
+        starts = np.asarray(starts, dtype=np.int64).copy()
+        vals = np.zeros(self.model.num_vars)
+        cidx = self._col_index()
+        for u, mem in enumerate(self.unit_members):
+            s = np.sort(starts[mem])
+            starts[mem] = s  # canonical: first member earliest (H11)
+            for t in s:
+                k = cidx.get((u, int(t)))
+                if k is None:
+                    raise NotRepresentable(
+                        f"start slot {t} of request {self.instance.ids[mem[0]]!r} is outside its "
+                        f"window in this model (horizon cut {self.cut})")
+                vals[self.x[k]] += 1
+        if self.y is not None:  # (H3) running status
+            for i in range(self.instance.n):
+                t0 = starts[i]
+                vals[self.y[i, t0:t0 + self.instance.output[i]]] = 1
+        if self.z is not None:
+            vals[self.z] = objective_of_starts(self.instance, "makespan", starts)
+        self._fill_flow(vals, starts)
+        return vals
+
+    def _fill_flow(self, vals: np.ndarray, starts: np.ndarray) -> None:
+        if "mem" not in self.extra:
+            return
+        inst = self.instance
+        H = self.horizon
+        mem = np.zeros(H)
+        act = np.zeros(H)
+        for i in range(inst.n):
+            t0, o = int(starts[i]), int(inst.output[i])
+            mem[t0:t0 + o] += inst.prompt[i] + np.arange(o)
+            act[t0:t0 + o] += 1
+        vals[self.extra["mem"].ids] = mem
+        vals[self.extra["act"].ids] = act
+
+    def encode(self, schedule: Schedule) -> np.ndarray:
+        """Warm start of a representable schedule (passes ``model.check``)."""
+        return self.encode_starts(starts_from_schedule(self.instance, schedule))
+
+    def starts_of(self, values: np.ndarray) -> tuple[np.ndarray, int]:
+        """Start slots from a solution vector, and how many requests sit in the late bucket."""
+        v = np.rint(np.asarray(values)[self.x.ids]).astype(np.int64)
+        n = self.instance.n
+        starts = np.full(n, -1, np.int64)
+        late = 0
+        if self.late is not None:
+            late = int(np.rint(np.asarray(values)[self.late.ids]).sum())
+        nz = np.flatnonzero(v > 0)
+        per_unit: dict[int, list[int]] = {}
+        for k in nz:
+            per_unit.setdefault(int(self.col_unit[k]), []).extend([int(self.col_t[k])] * int(v[k]))
+        for u, mem in enumerate(self.unit_members):
+            ts = sorted(per_unit.get(u, []))
+            starts[mem[:len(ts)]] = ts[:len(mem)]
+        return starts, late
+
+    def decode(self, values: np.ndarray) -> Schedule:
+        """The schedule of a solution vector (H0); raises if a request is in the late bucket."""
+        starts, late = self.starts_of(values)
+        if late or np.any(starts < 0):
+            raise NotRepresentable("the solution leaves requests in the late-start bucket (H12)")
+        return schedule_from_starts(self.instance, starts)
+
+
+def _units(instance: Instance, aggregate: bool, pinned: set[int]) -> list[np.ndarray]:
+    """Groups of identical requests (same arrival, prompt, output), ids in instance order (H10)."""
+    if not aggregate:
+        groups: dict[tuple, list[int]] = {}
+        for i in range(instance.n):
+            groups.setdefault((i,), []).append(i)
+        return [np.array(g) for g in groups.values()]
+    groups = {}
+    for i, r in enumerate(instance.requests):
+        key = ("pin", i) if i in pinned else (r.arrival, r.prompt, r.output)
+        groups.setdefault(key, []).append(i)
+    return [np.array(g, dtype=np.int64) for g in groups.values()]
+
+
+def build(instance: Instance, objective: str, hypotheses: Hypotheses | None = None,
+          params: HindsightParams | None = None, ub_starts: np.ndarray | None = None,
+          cut: int | None = None) -> HindsightModel:
+    """Build the model (H1)-(H18) for ``objective``; ``ub_starts`` is a feasible schedule's starts
+    (the horizon and windows come from it; default: :func:`greedy_starts`)."""
+    check_instance(instance)
+    p = params or HindsightParams()
+    hyp = hypotheses or Hypotheses()
+    n = instance.n
+    lim = instance.limits
+    I, O, a = instance.prompt, instance.output, instance.arrival
+    e = earliest_slots(instance)
+    M = lim.kv_capacity
+    if ub_starts is None:
+        ub_starts = greedy_starts(instance)
+    ub_starts = np.asarray(ub_starts, np.int64)
+    notes: list[str] = []
+    UB = objective_of_starts(instance, objective, ub_starts)
+    if hyp.at_most is not None:
+        UB = min(UB, hyp.at_most)
+    ub_makespan = int(objective_of_starts(instance, "makespan", ub_starts)) if n else 0
+    plain = p.variant == "plain"
+    aggregate = p.aggregate and not plain and objective != "makespan"
+    pinned = {instance.index[r] for r, _ in (*hyp.force, *hyp.forbid)}
+    pinned |= {instance.index[r] for pair in hyp.order for r in pair}
+    units = _units(instance, aggregate, pinned)
+    U = len(units)
+    uc = np.array([len(m) for m in units], dtype=np.int64)
+    rep = np.array([m[0] for m in units], dtype=np.int64)
+    uI, uO, ue, ua = I[rep], O[rep], e[rep], a[rep]
+
+    # ---- latest start per request: (H8) from the objective bound UB -----------------------
+    Lk = area_lower_bounds(instance)
+    if objective == "makespan":
+        latest = np.full(U, math.floor(UB + 1e-9)) - uO
+    elif objective == "total-latency":
+        # C_i - a_i <= UB - sum_{j != i} (C_j - a_j); sum_{j != i} C_j >= L_1 + ... + L_{n-1} (H9a),
+        # and sum_{j != i} (C_j - a_j) >= sum_{j != i} O_j >= sum O - max O
+        c1 = UB + float(np.sum(a)) - float(np.sum(Lk[:-1]))
+        c2 = ua + UB - (float(np.sum(O)) - float(O.max()))
+        latest = np.floor(np.minimum(c1, c2) + 1e-9).astype(np.int64) - uO
+    else:  # mean-ttft: ttft_i <= n*UB - (n - 1), every other ttft being >= 1
+        latest = np.floor(ua + n * UB - n + 1e-9).astype(np.int64)
+    latest = np.asarray(latest, dtype=np.int64)
+
+    if plain:
+        # (H9): one global horizon T: every request completes by T in some optimal schedule
+        T = int(p.horizon) if p.horizon is not None else int(max(int((latest + uO).max()), ub_makespan))
+        cut_ = T
+        last = T - uO  # windows [e_i, T - O_i]: every request completes by T
+        use_bucket = False
+    else:
+        cut_ = int(cut if cut is not None else (p.horizon if p.horizon is not None else ub_makespan))
+        cut_ = max(cut_, int(ue.max()) + 1 if n else 1)
+        if hyp.force:  # a forced slot must lie before the cut, so late starts cannot be in it
+            cut_ = max(cut_, max(j for _, j in hyp.force) + 1)
+        last = np.minimum(latest, cut_ - 1)
+        use_bucket = p.bucket and objective != "makespan" and bool(np.any(latest >= cut_))
+        if not p.bucket and objective != "makespan" and np.any(latest >= cut_):
+            notes.append(f"bucket=off: starts restricted to slots < {cut_} without proof that a "
+                         "longer horizon cannot help; 'optimal' is optimal within that horizon only")
+    last = np.maximum(last, ue - 1)  # empty window -> no columns (infeasible at_most)
+
+    # ---- columns x[u, t], t in [e_u, last_u] (H1) ----------------------------------------
+    lens = np.maximum(last - ue + 1, 0)
+    col_unit = np.repeat(np.arange(U), lens)
+    col_t = (np.arange(col_unit.size) - np.repeat(np.cumsum(lens) - lens, lens)) + ue[col_unit]
+    ncol = col_unit.size
+    m = milp.Model("hindsight_" + p.variant)
+    all_binary = bool(np.all(uc == 1))
+    x = m.add_vars("x", ncol, lb=0, ub=uc[col_unit].astype(float), vtype="B" if all_binary else "I")
+    late_units = np.flatnonzero(latest >= cut_) if use_bucket else np.zeros(0, np.int64)
+    late = None
+    if use_bucket and late_units.size:
+        late = m.add_vars("late", late_units.size, lb=0, ub=uc[late_units].astype(float),
+                          vtype="B" if all_binary else "I")
+    horizon = int((col_t + uO[col_unit]).max()) if ncol else 1
+    if plain:
+        horizon = cut_
+
+    # (H2) each request starts once (counts for aggregated units)
+    rows = [col_unit]
+    cols = [x.ids]
+    if late is not None:
+        rows.append(late_units)
+        cols.append(late.ids)
+    m.add_constraints(np.concatenate(rows), np.concatenate(cols), 1.0, lo=uc, hi=uc, name="start_once")
+
+    # memory (H4), tokens (H17), prefill (H17), batch size (H17)
+    k_off = np.concatenate([np.arange(o) for o in uO[col_unit]]) if ncol else np.zeros(0, np.int64)
+    rep_col = np.repeat(np.arange(ncol), uO[col_unit])
+    slot = col_t[rep_col] + k_off
+    kvc = footprint(instance, uI[col_unit][rep_col] + k_off).astype(float)
+    y = None
+    if plain:
+        # (H3) y[i,t] = sum_{t-O_i < t' <= t} x[i,t'];  (H4) memory in x;  (H6) sum_t y = O_i
+        y = m.add_vars("y", (n, horizon), vtype="B")
+        ri = col_unit[rep_col] * horizon + slot
+        m.add_constraints(np.concatenate([ri, np.arange(n * horizon)]),
+                          np.concatenate([x.ids[rep_col], y.ids.ravel()]),
+                          np.concatenate([np.ones(ri.size), -np.ones(n * horizon)]),
+                          lo=0, hi=0, nrows=n * horizon, name="running")
+        m.add_constraints(np.repeat(np.arange(n), horizon), y.ids.ravel(), 1.0, lo=O, hi=O,
+                          name="run_length")
+    # (H14) the most memory a slot can ever need: peaks of the units whose span touches it
+    peak_u = footprint(instance, uI + uO - 1).astype(float) * uc
+    touch = np.zeros((horizon + 1,))
+    # units touching slot s: window [e_u, last_u + O_u - 1]
+    np.add.at(touch, np.minimum(ue, horizon), peak_u)
+    np.add.at(touch, np.minimum(last + uO, horizon), -peak_u)
+    need = np.cumsum(touch)[:horizon]
+    mem_rows = np.flatnonzero(need > M) if not plain else np.arange(horizon)
+    if p.memory == "flow" and lim.block_size == 1 and not plain:
+        _flow_memory(m, instance, x, col_unit, col_t, uI, uO, horizon, M, p)
+        extra = {"mem": m.block("mem"), "act": m.block("act")}
+    else:
+        keep = np.isin(slot, mem_rows)
+        rmap = np.full(horizon, -1)
+        rmap[mem_rows] = np.arange(mem_rows.size)
+        m.add_constraints(rmap[slot[keep]], x.ids[rep_col[keep]], kvc[keep], hi=M,
+                          nrows=mem_rows.size, name="memory")
+        extra = {}
+    if not plain and mem_rows.size < horizon:
+        notes.append(f"(H14) {horizon - mem_rows.size} of {horizon} memory rows dropped: those "
+                     "slots can never exceed M")
+    if not plain and p.cliques > 0:
+        _dff_rows(m, x, rep_col, slot, kvc, M, horizon, p.cliques, mem_rows)
+    C, P, B = lim.max_batch_tokens, lim.prefill_budget, lim.max_batch_size
+    if C < M:  # tokens <= memory after the batch <= M, so C >= M never binds (H17)
+        tk = np.where(k_off == 0, uI[col_unit][rep_col], 1).astype(float)
+        m.add_constraints(slot, x.ids[rep_col], tk, hi=C, nrows=horizon, name="tokens")
+    if P < min(C, M):
+        m.add_constraints(col_t, x.ids, uI[col_unit].astype(float), hi=P, nrows=horizon, name="prefill")
+    if B is not None:
+        m.add_constraints(slot, x.ids[rep_col], 1.0, hi=B, nrows=horizon, name="batch_size")
+
+    # (H11) symmetry: identical, non-aggregated requests start in id order
+    if p.symmetry and not aggregate and not plain:
+        _symmetry_rows(m, instance, x, col_unit, col_t, units, pinned)
+
+    # objective (H5) and its bucket (H13)
+    z = None
+    if objective == "total-latency":
+        m.set_objective(x.ids, col_t.astype(float), constant=float(np.sum(O - a)))
+        if late is not None:
+            m.add_objective(late.ids, float(cut_))
+        ocols, ocoef = _objective_terms(x, col_t, late, cut_)
+        oconst = float(np.sum(O - a))
+    elif objective == "mean-ttft":
+        m.set_objective(x.ids, col_t / n, constant=float(np.sum(1 - a)) / n)
+        if late is not None:
+            m.add_objective(late.ids, float(cut_) / n)
+        ocols, ocoef = _objective_terms(x, col_t, late, cut_)
+        ocoef = ocoef / n
+        oconst = float(np.sum(1 - a)) / n
+    else:  # makespan (H5c): z >= t + O_i for every (non-aggregated) request
+        z = m.add_vars("z", (), lb=0, ub=float(horizon), vtype="C")
+        zc = int(z.ids)
+        m.add_constraints(np.concatenate([col_unit, np.arange(U)]),
+                          np.concatenate([x.ids, np.full(U, zc)]),
+                          np.concatenate([-(col_t + uO[col_unit]).astype(float), np.ones(U)]),
+                          lo=0, nrows=U, name="makespan_def")
+        m.set_objective([zc], [1.0])
+        ocols, ocoef, oconst = np.array([zc]), np.ones(1), 0.0
+        if n:  # (H18) valid lower bound on the makespan
+            m.add_constraint([zc], [1.0], lo=float(max(Lk[-1], (ue + uO).max())), name="makespan_lb")
+    if hyp.at_most is not None:  # hypothesis: objective <= at_most
+        m.add_constraint(ocols, ocoef, hi=float(hyp.at_most) - oconst + 1e-9 * max(1, abs(hyp.at_most)),
+                         name="at_most")
+
+    hm = HindsightModel(instance, objective, p, m, units, col_unit, col_t, x, late, late_units,
+                        cut_, horizon, y=y, z=z, extra=extra, notes=notes)
+    _hypothesis_rows(hm, hyp)
+    return hm
+
+
+def _objective_terms(x, col_t, late, cut_):
+    cols = [x.ids]
+    coef = [col_t.astype(float)]
+    if late is not None:
+        cols.append(late.ids)
+        coef.append(np.full(late.size, float(cut_)))
+    return np.concatenate(cols), np.concatenate(coef)
+
+
+def _flow_memory(m, instance, x, col_unit, col_t, uI, uO, H, M, p) -> None:
+    """(H16): memory as a flow over slots, O(n) nonzeros per row instead of O(n * O)."""
+    act = m.add_vars("act", H, lb=0, vtype="C")
+    mem = m.add_vars("mem", H, lb=0, ub=float(M), vtype="C")
+    t = col_t
+    fin = t + uO[col_unit]  # x[u,t] leaves at slot t + O (finished after slot t + O - 1)
+    inside = fin < H
+    # act[s] - act[s-1] - sum x[.,s] + sum_{fin = s} x = 0
+    r = [np.arange(H), np.arange(1, H), t, fin[inside]]
+    c = [act.ids, act.ids[:-1], x.ids, x.ids[inside]]
+    v = [np.ones(H), -np.ones(H - 1), -np.ones(t.size), np.ones(int(inside.sum()))]
+    m.add_constraints(np.concatenate(r), np.concatenate(c), np.concatenate(v), lo=0, hi=0, nrows=H,
+                      name="act_flow")
+    # mem[s] - mem[s-1] - act[s-1] - sum I x[.,s] + sum_{fin=s} (I+O) x = 0
+    r = [np.arange(H), np.arange(1, H), np.arange(1, H), t, fin[inside]]
+    c = [mem.ids, mem.ids[:-1], act.ids[:-1], x.ids, x.ids[inside]]
+    v = [np.ones(H), -np.ones(H - 1), -np.ones(H - 1), -uI[col_unit].astype(float),
+         (uI + uO)[col_unit][inside].astype(float)]
+    m.add_constraints(np.concatenate(r), np.concatenate(c), np.concatenate(v), lo=0, hi=0, nrows=H,
+                      name="mem_flow")
+
+
+def _dff_rows(m, x, rep_col, slot, kvc, M, horizon, K, mem_rows) -> None:
+    """(H19): memory rows through the dual-feasible functions of Fekete and Schepers.
+
+    ``u_k(w) = w`` if ``(k+1) w / M`` is integral, else ``floor((k+1) w / M) * M / k``; for any
+    items with ``sum w <= M``, ``sum u_k(w) <= M``. ``k = 1`` is the clique "at most one request
+    holding more than M/2 at a slot"; larger ``k`` count requests above ``M/(k+1)``.
+    """
+    keep_slot = np.zeros(horizon, bool)
+    keep_slot[mem_rows] = True
+    for k in range(1, K + 1):
+        q = (k + 1) * kvc / M
+        u = np.where(np.abs(q - np.round(q)) < 1e-9, kvc, np.floor(q + 1e-12) * M / k)
+        keep = (u > 0) & keep_slot[slot]
+        if not keep.any():
+            continue
+        rows_used = np.unique(slot[keep])
+        rmap = np.full(horizon, -1)
+        rmap[rows_used] = np.arange(rows_used.size)
+        m.add_constraints(rmap[slot[keep]], x.ids[rep_col[keep]], u[keep], hi=M,
+                          nrows=rows_used.size, name=f"dff{k}")
+
+
+def _symmetry_rows(m, instance, x, col_unit, col_t, units, pinned) -> None:
+    """(H11): for identical requests i < j (same a, I, O), t_i <= t_j."""
+    key: dict[tuple, list[int]] = {}
+    for u, mem in enumerate(units):
+        i = int(mem[0])
+        if i in pinned:
+            continue
+        r = instance.requests[i]
+        key.setdefault((r.arrival, r.prompt, r.output), []).append(u)
+    pairs = [(g[k], g[k + 1]) for g in key.values() for k in range(len(g) - 1)]
+    if not pairs:
+        return
+    rows, cols, vals = [], [], []
+    for r, (u, w) in enumerate(pairs):
+        cu, cw = np.flatnonzero(col_unit == u), np.flatnonzero(col_unit == w)
+        rows += [np.full(cu.size, r), np.full(cw.size, r)]
+        cols += [x.ids[cu], x.ids[cw]]
+        vals += [col_t[cu].astype(float), -col_t[cw].astype(float)]
+    m.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), hi=0,
+                      nrows=len(pairs), name="symmetry")
+
+
+def _hypothesis_rows(hm: HindsightModel, hyp: Hypotheses) -> None:
+    """Force/forbid a request in batch (= slot) j; order two completions (base.Hypotheses)."""
+    inst, m, x = hm.instance, hm.model, hm.x
+    unit_of = np.empty(inst.n, np.int64)
+    for u, mem in enumerate(hm.unit_members):
+        unit_of[mem] = u
+    O = inst.output
+    for kind, pairs in (("force", hyp.force), ("forbid", hyp.forbid)):
+        for q, (rid, j) in enumerate(pairs):
+            i = inst.index[rid]
+            sel = np.flatnonzero((hm.col_unit == unit_of[i]) & (hm.col_t <= j) & (hm.col_t > j - O[i]))
+            lo, hi = (1.0, 1.0) if kind == "force" else (0.0, 0.0)
+            if sel.size == 0:
+                if kind == "force":  # impossible: an empty row 0 = 1
+                    m.add_constraint([int(x.ids[0])] if x.size else [], [0.0] if x.size else [],
+                                     lo=1, hi=1, name=f"{kind}_{q}")
+                continue
+            m.add_constraint(x.ids[sel], np.ones(sel.size), lo=lo, hi=hi, name=f"{kind}_{q}")
+    for q, (ra, rb) in enumerate(hyp.order):
+        ia, ib = inst.index[ra], inst.index[rb]
+        ca, cb = np.flatnonzero(hm.col_unit == unit_of[ia]), np.flatnonzero(hm.col_unit == unit_of[ib])
+        cols = [x.ids[ca], x.ids[cb]]
+        vals = [(hm.col_t[ca] + O[ia]).astype(float), -(hm.col_t[cb] + O[ib]).astype(float)]
+        if hm.late is not None:  # keep the row a relaxation when a or b starts late (H12)
+            la = np.flatnonzero(hm.late_units == unit_of[ia])
+            lb = np.flatnonzero(hm.late_units == unit_of[ib])
+            if la.size:  # a late completes at >= cut + O_a
+                cols.append(hm.late.ids[la])
+                vals.append(np.full(la.size, float(hm.cut + O[ia])))
+            if lb.size:  # b late: its completion is unknown, so the row is switched off
+                cols.append(hm.late.ids[lb])
+                vals.append(-np.full(lb.size, float(hm.horizon + hm.cut + O[ia])))
+        m.add_constraint(np.concatenate(cols), np.concatenate(vals), hi=0, name=f"order_{q}")
+
+
+# ----------------------------------------------------------------------------- run
+def _integral_step(instance: Instance, objective: str) -> float | None:
+    """(H15) the objective's granularity when all arrivals are integers (None otherwise)."""
+    if not np.all(instance.arrival == np.round(instance.arrival)):
+        return None
+    if objective == "mean-ttft":
+        return 1.0 / max(instance.n, 1)
+    return 1.0
+
+
+def best_known_starts(instance: Instance, objective: str, warm_start: Schedule | None
+                      ) -> tuple[np.ndarray, str, list[str]]:
+    """The best representable schedule among the warm start and the greedy orders (H8 source)."""
+    notes = []
+    cands: list[tuple[float, str, np.ndarray]] = []
+    if warm_start is not None:
+        try:
+            s = starts_from_schedule(instance, warm_start)
+            cands.append((objective_of_starts(instance, objective, s), "warm start", s))
+        except NotRepresentable as exc:
+            notes.append(f"warm start not representable in the hindsight model ({exc}); "
+                         "using list scheduling instead")
+    for order in ("mcsf", "fcfs"):
+        s = greedy_starts(instance, order)
+        cands.append((objective_of_starts(instance, objective, s), f"greedy-{order}", s))
+    cands.sort(key=lambda c: c[0])
+    return cands[0][2], cands[0][1], notes
+
+
+@register_formulation(
+    "hindsight",
+    "hindsight-optimal time-indexed IP (online paper, appendix B): unit time, no preemption, "
+    "no chunking; variants tight (default) and plain",
+    needs_warm_start=False,
+)
+def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: SolveOptions,
+        warm_start: Schedule | None) -> RawSolution:
+    """Build, solve, certify the horizon (H12), decode (H0)."""
+    t0 = time.perf_counter()
+    p = HindsightParams.from_dict(dict(options.params))
+    check_instance(instance)
+    notes = ["model: unit time, no preemption, no chunking, integer start slots; the optimum is "
+             "optimal for the paper's model and an upper bound on the optimum of DESIGN's semantics"]
+    if not np.all(instance.arrival == np.round(instance.arrival)):
+        notes.append("fractional arrivals: requests start at integer slots >= ceil(arrival) (H7)")
+    if instance.n == 0:
+        return RawSolution("optimal", 0.0, 0.0, Schedule.empty(), solver=options.solver, notes=tuple(notes))
+    ub_starts, ub_src, ws_notes = best_known_starts(instance, objective, warm_start)
+    notes += ws_notes
+    ub_val = objective_of_starts(instance, objective, ub_starts)
+    notes.append(f"upper bound {ub_val:g} from {ub_src}")
+    step = _integral_step(instance, objective)
+    cut = None
+    deadline = None if options.time_limit is None else t0 + options.time_limit
+    best: tuple[float, np.ndarray] | None = (ub_val, ub_starts)
+    if hypotheses.at_most is not None and ub_val > hypotheses.at_most * (1 + 1e-9) + 1e-9:
+        best = None
+    bound = None
+    nodes = 0
+    status = "no_solution"
+    solver_name = options.solver
+    for rnd in range(max(1, p.max_rounds)):
+        hm = build(instance, objective, hypotheses, p, ub_starts, cut=cut)
+        notes += [n_ for n_ in hm.notes if n_ not in notes]
+        ws = None
+        if best is not None:
+            try:
+                ws = hm.encode_starts(best[1])
+            except NotRepresentable:
+                ws = None
+        remaining = None if deadline is None else max(1e-3, deadline - time.perf_counter())
+        abs_gap = options.abs_gap
+        if step is not None:
+            abs_gap = max(abs_gap, 0.999 * step)
+        mopts = milp.SolveOptions(time_limit=remaining, threads=options.threads, seed=options.seed,
+                                  rel_gap=options.rel_gap, abs_gap=abs_gap, log_file=options.log_file,
+                                  progress=options.progress)
+        res = milp.solve(hm.model, options.solver, mopts, warm_start=ws)
+        solver_name = res.solver
+        nodes += res.nodes or 0
+        notes.append(f"round {rnd}: {res.summary()}; model {hm.sizes}")
+        if res.status == "error":
+            return RawSolution("error", solver=solver_name, message=res.message, notes=tuple(notes),
+                               runtime=time.perf_counter() - t0)
+        if res.status == "infeasible":  # every model is a relaxation of all longer horizons (H12)
+            return RawSolution("infeasible", solver=solver_name, notes=tuple(notes), nodes=nodes,
+                               runtime=time.perf_counter() - t0)
+        b = res.bound
+        if b is not None and step is not None:
+            b = math.ceil(b / step - 1e-6) * step
+        if b is not None:  # every round's model is a relaxation of the true problem
+            bound = b if bound is None else max(bound, b)
+        if res.values is not None:
+            starts, late = hm.starts_of(res.values)
+            if not late:
+                val = objective_of_starts(instance, objective, starts)
+                if best is None or val < best[0] - 1e-9:
+                    best = (val, starts)
+        else:
+            late = 0
+        if res.status == "optimal" and not late:
+            status = "optimal"
+            bound = best[0] if best is not None else bound
+            break
+        if res.status == "optimal" and late:
+            new_cut = 2 * hm.cut
+            notes.append(f"(H12) the optimum uses the late bucket ({late} request(s) start at or after "
+                         f"slot {hm.cut}): horizon cut doubled to {new_cut}")
+            cut = new_cut
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
+            continue
+        break  # time limit
+    if best is None:
+        return RawSolution("no_solution", bound=bound, solver=solver_name, notes=tuple(notes),
+                           nodes=nodes, runtime=time.perf_counter() - t0)
+    if status != "optimal":
+        status = "feasible"
+        if bound is not None and best[0] - bound <= (step or 0) * 0.999 + 1e-9 * max(1, best[0]):
+            status = "optimal"
+    sched = schedule_from_starts(instance, best[1])
+    return RawSolution(status, best[0], min(bound, best[0]) if bound is not None else None, sched,
+                       runtime=time.perf_counter() - t0, solver=solver_name, nodes=nodes,
+                       notes=tuple(notes))
+
+
+def with_params(options: SolveOptions, **params) -> SolveOptions:
+    """A copy of ``options`` with formulation params merged in."""
+    return replace(options, params={**options.params, **params})
