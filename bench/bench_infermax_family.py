@@ -38,6 +38,8 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-ef", action="store_true", help="skip the eviction-free reference solve")
+    ap.add_argument("--ef-time-limit", type=float, default=20.0,
+                    help="time limit of the eviction-free reference solve (* = not proven)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     rows = []
@@ -50,7 +52,7 @@ def main(argv=None) -> int:
         ef = None
         if not args.no_ef:
             r = solve(inst, "infermax", "makespan", hypotheses=Hypotheses(no_evictions=True),
-                      options=SolveOptions(time_limit=args.time_limit, threads=args.threads,
+                      options=SolveOptions(time_limit=args.ef_time_limit, threads=args.threads,
                                            progress=False))
             ef = (r.objective, r.status)
         for variant in args.variants.split(","):

@@ -787,6 +787,10 @@ def build(inst: Instance, objective: str = "makespan", hyp: Hypotheses | None = 
         R.add("dec_m", NR, [(E2, Mb, 1), (E2, Dec, -Ic)], lo=0)
         R.add("fin_m", NR, [(E2, Ma, 1), (E2, Fa, -Uc), (E2, Fb, Uc)], lo=0)
         R.add("m_ge_c", NR, [(E2, Ma, 1), (E2, Cv, -1)], lo=0)
+        R.add("gen_ge_dec", NR, [(E2, Gen, 1), (E2, Dec, -1)], lo=0)
+        R.add("m_ge_gen", NR, [(E2, Ma, 1), (E2, Gen, -Ic)], lo=0)
+        if compact and blk == 1:  # memory is only held in active batch slots
+            R.add("M_act", J, [(pj, Ma, 1), (pj, Fb, -Uc), (jj, v["act"].ids, -Mcap)], hi=0)
         # eq. 20: memory cliques
         kdec = _knapsack_count(I + 1, Mcap, blk)
         kfin = _knapsack_count(U, Mcap, blk)
