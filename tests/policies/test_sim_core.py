@@ -239,3 +239,29 @@ def test_cli_simulate_trace(capsys):
     assert data["evaluation"]["metrics"]["requests"] == 150
     assert data["evaluation"]["feasible"]
     assert data["schedule"] is None and "--with-schedule" in data["schedule_omitted"]
+
+
+@pytest.mark.parametrize("policy", ["vllm", "sarathi", "infermax", "mcsf", "alpha-greedy"])
+def test_simulator_clock_equals_evaluator_batch_starts(policy):
+    # online arrivals, linear cost: the time a policy plans a batch at is the time the
+    # evaluator starts it (including after idle jumps)
+    rng = np.random.default_rng(11)
+    reqs = [Request(f"r{k}", float(rng.uniform(0, 30)), int(rng.integers(1, 300)),
+                    int(rng.integers(1, 40))) for k in range(40)]
+    i = Instance("clock", Limits(2000, 512), PRESETS["infermax-llama2-7b-a100"], tuple(reqs))
+    p = get_policy(policy)
+    starts = []
+    inner = p.next_batch
+
+    def spy():
+        plan = inner()
+        if plan is not None and (len(plan.req) or len(plan.evict)):
+            starts.append(p.view.now)
+        return plan
+
+    p.next_batch = spy
+    from optsched.policies import simulate_policy
+
+    ev = evaluate(i, simulate_policy(i, p))
+    assert ev.feasible
+    np.testing.assert_allclose(ev.batch_start, starts, rtol=1e-9, atol=1e-9)

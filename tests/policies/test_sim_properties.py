@@ -63,7 +63,7 @@ def instances(draw, predictions=True):
     return Instance("hyp", Limits(M, C, P, bs, b), cost, tuple(reqs))
 
 
-_SETTINGS = settings(max_examples=40, deadline=None,
+_SETTINGS = settings(max_examples=75, deadline=None,
                      suppress_health_check=[HealthCheck.too_slow])
 
 
