@@ -290,6 +290,8 @@ class HindsightModel:
     z: milp.VarBlock | None = None  # makespan
     extra: dict[str, milp.VarBlock] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: groups of identical requests whose starts are put in id order (H10, H11)
+    canon_groups: list[np.ndarray] = field(default_factory=list)
 
     @property
     def sizes(self) -> dict[str, int]:
@@ -306,11 +308,12 @@ class HindsightModel:
     def encode_starts(self, starts: np.ndarray) -> np.ndarray:
         """A full column vector for start slots (identical requests relabelled in id order)."""
         starts = np.asarray(starts, dtype=np.int64).copy()
+        for g in self.canon_groups:  # canonical: the first id of identical requests starts first
+            starts[g] = np.sort(starts[g])
         vals = np.zeros(self.model.num_vars)
         cidx = self._col_index()
         for u, mem in enumerate(self.unit_members):
             s = np.sort(starts[mem])
-            starts[mem] = s  # canonical: first member earliest (H11)
             for t in s:
                 k = cidx.get((u, int(t)))
                 if k is None:
@@ -386,9 +389,11 @@ def _units(instance: Instance, aggregate: bool, pinned: set[int]) -> list[np.nda
 
 def build(instance: Instance, objective: str, hypotheses: Hypotheses | None = None,
           params: HindsightParams | None = None, ub_starts: np.ndarray | None = None,
-          cut: int | None = None) -> HindsightModel:
+          cut: int | None = None, ub_valid: bool = True) -> HindsightModel:
     """Build the model (H1)-(H18) for ``objective``; ``ub_starts`` is a feasible schedule's starts
-    (the horizon and windows come from it; default: :func:`greedy_starts`)."""
+    (the horizon and windows come from it; default: :func:`greedy_starts`). ``ub_valid=False``
+    when that schedule breaks a hypothesis: its objective is then no bound, only its length is
+    used for the cut, and every request may start late (H12)."""
     check_instance(instance)
     p = params or HindsightParams()
     hyp = hypotheses or Hypotheses()
@@ -401,10 +406,15 @@ def build(instance: Instance, objective: str, hypotheses: Hypotheses | None = No
         ub_starts = greedy_starts(instance)
     ub_starts = np.asarray(ub_starts, np.int64)
     notes: list[str] = []
-    UB = objective_of_starts(instance, objective, ub_starts)
+    UB = objective_of_starts(instance, objective, ub_starts) if ub_valid else math.inf
     if hyp.at_most is not None:
         UB = min(UB, hyp.at_most)
     ub_makespan = int(objective_of_starts(instance, "makespan", ub_starts)) if n else 0
+    if not math.isfinite(UB):  # no bound: a generous cut, certified by the bucket (H12)
+        ub_makespan += int(O.sum()) + max((j for _, j in hyp.force), default=0)
+        notes.append("the heuristic schedule breaks a hypothesis, so it gives no bound; horizon "
+                     f"{ub_makespan} from its length + sum O" + (
+                         " (makespan: optimal within this horizon)" if objective == "makespan" else ""))
     plain = p.variant == "plain"
     aggregate = p.aggregate and not plain and objective != "makespan"
     pinned = {instance.index[r] for r, _ in (*hyp.force, *hyp.forbid)}
@@ -417,7 +427,9 @@ def build(instance: Instance, objective: str, hypotheses: Hypotheses | None = No
 
     # ---- latest start per request: (H8) from the objective bound UB -----------------------
     Lk = area_lower_bounds(instance)
-    if objective == "makespan":
+    if not math.isfinite(UB):
+        latest = np.full(U, 2**40, dtype=np.int64)
+    elif objective == "makespan":
         latest = np.full(U, math.floor(UB + 1e-9)) - uO
     elif objective == "total-latency":
         # C_i - a_i <= UB - sum_{j != i} (C_j - a_j); sum_{j != i} C_j >= L_1 + ... + L_{n-1} (H9a),
@@ -427,11 +439,12 @@ def build(instance: Instance, objective: str, hypotheses: Hypotheses | None = No
         latest = np.floor(np.minimum(c1, c2) + 1e-9).astype(np.int64) - uO
     else:  # mean-ttft: ttft_i <= n*UB - (n - 1), every other ttft being >= 1
         latest = np.floor(ua + n * UB - n + 1e-9).astype(np.int64)
-    latest = np.asarray(latest, dtype=np.int64)
+    latest = np.asarray(np.minimum(latest, 2**40), dtype=np.int64)
 
     if plain:
         # (H9): one global horizon T: every request completes by T in some optimal schedule
-        T = int(p.horizon) if p.horizon is not None else int(max(int((latest + uO).max()), ub_makespan))
+        T = int(p.horizon) if p.horizon is not None else int(
+            max(int((latest + uO).max()), ub_makespan) if math.isfinite(UB) else ub_makespan)
         cut_ = T
         last = T - uO  # windows [e_i, T - O_i]: every request completes by T
         use_bucket = False
@@ -554,8 +567,11 @@ def build(instance: Instance, objective: str, hypotheses: Hypotheses | None = No
         m.add_constraint(ocols, ocoef, hi=float(hyp.at_most) - oconst + 1e-9 * max(1, abs(hyp.at_most)),
                          name="at_most")
 
+    canon = []
+    if not plain and (aggregate or p.symmetry):
+        canon = [g for g in _units(instance, True, pinned) if g.size > 1]
     hm = HindsightModel(instance, objective, p, m, units, col_unit, col_t, x, late, late_units,
-                        cut_, horizon, y=y, z=z, extra=extra, notes=notes)
+                        cut_, horizon, y=y, z=z, extra=extra, notes=notes, canon_groups=canon)
     _hypothesis_rows(hm, hyp)
     return hm
 
@@ -725,14 +741,19 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
     cut = None
     deadline = None if options.time_limit is None else t0 + options.time_limit
     best: tuple[float, np.ndarray] | None = (ub_val, ub_starts)
-    if hypotheses.at_most is not None and ub_val > hypotheses.at_most * (1 + 1e-9) + 1e-9:
-        best = None
+    ub_valid = True
+    if hypotheses.any:
+        ub_sched = schedule_from_starts(instance, ub_starts)
+        broken = hypotheses.satisfied_by(instance, ub_sched, evaluate(instance, ub_sched), objective)
+        if broken:
+            best = None
+            ub_valid = not any(b.split(":")[0] in ("force", "forbid", "order") for b in broken)
     bound = None
     nodes = 0
     status = "no_solution"
     solver_name = options.solver
     for rnd in range(max(1, p.max_rounds)):
-        hm = build(instance, objective, hypotheses, p, ub_starts, cut=cut)
+        hm = build(instance, objective, hypotheses, p, ub_starts, cut=cut, ub_valid=ub_valid)
         notes += [n_ for n_ in hm.notes if n_ not in notes]
         ws = None
         if best is not None:
