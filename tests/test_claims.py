@@ -1,0 +1,108 @@
+"""Claim checks (``optsched check-claim``): MC-SF's Theorem 4.2 and Apt-Serve's ratio 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from optsched.evaluate import evaluate
+from optsched.instance import Instance
+from optsched.oracles.claims import (
+    PAPER_MODEL,
+    check_aptserve,
+    check_mcsf,
+    mcsf_reference,
+    paper_instance,
+    write_counterexample,
+)
+from optsched.oracles.exhaustive import SearchOptions, search
+from optsched.schedule import Schedule
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "optsched", "check-claim", *args],
+                          capture_output=True, text=True)
+
+
+def test_mcsf_counterexample_by_hand():
+    # s = 1 (I = 2), outputs 3, 1, 3, 1, M = 5, all at 0, unit time. MC-SF admits the two
+    # 1-token requests at round 0 (KV 4; a 3-token one would make 6), then one 3-token request
+    # (its KV 2, 3, 4 leaves no room for the other: 3 + 3 > 5 at round 2), then the other:
+    # completions 1, 1, 4, 7 -> 13. The paper's own model allows: round 0 a short + a long
+    # (2 + 2), round 1 the other short + the long (2 + 3 = 5), round 2 the long (4), then the
+    # second long alone: completions 1, 2, 3, 6 -> 12 < 13, contiguous, no preemption, no
+    # chunking. So Theorem 4.2 fails.
+    inst = paper_instance(2, [3, 1, 3, 1], 5)
+    mc = evaluate(inst, mcsf_reference(inst)).objective("total-latency")
+    assert mc == 13
+    opt = search(inst, "total-latency", SearchOptions(**PAPER_MODEL))
+    assert opt.objective == 12
+    ev = evaluate(inst, opt.schedule)
+    assert ev.metrics["evictions"] == 0
+    # no chunking: every entry is a whole prompt (2) or a decode (1)
+    for b in opt.schedule:
+        for _rid, c in b.entries:
+            assert c in (1, 2)
+    hand = Schedule.from_batches([([("r3", 2), ("r2", 2)], []), ([("r1", 2), ("r2", 1)], []),
+                                  ([("r2", 1)], []), ([("r0", 2)], []), ([("r0", 1)], []),
+                                  ([("r0", 1)], [])])
+    assert evaluate(inst, hand).objective("total-latency") == 12
+    policies = pytest.importorskip("optsched.policies")
+    if "mcsf" in {getattr(p, "name", p) for p in policies.list_policies()}:
+        assert evaluate(inst, policies.simulate(inst, "mcsf")).objective("total-latency") == 13
+
+
+def test_check_mcsf_finds_and_shrinks(tmp_path):
+    rep = check_mcsf(trials=30, seed=0, max_requests=4, write=tmp_path)
+    assert rep.trials == 30
+    assert rep.violations >= 1 and rep.worst_ratio > 1
+    cx = rep.counterexample
+    inst = Instance.from_dict(cx["instance"])
+    assert inst.n == 4
+    assert cx["total_latency"]["mcsf"] > cx["total_latency"]["optimal_paper_model"]
+    assert rep.details["unrestricted"]["is_counterexample"] is False
+    assert any("NOT a counterexample" in n for n in rep.notes)
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert len(files) == 2
+    loaded = Instance.load(next(p for p in tmp_path.iterdir() if not p.name.endswith(".schedules.json")))
+    side = json.loads(next(p for p in tmp_path.iterdir() if p.name.endswith(".schedules.json")).read_text())
+    for name, s in side["schedules"].items():
+        ev = evaluate(loaded, Schedule.from_dict(s))
+        assert ev.feasible and ev.objective("total-latency") == side["total_latency"][name]
+
+
+def test_write_counterexample_names_file(tmp_path):
+    inst = paper_instance(2, [3, 1], 4)
+    cx = {"instance": inst.to_dict(), "schedules": {}, "total_latency": {}, "reason": "r"}
+    p = write_counterexample(cx, tmp_path)
+    assert p.name == "mcsf-counterexample-I2-O3-1-M4.json"
+
+
+def test_check_aptserve_reports_violation():
+    rep = check_aptserve(trials=200, seed=0, max_requests=5)
+    assert rep.violations > 0 and rep.worst_ratio < 0.5
+    assert rep.details["repaired"]["violations"] == 0
+    assert rep.counterexample["instance"]["pending"]
+    assert set(rep.counterexample["schedules"]) == {"greedy", "optimal"}
+
+
+def test_cli_exit_codes_and_json():
+    out = cli("aptserve-2approx", "--trials", "100", "--json")
+    assert out.returncode == 1, out.stderr
+    d = json.loads(out.stdout)
+    assert set(d) >= {"claim", "trials", "violations", "worst_ratio", "counterexample"}
+    assert d["claim"] == "aptserve-2approx" and d["trials"] == 100
+    # a sample too small to violate: exit 0, counterexample null
+    out = cli("mcsf-optimal", "--trials", "3", "--seed", "5", "--max-requests", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["violations"] == 0 and d["counterexample"] is None and d["trials"] == 3
+    out = cli("mcsf-optimal", "--trials", "0")
+    assert out.returncode == 2 and "--trials" in out.stderr
+    out = cli("no-such-claim")
+    assert out.returncode == 2
+    out = cli("mcsf-optimal", "--trials", "2", "--max-requests", "2")
+    assert out.returncode == 0 and "trials run" in out.stdout
