@@ -12,23 +12,15 @@ from hypothesis import strategies as st
 from optsched.cost import LinearCost, UnitCost
 from optsched.evaluate import evaluate
 from optsched.instance import Instance, Limits, Request
+from optsched.manifest import shipped_instance_files
 from optsched.policies import list_policies, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = [s.name for s in list_policies()]
 NEVER_EVICT = [s.name for s in list_policies() if s.name.endswith("-ef")] + ["mcsf"]
-SHIPPED = sorted((ROOT / "instances").glob("**/*.json")) + sorted(
-    (ROOT / "optsched" / "data").glob("*.json"))
-
-
 def _shipped():
-    out = []
-    for p in SHIPPED:
-        try:
-            out.append(pytest.param(Instance.load(p), id=p.stem))
-        except Exception:  # not an instance (a manifest, a schedule, ...)
-            continue
-    return out
+    # every shipped instance file; one that fails to load is a test failure, not a skip
+    return [pytest.param(Instance.load(p), id=p.stem) for p in shipped_instance_files()]
 
 
 @pytest.mark.parametrize("instance", _shipped())
