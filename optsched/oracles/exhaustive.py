@@ -57,6 +57,12 @@ R5 *Earliest starts.* For a fixed sequence of batches, starting each as early as
 R6 *A* bound.* ``f = cost + h`` with ``h`` a consistent lower bound (``heuristic``); with
    a feasible warm start of objective ``U`` (and no restriction), nodes with ``f > U`` are
    not generated.
+R8 *Refills that re-reach the cached prefix.* An evict-and-refill of X to ``c >= m_old``
+   tokens is dropped when processing ``c - m_old`` tokens from ``m_old`` (or nothing, if
+   ``c = m_old``) reaches the same state in a batch priced no higher by the cost model
+   (fewer tokens, no more prefill tokens or entries, the same KV; a batch left with only
+   evictions takes no time and R2 folds it). Under unit time this drops every such refill.
+   Each replacement removes an eviction, so normalising with R2, R3, R8 terminates.
 R7 *mean-ttft*: once every request has its first token and evictions are allowed, the
    remaining cost is 0 and a feasible completion always exists (evict all, run each
    request alone: its peak ``I + O - 1`` fits in ``M``), so the search stops there and
