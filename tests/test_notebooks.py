@@ -1,0 +1,128 @@
+"""The notebooks of ``notebooks/``: committed without outputs, equal to what
+``notebooks/_build.py`` writes, and executed end to end in FAST mode (``OPTSCHED_FAST=1``).
+
+Each notebook is its own test so that pytest-xdist spreads them over the workers. The kernel is
+a kernel spec written at test time into a temporary ``JUPYTER_PATH`` whose ``argv`` is this
+test process's Python (``sys.executable``), so the notebooks run in the same venv as the tests.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+
+ROOT = Path(__file__).resolve().parents[1]
+NB_DIR = ROOT / "notebooks"
+NOTEBOOKS = sorted(NB_DIR.glob("[0-9]*.ipynb"))
+KERNEL = "optsched-test-python"
+
+
+def _build_module():
+    spec = importlib.util.spec_from_file_location("_nb_build", NB_DIR / "_build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_five_notebooks_exist():
+    names = [p.name for p in NOTEBOOKS]
+    assert names == ["01-quickstart.ipynb", "02-eviction-hypothesis.ipynb", "03-mcsf-vs-hindsight.ipynb",
+                     "04-heuristics-vs-optimum.ipynb", "05-real-trace.ipynb"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_committed_notebook_has_no_outputs(path):
+    book = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(book.cells):
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{path.name} cell {i} has outputs (strip them)"
+            assert cell.execution_count is None, f"{path.name} cell {i} has an execution count"
+    text = path.read_text()
+    assert "image/png" not in text
+
+
+def test_notebooks_match_build_script():
+    built = _build_module().build_all()
+    assert sorted(built) == [p.name for p in NOTEBOOKS]
+    mod = _build_module()
+    for name, book in built.items():
+        assert (NB_DIR / name).read_text() == mod.render(book), (
+            f"{name} differs from notebooks/_build.py: run `python notebooks/_build.py`")
+
+
+def test_every_notebook_has_fast_switch_and_verdict():
+    for path in NOTEBOOKS:
+        book = nbformat.read(path, as_version=4)
+        src = "\n".join(c.source for c in book.cells)
+        assert 'os.environ.get("OPTSCHED_FAST", "1") == "1"' in src, path.name
+        if not path.name.startswith("01"):
+            assert "agree" in src.lower(), f"{path.name} must state where it agrees with the paper"
+
+
+@pytest.fixture(scope="module")
+def kernel_name(tmp_path_factory):
+    """A kernel spec running this interpreter, found through a temporary JUPYTER_PATH."""
+    pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    d = tmp_path_factory.mktemp("jupyter")
+    spec_dir = d / "kernels" / KERNEL
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "optsched tests",
+        "language": "python",
+        "env": {"OPTSCHED_FAST": "1", "MPLBACKEND": "Agg"},
+    }))
+    old = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = str(d) + (os.pathsep + old if old else "")
+    yield KERNEL
+    if old is None:
+        os.environ.pop("JUPYTER_PATH", None)
+    else:
+        os.environ["JUPYTER_PATH"] = old
+
+
+def _execute(book, kernel):
+    from nbclient import NotebookClient
+
+    client = NotebookClient(book, timeout=600, kernel_name=kernel,
+                            resources={"metadata": {"path": str(NB_DIR)}})
+    return client.execute()
+
+
+def test_kernel_runs_this_interpreter(kernel_name, monkeypatch):
+    monkeypatch.setenv("OPTSCHED_FAST", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import os, sys; print(sys.executable); print(os.environ['OPTSCHED_FAST'])")])
+    out = _execute(book, kernel_name).cells[0].outputs[0]["text"].split()
+    assert Path(out[0]).resolve() == Path(sys.executable).resolve()
+    assert out[1] == "1"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_executes_in_fast_mode(path, kernel_name, monkeypatch):
+    monkeypatch.setenv("OPTSCHED_FAST", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.delenv("OPTSCHED_TIME_LIMIT", raising=False)
+    book = nbformat.read(path, as_version=4)
+    t0 = time.perf_counter()
+    done = _execute(book, kernel_name)
+    elapsed = time.perf_counter() - t0
+    errors = [o for c in done.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors
+    text = json.dumps([c.get("outputs", []) for c in done.cells if c.cell_type == "code"])
+    assert "FAST = True" in text
+    # the computed verdict is displayed as markdown by every experiment notebook
+    if not path.name.startswith("01"):
+        assert "agree" in text.lower() or "skip" in text.lower(), f"{path.name}: no computed verdict"
+    print(f"{path.name}: {elapsed:.1f} s")
