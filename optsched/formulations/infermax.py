@@ -22,7 +22,7 @@ Public helpers: :func:`build` -> :class:`InfermaxModel` with ``encode(schedule)`
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -874,15 +874,26 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
         warm_start: Schedule | None) -> RawSolution:
     """The registered ``infermax`` formulation (``formulations/infermax.md``)."""
     params = dict(options.params)
-    variant = str(params.pop("variant", "tight"))
+    variant = str(params.pop("variant", "auto"))
     J_param = params.pop("batches", None)
     slack = int(params.pop("slack", DEFAULT_SLACK))
     if params:
         raise FormulationError(f"infermax: unknown parameters {sorted(params)} "
                                "(known: variant, batches, slack)")
-    if variant not in VARIANTS:
-        raise FormulationError(f"infermax: unknown variant {variant!r}; choose plain or tight")
+    if variant not in VARIANTS + ("flow", "auto"):
+        raise FormulationError(f"infermax: unknown variant {variant!r}; choose auto, flow, tight "
+                               "or plain")
     inst = instance
+    if variant in ("flow", "auto"):
+        from . import infermax_flow
+
+        why = infermax_flow.applicable(inst, objective, hyp)
+        if why is None and inst.n:
+            return _run_flow(inst, objective, hyp, options, warm_start, J_param, slack,
+                             forced=variant == "flow")
+        if variant == "flow":
+            raise FormulationError(f"infermax: {why}")
+        variant = "tight"
     notes: list[str] = [f"infermax variant {variant}"]
     if inst.n == 0:
         return RawSolution("optimal", 0.0, 0.0, Schedule.empty(), solver=options.solver,
@@ -967,6 +978,90 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
     return RawSolution(status=status, objective=obj, bound=bound, schedule=sched,
                        runtime=res.runtime or 0.0, solver=res.solver, nodes=res.nodes,
                        exact=True, notes=tuple(notes), message=res.message)
+
+
+#: largest flow model (arc variables) the auto variant builds before falling back to tight
+FLOW_MAX_ARCS = 600_000
+
+
+def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOptions,
+              warm_start: Schedule | None, J_param, slack: int, forced: bool) -> RawSolution:
+    """The flow variant (``formulations/infermax.md`` section 9)."""
+    from . import infermax_flow as fl
+
+    notes: list[str] = ["infermax variant flow (identical requests aggregated, eqs. F1-F9)"]
+    ws, ub = None, None
+    if warm_start is not None:
+        ev = evaluate(inst, warm_start)
+        if ev.feasible and not hyp.satisfied_by(inst, warm_start, ev, objective):
+            ws = canonical(inst, warm_start, dominance=True, symmetry=None, compact=True)
+            ev2 = evaluate(inst, ws)
+            ub = ev2.objective(objective) if ev2.feasible else None
+            if ub is None:
+                ws = None
+    if hyp.at_most is not None:
+        ub = hyp.at_most if ub is None else min(ub, hyp.at_most)
+    jmax = entry_batches_upper_bound(inst, objective, ub)
+    base_J = fl.entry_batches(ws) if ws is not None else _sequential_batches(inst)
+    if J_param is not None:
+        J = int(J_param)
+    else:
+        J = base_J + slack
+        if jmax is not None and base_J <= jmax <= 2 * base_J + 4:
+            J = max(J, jmax)
+    J = max(J, 1)
+    size = fl.size_estimate(inst, J)
+    if not forced and size > FLOW_MAX_ARCS:
+        return run(inst, objective, hyp, replace(options, params={**options.params,
+                                                                  "variant": "tight"}), warm_start)
+    if jmax is not None and J >= jmax:
+        notes.append(f"J = {J} batch slots; any schedule with objective <= {ub:.6g} has at most "
+                     f"{jmax} batches with entries (formulations/infermax.md section 6) and "
+                     "eviction-only batches are represented by evict-refill arcs, so the "
+                     "optimum is global (under the eq. 13 dominance, which loses no optimum)")
+    else:
+        notes.append(f"restriction: optimal among schedules with at most J = {J} batches with "
+                     "entries" + (f" (a schedule within the bound could have up to {jmax})"
+                                  if jmax is not None else ""))
+    fm = fl.FlowModel(inst, J, hyp, ub)
+    notes.append(f"model: {fm.model.num_vars} variables ({fm.model.num_integer} integer), "
+                 f"{fm.model.num_constraints} constraints")
+    start = None
+    if ws is not None:
+        try:
+            start = fm.encode(ws)
+        except FormulationError as exc:
+            notes.append(f"warm start not encodable: {exc}")
+    mopts = milp.SolveOptions(time_limit=options.time_limit, threads=options.threads,
+                              seed=options.seed, rel_gap=options.rel_gap,
+                              abs_gap=options.abs_gap * fm.scale, log_file=options.log_file,
+                              progress=options.progress)
+    res = milp.solve(fm.model, options.solver, mopts, warm_start=start)
+    notes += [f"{options.solver}: {n_}" for n_ in res.notes]
+    sched, obj = None, None
+    if res.values is not None and res.status in ("optimal", "feasible"):
+        sched = fm.decode(res.values)
+        obj = res.objective / fm.scale
+        try:  # polish: the model objective at the exact re-encoded point
+            x2 = fm.encode(sched)
+            bad = fm.model.check(x2)
+            if bad:
+                notes.append(f"objective not polished: re-encoded solution violates {bad[0]}")
+            else:
+                obj = fm.objective_seconds(x2)
+        except FormulationError as exc:
+            notes.append(f"objective not polished: {exc}")
+    status = res.status if res.status in ("optimal", "feasible", "infeasible", "no_solution",
+                                          "error") else "error"
+    if status == "infeasible" and (J_param is not None or jmax is None or J < jmax):
+        notes.append(f"infeasible within J = {J} batch slots (a larger J might be feasible)")
+    bound = None if res.bound is None else res.bound / fm.scale
+    return RawSolution(status=status, objective=obj, bound=bound, schedule=sched,
+                       runtime=res.runtime or 0.0, solver=res.solver, nodes=res.nodes,
+                       exact=True, notes=tuple(notes), message=res.message,
+                       history=tuple((t, None if a is None else a / fm.scale,
+                                      None if b is None else b / fm.scale)
+                                     for t, a, b in res.history))
 
 
 __all__ = ["InfermaxModel", "build", "canonical", "run", "VARIANTS",

@@ -1,0 +1,604 @@
+"""InferMax, flow variant: identical requests aggregated on a per-batch state graph.
+
+``formulations/infermax.md`` section 9 (eqs. F1-F9). Every request of a *class* (equal
+arrival, prompt ``I``, output ``O``) moves through the states of DESIGN section 3 under
+the dominance restriction of eq. 13 (only caught-up requests are evicted):
+
+* ``W(g)``  -- not resident, ``g`` tokens generated (``m = 0``), ``0 <= g < O``;
+* ``P(g,m)`` -- partially (re)filled, ``1 <= m <= S - 2`` (``g >= 1``) or ``m <= I - 1``
+  (``g = 0``), where ``S = I + g``;
+* ``R(g)``  -- caught up, ``m = S - 1``, ``1 <= g < O`` (the next entry is a decode);
+* ``F``     -- finished.
+
+Integer variables ``f[k, j, a]`` count the requests of class ``k`` that take arc ``a`` in
+batch ``j``. A chunk ``m -> m'`` (prefill entry with ``c = m' - m``) is a path through
+*in-chunk* nodes ``Q(g, m+1) .. Q(g, m')``: a start arc priced ``kpr + kpl*m`` plus one
+step per token priced ``k1 + kpq*((k+1)^2 - k^2)``. The steps telescope to
+``k1*c + kpq*(m'^2 - m^2) = k1*c + kpq*c^2 + 2*kpq*c*m`` -- exactly the evaluator's price
+when ``kpm = 2*kpq`` (every shipped preset
+unit cost and the BLIS presets have
+``kpq = kpm = 0``). Decode arcs (``R(g) -> R(g+1)``) cost ``k1 + kdm*(S-1) + kdr``. So
+every arc has a *constant* price, token count and KV footprint: the model has no
+products at all, and memory, token and batch-size limits are constant-coefficient rows.
+
+Batch indicators ``y, ap, ad`` (non-empty / has a prefill / has a decode) are exact both
+ways
+``t_j = k0 y + kpb ap + kdb ad + sum_a price_a f_a``. Offline makespan is
+``sum_j t_j``
+with arrivals, ``start_j >= end_{j-1}``, ``start_j >= a_k act_kj``.
+Only the ``makespan`` objective is modelled (``run`` picks the Big-M model otherwise).
+
+Exactness: decode turns counts back into request ids (requests of a class in the same
+state are interchangeable, and a chunk's remaining cost does not depend on where it
+started), the schedule is replayed by ``evaluate``, and the model objective is recomputed
+at the re-encoded point.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import milp
+from ..cost import LinearCost, UnitCost
+from ..evaluate import evaluate
+from ..instance import Instance
+from ..schedule import Schedule, ScheduleBuilder
+from .base import FormulationError, Hypotheses
+
+# arc kinds
+IDLE, START, STEP, END, DECODE, EVICT, EVREFILL = range(7)
+KIND_NAMES = ("idle", "start", "step", "end", "decode", "evict", "evict-refill")
+
+
+def applicable(inst: Instance, objective: str, hyp: Hypotheses) -> str | None:
+    """None if the flow variant can model this case exactly, else the reason it cannot."""
+    if objective != "makespan":
+        return "flow variant models the makespan objective only"
+    if hyp.force or hyp.forbid or hyp.order:
+        return "flow variant does not support force/forbid/order hypotheses"
+    cm = inst.cost_model
+    if isinstance(cm, LinearCost) and abs(cm.kpm - 2 * cm.kpq) > 1e-12 * max(1.0, abs(cm.kpm)):
+        return "flow variant needs kpm = 2*kpq (telescoping chunk prices)"
+    if not isinstance(cm, (LinearCost, UnitCost)):
+        return f"flow variant does not know cost model {type(cm).__name__}"
+    return None
+
+
+@dataclass
+class _Class:
+    ids: list[str]
+    I: int
+    O: int
+    arrival: float
+    # states: index -> (kind, g, m); kind in "W", "P", "R", "F"
+    states: list[tuple[str, int, int]]
+    sidx: dict[tuple[str, int, int], int]
+    # in-chunk nodes: (g, k) -> node index (offset after the states)
+    qidx: dict[tuple[int, int], int]
+    # arc arrays
+    src: np.ndarray
+    dst: np.ndarray  # node ids; layer states are "next layer" for idle/end/decode/evict
+    kind: np.ndarray
+    tokens: np.ndarray
+    price: np.ndarray  # seconds
+    kv: np.ndarray  # KV footprint after the batch (layer-to-layer arcs), else 0
+    finishes: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.states) + len(self.qidx)
+
+
+def _coef(cm) -> dict[str, float]:
+    if isinstance(cm, UnitCost):
+        return dict(k0=1.0, k1=0.0, kpq=0.0, kpl=0.0, kpr=0.0, kdm=0.0, kdr=0.0, kpb=0.0, kdb=0.0)
+    return dict(k0=cm.k0, k1=cm.k1, kpq=cm.kpq, kpl=cm.kpl, kpr=cm.kpr, kdm=cm.kdm, kdr=cm.kdr,
+                kpb=cm.kpb, kdb=cm.kdb)
+
+
+def _build_class(ids, I, O, arrival, k, blk: int, allow_evict: bool) -> _Class:
+    fp = (lambda v: -(-v // blk) * blk) if blk > 1 else (lambda v: v)
+    U = I + O - 1
+    states: list[tuple[str, int, int]] = []
+    for g in range(O):
+        S = I + g
+        states.append(("W", g, 0))
+        top = S - 2 if g >= 1 else I - 1
+        for m in range(1, top + 1):
+            states.append(("P", g, m))
+        if g >= 1:
+            states.append(("R", g, S - 1))
+    states.append(("F", O, 0))
+    sidx = {s: i for i, s in enumerate(states)}
+    qidx: dict[tuple[int, int], int] = {}
+    for g in range(O):
+        for kk in range(1, I + g + 1):
+            qidx[(g, kk)] = len(states) + len(qidx)
+    src, dst, kind, tok, price, kv, fin = [], [], [], [], [], [], []
+
+    def arc(a, b, kd, t, p, kvv, f=False):
+        src.append(a), dst.append(b), kind.append(kd), tok.append(t), price.append(p)
+        kv.append(kvv), fin.append(f)
+
+    def state_after(g, mm):
+        """Layer node reached with m = mm at level g (no token generated)."""
+        S = I + g
+        if g >= 1 and mm == S - 1:
+            return sidx[("R", g, S - 1)]
+        return sidx[("P", g, mm)]
+
+    def generated(g):
+        """Node (and KV) after generating token g+1."""
+        if g + 1 == O:
+            return sidx[("F", O, 0)], fp(U), True
+        return sidx[("R", g + 1, I + g)], fp(I + g), False
+
+    for si, (kd_, g, m) in enumerate(states):
+        S = I + g
+        kv_here = fp(m) if kd_ in ("P", "R") else 0
+        arc(si, si, IDLE, 0, 0.0, kv_here)
+        if kd_ in ("W", "P"):
+            arc(si, qidx[(g, m + 1)], START, 1,
+                k["kpr"] + k["kpl"] * m + k["k1"] + k["kpq"] * (2 * m + 1), 0)
+        elif kd_ == "R":
+            nxt, kvn, f = generated(g)
+            arc(si, nxt, DECODE, 1, k["k1"] + k["kdm"] * (S - 1) + k["kdr"], kvn, f)
+            if allow_evict:
+                arc(si, sidx[("W", g, 0)], EVICT, 0, 0.0, 0)
+                # evict in a zero-time eviction-only batch, then start a refill chunk here
+                arc(si, qidx[(g, 1)], EVREFILL, 1, k["kpr"] + k["k1"] + k["kpq"], 0)
+    for (g, kk), qi in qidx.items():
+        S = I + g
+        if kk < S:
+            arc(qi, qidx[(g, kk + 1)], STEP, 1, k["k1"] + k["kpq"] * (2 * kk + 1), 0)
+            arc(qi, state_after(g, kk), END, 0, 0.0, fp(kk))
+        else:  # kk == S: the chunk completes the (re)fill and generates a token
+            nxt, kvn, f = generated(g)
+            arc(qi, nxt, END, 0, 0.0, kvn, f)
+    return _Class(list(ids), I, O, arrival, states, sidx, qidx,
+                  np.array(src), np.array(dst), np.array(kind), np.array(tok),
+                  np.array(price, float), np.array(kv, np.int64), np.array(fin, bool))
+
+
+def classes_of(inst: Instance) -> list[tuple[list[str], int, int, float]]:
+    groups: dict[tuple[float, int, int], list[str]] = {}
+    for r in inst.requests:
+        groups.setdefault((r.arrival, r.prompt, r.output), []).append(r.id)
+    return [(ids, I, O, a) for (a, I, O), ids in sorted(groups.items())]
+
+
+def size_estimate(inst: Instance, J: int) -> int:
+    """Number of arc variables the flow model would have with ``J`` batches."""
+    tot = 0
+    for _, I, O, _ in classes_of(inst):
+        per = sum(3 * (I + g) + 4 for g in range(O))
+        tot += per
+    return tot * J
+
+
+class FlowModel:
+    """The built model plus encode/decode (``formulations/infermax.md`` section 9)."""
+
+    def __init__(self, inst: Instance, J: int, hyp: Hypotheses, ub: float | None):
+        self.inst = inst
+        self.J = J
+        lim = inst.limits
+        cm = inst.cost_model
+        k = _coef(cm)
+        one = cm.batch_time([1], [0], [False])
+        self.scale = 1.0 / one if one > 0 else 1.0
+        allow_evict = not hyp.no_evictions
+        self.classes = [_build_class(ids, I, O, a, k, lim.block_size, allow_evict)
+                        for ids, I, O, a in classes_of(inst)]
+        self.online = any(c.arrival > 0 for c in self.classes)
+        sc = self.scale
+        m = milp.Model("infermax_flow")
+        self.model = m
+        self.f = []
+        for ci, c in enumerate(self.classes):
+            self.f.append(m.add_vars(f"f{ci}", (J, c.src.size), lb=0, ub=c.n, vtype="I"))
+        self.y = m.add_vars("y", (J,), vtype="B")
+        self.ap = m.add_vars("ap", (J,), vtype="B")
+        self.ad = m.add_vars("ad", (J,), vtype="B")
+        self.t = m.add_vars("t", (J,), lb=0.0)
+        jj = np.arange(J)
+        # F1 conservation at layer states and chunk nodes
+        for ci, c in enumerate(self.classes):
+            f = self.f[ci]
+            A = c.src.size
+            nS = len(c.states)
+            layer_in = np.isin(c.kind, (IDLE, END, DECODE, EVICT)) & (c.dst < nS)
+            # (a) out of layer state s in batch j == into s in batch j-1 (j >= 1)
+            rows, cols, vals = [], [], []
+            for j in range(J):
+                base = j * c.n_nodes
+                # out-arcs of layer states
+                out_mask = c.src < nS
+                rows.append(base + c.src[out_mask])
+                cols.append(f[j, np.flatnonzero(out_mask)])
+                vals.append(np.ones(out_mask.sum()))
+                if j >= 1:
+                    rows.append(base + c.dst[layer_in])
+                    cols.append(f[j - 1, np.flatnonzero(layer_in)])
+                    vals.append(-np.ones(layer_in.sum()))
+                # chunk nodes: in - out == 0
+                qin = c.dst >= nS
+                qout = c.src >= nS
+                rows.append(base + c.dst[qin])
+                cols.append(f[j, np.flatnonzero(qin)])
+                vals.append(np.ones(qin.sum()))
+                rows.append(base + c.src[qout])
+                cols.append(f[j, np.flatnonzero(qout)])
+                vals.append(-np.ones(qout.sum()))
+            rhs = np.zeros(J * c.n_nodes)
+            rhs[c.sidx[("W", 0, 0)]] = c.n  # batch 0: everyone waits at W(0)
+            m.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
+                              lo=rhs, hi=rhs, name=f"flow{ci}")
+            # everyone finished after the last batch
+            into_f = np.flatnonzero(layer_in & (c.dst == c.sidx[("F", c.O, 0)]))
+            m.add_constraint(f[J - 1, into_f], np.ones(into_f.size), lo=c.n, hi=c.n, name=f"done{ci}")
+            del A
+        # F2 batch limits, F3 indicators, F4 memory, F5 time
+        def per_batch(mask_fn, weight_fn):
+            rows, cols, vals = [], [], []
+            for ci, c in enumerate(self.classes):
+                sel = np.flatnonzero(mask_fn(c))
+                if sel.size == 0:
+                    continue
+                w = weight_fn(c)[sel]
+                rows.append(np.repeat(jj, sel.size))
+                cols.append(self.f[ci][:, sel].ravel())
+                vals.append(np.tile(w, J))
+            if not rows:
+                return np.zeros(0, int), np.zeros(0, int), np.zeros(0)
+            return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+
+        entry = lambda c: np.isin(c.kind, (START, DECODE, EVREFILL))  # noqa: E731
+        pre_tok = lambda c: np.isin(c.kind, (START, STEP, EVREFILL))  # noqa: E731
+        ones = lambda c: np.ones(c.src.size)  # noqa: E731
+        r, cc, v = per_batch(lambda c: c.tokens > 0, lambda c: c.tokens.astype(float))
+        m.add_constraints(r, cc, v, hi=float(lim.max_batch_tokens), name="C")
+        if lim.max_prefill_tokens is not None:
+            r, cc, v = per_batch(pre_tok, ones)
+            m.add_constraints(r, cc, v, hi=float(lim.max_prefill_tokens), name="P")
+        if lim.max_batch_size is not None:
+            r, cc, v = per_batch(entry, ones)
+            m.add_constraints(r, cc, v, hi=float(lim.max_batch_size), name="size")
+        # memory after the batch (KV of every layer-to-layer arc) <= M * y_j
+        r, cc, v = per_batch(lambda c: c.kv > 0, lambda c: c.kv.astype(float))
+        r = np.concatenate([r, jj])
+        cc = np.concatenate([cc, self.y[:]])
+        v = np.concatenate([v, np.full(J, -float(lim.kv_capacity))])
+        m.add_constraints(r, cc, v, hi=0.0, name="M")
+        # F4b memory cardinality cuts: at most q requests can each hold more than M/(q+1)
+        # KV tokens after a batch, since q+1 of them would exceed M
+        ntot = sum(c.n for c in self.classes)
+        kvmax = max(int(c.kv.max()) for c in self.classes)
+        # and lifted onto the phase indicators: a batch holds at most q prefill entries
+        # (chunk ends) / decode entries ending with KV > M/(q+1), and none without ap / ad
+        for q in range(1, ntot + 1):
+            v_q = lim.kv_capacity // (q + 1) + 1 if q < ntot else 1
+            if v_q > kvmax:
+                continue
+            for ind, mask, nm in (
+                (self.y, lambda c, v_q=v_q: c.kv >= v_q, "card"),
+                (self.ap, lambda c, v_q=v_q: (c.kind == END) & (c.kv >= v_q), "cardp"),
+                (self.ad, lambda c, v_q=v_q: (c.kind == DECODE) & (c.kv >= v_q), "cardd"),
+            ):
+                if q == ntot and nm == "card":
+                    continue
+                r, cc, v = per_batch(mask, ones)
+                if r.size == 0:
+                    continue
+                r = np.concatenate([r, jj])
+                cc = np.concatenate([cc, ind[:]])
+                v = np.concatenate([v, np.full(J, -float(q))])
+                m.add_constraints(r, cc, v, hi=0.0, name=f"{nm}{q}")
+        # F4c pair covers: with 2b > M, a request holding >= b KV excludes every other
+        # request holding >= M - b + 1, so 2*#big + #medium <= 2 (two mediums still fit)
+        kvs = sorted({int(v) for c in self.classes for v in c.kv if v > lim.kv_capacity // 2})
+        for b_ in kvs:
+            lo_ = lim.kv_capacity - b_ + 1
+            w = lambda c, b_=b_, lo_=lo_: np.where(c.kv >= b_, 2.0, np.where(c.kv >= lo_, 1.0, 0.0))
+            r, cc, v = per_batch(lambda c, w=w: w(c) > 0, w)
+            if r.size == 0:
+                continue
+            r = np.concatenate([r, jj])
+            cc = np.concatenate([cc, self.y[:]])
+            v = np.concatenate([v, np.full(J, -2.0)])
+            m.add_constraints(r, cc, v, hi=0.0, name=f"pair{b_}")
+        # F3b a non-empty batch has a prefill or a decode entry
+        m.add_constraints(np.repeat(jj, 3), np.stack([self.ap[:], self.ad[:], self.y[:]], 1).ravel(),
+                          np.tile([1.0, 1.0, -1.0], J), lo=0.0, name="phase")
+        # indicators exact both ways: ind >= f/n (each arc), ind <= sum f
+        for ind, mask in ((self.y, entry), (self.ap, lambda c: np.isin(c.kind, (START, EVREFILL))),
+                          (self.ad, lambda c: c.kind == DECODE)):
+            for ci, c in enumerate(self.classes):
+                sel = np.flatnonzero(mask(c))
+                if sel.size == 0:
+                    continue
+                R = np.arange(J * sel.size)
+                m.add_constraints(np.concatenate([R, R]),
+                                  np.concatenate([self.f[ci][:, sel].ravel(), np.repeat(ind[:], sel.size)]),
+                                  np.concatenate([np.full(R.size, 1.0 / c.n), np.full(R.size, -1.0)]),
+                                  hi=0.0, name=f"{ind.name}_lb{ci}")
+            r, cc, v = per_batch(mask, ones)
+            r = np.concatenate([r, jj])
+            cc = np.concatenate([cc, ind[:]])
+            v = np.concatenate([v, -np.ones(J)])
+            m.add_constraints(r, cc, v, lo=0.0, name=f"{ind.name}_ub")
+        # no evictions in empty batches (they fold into the next batch)
+        for ci, c in enumerate(self.classes):
+            sel = np.flatnonzero(c.kind == EVICT)
+            if sel.size:
+                R = np.arange(J * sel.size)
+                m.add_constraints(np.concatenate([R, R]),
+                                  np.concatenate([self.f[ci][:, sel].ravel(),
+                                                  np.repeat(self.y[:], sel.size)]),
+                                  np.concatenate([np.ones(R.size), np.full(R.size, -float(c.n))]),
+                                  hi=0.0, name=f"evict_y{ci}")
+        # contiguity: used batches first
+        if J > 1:
+            m.add_constraints(np.repeat(np.arange(J - 1), 2),
+                              np.stack([self.y[1:], self.y[:-1]], 1).ravel(),
+                              np.tile([1.0, -1.0], J - 1), hi=0.0, name="contig")
+        # batch time (scaled): t = k0 y + kpb ap + kdb ad + sum price f
+        r, cc, v = per_batch(lambda c: c.price != 0, lambda c: c.price * sc)
+        r = np.concatenate([r, jj, jj, jj, jj])
+        cc = np.concatenate([cc, self.y[:], self.ap[:], self.ad[:], self.t[:]])
+        v = np.concatenate([v, np.full(J, k["k0"] * sc), np.full(J, k["kpb"] * sc),
+                            np.full(J, k["kdb"] * sc), -np.ones(J)])
+        m.add_constraints(r, cc, v, lo=0.0, hi=0.0, name="time")
+        if self.online:
+            self.start = m.add_vars("start", (J,), lb=0.0)
+            self.end = m.add_vars("end", (J,), lb=0.0)
+            m.add_constraints(np.repeat(jj, 3), np.stack([self.end[:], self.start[:], self.t[:]], 1).ravel(),
+                              np.tile([1.0, -1.0, -1.0], J), lo=0.0, hi=0.0, name="end")
+            if J > 1:
+                m.add_constraints(np.repeat(np.arange(J - 1), 2),
+                                  np.stack([self.start[1:], self.end[:-1]], 1).ravel(),
+                                  np.tile([1.0, -1.0], J - 1), lo=0.0, name="seq")
+            for ci, c in enumerate(self.classes):
+                if c.arrival <= 0:
+                    continue
+                sel = np.flatnonzero(c.kind != IDLE)
+                R = np.arange(J * sel.size)
+                # start_j >= a_k * f/n for every non-idle arc of the class
+                m.add_constraints(np.concatenate([R, R]),
+                                  np.concatenate([np.repeat(self.start[:], sel.size),
+                                                  self.f[ci][:, sel].ravel()]),
+                                  np.concatenate([np.ones(R.size), np.full(R.size, -c.arrival * sc / c.n)]),
+                                  lo=0.0, name=f"arrive{ci}")
+            obj_col = self.end[J - 1]
+            m.set_objective([obj_col], [1.0])
+        else:
+            m.set_objective(self.t[:], np.ones(J))
+        if ub is not None:
+            cols = [self.end[J - 1]] if self.online else self.t[:]
+            m.add_constraint(cols, np.ones(len(cols)), hi=ub * sc * (1 + 1e-9) + 1e-9, name="ub")
+
+    # --------------------------------------------------------------- decode
+    def decode(self, values: np.ndarray) -> Schedule:
+        """Counts -> request ids, batch by batch (``formulations/infermax.md`` F9)."""
+        J = self.J
+        flows = [np.rint(self.model.value(f, values)).astype(int) for f in self.f]
+        where = []  # per class: node -> list of ids
+        for c in self.classes:
+            w = {i: [] for i in range(len(c.states))}
+            w[c.sidx[("W", 0, 0)]] = sorted(c.ids)
+            where.append(w)
+        b = ScheduleBuilder(ids=self.inst.ids)
+        pos = self.inst.index
+        for j in range(J):
+            entries: list[tuple[int, int]] = []
+            evict: list[int] = []
+            pre_evict: list[int] = []
+            for ci, c in enumerate(self.classes):
+                fl = flows[ci][j]
+                nS = len(c.states)
+                nxt = {i: [] for i in range(nS)}
+                chunk_start: dict[str, int] = {}
+                at_q: dict[int, list[str]] = {}
+                # arcs out of layer states
+                for a in np.flatnonzero(fl > 0):
+                    s = c.src[a]
+                    if s >= nS:
+                        continue
+                    cnt = fl[a]
+                    members = where[ci][s]
+                    if len(members) < cnt:
+                        raise FormulationError(f"flow decode: batch {j} class {ci}: {cnt} requests "
+                                               f"leave a state holding {len(members)}")
+                    take, where[ci][s] = members[:cnt], members[cnt:]
+                    kd = c.kind[a]
+                    _, g, m0 = c.states[s]
+                    if kd == IDLE:
+                        nxt[s] += take
+                    elif kd == DECODE:
+                        entries += [(pos[r], 1) for r in take]
+                        nxt[c.dst[a]] += take
+                    elif kd == EVICT:
+                        evict += [pos[r] for r in take]
+                        nxt[c.dst[a]] += take
+                    else:  # START or EVREFILL into a chunk node
+                        for r in take:
+                            chunk_start[r] = 0 if kd == EVREFILL else m0
+                        if kd == EVREFILL:
+                            pre_evict += [pos[r] for r in take]
+                        at_q.setdefault(c.dst[a], []).extend(take)
+                # walk chunk nodes in increasing token order
+                qarcs = {}
+                for a in np.flatnonzero((fl > 0) & (c.src >= nS)):
+                    qarcs.setdefault(c.src[a], []).append(a)
+                for (g, kk), qi in sorted(c.qidx.items(), key=lambda t: (t[0][0], t[0][1])):
+                    here = at_q.get(qi, [])
+                    for a in sorted(qarcs.get(qi, []), key=lambda a: c.kind[a]):
+                        cnt = fl[a]
+                        if len(here) < cnt:
+                            raise FormulationError(f"flow decode: batch {j}: chunk node ({g},{kk}) short")
+                        take, here = here[:cnt], here[cnt:]
+                        if c.kind[a] == STEP:
+                            at_q.setdefault(c.dst[a], []).extend(take)
+                        else:  # END
+                            entries += [(pos[r], kk - chunk_start[r]) for r in take]
+                            nxt[c.dst[a]] += take
+                    if here:
+                        raise FormulationError(f"flow decode: batch {j}: requests stuck in a chunk")
+                for s in range(nS):
+                    if where[ci][s]:
+                        raise FormulationError(f"flow decode: batch {j}: unassigned requests")
+                where[ci] = {s: sorted(v) for s, v in nxt.items()}
+            if pre_evict:
+                b.add_indexed([], [], pre_evict)
+            if entries or evict:
+                b.add_indexed([e[0] for e in entries], [e[1] for e in entries], evict)
+        return b.build()
+
+    # --------------------------------------------------------------- encode
+    def encode(self, s: Schedule) -> np.ndarray:
+        """Arc counts of a schedule (after folding eviction-only batches); raises if the
+        schedule is not representable (an eviction of a request that has not caught up,
+        or more batches with entries than ``J``)."""
+        inst = self.inst
+        ev = evaluate(inst, s)
+        if not ev.feasible:
+            raise FormulationError("flow encode: schedule is infeasible")
+        cls_of = {}
+        for ci, c in enumerate(self.classes):
+            for r in c.ids:
+                cls_of[r] = ci
+        g = {r.id: 0 for r in inst.requests}
+        mm = {r.id: 0 for r in inst.requests}
+        I = {r.id: r.prompt for r in inst.requests}
+        O = {r.id: r.output for r in inst.requests}
+        counts = [np.zeros((self.J, c.src.size), int) for c in self.classes]
+        arc_index = [{(c.src[a], c.dst[a], c.kind[a]): a for a in range(c.src.size)}
+                     for c in self.classes]
+        pending: set[str] = set()
+        j = 0
+        for bt in s:
+            if not bt.entries:
+                pending |= set(bt.evict)
+                continue
+            if j >= self.J:
+                raise FormulationError(f"flow encode: more than J = {self.J} batches with entries")
+            proc = dict(bt.entries)
+            ev_here = set(bt.evict)
+            for rid in inst.ids:
+                ci = cls_of[rid]
+                c = self.classes[ci]
+                idx = arc_index[ci]
+                gg, m0 = g[rid], mm[rid]
+                S = I[rid] + gg
+
+                def node(gv, mv, rid=rid, c=c):  # noqa: B023
+                    if gv >= O[rid]:
+                        return c.sidx[("F", O[rid], 0)]
+                    if mv == 0:
+                        return c.sidx[("W", gv, 0)]
+                    if gv >= 1 and mv == I[rid] + gv - 1:
+                        return c.sidx[("R", gv, mv)]
+                    return c.sidx[("P", gv, mv)]
+
+                def add(a_src, a_dst, kd, ci=ci, idx=idx, rid=rid, j=j):
+                    key = (a_src, a_dst, kd)
+                    if key not in idx:
+                        raise FormulationError(f"flow encode: request {rid!r} batch {j}: no arc "
+                                               f"{KIND_NAMES[kd]}")
+                    counts[ci][j, idx[key]] += 1
+
+                here = node(gg, m0)
+                evicted = rid in pending or rid in ev_here
+                if evicted and rid not in proc:
+                    add(here, c.sidx[("W", gg, 0)], EVICT)
+                    mm[rid] = 0
+                    continue
+                if rid not in proc:
+                    add(here, here, IDLE)
+                    continue
+                cnt = proc[rid]
+                if evicted:  # pending eviction then processing: evict-refill chunk from 0
+                    m0 = 0
+                    first = (here, c.qidx[(gg, 1)], EVREFILL)
+                elif gg >= 1 and m0 == S - 1:
+                    nxt = node(gg + 1, S)
+                    add(here, nxt, DECODE)
+                    g[rid], mm[rid] = gg + 1, S
+                    continue
+                else:
+                    first = (here, c.qidx[(gg, m0 + 1)], START)
+                add(*first)
+                for kk in range(m0 + 1, m0 + cnt):
+                    add(c.qidx[(gg, kk)], c.qidx[(gg, kk + 1)], STEP)
+                top = m0 + cnt
+                if top == S:
+                    add(c.qidx[(gg, top)], node(gg + 1, S), END)
+                    g[rid], mm[rid] = gg + 1, S
+                else:
+                    add(c.qidx[(gg, top)], node(gg, top), END)
+                    mm[rid] = top
+            pending = set()
+            j += 1
+        # pad: finished requests idle in F
+        for ci, c in enumerate(self.classes):
+            fidx = arc_index[ci][(c.sidx[("F", c.O, 0)],) * 2 + (IDLE,)]
+            for jj in range(j, self.J):
+                counts[ci][jj, fidx] = c.n
+        x = np.zeros(self.model.num_vars)
+        for ci in range(len(self.classes)):
+            x[self.f[ci][:, :].ravel()] = counts[ci].ravel()
+        self._fill_batch_vars(x, counts)
+        return x
+
+    def _fill_batch_vars(self, x: np.ndarray, counts) -> None:
+        J = self.J
+        ent = np.zeros(J)
+        pre = np.zeros(J)
+        dec = np.zeros(J)
+        t = np.zeros(J)
+        k = _coef(self.inst.cost_model)
+        for ci, c in enumerate(self.classes):
+            cnt = counts[ci]
+            ent += cnt[:, np.isin(c.kind, (START, DECODE, EVREFILL))].sum(1)
+            pre += cnt[:, np.isin(c.kind, (START, EVREFILL))].sum(1)
+            dec += cnt[:, c.kind == DECODE].sum(1)
+            t += cnt @ (c.price * self.scale)
+        y = (ent > 0).astype(float)
+        ap = (pre > 0).astype(float)
+        ad = (dec > 0).astype(float)
+        t += (k["k0"] * y + k["kpb"] * ap + k["kdb"] * ad) * self.scale
+        x[self.y[:]] = y
+        x[self.ap[:]] = ap
+        x[self.ad[:]] = ad
+        x[self.t[:]] = t
+        if self.online:
+            end_prev = 0.0
+            arr_touch = np.zeros(J)
+            for ci, c in enumerate(self.classes):
+                act = counts[ci][:, c.kind != IDLE].sum(1) > 0
+                arr_touch = np.maximum(arr_touch, np.where(act, c.arrival * self.scale, 0.0))
+            st = np.zeros(J)
+            en = np.zeros(J)
+            for j in range(J):
+                st[j] = max(end_prev, arr_touch[j])
+                en[j] = st[j] + t[j]
+                end_prev = en[j]
+            x[self.start[:]] = st
+            x[self.end[:]] = en
+
+    def objective_seconds(self, x: np.ndarray) -> float:
+        return self.model.objective_value(x) / self.scale
+
+
+def entry_batches(s: Schedule) -> int:
+    return int(np.count_nonzero(np.diff(s.batch_ptr) > 0))
+
+
+__all__ = ["FlowModel", "applicable", "size_estimate", "classes_of", "entry_batches", "math"]
