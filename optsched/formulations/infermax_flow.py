@@ -301,11 +301,12 @@ class FlowModel:
                 cc = np.concatenate([cc, ind[:]])
                 v = np.concatenate([v, np.full(J, -float(q))])
                 m.add_constraints(r, cc, v, hi=0.0, name=f"{nm}{q}")
-        # F4c pair covers: with 2b > M, a request holding >= b KV excludes every other
-        # request holding >= M - b + 1, so 2*#big + #medium <= 2 (two mediums still fit)
+        # F4c pair covers: with 2b > M, a request holding >= b KV ("big") excludes every
+        # other request holding >= lo = max(M - b + 1, M//3 + 1) ("medium"), and three
+        # mediums exceed M, so 2*#big + #medium <= 2 (one big alone, or two mediums)
         kvs = sorted({int(v) for c in self.classes for v in c.kv if v > lim.kv_capacity // 2})
         for b_ in kvs:
-            lo_ = lim.kv_capacity - b_ + 1
+            lo_ = max(lim.kv_capacity - b_ + 1, lim.kv_capacity // 3 + 1)
             w = lambda c, b_=b_, lo_=lo_: np.where(c.kv >= b_, 2.0, np.where(c.kv >= lo_, 1.0, 0.0))
             r, cc, v = per_batch(lambda c, w=w: w(c) > 0, w)
             if r.size == 0:
