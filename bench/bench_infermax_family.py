@@ -2,12 +2,13 @@
 
 B = O = 4 identical requests, M = max(2I, I + O - 1), C = 4096, preset
 ``infermax-llama2-7b-a100``, objective ``makespan``; I in {1, 2, 4, ..., 1024}. Each
-instance is solved with the tight and the plain variant (HiGHS, 2 threads, 60 s each) and,
-for reference, with ``--no-evictions`` (tight). The table prints, per I and variant:
+instance is solved with the default ``auto`` variant (the flow model of
+``formulations/infermax.md`` section 9 when it is small enough, else tight) and the plain
+transcription (HiGHS, 2 threads, 60 s each) and, for reference, with ``--no-evictions``. The table prints, per I and variant:
 status, objective, bound, gap, seconds, evictions in the answer, and the makespans of vLLM
 and of the eviction-free optimum.
 
-    .venv/bin/python bench/bench_infermax_family.py [--sizes 1,2,4] [--variants tight,plain]
+    .venv/bin/python bench/bench_infermax_family.py [--sizes 1,2,4] [--variants auto,plain,tight,flow]
         [--time-limit 60] [--threads 2] [--json out.json]
 """
 
@@ -34,7 +35,7 @@ def family(I: int, B: int = 4, O: int = 4, C: int = 4096):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default=",".join(str(2 ** k) for k in range(11)))
-    ap.add_argument("--variants", default="tight,plain")
+    ap.add_argument("--variants", default="auto,plain")
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-ef", action="store_true", help="skip the eviction-free reference solve")
