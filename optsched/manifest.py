@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .cost import UnitCost
+from .errors import OptschedError
 from .evaluate import OBJECTIVES
 from .formulations import SolveOptions, solve
 from .instance import Instance
@@ -58,9 +59,14 @@ def methods_for(inst: Instance) -> list[tuple[str, str, str, dict]]:
 def run_method(inst: Instance, objective: str, formulation: str, solver: str, params: dict,
                time_limit: float) -> dict[str, Any]:
     t0 = time.perf_counter()
-    rep = solve(inst, formulation, objective,
-                options=SolveOptions(solver=solver, time_limit=time_limit, progress=False,
-                                     params=dict(params)))
+    try:
+        rep = solve(inst, formulation, objective,
+                    options=SolveOptions(solver=solver, time_limit=time_limit, progress=False,
+                                         params=dict(params)))
+    except OptschedError as exc:  # the method does not apply to this instance
+        return {"status": "not_applicable", "objective": None, "bound": None,
+                "seconds": round(time.perf_counter() - t0, 3), "evictions": None, "notes": [],
+                "message": str(exc)}
     return {
         "status": rep.status,
         "objective": rep.objective if rep.status == "optimal" else None,

@@ -981,7 +981,7 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
 
 
 #: largest flow model (arc variables) the auto variant builds before falling back to tight
-FLOW_MAX_ARCS = 60_000
+FLOW_MAX_ARCS = 45_000
 
 
 def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOptions,
