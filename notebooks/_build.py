@@ -213,9 +213,35 @@ comparison above on several families.
 
 # =========================================================================== 02 evictions
 NB02_FULL = """
-### What the full run found
+### What the full run found (`OPTSCHED_FAST=0`: I = 1, 2, 4, ..., 1024, 60 s per solve; run on 2026-11-22, 10 min)
 
-_Not run yet._
+| I | M | eviction-free optimum (s) | optimum with evictions (s) | evictions | gain vs EF | vLLM (s) | vLLM-EF (s) |
+|---|---|---|---|---|---|---|---|
+| 1 | 4 | 0.053903 | **0.040918** (proven) | 4 | 24.1% | 0.040918 | 0.053903 |
+| 2 | 5 | 0.054151 | **0.046521** (proven) | 3 | 14.1% | 0.046521 | 0.054151 |
+| 4 | 8 | 0.054646 | **0.049804** (proven) | 2 | 8.9% | 0.049804 | 0.054646 |
+| 8 | 16 | 0.055638 | **0.051283** (proven) | 2 | 7.8% | 0.051283 | 0.055638 |
+| 16 | 32 | 0.057624 | **0.054245** (proven) | 2 | 5.9% | 0.054245 | 0.057624 |
+| 32 | 64 | 0.061605 | **0.060181** (proven) | 2 | 2.3% | 0.060181 | 0.061605 |
+| 64 | 128 | 0.069599 | 0.069599 best found, gap 2.2% | 0 | 0 .. 2.2% | 0.072103 | 0.069599 |
+| 128 | 256 | 0.085719 | 0.085719 best found, gap 1.7% | 0 | 0 .. 1.7% | 0.096145 | 0.085719 |
+| 256 | 512 | 0.118486 | 0.118486 (proven) | 0 | 0 | 0.14502 | 0.118486 |
+| 512 | 1024 | 0.186131 | 0.186131 (proven) | 0 | 0 | 0.24593 | 0.186131 |
+| 1024 | 2048 | 0.329862 | 0.329862 (proven) | 0 | 0 | 0.46043 | 0.329862 |
+
+All eviction-free optima are proven.
+
+* **Agrees — evictions are optimal for I <= 32**: for every I from 1 to 32 the proven optimum
+  evicts, and it beats the eviction-free optimum by 24.1% (I = 1) down to 2.3% (I = 32). The paper's
+  "up to 17%" is exceeded only at I = 1 (24.1%); from I = 2 on our gains (14.1% and less) are
+  within it. The optimal schedules look like Figure 15(a): two prefills fill M, one request is
+  evicted after its first token and refilled later, and M is underused in between.
+* **Agrees — evictions are avoided for I >= 64**: proven for I = 256, 512, 1024 (the optimum with
+  evictions allowed equals the eviction-free one); for I = 64 and 128 the best schedule found does
+  not evict and is within 2.2% / 1.7% of the bound, so a better evicting schedule is not excluded.
+* **Agrees — vLLM / vLLM-EF**: vLLM's schedule *is* the optimum for every I <= 32, and vLLM-EF's the
+  eviction-free optimum for I >= 64. Avoiding evictions beats vLLM by up to 28.4% (I = 1024); the
+  paper says up to 40%.
 """
 
 NB02 = [
