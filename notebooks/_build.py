@@ -223,8 +223,8 @@ NB02_FULL = """
 | 8 | 16 | 0.055638 | **0.051283** (proven) | 2 | 7.8% | 0.051283 | 0.055638 |
 | 16 | 32 | 0.057624 | **0.054245** (proven) | 2 | 5.9% | 0.054245 | 0.057624 |
 | 32 | 64 | 0.061605 | **0.060181** (proven) | 2 | 2.3% | 0.060181 | 0.061605 |
-| 64 | 128 | 0.069599 | 0.069599 best found, gap 2.2% | 0 | 0 .. 2.2% | 0.072103 | 0.069599 |
-| 128 | 256 | 0.085719 | 0.085719 best found, gap 1.7% | 0 | 0 .. 1.7% | 0.096145 | 0.085719 |
+| 64 | 128 | 0.069599 | 0.069599 (proven) | 0 | 0 | 0.072103 | 0.069599 |
+| 128 | 256 | 0.085719 | 0.085719 (proven) | 0 | 0 | 0.096145 | 0.085719 |
 | 256 | 512 | 0.118486 | 0.118486 (proven) | 0 | 0 | 0.14502 | 0.118486 |
 | 512 | 1024 | 0.186131 | 0.186131 (proven) | 0 | 0 | 0.24593 | 0.186131 |
 | 1024 | 2048 | 0.329862 | 0.329862 (proven) | 0 | 0 | 0.46043 | 0.329862 |
@@ -236,9 +236,10 @@ All eviction-free optima are proven.
   "up to 17%" is exceeded only at I = 1 (24.1%); from I = 2 on our gains (14.1% and less) are
   within it. The optimal schedules look like Figure 15(a): two prefills fill M, one request is
   evicted after its first token and refilled later, and M is underused in between.
-* **Agrees — evictions are avoided for I >= 64**: proven for I = 256, 512, 1024 (the optimum with
-  evictions allowed equals the eviction-free one); for I = 64 and 128 the best schedule found does
-  not evict and is within 2.2% / 1.7% of the bound, so a better evicting schedule is not excluded.
+* **Agrees — evictions are avoided for I >= 64**: proven for every I from 64 to 1024 (the optimum
+  with evictions allowed equals the eviction-free one). I = 64 and 128 were first left open
+  (gaps 2.2% / 1.7%); the flow variant of the model (`formulations/infermax.md` section 9) later
+  proved them in 42 s and 54 s (`bench/bench_infermax_family.py`, same day).
 * **Agrees — vLLM / vLLM-EF**: vLLM's schedule *is* the optimum for every I <= 32, and vLLM-EF's the
   eviction-free optimum for I >= 64. Avoiding evictions beats vLLM by up to 28.4% (I = 1024); the
   paper says up to 40%.
