@@ -865,6 +865,50 @@ def _polish(im: InfermaxModel, sched: Schedule, obj: float | None, notes: list[s
     return val
 
 
+def _solve_built(built, ws: Schedule | None, options: SolveOptions, notes: list[str]):
+    """Encode the warm start, solve ``built.model`` (times scaled by ``built.scale``) with the
+    requested backend, and record sizes and solver notes (shared by every variant)."""
+    notes.append(f"model: {built.model.num_vars} variables ({built.model.num_integer} integer), "
+                 f"{built.model.num_constraints} constraints")
+    start = None
+    if ws is not None:
+        try:
+            start = built.encode(ws)
+        except FormulationError as exc:
+            notes.append(f"warm start not encodable: {exc}")
+    mopts = milp.SolveOptions(time_limit=options.time_limit, threads=options.threads,
+                              seed=options.seed, rel_gap=options.rel_gap,
+                              abs_gap=options.abs_gap * built.scale, log_file=options.log_file,
+                              progress=options.progress)
+    res = milp.solve(built.model, options.solver, mopts, warm_start=start)
+    notes += [f"{options.solver}: {n_}" for n_ in res.notes]
+    return res
+
+
+def _horizon(base_J: int, jmax: int | None, J_param, slack: int) -> int:
+    """Batch slots J (section 4): the warm start's batches plus ``slack``, raised to the
+    proven bound ``jmax`` when that is affordable; ``batches=J`` overrides."""
+    if J_param is not None:
+        return max(int(J_param), 1)
+    J = base_J + slack
+    if jmax is not None and base_J <= jmax <= 2 * base_J + 4:
+        J = max(J, jmax)
+    return max(J, 1)
+
+
+def _raw(res, scale: float, sched, obj, notes: list[str], J: int, jmax, J_param) -> RawSolution:
+    """The solver result in seconds as a RawSolution (shared by every variant)."""
+    status = res.status if res.status in ("optimal", "feasible", "infeasible", "no_solution",
+                                          "error") else "error"
+    if status == "infeasible" and (J_param is not None or jmax is None or J < jmax):
+        notes.append(f"infeasible within J = {J} batch slots (a larger J might be feasible)")
+    sec = lambda v: None if v is None else v / scale  # noqa: E731
+    return RawSolution(status=status, objective=obj, bound=sec(res.bound), schedule=sched,
+                       runtime=res.runtime or 0.0, solver=res.solver, nodes=res.nodes,
+                       exact=True, notes=tuple(notes), message=res.message,
+                       history=tuple((t, sec(a), sec(b)) for t, a, b in res.history))
+
+
 @register_formulation(
     "infermax",
     "InferMax Big-M batch-indexed MILP (paper section 5), exact pricing; variant=tight|plain, "
@@ -924,14 +968,8 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
         ub = hyp.at_most if ub is None else min(ub, hyp.at_most)
     jmax = entry_batches_upper_bound(inst, objective, ub)
     base_J = ws.n_batches if ws is not None else _sequential_batches(inst)
-    if J_param is not None:
-        J = int(J_param)
-    else:
-        J = base_J + slack
-        if jmax is not None and base_J <= jmax <= 2 * base_J + 4:
-            J = max(J, jmax)
     forced = max((j for _, j in hyp.force), default=-1)
-    J = max(J, forced + 1, 1)
+    J = max(_horizon(base_J, jmax, J_param, slack), forced + 1)
     if jmax is not None and J >= jmax:
         notes.append(
             f"J = {J} batch slots; any schedule with objective <= {ub:.6g} has at most "
@@ -951,33 +989,13 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
         if im.symmetry:
             notes.append(f"tight: symmetry breaking over {len(im.symmetry)} group(s) of "
                          "identical requests (eq. 14)")
-    notes.append(f"model: {im.model.num_vars} variables ({im.model.num_integer} integer), "
-                 f"{im.model.num_constraints} constraints")
-    start = None
-    if ws is not None:
-        try:
-            start = im.encode(ws)
-        except FormulationError as exc:
-            notes.append(f"warm start not encodable: {exc}")
-    mopts = milp.SolveOptions(time_limit=options.time_limit, threads=options.threads,
-                              seed=options.seed, rel_gap=options.rel_gap,
-                              abs_gap=options.abs_gap * im.scale, log_file=options.log_file,
-                              progress=options.progress)
-    res = milp.solve(im.model, options.solver, mopts, warm_start=start)
-    notes += [f"{options.solver}: {n_}" for n_ in res.notes]
+    res = _solve_built(im, ws, options, notes)
     sched = None
     obj = None if res.objective is None else res.objective / im.scale
     if res.values is not None and res.status in ("optimal", "feasible"):
         sched = im.decode(res.values)
         obj = _polish(im, sched, obj, notes)
-    status = res.status if res.status in ("optimal", "feasible", "infeasible", "no_solution",
-                                          "error") else "error"
-    if status == "infeasible" and (J_param is not None or jmax is None or J < jmax):
-        notes.append(f"infeasible within J = {J} batch slots (a larger J might be feasible)")
-    bound = None if res.bound is None else res.bound / im.scale
-    return RawSolution(status=status, objective=obj, bound=bound, schedule=sched,
-                       runtime=res.runtime or 0.0, solver=res.solver, nodes=res.nodes,
-                       exact=True, notes=tuple(notes), message=res.message)
+    return _raw(res, im.scale, sched, obj, notes, J, jmax, J_param)
 
 
 #: largest flow model (arc variables) the auto variant builds before falling back to tight
@@ -1003,13 +1021,7 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
         ub = hyp.at_most if ub is None else min(ub, hyp.at_most)
     jmax = entry_batches_upper_bound(inst, objective, ub)
     base_J = fl.entry_batches(ws) if ws is not None else _sequential_batches(inst)
-    if J_param is not None:
-        J = int(J_param)
-    else:
-        J = base_J + slack
-        if jmax is not None and base_J <= jmax <= 2 * base_J + 4:
-            J = max(J, jmax)
-    J = max(J, 1)
+    J = _horizon(base_J, jmax, J_param, slack)
     size = fl.size_estimate(inst, J)
     if not forced and size > FLOW_MAX_ARCS:
         return run(inst, objective, hyp, replace(options, params={**options.params,
@@ -1024,20 +1036,7 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
                      "entries" + (f" (a schedule within the bound could have up to {jmax})"
                                   if jmax is not None else ""))
     fm = fl.FlowModel(inst, J, hyp, ub)
-    notes.append(f"model: {fm.model.num_vars} variables ({fm.model.num_integer} integer), "
-                 f"{fm.model.num_constraints} constraints")
-    start = None
-    if ws is not None:
-        try:
-            start = fm.encode(ws)
-        except FormulationError as exc:
-            notes.append(f"warm start not encodable: {exc}")
-    mopts = milp.SolveOptions(time_limit=options.time_limit, threads=options.threads,
-                              seed=options.seed, rel_gap=options.rel_gap,
-                              abs_gap=options.abs_gap * fm.scale, log_file=options.log_file,
-                              progress=options.progress)
-    res = milp.solve(fm.model, options.solver, mopts, warm_start=start)
-    notes += [f"{options.solver}: {n_}" for n_ in res.notes]
+    res = _solve_built(fm, ws, options, notes)
     sched, obj = None, None
     if res.values is not None and res.status in ("optimal", "feasible"):
         sched = fm.decode(res.values)
@@ -1051,17 +1050,7 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
                 obj = fm.objective_seconds(x2)
         except FormulationError as exc:
             notes.append(f"objective not polished: {exc}")
-    status = res.status if res.status in ("optimal", "feasible", "infeasible", "no_solution",
-                                          "error") else "error"
-    if status == "infeasible" and (J_param is not None or jmax is None or J < jmax):
-        notes.append(f"infeasible within J = {J} batch slots (a larger J might be feasible)")
-    bound = None if res.bound is None else res.bound / fm.scale
-    return RawSolution(status=status, objective=obj, bound=bound, schedule=sched,
-                       runtime=res.runtime or 0.0, solver=res.solver, nodes=res.nodes,
-                       exact=True, notes=tuple(notes), message=res.message,
-                       history=tuple((t, None if a is None else a / fm.scale,
-                                      None if b is None else b / fm.scale)
-                                     for t, a, b in res.history))
+    return _raw(res, fm.scale, sched, obj, notes, J, jmax, J_param)
 
 
 __all__ = ["InfermaxModel", "build", "canonical", "run", "VARIANTS",
