@@ -51,7 +51,8 @@ def handmade():
 
     @register_formulation("test-unproven", "hand-made schedule, bound 4", needs_warm_start=False)
     def unproven(instance, kind, hyp, options, warm_start):
-        return RawSolution("feasible", objective(kind), 4.0, EVICTING, 0.01, "hand")
+        return RawSolution("feasible", objective(kind), 4.0, EVICTING, 0.01, "hand",
+                           history=((0.001, 7.0, 3.0), (0.005, objective(kind), 4.0)))
 
     @register_formulation("test-nothing", "time limit, nothing found", needs_warm_start=False)
     def nothing(instance, kind, hyp, options, warm_start):
@@ -96,6 +97,7 @@ def test_compare_against_a_proven_optimum(files, handmade, capsys):
     for name in ("compare.png", "kv.png", "gantt_serial.png", "gantt_optimal_test-proven.png"):
         _png_ok(out / name)
         assert f"({name})" in md
+    assert not (out / "progress.png").exists()  # no history reported, no figure
     stdout = capsys.readouterr().out
     assert "serial" in stdout and "optimal (test-proven)" in stdout and "gap to optimum" in stdout
 
@@ -112,6 +114,9 @@ def test_compare_says_when_the_optimum_is_not_proven(files, handmade, capsys):
     assert best["gap"] == pytest.approx(0.25) and rows["serial"]["gap"] == pytest.approx(0.5)
     assert "gap to bound (optimum not proven)" in md and "**feasible**" in md
     assert "note: the optimum is not proven" in capsys.readouterr().out
+    # the solver's progress history (incumbent and bound over time) is drawn
+    _png_ok(out / "progress.png")
+    assert "(progress.png)" in md and js["figures"]["progress"] == "progress.png"
 
 
 def test_compare_without_a_solution_keeps_the_bound_and_exits_1(files, handmade):

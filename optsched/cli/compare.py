@@ -8,7 +8,8 @@ optimal, else its bound (the table header says which); gaps are
 bound on the gap to the (unknown) optimum.
 
 Writes ``report.md`` (Markdown table + figures), ``report.json``,
-``compare.png`` (bars), ``kv.png`` (KV over time), ``gantt_<label>.png`` (one per
+``compare.png`` (bars), ``kv.png`` (KV over time), ``progress.png`` (solver incumbent and
+bound over time, with ``--optimal``), ``gantt_<label>.png`` (one per
 schedule). Exit 0: every schedule feasible (and the solve, if asked, found a
 solution); 1: some schedule infeasible, a policy failed or the solve found
 nothing / failed its check (the report is written anyway); 2: bad input.
@@ -232,7 +233,7 @@ def markdown_table(headers: list[str], rows: list[list[Any]]) -> str:
 def write_report(out: Path, inst: Instance, args, rows: list[Row], opt: Row | None, rep: Any,
                  ref: float | None, ref_kind: str | None) -> dict[str, str]:
     """Figures, report.md and report.json; returns {what: file name}."""
-    from ..plot import COMPARE_METRICS, compare_bars, gantt, kv_over_time
+    from ..plot import COMPARE_METRICS, compare_bars, gantt, kv_over_time, solver_progress
 
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
@@ -251,6 +252,11 @@ def write_report(out: Path, inst: Instance, args, rows: list[Row], opt: Row | No
         kv_over_time({r.label: (inst, r.evaluation) for r in done},
                      title=f"{inst.name}: KV cache use over time", save=out / "kv.png")
         files["kv"] = "kv.png"
+    history = getattr(rep, "history", ()) if rep is not None else ()
+    if history:
+        solver_progress(history, title=f"{inst.name}: {rep.formulation} / {rep.solver}",
+                        save=out / "progress.png")
+        files["progress"] = "progress.png"
     gantts = {}
     if not args.no_gantt:
         used: set[str] = set()
@@ -304,6 +310,8 @@ def write_report(out: Path, inst: Instance, args, rows: list[Row], opt: Row | No
         md += ["", "## Comparison", "", "![comparison bars](compare.png)"]
     if "kv" in files:
         md += ["", "## KV cache use over time", "", "![KV over time](kv.png)"]
+    if "progress" in files:
+        md += ["", "## Solver progress", "", "![incumbent and bound over time](progress.png)"]
     if gantts:
         md += ["", "## Schedules", "",
                "(p)refill black, decode gray, evicted until refill red; KV use against M below."]
