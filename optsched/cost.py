@@ -26,6 +26,7 @@ coefficients are per-layer milliseconds and are converted in :data:`PRESETS`.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -34,11 +35,12 @@ import numpy as np
 from .errors import InstanceError
 
 
-class CostModel:
+class CostModel(ABC):
     """Interface: price batches from per-entry arrays."""
 
     kind: ClassVar[str]
 
+    @abstractmethod
     def batch_times(
         self,
         batch_of_entry: np.ndarray,
@@ -53,7 +55,7 @@ class CostModel:
         ``c``, ``cached[k]`` its ``m`` before the batch, ``decode[k]`` whether it is a
         decode entry (DESIGN section 3). A batch without entries takes 0.
         """
-        raise NotImplementedError
+        ...
 
     def batch_time(self, tokens, cached, decode) -> float:
         """Duration of one batch given its entries' ``c``, ``m`` and decode flags."""
@@ -67,8 +69,9 @@ class CostModel:
             ]
         )
 
+    @abstractmethod
     def to_dict(self) -> dict[str, Any]:
-        raise NotImplementedError
+        ...
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ estimators (InferMax's histogram) use.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from typing import NamedTuple
 
 import numpy as np
@@ -103,7 +104,7 @@ class SimView:
         return -(-tokens // b) * b if b > 1 else tokens
 
 
-class Policy:
+class Policy(ABC):
     """Base class of scheduling policies (one object = one run).
 
     Subclasses implement :meth:`next_batch`; the hooks keep their own queues up to date.
@@ -119,14 +120,17 @@ class Policy:
     def bind(self, view: SimView) -> None:
         self.view = view
 
+    @abstractmethod
     def on_arrivals(self, idx: list[int]) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def next_batch(self) -> Plan | None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def on_batch_end(self, plan: Plan, finished: np.ndarray) -> None:
-        raise NotImplementedError
+        ...
 
 
 def known_outputs(instance: Instance, hypothetical: bool, fallback: bool) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
@@ -71,22 +72,24 @@ class BackendOutput:
     message: str | None = None
 
 
-class Backend:
+class Backend(ABC):
     """Base class: subclasses set ``name``, ``order``, ``features`` and implement the rest."""
 
     name: ClassVar[str] = ""
     order: ClassVar[int] = 100
     features: ClassVar[Features] = Features()
 
+    @abstractmethod
     def unavailable_reason(self) -> str | None:
         """Why the backend cannot run at all (library missing), or None."""
-        raise NotImplementedError
+        ...
 
     def is_available(self) -> bool:
         return self.unavailable_reason() is None
 
+    @abstractmethod
     def version(self) -> str:
-        raise NotImplementedError
+        ...
 
     def license_status(self) -> str:
         """A human-readable licence description."""
@@ -121,6 +124,7 @@ class Backend:
             )
         return None
 
+    @abstractmethod
     def solve(self, model: Model, options: SolveOptions, start: WarmStart | None,
               progress: Progress) -> BackendOutput:
-        raise NotImplementedError
+        ...
