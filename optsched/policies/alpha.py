@@ -58,7 +58,7 @@ class AlphaProtection(Policy):
         super().bind(view)
         n = view.n
         lim = view.limits
-        self.M, self.C, self.b = lim.kv_capacity, lim.max_batch_tokens, lim.block_size
+        self.M, self.C = lim.kv_capacity, lim.max_batch_tokens
         self.maxbs = lim.max_batch_size or _BIG
         self.Pb = min(self.C, lim.prefill_budget)
         self.threshold = (1.0 - self.alpha) * self.M
@@ -74,10 +74,6 @@ class AlphaProtection(Policy):
     def on_arrivals(self, idx: list[int]) -> None:
         for i in idx:
             heapq.heappush(self.waiting, self.rank_list[i])
-
-    def _fp(self, x):
-        b = self.b
-        return -(-x // b) * b if b > 1 else x
 
     def next_batch(self) -> Plan | None:
         v = self.view
@@ -96,8 +92,8 @@ class AlphaProtection(Policy):
             pre_cum = run.copy()
         tok_cum = np.cumsum(c)
         take = (tok_cum <= C) & (pre_cum <= Pb) & (np.arange(run.size) < self.maxbs)
-        cached = self._fp(m[run]) if run.size else run.copy()
-        grow = np.where(take, self._fp(m[run] + c) - cached, 0) if run.size else run.copy()
+        cached = self.view.fp(m[run]) if run.size else run.copy()
+        grow = np.where(take, self.view.fp(m[run] + c) - cached, 0) if run.size else run.copy()
         held = int(cached.sum())
         ev: list[int] = []
         alive = np.ones(run.size, bool)
@@ -132,8 +128,8 @@ class AlphaProtection(Policy):
             ci = Si if Si <= room else (room if Si > Pb else 0)
             if ci <= 0:
                 break
-            after = kv + int(self._fp(ci))
-            if kv + self._fp(Si) > self.threshold and not (resident == 0 and not req):
+            after = kv + int(self.view.fp(ci))
+            if kv + self.view.fp(Si) > self.threshold and not (resident == 0 and not req):
                 break
             if after > M:
                 break

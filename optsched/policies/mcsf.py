@@ -101,10 +101,6 @@ class MCSF(Policy):
         for i in idx:
             heapq.heappush(self.waiting, self.rank_list[i])
 
-    def _fp(self, x):
-        b = self.b
-        return -(-x // b) * b if b > 1 else x
-
     def next_batch(self) -> Plan | None:
         v = self.view
         S, m, g = v.S, v.m, v.g
@@ -117,10 +113,10 @@ class MCSF(Policy):
             c_run[k] = min(int(S[self.lone] - m[self.lone]), self.Pb)
         # safety net (wrong predictions only): KV after the batch must fit M
         if run.size:
-            kv_after = int(self._fp(m[run] + c_run).sum())
+            kv_after = int(self.view.fp(m[run] + c_run).sum())
             while kv_after > self.M and run.size:
                 victim = int(run[-1])
-                kv_after -= int(self._fp(m[victim] + c_run[-1]))
+                kv_after -= int(self.view.fp(m[victim] + c_run[-1]))
                 self.ev.append(victim)
                 run, c_run = run[:-1], c_run[:-1]
             if self.ev:
