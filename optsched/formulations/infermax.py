@@ -1035,7 +1035,7 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
         notes.append(f"restriction: optimal among schedules with at most J = {J} batches with "
                      "entries" + (f" (a schedule within the bound could have up to {jmax})"
                                   if jmax is not None else ""))
-    fm = fl.FlowModel(inst, J, hyp, ub)
+    fm = fl.FlowModel(inst, J, hyp, ub, objective)
     res = _solve_built(fm, ws, options, notes)
     sched, obj = None, None
     if res.values is not None and res.status in ("optimal", "feasible"):

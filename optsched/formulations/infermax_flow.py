@@ -1,6 +1,6 @@
 """InferMax, flow variant: identical requests aggregated on a per-batch state graph.
 
-``formulations/infermax.md`` section 9 (eqs. F1-F9). Every request of a *class* (equal
+``formulations/infermax.md`` section 9 (eqs. F1-F10). Every request of a *class* (equal
 arrival, prompt ``I``, output ``O``) moves through the states of DESIGN section 3 under
 the dominance restriction of eq. 13 (only caught-up requests are evicted):
 
@@ -15,18 +15,17 @@ batch ``j``. A chunk ``m -> m'`` (prefill entry with ``c = m' - m``) is a path t
 *in-chunk* nodes ``Q(g, m+1) .. Q(g, m')``: a start arc priced ``kpr + kpl*m`` plus one
 step per token priced ``k1 + kpq*((k+1)^2 - k^2)``. The steps telescope to
 ``k1*c + kpq*(m'^2 - m^2) = k1*c + kpq*c^2 + 2*kpq*c*m`` -- exactly the evaluator's price
-when ``kpm = 2*kpq`` (every shipped preset
-unit cost and the BLIS presets have
+when ``kpm = 2*kpq`` (every shipped preset; unit cost and the BLIS presets have
 ``kpq = kpm = 0``). Decode arcs (``R(g) -> R(g+1)``) cost ``k1 + kdm*(S-1) + kdr``. So
 every arc has a *constant* price, token count and KV footprint: the model has no
 products at all, and memory, token and batch-size limits are constant-coefficient rows.
 
 Batch indicators ``y, ap, ad`` (non-empty / has a prefill / has a decode) are exact both
-ways
-``t_j = k0 y + kpb ap + kdb ad + sum_a price_a f_a``. Offline makespan is
-``sum_j t_j``
-with arrivals, ``start_j >= end_{j-1}``, ``start_j >= a_k act_kj``.
-Only the ``makespan`` objective is modelled (``run`` picks the Big-M model otherwise).
+ways; ``t_j = k0 y + kpb ap + kdb ad + sum_a price_a f_a``. Offline makespan is
+``sum_j t_j``; with arrivals, ``start_j >= end_{j-1}``, ``start_j >= a_k act_kj``. Offline
+total latency is ``sum_j t_j u_j`` (``u_j`` requests unfinished before batch ``j``), exact
+through ``d[j,q] = [u_j >= q]`` (eq. F10). ``mean-ttft`` and online total latency use the
+Big-M model (``run`` picks it).
 
 Exactness: decode turns counts back into request ids (requests of a class in the same
 state are interchangeable, and a chunk's remaining cost does not depend on where it
@@ -55,8 +54,11 @@ KIND_NAMES = ("idle", "start", "step", "end", "decode", "evict", "evict-refill")
 
 def applicable(inst: Instance, objective: str, hyp: Hypotheses) -> str | None:
     """None if the flow variant can model this case exactly, else the reason it cannot."""
-    if objective != "makespan":
-        return "flow variant models the makespan objective only"
+    if objective == "total-latency":
+        if float(inst.arrival.max(initial=0.0)) > 0:
+            return "flow variant models total latency for offline instances only"
+    elif objective != "makespan":
+        return "flow variant models makespan and (offline) total latency"
     if hyp.force or hyp.forbid or hyp.order:
         return "flow variant does not support force/forbid/order hypotheses"
     cm = inst.cost_model
@@ -186,9 +188,11 @@ def size_estimate(inst: Instance, J: int) -> int:
 class FlowModel:
     """The built model plus encode/decode (``formulations/infermax.md`` section 9)."""
 
-    def __init__(self, inst: Instance, J: int, hyp: Hypotheses, ub: float | None):
+    def __init__(self, inst: Instance, J: int, hyp: Hypotheses, ub: float | None,
+                 objective: str = "makespan"):
         self.inst = inst
         self.J = J
+        self.objective = objective
         lim = inst.limits
         cm = inst.cost_model
         k = _coef(cm)
@@ -379,11 +383,51 @@ class FlowModel:
                                   lo=0.0, name=f"arrive{ci}")
             obj_col = self.end[J - 1]
             m.set_objective([obj_col], [1.0])
+        elif objective == "total-latency":
+            self._total_latency(k, sc)
         else:
             m.set_objective(self.t[:], np.ones(J))
         if ub is not None:
-            cols = [self.end[J - 1]] if self.online else self.t[:]
+            if objective == "total-latency":
+                cols = self.w[:, :].ravel()
+            else:
+                cols = [self.end[J - 1]] if self.online else self.t[:]
             m.add_constraint(cols, np.ones(len(cols)), hi=ub * sc * (1 + 1e-9) + 1e-9, name="ub")
+
+    def _total_latency(self, k, sc) -> None:
+        """(F10) offline total latency = sum_l t_l u_l, u_l = requests unfinished before batch
+        l; with d[l,q] = [u_l >= q] it is sum_{l,q} w[l,q], w >= t_l - T (1 - d[l,q])."""
+        m, J = self.model, self.J
+        N = sum(c.n for c in self.classes)
+        self.d = m.add_vars("d", (J, N), vtype="B")
+        self.w = m.add_vars("w", (J, N), lb=0.0)
+        T = k["k0"] + k["kpb"] + k["kdb"]
+        for c in self.classes:
+            T += c.n * max(float(c.price[c.kind == DECODE].max(initial=0.0)),
+                           float(c.price[np.isin(c.kind, (START, STEP, EVREFILL))].sum()))
+        T *= sc
+        self.T = T
+        # sum_q d[l,q] + sum_{j<l} finishing(j) = N
+        rows, cols, vals = [np.repeat(np.arange(J), N)], [self.d[:, :].ravel()], [np.ones(J * N)]
+        for ci, c in enumerate(self.classes):
+            fin = np.flatnonzero(c.finishes)
+            for l in range(1, J):
+                rows.append(np.full(l * fin.size, l))
+                cols.append(self.f[ci][:l, fin].ravel())
+                vals.append(np.ones(l * fin.size))
+        m.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
+                          lo=float(N), hi=float(N), name="unfinished")
+        if N > 1:
+            R = np.arange(J * (N - 1))
+            m.add_constraints(np.repeat(R, 2), np.stack([self.d[:, 1:].ravel(),
+                                                         self.d[:, :-1].ravel()], 1).ravel(),
+                              np.tile([1.0, -1.0], R.size), hi=0.0, name="d_mono")
+        R = np.arange(J * N)
+        m.add_constraints(np.repeat(R, 3),
+                          np.stack([self.w[:, :].ravel(), np.repeat(self.t[:], N),
+                                    self.d[:, :].ravel()], 1).ravel(),
+                          np.tile([1.0, -1.0, -T], R.size), lo=-T, name="w_lin")
+        m.set_objective(self.w[:, :].ravel(), np.ones(J * N))
 
     # --------------------------------------------------------------- decode
     def decode(self, values: np.ndarray) -> Schedule:
@@ -579,6 +623,15 @@ class FlowModel:
         x[self.ap[:]] = ap
         x[self.ad[:]] = ad
         x[self.t[:]] = t
+        if self.objective == "total-latency":
+            N = sum(c.n for c in self.classes)
+            fin = np.zeros(J)
+            for ci, c in enumerate(self.classes):
+                fin += counts[ci][:, c.finishes].sum(1)
+            u = N - np.concatenate([[0.0], np.cumsum(fin)[:-1]])
+            d = (np.arange(1, N + 1)[None, :] <= u[:, None]).astype(float)
+            x[self.d[:, :].ravel()] = d.ravel()
+            x[self.w[:, :].ravel()] = (d * t[:, None]).ravel()
         if self.online:
             end_prev = 0.0
             arr_touch = np.zeros(J)

@@ -35,24 +35,26 @@ def family(I: int, n: int = 4, O: int = 4):
 
 
 @SET
-@given(st.data())
-def test_every_feasible_schedule_encodes_and_satisfies_every_cut(data):
-    inst = data.draw(instances(max_requests=5, max_prompt=8, max_output=4))
+@given(st.data(), st.sampled_from(["makespan", "total-latency"]))
+def test_every_feasible_schedule_encodes_and_satisfies_every_cut(data, objective):
+    online = None if objective == "makespan" else False
+    inst = data.draw(instances(max_requests=5, max_prompt=8, max_output=4, online=online))
     trace = data.draw(valid_schedules(inst))
     assume(len(trace.completion_batch) == inst.n)
-    assert applicable(inst, "makespan", Hypotheses()) is None
+    assert applicable(inst, objective, Hypotheses()) is None
     s = canonical(inst, trace.schedule, dominance=True, symmetry=None, compact=True)
     ev = evaluate(inst, s)
     assert ev.feasible
-    fm = FlowModel(inst, entry_batches(s) + data.draw(st.integers(0, 2)), Hypotheses(), None)
+    fm = FlowModel(inst, entry_batches(s) + data.draw(st.integers(0, 2)), Hypotheses(), None,
+                   objective)
     x = fm.encode(s)
     assert fm.model.check(x) == []
-    assert fm.objective_seconds(x) == pytest.approx(ev.objective("makespan"), rel=1e-9)
+    assert fm.objective_seconds(x) == pytest.approx(ev.objective(objective), rel=1e-9)
     # decode(encode(s)) replays to the same batches with entries and the same makespan
     d = fm.decode(x)
     ev_d = evaluate(inst, d)
     assert ev_d.feasible
-    assert ev_d.objective("makespan") == pytest.approx(ev.objective("makespan"), rel=1e-9)
+    assert ev_d.objective(objective) == pytest.approx(ev.objective(objective), rel=1e-9)
     # identical requests are interchangeable and chunks may be re-split at shared chain
     # nodes (same states after the batch, same price), so compare per-batch aggregates
     busy_s = [j for j in range(s.n_batches) if ev.batch_tokens[j] > 0]
@@ -62,17 +64,19 @@ def test_every_feasible_schedule_encodes_and_satisfies_every_cut(data):
     assert ev_d.batch_duration[busy_d] == pytest.approx(ev.batch_duration[busy_s], rel=1e-9)
 
 
-def _solve(inst, formulation, **params):
-    return solve(inst, formulation, "makespan",
+def _solve(inst, formulation, objective="makespan", **params):
+    return solve(inst, formulation, objective,
                  options=SolveOptions(time_limit=60, progress=False, params=params))
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(instances(max_requests=3, max_prompt=4, max_output=3))
-def test_flow_optimum_equals_exhaustive_search(inst):
-    ex = _solve(inst, "exhaustive", max_states=200_000)
+@given(st.sampled_from(["makespan", "total-latency"]), st.data())
+def test_flow_optimum_equals_exhaustive_search(objective, data):
+    online = None if objective == "makespan" else False
+    inst = data.draw(instances(max_requests=3, max_prompt=4, max_output=3, online=online))
+    ex = _solve(inst, "exhaustive", objective, max_states=200_000)
     assume(ex.status == "optimal")
-    fl = _solve(inst, "infermax", variant="flow")
+    fl = _solve(inst, "infermax", objective, variant="flow")
     assert fl.status == "optimal", (fl.status, fl.message, fl.notes)
     assert fl.objective == pytest.approx(ex.objective, rel=1e-7)
     assert fl.bound <= fl.objective * (1 + 1e-9)
@@ -119,8 +123,10 @@ def test_online_arrivals_flow_matches_exhaustive_search():
 
 def test_flow_refuses_what_it_cannot_model():
     inst = family(1, n=2, O=2)
-    assert applicable(inst, "total-latency", Hypotheses()) is not None
+    assert applicable(inst, "mean-ttft", Hypotheses()) is not None
+    online = inst.replace(requests=(inst.requests[0], type(inst.requests[1])("r1", 1.0, 1, 2)))
+    assert applicable(online, "total-latency", Hypotheses()) is not None
     assert applicable(inst, "makespan", Hypotheses(order=(("r0", "r1"),))) is not None
     # auto falls back to the tight Big-M model for other objectives
-    r = solve(inst, "infermax", "total-latency", options=SolveOptions(time_limit=30, progress=False))
+    r = solve(inst, "infermax", "mean-ttft", options=SolveOptions(time_limit=30, progress=False))
     assert any("variant tight" in n for n in r.notes)
