@@ -1007,7 +1007,7 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
     """The flow variant (``formulations/infermax.md`` section 9)."""
     from . import infermax_flow as fl
 
-    notes: list[str] = ["infermax variant flow (identical requests aggregated, eqs. F1-F9)"]
+    notes: list[str] = ["infermax variant flow (identical requests aggregated, eqs. F1-F10)"]
     ws, ub = None, None
     if warm_start is not None:
         ev = evaluate(inst, warm_start)
