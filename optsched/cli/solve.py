@@ -133,7 +133,7 @@ def run(args) -> int:
         if rep.evaluation is not None:
             rows.append(("evictions", rep.evaluation.metrics["evictions"]))
             rows.append(("batches", rep.evaluation.metrics["batches"]))
-        print(table(["", ""], rows))
+        print(table(["", "result"], rows))
         for n in rep.notes:
             print(f"note: {n}")
         if rep.message:
