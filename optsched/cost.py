@@ -121,6 +121,12 @@ class LinearCost(CostModel):
                 f"cost_model: a decode token would cost k1 + kdr = {self.k1 + self.kdr} < 0"
             )
 
+    def decode_batch_time(self, n: int, sum_cached: float) -> float:
+        """Time of a batch of ``n >= 1`` decode entries holding ``sum_cached`` cached tokens:
+        the model above with every prefill term zero (``c = 1`` per entry). A fast path for
+        simulators; equal to :meth:`batch_times` up to float rounding."""
+        return self.k0 + self.kdb + n * (self.k1 + self.kdr) + self.kdm * sum_cached
+
     @property
     def coefficients(self) -> dict[str, float]:
         return {k: getattr(self, k) for k in _LINEAR_KEYS}

@@ -17,7 +17,7 @@ batch" hook):
 4. The plan is applied with DESIGN section 3's rules (evictions drop ``m``; entries add
    ``c``; ``m == S`` generates a token; ``g == O`` finishes and frees the KV) and priced
    with ``instance.cost_model.batch_times`` (the definition the evaluator uses; a
-   decode-only batch under the linear model uses its closed form, see
+   decode-only batch under the linear model uses ``LinearCost.decode_batch_time``, see
    :func:`batch_pricer`); the clock advances by the batch's duration. The KV after
    the batch (counting requests that finish in it, in whole blocks) is checked
    against ``M``; a plan that exceeds it, or processes more tokens than are
@@ -160,25 +160,22 @@ class _Sim:
 def batch_pricer(cost_model):
     """``price(tokens, cached, decode, n_decode) -> seconds`` for one batch.
 
-    Every batch is priced by ``cost_model.batch_times`` (the evaluator's definition),
-    except decode-only batches under :class:`~optsched.cost.LinearCost`, which use its
-    closed form ``k0 + kdb + n*(k1 + kdr) + kdm*sum m`` (equal up to float rounding;
+    Every batch is priced by the cost model: ``batch_times`` (the evaluator's definition),
+    or for decode-only batches under :class:`~optsched.cost.LinearCost` its
+    ``decode_batch_time`` fast path (equal up to float rounding;
     ``tests/policies/test_sim_core.py`` checks it). Only the clock, i.e. arrival gating,
     depends on this; the evaluator re-prices every batch.
     """
     bt = cost_model.batch_times
     if isinstance(cost_model, UnitCost):
         return lambda c, mb, dec, nd: 1.0
-    if type(cost_model) is LinearCost:
-        cm = cost_model
-        base = cm.k0 + cm.kdb
-        per = cm.k1 + cm.kdr
-        kdm = cm.kdm
+    if isinstance(cost_model, LinearCost):
+        fast = cost_model.decode_batch_time
 
         def price(c, mb, dec, nd):
             n = c.size
             if nd == n:
-                return base + n * per + kdm * float(mb.sum())
+                return fast(n, float(mb.sum()))
             return float(bt(np.zeros(n, np.int64), c, mb, dec, 1)[0])
 
         return price
