@@ -67,11 +67,11 @@ def _pairs(items, sep, what):
 
 
 def parse_params(items) -> dict:
+    """``--param KEY=VALUE`` items (split as for policies) with numbers converted."""
+    from ..policies import parse_param_args
+
     params = {}
-    for it in items:
-        if "=" not in it:
-            raise CliInputError(f"--param {it!r}: expected KEY=VALUE")
-        k, v = it.split("=", 1)
+    for k, v in parse_param_args(items).items():
         for conv in (int, float):
             try:
                 v = conv(v)
