@@ -1,6 +1,5 @@
 """Shared pytest configuration: the ``--backends`` option selects MILP backends."""
 
-import pytest
 
 ALL_BACKENDS = ("highs", "gurobi", "cbc", "cpsat")
 

@@ -6,8 +6,15 @@ from __future__ import annotations
 import pytest
 
 from optsched.instance import Instance
-from optsched.manifest import MANIFEST, REL, _key, load_manifest, methods_for, run_method, \
-    shipped_instance_files
+from optsched.manifest import (
+    MANIFEST,
+    REL,
+    _key,
+    load_manifest,
+    methods_for,
+    run_method,
+    shipped_instance_files,
+)
 
 CHEAP_SECONDS = 3.0
 

@@ -53,7 +53,8 @@ class HindsightParams:
     requests into integer counts (H10); ``symmetry`` order identical requests (H11);
     ``bucket`` late-start bucket (H12); ``horizon`` overrides the cut ``T`` (H12) / ``T`` (H9);
     ``max_rounds`` horizon doublings when the bucket is used at the optimum; ``cliques`` levels
-    K of the dual-feasible-function rows (H19) per slot (0 = none).
+    K of the dual-feasible-function rows (H19) per slot (0 = none); ``separation`` the
+    completion-separation rows (H20), tight variant only.
     """
 
     variant: str = "tight"
@@ -64,17 +65,18 @@ class HindsightParams:
     horizon: int | None = None
     max_rounds: int = 4
     cliques: int = 0
+    separation: bool = True
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HindsightParams:
         known = {"variant", "memory", "aggregate", "symmetry", "bucket", "horizon", "max_rounds",
-                 "cliques"}
+                 "cliques", "separation"}
         extra = set(d) - known
         if extra:
             raise FormulationError(f"hindsight: unknown params {sorted(extra)}; known: {sorted(known)}")
         kw: dict[str, Any] = {}
         for k, v in d.items():
-            if k in ("aggregate", "symmetry", "bucket"):
+            if k in ("aggregate", "symmetry", "bucket", "separation"):
                 kw[k] = v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes", "on")
             elif k in ("horizon", "max_rounds", "cliques"):
                 kw[k] = None if v is None else int(v)
@@ -524,6 +526,11 @@ def build(instance: Instance, objective: str, hypotheses: Hypotheses | None = No
                      "slots can never exceed M")
     if not plain and p.cliques > 0:
         _dff_rows(m, x, rep_col, slot, kvc, M, horizon, p.cliques, mem_rows)
+    if not plain and p.separation and ncol:
+        nsep = _separation_rows(m, x, col_unit, col_t, uI, uO, uc, M)
+        if nsep:
+            notes.append(f"(H20) {nsep} completion-separation rows (requests whose peaks exceed M/2 "
+                         "complete at least Q_i + Q_j - M slots apart)")
     C, P, B = lim.max_batch_tokens, lim.prefill_budget, lim.max_batch_size
     if C < M:  # tokens <= memory after the batch <= M, so C >= M never binds (H17)
         tk = np.where(k_off == 0, uI[col_unit][rep_col], 1).astype(float)
@@ -627,6 +634,66 @@ def _dff_rows(m, x, rep_col, slot, kvc, M, horizon, K, mem_rows) -> None:
         rmap[rows_used] = np.arange(rows_used.size)
         m.add_constraints(rmap[slot[keep]], x.ids[rep_col[keep]], u[keep], hi=M,
                           nrows=rows_used.size, name=f"dff{k}")
+
+
+def separation_intervals(uI: np.ndarray, uO: np.ndarray, M: int) -> tuple[np.ndarray, np.ndarray]:
+    """(H20b): per unit, ``(A, B)`` such that the doubled-time intervals ``[2C - A, 2C + B)``
+    of any two requests in a feasible schedule do not overlap (``C`` = completion slot).
+
+    With ``Q = I + O - 1`` (the KV a request holds in its last slot, before block rounding),
+    ``A = 2Q - M`` and ``B = 2Q - M - 2 max(0, Q + Imax - 1 - M)``; a unit takes part iff
+    ``A + B > 0`` (roughly ``Q > M/2``).
+    """
+    Q = (uI + uO - 1).astype(np.int64)
+    imax = int(uI.max()) if uI.size else 1
+    A = 2 * Q - M
+    B = 2 * Q - M - 2 * np.maximum(0, Q + imax - 1 - M)
+    return A, B
+
+
+def _separation_rows(m, x, col_unit, col_t, uI, uO, uc, M) -> int:
+    """(H20): completion separation as one machine.
+
+    If requests ``i`` and ``j`` both run and ``C_i <= C_j``, then at ``i``'s last slot ``i``
+    holds ``fp(Q_i) >= Q_i``; either ``j`` has not started (``C_j - C_i >= O_j``) or it holds
+    ``I_j + k <= M - Q_i`` with ``k = C_i - 1 - S_j``, so ``C_j - C_i >= Q_i + Q_j - M``
+    (H20a). The intervals of :func:`separation_intervals` satisfy
+    ``(A_j + B_i) / 2 <= min(O_j, Q_i + Q_j - M)``, so they never overlap (H20b); at every
+    maximal point of the interval graph the placements covering it sum to at most 1
+    (H20c, the time-indexed single-machine row). Returns the number of rows added.
+    """
+    A, B = separation_intervals(uI, uO, M)
+    part = (A + B) > 0
+    cols = np.flatnonzero(part[col_unit])
+    if cols.size == 0:
+        return 0
+    cu = col_unit[cols]
+    C2 = 2 * (col_t[cols] + uO[cu])
+    lo, hi = C2 - A[cu], C2 + B[cu]
+    X = np.unique(lo)
+    # a row at left endpoint X_k is maximal iff some interval ends in (X_k, X_{k+1}]
+    ends = np.sort(hi)
+    nxt = np.append(X[1:], np.iinfo(np.int64).max)
+    maximal = np.searchsorted(ends, nxt, "right") > np.searchsorted(ends, X, "right")
+    first = np.searchsorted(X, lo, "left")  # X[first] == lo: every interval covers its own start
+    last = np.searchsorted(X, hi, "left")  # X indices first..last-1 are covered
+    cnt = last - first
+    rep = np.repeat(np.arange(cols.size), cnt)
+    k = np.arange(rep.size) - np.repeat(np.cumsum(cnt) - cnt, cnt) + first[rep]
+    keep = maximal[k]
+    rep, k = rep[keep], k[keep]
+    # a row binds only if its placements could sum above 1
+    cap = np.zeros(X.size)
+    np.add.at(cap, k, uc[cu[rep]].astype(float))
+    rows = np.flatnonzero(cap > 1)
+    if rows.size == 0:
+        return 0
+    rmap = np.full(X.size, -1)
+    rmap[rows] = np.arange(rows.size)
+    sel = rmap[k] >= 0
+    m.add_constraints(rmap[k[sel]], x.ids[cols[rep[sel]]], 1.0, hi=1.0, nrows=rows.size,
+                      name="separation")
+    return int(rows.size)
 
 
 def _symmetry_rows(m, instance, x, col_unit, col_t, units, pinned) -> None:

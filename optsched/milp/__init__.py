@@ -95,7 +95,14 @@ from .errors import (
 )
 from .model import BINARY, CONTINUOUS, INTEGER, CheckViolation, ConstraintGroup, Model, VarBlock
 from .result import STATUSES, SolveOptions, SolveResult, compute_gap
-from .solve import available_backends, backend_info, choose_auto, solve, unsupported_reason
+from .solve import (
+    available_backends,
+    backend_info,
+    choose_auto,
+    lp_relaxation_value,
+    solve,
+    unsupported_reason,
+)
 
 __all__ = [
     "BINARY", "CONTINUOUS", "INTEGER", "STATUSES",
@@ -103,5 +110,5 @@ __all__ = [
     "ModelError", "OptionsError", "SolveOptions", "SolveResult", "SolverUnavailableError",
     "UnknownSolverError", "VarBlock", "WarmStartError",
     "available_backends", "backend_info", "backend_names", "choose_auto", "compute_gap",
-    "get_backend", "solve", "unsupported_reason",
+    "get_backend", "lp_relaxation_value", "solve", "unsupported_reason",
 ]

@@ -168,3 +168,24 @@ def solve(model: Model, solver: str = "highs", options: SolveOptions | None = No
         notes=tuple(notes + out.notes), message=out.message,
         wall_time=time.perf_counter() - t0, history=tuple(progress.history),
     )
+
+
+def lp_relaxation_value(model: Model) -> float:
+    """Optimum of ``model``'s LP relaxation (integrality dropped), by HiGHS: the root bound a
+    branch-and-bound starts from, for comparing formulations (``bench/bench_hindsight_root.py``).
+    Raises :class:`MilpError` when the relaxation has no optimum (infeasible or unbounded)."""
+    import dataclasses
+
+    import highspy
+
+    from .backends.highs import _load_arrays
+
+    a = model.arrays()
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    _load_arrays(h, dataclasses.replace(a, is_int=np.zeros_like(a.is_int)))
+    h.run()
+    status = h.getModelStatus()
+    if status != highspy.HighsModelStatus.kOptimal:
+        raise MilpError(f"{model.name}: LP relaxation not solved ({h.modelStatusToString(status)})")
+    return float(h.getInfo().objective_function_value)

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from optsched import milp
@@ -20,9 +20,11 @@ from optsched.formulations.hindsight import (
     HindsightParams,
     NotRepresentable,
     build,
+    footprint,
     greedy_starts,
     objective_of_starts,
     schedule_from_starts,
+    separation_intervals,
     starts_from_schedule,
 )
 from optsched.instance import Instance, Limits, Request
@@ -269,3 +271,87 @@ def test_random_family_n8_mcsf_counterexample():
     assert rep.status == "optimal"
     assert rep.objective == pytest.approx(693.0)
     assert objective_of_starts(inst, "total-latency", greedy_starts(inst, "mcsf")) == 729.0
+
+
+# -- (H20) completion-separation rows ------------------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(M=st.integers(4, 24), a=st.tuples(st.integers(1, 6), st.integers(1, 20)),
+       b=st.tuples(st.integers(1, 6), st.integers(1, 20)), imax=st.integers(1, 6))
+def test_separation_intervals_never_overlap_for_a_feasible_pair(M, a, b, imax):
+    """(H20a-b) checked by brute force, independently of the derivation: for every pair of start
+    slots at which two requests fit together (KV <= M in every slot), their doubled-time
+    intervals [2C - A, 2C + B) are disjoint."""
+    (Ia, Oa), (Ib, Ob) = a, b
+    assume(Ia + Oa - 1 <= M and Ib + Ob - 1 <= M)
+    uI = np.array([Ia, Ib, max(imax, Ia, Ib)])
+    uO = np.array([Oa, Ob, 1])
+    A, B = separation_intervals(uI, uO, M)
+    H = Oa + Ob + 2
+    for Sa in range(H):
+        for Sb in range(H):
+            kv = np.zeros(2 * H + 2, int)
+            kv[Sa:Sa + Oa] += Ia + np.arange(Oa)
+            kv[Sb:Sb + Ob] += Ib + np.arange(Ob)
+            if kv.max() > M:
+                continue
+            Ca, Cb = Sa + Oa, Sb + Ob
+            lo_a, hi_a = 2 * Ca - A[0], 2 * Ca + B[0]
+            lo_b, hi_b = 2 * Cb - A[1], 2 * Cb + B[1]
+            if A[0] + B[0] > 0 and A[1] + B[1] > 0:
+                assert hi_a <= lo_b or hi_b <= lo_a, (Sa, Sb)
+
+
+def _random_feasible_starts(inst, rng):
+    """Serial list scheduling in a random order with random release slots: a feasible schedule
+    of the paper's model that no heuristic in the package would produce."""
+    I, O, M = inst.prompt, inst.output, inst.limits.kv_capacity
+    e = np.ceil(inst.arrival).astype(int)
+    H = int(e.max() + O.sum() + 20)
+    kv = np.zeros(H + int(O.max()) + 1, int)
+    starts = np.zeros(inst.n, int)
+    for i in rng.permutation(inst.n):
+        prof = footprint(inst, I[i] + np.arange(O[i]))
+        t = int(e[i] + rng.integers(0, 6))
+        while (kv[t:t + O[i]] + prof > M).any():
+            t += 1
+        kv[t:t + O[i]] += prof
+        starts[i] = t
+    return starts
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(M=st.integers(8, 30), block=st.sampled_from([1, 1, 2, 4]), seed=st.integers(0, 10**6),
+       n=st.integers(2, 7), objective=st.sampled_from(["total-latency", "makespan", "mean-ttft"]))
+def test_every_feasible_schedule_satisfies_the_separation_rows(M, block, seed, n, objective):
+    """(H20) rows cut off no schedule: random feasible schedules (random order and release), with
+    duplicates (aggregated units) and block rounding, encode to vectors that pass ``check``."""
+    rng = np.random.default_rng(seed)
+    reqs = []
+    for _ in range(n):
+        i = int(rng.integers(1, max(2, M // 4)))
+        o = int(rng.integers(max(1, M // 3), M - i + 2))
+        reqs.append((int(rng.choice([0, 0, 2])), i, o))
+    reqs += reqs[:1]  # an identical pair
+    assume(all(-(-(i + o - 1) // block) * block <= M for _, i, o in reqs))  # every request fits
+    rs = tuple(Request(f"r{k}", float(a), i, o) for k, (a, i, o) in enumerate(reqs))
+    inst = Instance("sep", Limits(kv_capacity=M, max_batch_tokens=M, block_size=block), UnitCost(), rs)
+    starts = _random_feasible_starts(inst, rng)
+    sched = schedule_from_starts(inst, starts)
+    assert evaluate(inst, sched).feasible
+    hm = build(inst, objective, ub_starts=starts)
+    assert hm.model.check(hm.encode(sched)) == []
+
+
+def test_separation_rows_raise_the_lp_bound():
+    """(H20) on the random family's n = 8 instance: the rows are there, and the LP relaxation
+    with them is strictly above the one without (numbers in formulations/hindsight.md)."""
+    from optsched.generators import online_paper_random
+
+    inst = online_paper_random(8, 0)
+    lp = {}
+    for sep in (False, True):
+        hm = build(inst, "total-latency", params=HindsightParams(separation=sep))
+        assert ("separation" in hm.model.groups) == sep
+        lp[sep] = milp.lp_relaxation_value(hm.model)
+    assert lp[True] > lp[False] + 10
+
