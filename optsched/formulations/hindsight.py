@@ -54,7 +54,9 @@ class HindsightParams:
     ``bucket`` late-start bucket (H12); ``horizon`` overrides the cut ``T`` (H12) / ``T`` (H9);
     ``max_rounds`` horizon doublings when the bucket is used at the optimum; ``cliques`` levels
     K of the dual-feasible-function rows (H19) per slot (0 = none); ``separation`` the
-    completion-separation rows (H20), tight variant only.
+    completion-separation rows (H20), tight variant only; ``search`` seconds of local search
+    (H21) for the upper bound and warm start (default ``min(0.2 * time limit, n / 4)`` from
+    ``n = 8`` up, none below; 0 = off).
     """
 
     variant: str = "tight"
@@ -66,11 +68,12 @@ class HindsightParams:
     max_rounds: int = 4
     cliques: int = 0
     separation: bool = True
+    search: float | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HindsightParams:
         known = {"variant", "memory", "aggregate", "symmetry", "bucket", "horizon", "max_rounds",
-                 "cliques", "separation"}
+                 "cliques", "separation", "search"}
         extra = set(d) - known
         if extra:
             raise FormulationError(f"hindsight: unknown params {sorted(extra)}; known: {sorted(known)}")
@@ -80,6 +83,12 @@ class HindsightParams:
                 kw[k] = v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes", "on")
             elif k in ("horizon", "max_rounds", "cliques"):
                 kw[k] = None if v is None else int(v)
+            elif k == "search":
+                try:
+                    kw[k] = None if v is None else float(v)
+                except ValueError:
+                    raise FormulationError(
+                        f"hindsight: search must be seconds (a number), got {v!r}") from None
             else:
                 kw[k] = str(v)
         p = cls(**kw)
@@ -89,6 +98,8 @@ class HindsightParams:
             raise FormulationError(f"hindsight: memory must be one of {MEMORY_FORMS}, got {p.memory!r}")
         if p.horizon is not None and p.horizon < 1:
             raise FormulationError("hindsight: horizon must be >= 1")
+        if p.search is not None and not (p.search >= 0 and math.isfinite(p.search)):
+            raise FormulationError(f"hindsight: search must be >= 0 seconds, got {p.search!r}")
         return p
 
 
@@ -198,13 +209,17 @@ def objective_of_starts(instance: Instance, objective: str, starts: np.ndarray) 
     raise FormulationError(f"hindsight: unknown objective {objective!r}")
 
 
-def greedy_starts(instance: Instance, order: str = "mcsf") -> np.ndarray:
+def greedy_starts(instance: Instance, order: str = "mcsf", skip: bool = False) -> np.ndarray:
     """A feasible start vector by list scheduling in start-time space (no model needed).
 
-    ``order="mcsf"``: the paper's Algorithm 2 (MC-SF): at each slot, waiting requests in order
-    of output length, each added if its whole future memory profile fits at every later slot
-    (the check of the paper's eq. (1)); ``"fcfs"``: arrival order with the same check.
-    Token, prefill and batch-size limits are checked per slot as well.
+    ``order="mcsf"``: the paper's Algorithms 1-2 (MC-SF): at each slot, the arrived waiting
+    requests in order of output length (ties: arrival, id) are added while their whole future
+    memory profile fits at every later slot (the check of the paper's eq. (1)); the scan stops
+    at the first that does not fit (the paper adds requests "in this order"), exactly as the
+    ``mcsf`` policy does. ``"fcfs"``: arrival order with the same check. ``skip=True`` passes
+    over a request that does not fit and tries the next ones: not the paper's rule, but a
+    further list schedule for the upper bound (H8). Token, prefill and batch-size limits are
+    checked per slot as well.
     """
     n = instance.n
     if n == 0:
@@ -244,13 +259,112 @@ def greedy_starts(instance: Instance, order: str = "mcsf") -> np.ndarray:
                 pre[t] += I[i]
                 tok[t + 1:t + O[i]] += 1
                 cnt[span] += 1
-            else:
+            elif skip:
                 nxt.append(i)
+            else:  # the paper's rule: stop at the first arrived request that does not fit
+                k = waiting.index(i)
+                nxt += waiting[k:]
+                break
         waiting = nxt
         t += 1
         if t > H:  # pragma: no cover - every request fits alone once the cache drains
             raise FormulationError("hindsight: greedy list scheduling did not terminate")
     return starts
+
+
+def serial_starts(instance: Instance, order: np.ndarray) -> np.ndarray:
+    """(H21a) Serial schedule generation: requests in ``order``, each at the earliest slot
+    ``>= ceil(a_i)`` where its whole profile fits beside the requests already placed (memory
+    with block rounding, tokens, prefill and batch size, as in :func:`greedy_starts`).
+
+    Unlike the time-stepping :func:`greedy_starts`, a request placed later in the list may
+    start before one placed earlier, so every non-delay arrangement of the list is reachable.
+    """
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    n = instance.n
+    lim = instance.limits
+    I, O = instance.prompt, instance.output
+    e = earliest_slots(instance)
+    H = int(e.max() + O.sum() + O.max() + 1) if n else 1
+    M, C, P, B = lim.kv_capacity, lim.max_batch_tokens, lim.prefill_budget, lim.max_batch_size
+    mem = np.zeros(H, np.int64)
+    tok = np.zeros(H, np.int64)
+    cnt = np.zeros(H, np.int64)
+    pre = np.zeros(H, np.int64)
+    check_tok = C < M  # tokens <= KV after the batch <= M (H17)
+    starts = np.full(n, -1, np.int64)
+    for i in np.asarray(order, np.int64):
+        o = int(O[i])
+        prof = footprint(instance, I[i] + np.arange(o))
+        ok = (sliding_window_view(mem[e[i]:], o) + prof).max(axis=1) <= M
+        if check_tok:
+            ok &= tok[e[i]:H - o + 1] + I[i] <= C
+            if o > 1:
+                ok &= sliding_window_view(tok[e[i] + 1:], o - 1).max(axis=1)[:ok.size] + 1 <= C
+        if P < min(C, M):
+            ok &= pre[e[i]:H - o + 1] + I[i] <= P
+        if B is not None:
+            ok &= sliding_window_view(cnt[e[i]:], o).max(axis=1) + 1 <= B
+        hit = np.flatnonzero(ok)
+        if hit.size == 0:  # pragma: no cover - H leaves room after everything placed
+            raise FormulationError("hindsight: serial schedule generation ran out of horizon")
+        t = int(e[i] + hit[0])
+        starts[i] = t
+        mem[t:t + o] += prof
+        tok[t] += I[i]
+        tok[t + 1:t + o] += 1
+        pre[t] += I[i]
+        cnt[t:t + o] += 1
+    return starts
+
+
+def improve_starts(instance: Instance, objective: str, starts: np.ndarray, *, time_limit: float,
+                   max_iters: int | None = None, seed: int = 0) -> tuple[np.ndarray, int]:
+    """(H21) Simulated annealing over priority lists decoded by :func:`serial_starts`.
+
+    Starts from the list ordered by ``starts``; a move swaps two requests or moves one to
+    another position; worse lists are accepted with probability ``exp(-delta / temp)``, the
+    temperature falling linearly from 2% of the mean per-request objective to 0 over the budget
+    (``time_limit`` seconds or ``max_iters`` moves, default ``500 n``, whichever ends first).
+    Returns the best start
+    vector seen (never worse than ``starts``) and the number of moves tried. A heuristic: it
+    gives the model its upper bound and warm start, and proves nothing.
+    """
+    n = instance.n
+    max_iters = 500 * n if max_iters is None else max_iters
+    best_s = np.asarray(starts, np.int64)
+    best = objective_of_starts(instance, objective, best_s)
+    if n < 2 or time_limit <= 0 or max_iters <= 0:
+        return best_s, 0
+    rng = np.random.default_rng(seed)
+    order = np.lexsort((instance.output, best_s))
+    cur_s = serial_starts(instance, order)
+    cur = objective_of_starts(instance, objective, cur_s)
+    if cur < best:
+        best, best_s = cur, cur_s
+    temp0 = 0.02 * max(cur, 1.0) / n
+    t0 = time.perf_counter()
+    it = 0
+    while it < max_iters:
+        frac = max((time.perf_counter() - t0) / time_limit, it / max_iters)
+        if frac >= 1:
+            break
+        it += 1
+        cand = order.copy()
+        a, b = (int(v) for v in rng.integers(0, n, 2))
+        if rng.random() < 0.5:
+            cand[a], cand[b] = cand[b], cand[a]
+        else:
+            cand = np.insert(np.delete(cand, a), b, cand[a])
+        cs = serial_starts(instance, cand)
+        v = objective_of_starts(instance, objective, cs)
+        temp = temp0 * (1 - frac)
+        if v <= cur or (temp > 0 and rng.random() < math.exp(-(v - cur) / temp)):
+            order, cur = cand, v
+            if v < best - 1e-9:
+                best, best_s = v, cs
+    return best_s, it
 
 
 def area_lower_bounds(instance: Instance) -> np.ndarray:
@@ -763,9 +877,10 @@ def _integral_step(instance: Instance, objective: str) -> float | None:
     return 1.0
 
 
-def best_known_starts(instance: Instance, objective: str, warm_start: Schedule | None
-                      ) -> tuple[np.ndarray, str, list[str]]:
-    """The best representable schedule among the warm start and the greedy orders (H8 source)."""
+def best_known_starts(instance: Instance, objective: str, warm_start: Schedule | None,
+                      search_seconds: float = 0.0, seed: int = 0) -> tuple[np.ndarray, str, list[str]]:
+    """The best representable schedule among the warm start and the greedy orders (H8 source),
+    then improved by the local search (H21) for ``search_seconds``."""
     notes = []
     cands: list[tuple[float, str, np.ndarray]] = []
     if warm_start is not None:
@@ -776,10 +891,21 @@ def best_known_starts(instance: Instance, objective: str, warm_start: Schedule |
             notes.append(f"warm start not representable in the hindsight model ({exc}); "
                          "using list scheduling instead")
     for order in ("mcsf", "fcfs"):
-        s = greedy_starts(instance, order)
-        cands.append((objective_of_starts(instance, objective, s), f"greedy-{order}", s))
+        for skip in (False, True):
+            s = greedy_starts(instance, order, skip)
+            cands.append((objective_of_starts(instance, objective, s),
+                          f"greedy-{order}" + ("-skip" if skip else ""), s))
     cands.sort(key=lambda c: c[0])
-    return cands[0][2], cands[0][1], notes
+    val, src, best = cands[0]
+    if search_seconds > 0 and instance.n > 1:
+        t = time.perf_counter()
+        found, iters = improve_starts(instance, objective, best, time_limit=search_seconds, seed=seed)
+        new = objective_of_starts(instance, objective, found)
+        notes.append(f"(H21) local search: {iters} moves in {time.perf_counter() - t:.1f} s, "
+                     f"{src} {val:g} -> {new:g}")
+        if new < val - 1e-9:
+            best, src = found, f"local search from {src}"
+    return best, src, notes
 
 
 @register_formulation(
@@ -800,7 +926,16 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
         notes.append("fractional arrivals: requests start at integer slots >= ceil(arrival) (H7)")
     if instance.n == 0:
         return RawSolution("optimal", 0.0, 0.0, Schedule.empty(), solver=options.solver, notes=tuple(notes))
-    ub_starts, ub_src, ws_notes = best_known_starts(instance, objective, warm_start)
+    search = p.search
+    if search is None:  # small instances close in seconds from the list schedules alone
+        search = 0.0 if instance.n < 8 else instance.n / 4
+        if options.time_limit is not None:
+            search = min(search, 0.2 * options.time_limit)
+    if hypotheses.any and search > 0:
+        notes.append("(H21) local search skipped: it does not know the hypotheses")
+        search = 0.0
+    ub_starts, ub_src, ws_notes = best_known_starts(instance, objective, warm_start, search,
+                                                    seed=options.seed or 0)
     notes += ws_notes
     ub_val = objective_of_starts(instance, objective, ub_starts)
     notes.append(f"upper bound {ub_val:g} from {ub_src}")
