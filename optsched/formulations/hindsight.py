@@ -209,6 +209,46 @@ def objective_of_starts(instance: Instance, objective: str, starts: np.ndarray) 
     raise FormulationError(f"hindsight: unknown objective {objective!r}")
 
 
+class _SlotLoad:
+    """What the requests placed so far use per slot: KV (block-rounded), tokens, prefill and
+    batch size, the limits (H4)/(H17) every list schedule checks. Tokens never bind when
+    ``C >= M`` (a batch's tokens are at most the KV it leaves), nor prefill when ``P >= min(C, M)``."""
+
+    def __init__(self, instance: Instance, slots: int):
+        lim = instance.limits
+        self.instance = instance
+        self.M, self.C, self.P, self.B = (lim.kv_capacity, lim.max_batch_tokens, lim.prefill_budget,
+                                          lim.max_batch_size)
+        self.kv, self.tok, self.pre, self.cnt = (np.zeros(slots, np.int64) for _ in range(4))
+
+    def fits(self, i: int, lo: int, hi: int) -> np.ndarray:
+        """For each start slot ``lo..hi``: does request ``i`` fit beside the placed requests?"""
+        from numpy.lib.stride_tricks import sliding_window_view as windows
+
+        inst = self.instance
+        I, o = int(inst.prompt[i]), int(inst.output[i])
+        prof = footprint(inst, I + np.arange(o))
+        ok = (windows(self.kv[lo:hi + o], o) + prof).max(axis=1) <= self.M
+        if self.C < self.M:
+            ok &= self.tok[lo:hi + 1] + I <= self.C
+            if o > 1:
+                ok &= windows(self.tok[lo + 1:hi + o], o - 1).max(axis=1) + 1 <= self.C
+        if self.P < min(self.C, self.M):
+            ok &= self.pre[lo:hi + 1] + I <= self.P
+        if self.B is not None:
+            ok &= windows(self.cnt[lo:hi + o], o).max(axis=1) + 1 <= self.B
+        return ok
+
+    def place(self, i: int, t: int) -> None:
+        inst = self.instance
+        I, o = int(inst.prompt[i]), int(inst.output[i])
+        self.kv[t:t + o] += footprint(inst, I + np.arange(o))
+        self.tok[t] += I
+        self.tok[t + 1:t + o] += 1
+        self.pre[t] += I
+        self.cnt[t:t + o] += 1
+
+
 def greedy_starts(instance: Instance, order: str = "mcsf", skip: bool = False) -> np.ndarray:
     """A feasible start vector by list scheduling in start-time space (no model needed).
 
@@ -224,15 +264,10 @@ def greedy_starts(instance: Instance, order: str = "mcsf", skip: bool = False) -
     n = instance.n
     if n == 0:
         return np.zeros(0, np.int64)
-    lim = instance.limits
-    I, O = instance.prompt, instance.output
+    O = instance.output
     e = earliest_slots(instance)
     H = int(e.max() + O.sum() + 1)
-    mem = np.zeros(H + int(O.max()) + 1, np.int64)
-    tok = np.zeros_like(mem)
-    pre = np.zeros_like(mem)
-    cnt = np.zeros_like(mem)
-    C, P, B, M = lim.max_batch_tokens, lim.prefill_budget, lim.max_batch_size, lim.kv_capacity
+    load = _SlotLoad(instance, H + int(O.max()) + 1)
     key = (O, e, np.arange(n)) if order == "mcsf" else (np.arange(n), e)
     pri = np.lexsort(key[::-1])  # primary key first in `key`
     starts = np.full(n, -1, np.int64)
@@ -240,29 +275,15 @@ def greedy_starts(instance: Instance, order: str = "mcsf", skip: bool = False) -
     t = 0
     while waiting:
         nxt = []
-        for i in waiting:
+        for k, i in enumerate(waiting):
             if e[i] > t:
                 nxt.append(i)
-                continue
-            span = slice(t, t + O[i])
-            prof = footprint(instance, I[i] + np.arange(O[i]))
-            ok = (mem[span] + prof <= M).all()
-            ok = ok and tok[t] + I[i] <= C and pre[t] + I[i] <= P
-            if ok and O[i] > 1:
-                ok = (tok[t + 1:t + O[i]] + 1 <= C).all()
-            if ok and B is not None:
-                ok = (cnt[span] + 1 <= B).all()
-            if ok:
+            elif load.fits(i, t, t)[0]:
                 starts[i] = t
-                mem[span] += prof
-                tok[t] += I[i]
-                pre[t] += I[i]
-                tok[t + 1:t + O[i]] += 1
-                cnt[span] += 1
+                load.place(i, t)
             elif skip:
                 nxt.append(i)
             else:  # the paper's rule: stop at the first arrived request that does not fit
-                k = waiting.index(i)
                 nxt += waiting[k:]
                 break
         waiting = nxt
@@ -280,42 +301,18 @@ def serial_starts(instance: Instance, order: np.ndarray) -> np.ndarray:
     Unlike the time-stepping :func:`greedy_starts`, a request placed later in the list may
     start before one placed earlier, so every non-delay arrangement of the list is reachable.
     """
-    from numpy.lib.stride_tricks import sliding_window_view
-
     n = instance.n
-    lim = instance.limits
-    I, O = instance.prompt, instance.output
+    O = instance.output
     e = earliest_slots(instance)
     H = int(e.max() + O.sum() + O.max() + 1) if n else 1
-    M, C, P, B = lim.kv_capacity, lim.max_batch_tokens, lim.prefill_budget, lim.max_batch_size
-    mem = np.zeros(H, np.int64)
-    tok = np.zeros(H, np.int64)
-    cnt = np.zeros(H, np.int64)
-    pre = np.zeros(H, np.int64)
-    check_tok = C < M  # tokens <= KV after the batch <= M (H17)
+    load = _SlotLoad(instance, H)
     starts = np.full(n, -1, np.int64)
     for i in np.asarray(order, np.int64):
-        o = int(O[i])
-        prof = footprint(instance, I[i] + np.arange(o))
-        ok = (sliding_window_view(mem[e[i]:], o) + prof).max(axis=1) <= M
-        if check_tok:
-            ok &= tok[e[i]:H - o + 1] + I[i] <= C
-            if o > 1:
-                ok &= sliding_window_view(tok[e[i] + 1:], o - 1).max(axis=1)[:ok.size] + 1 <= C
-        if P < min(C, M):
-            ok &= pre[e[i]:H - o + 1] + I[i] <= P
-        if B is not None:
-            ok &= sliding_window_view(cnt[e[i]:], o).max(axis=1) + 1 <= B
-        hit = np.flatnonzero(ok)
+        hit = np.flatnonzero(load.fits(i, int(e[i]), H - int(O[i])))
         if hit.size == 0:  # pragma: no cover - H leaves room after everything placed
             raise FormulationError("hindsight: serial schedule generation ran out of horizon")
-        t = int(e[i] + hit[0])
-        starts[i] = t
-        mem[t:t + o] += prof
-        tok[t] += I[i]
-        tok[t + 1:t + o] += 1
-        pre[t] += I[i]
-        cnt[t:t + o] += 1
+        starts[i] = int(e[i] + hit[0])
+        load.place(i, int(starts[i]))
     return starts
 
 
