@@ -24,8 +24,8 @@ from .simulator import Plan, Policy, SimView, simulate_policy
 
 
 def simulate(instance: Instance, policy: str | Policy, **params) -> Schedule:
-    """Run ``policy`` (a registered name, built fresh with ``params``, or a fresh policy
-    object) over ``instance`` and return its schedule."""
+    """Run ``policy`` (a registered name, built fresh with ``params``, or a policy object)
+    over ``instance`` and return its schedule."""
     if isinstance(policy, str):
         policy = get_policy(policy, **params)
     elif params:

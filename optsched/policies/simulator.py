@@ -105,9 +105,11 @@ class SimView:
 
 
 class Policy(ABC):
-    """Base class of scheduling policies (one object = one run).
+    """Base class of scheduling policies.
 
     Subclasses implement :meth:`next_batch`; the hooks keep their own queues up to date.
+    :meth:`bind` starts a run and sets up all per-run state, so one object can be run again
+    (every registered policy is tested for this).
     ``name`` and ``hypothetical`` are set by the registry.
     """
 
@@ -183,7 +185,7 @@ def batch_pricer(cost_model):
 
 
 def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None = None) -> Schedule:
-    """Run ``policy`` (a fresh object) over ``instance``; return the schedule (no metrics)."""
+    """Run ``policy`` over ``instance``; return the schedule (no metrics)."""
     sim = _Sim(instance)
     n = instance.n
     lim = instance.limits

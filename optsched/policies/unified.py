@@ -65,12 +65,16 @@ from bisect import bisect_left
 
 import numpy as np
 
-from .registry import Param, non_negative, register, unit_interval
+from .registry import Param, PolicyError, non_negative, register, unit_interval
 from .simulator import Plan, Policy, SimView
 
 _NONE, _PREFILL, _DECODE = 0, 1, 2
 _EMPTY = np.zeros(0, np.int64)
 _BIG = 1 << 62
+_ORDERS = ("prefill-first", "decode-first", "single")
+_KEYS = ("arrival", "prompt", "output")
+_DECODE_SORTS = (None, "m_desc")
+_RESERVES = ("input", "full", "histogram")
 
 
 class UnifiedScheduler(Policy):
@@ -89,9 +93,12 @@ class UnifiedScheduler(Policy):
         quantile: float = 0.5,
         waiting_evicts: bool = False,
     ):
-        assert order in ("prefill-first", "decode-first", "single")
-        assert key in ("arrival", "prompt", "output")
-        assert reserve in ("input", "full", "histogram")
+        for name, value, allowed in (("order", order, _ORDERS), ("key", key, _KEYS),
+                                     ("decode_sort", decode_sort, _DECODE_SORTS),
+                                     ("reserve", reserve, _RESERVES)):
+            if value not in allowed:
+                raise PolicyError(f"UnifiedScheduler: {name} must be one of "
+                                  f"{', '.join(map(repr, allowed))}, got {value!r}")
         self.order = order
         self.key = key
         self.decode_sort = decode_sort
