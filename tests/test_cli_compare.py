@@ -2,13 +2,12 @@
 
 The solver side is exercised with formulations registered here that return a
 hand-made schedule, so these tests need neither a MILP solver nor the real
-formulations; the policy side is skipped until ``optsched.policies`` exists.
+formulations; the policy side runs the registered policies.
 """
 
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
@@ -17,6 +16,7 @@ from optsched.evaluate import evaluate
 from optsched.formulations import base
 from optsched.formulations.base import RawSolution, register_formulation
 from optsched.instance import Instance, Limits, Request
+from optsched.policies import simulate
 from optsched.schedule import Schedule
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -164,17 +164,13 @@ def test_compare_input_errors(files, capsys):
 
 
 def test_compare_policies(files, capsys):
-    policies = pytest.importorskip("optsched.policies", reason="optsched.policies not written yet")
-    known = [getattr(p, "name", p) for p in policies.list_policies()]
-    names = [p for p in ("vllm", "sarathi", "fcfs", "vllm-ef") if p in known][:3]
-    if not names:
-        pytest.skip("none of vllm/sarathi/fcfs/vllm-ef is registered yet")
+    names = ["vllm", "sarathi", "vllm-ef"]
     out = files / "rep"
     rc = main(["compare", str(files / "inst.json"), "--policies", ",".join(names), "-o", str(out)])
     md, js, rows = _report(out)
     assert list(rows) == names
     for name in names:
-        ev = evaluate(INST, policies.simulate(INST, name))
+        ev = evaluate(INST, simulate(INST, name))
         assert rows[name]["objective"] == ev.objective("makespan")
         assert rows[name]["evictions"] == ev.metrics["evictions"]
         assert rows[name]["feasible"] == ev.feasible
@@ -186,15 +182,11 @@ def test_compare_policies(files, capsys):
 
 
 def test_compare_policies_against_the_optimum(files, handmade):
-    policies = pytest.importorskip("optsched.policies", reason="optsched.policies not written yet")
-    known = [getattr(p, "name", p) for p in policies.list_policies()]
-    if not known:
-        pytest.skip("no policy registered yet")
-    name = known[0]
+    name = "vllm"
     out = files / "rep"
-    main(["compare", str(files / "inst.json"), "--policies", name, "--optimal", "--formulation",
-          "test-proven", "-o", str(out)])
+    rc = main(["compare", str(files / "inst.json"), "--policies", name, "--optimal", "--formulation",
+               "test-proven", "-o", str(out)])
+    assert rc == 0
     _, js, rows = _report(out)
-    v = evaluate(INST, policies.simulate(INST, name)).objective("makespan")
-    if math.isfinite(v):
-        assert rows[name]["gap"] == pytest.approx((v - 5) / 5)
+    v = evaluate(INST, simulate(INST, name)).objective("makespan")
+    assert rows[name]["gap"] == pytest.approx((v - 5) / 5)

@@ -200,8 +200,8 @@ def test_optimum_below_every_policy_and_bound_below_optimum(inst):
         return
     for spec in list_policies():
         ev = evaluate(inst, simulate(inst, spec.name))
-        if ev.feasible:
-            assert rep.objective <= ev.objective("makespan") * (1 + REL) + 1e-9, spec.name
+        assert ev.feasible, (spec.name, ev.violations[:3])
+        assert rep.objective <= ev.objective("makespan") * (1 + REL) + 1e-9, spec.name
 
 
 def test_warm_started_result_never_worse_than_warm_start():

@@ -88,6 +88,8 @@ def test_eviction_family_small_I_matches_exhaustive_and_beats_policies(I):
     fl = _solve(inst, "infermax", variant="flow")
     ex = _solve(inst, "exhaustive", max_states=400_000)
     assert fl.status == "optimal"
+    if I <= 2:  # the search proves these within its state limit; at I = 4 it may not
+        assert ex.status == "optimal", ex.message
     if ex.status == "optimal":
         assert fl.objective == pytest.approx(ex.objective, rel=1e-9)
     for p in ("vllm", "sarathi", "vllm-ef", "infermax"):

@@ -211,3 +211,7 @@ def test_beta_clearing_is_seeded():
     a = simulate(i, "alpha-beta-clearing", beta=0.3, seed=7)
     assert a == simulate(i, "alpha-beta-clearing", beta=0.3, seed=7)
     assert evaluate(i, a).feasible
+    # the cache overflows on this instance, so the draws matter: seed and beta are used
+    assert evaluate(i, a).metrics["evictions"] > 0
+    assert simulate(i, "alpha-beta-clearing", beta=0.3, seed=8) != a
+    assert simulate(i, "alpha-beta-clearing", beta=0.9, seed=7) != a
