@@ -22,9 +22,12 @@ def test_standard_convention_on_the_paper_inputs():
     assert c.bytes_per_token == 2 * 80 * 8192 * 2
     assert c.free_bytes == 20e9
     assert c.tokens == 7_629 == math.floor(20e9 / 2_621_440)
-    assert kv_capacity_tokens(**PAPER_INPUTS, gb_bytes=GIB) == 12_130
-    # real Llama-2-70B uses GQA: 8 KV heads of 128
-    assert kv_capacity_tokens(**PAPER_INPUTS, n_heads=64, kv_heads=8) == 61_035
+    # "GB" read as GiB: 2 x 80 GiB minus 140e9 bytes of weights
+    assert kv_capacity_tokens(**PAPER_INPUTS, gb_bytes=GIB) == 12_130 == math.floor(
+        (2 * 80 * 2**30 - 70e9 * 2) / 2_621_440)
+    # real Llama-2-70B uses GQA: 8 KV heads of 128, so K and V take 2 * 80 * 8 * 128 * 2 bytes
+    assert kv_capacity_tokens(**PAPER_INPUTS, n_heads=64, kv_heads=8) == 61_035 == math.floor(
+        20e9 / (2 * 80 * 8 * 128 * 2))
 
 
 def test_paper_figure_recorded_and_not_reproducible():

@@ -1,11 +1,13 @@
 """CLI: optsched generate / info / fit / kv-capacity (exit 0 on success, 2 with one line)."""
 
+import csv
 import json
 from pathlib import Path
 
 import pytest
 
 from optsched.cli import main
+from optsched.fit import fit_linear_cost
 from optsched.instance import Instance
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -77,7 +79,11 @@ def test_generate_azure(tmp_path, capsys):
     rc, _, err = run(capsys, "generate", "vidur", "--trace",
                      str(DATA / "traces" / "splitwise_conv.csv"), "--kv-capacity", "2000",
                      "--too-long", "drop", "--limit", "50", "-o", str(f))
-    assert rc == 0 and "dropped 6" in err and Instance.load(f).n == 44
+    with open(DATA / "traces" / "splitwise_conv.csv") as fh:
+        head = list(csv.DictReader(fh))[:50]
+    too_long = sum(int(r["num_prefill_tokens"]) + int(r["num_decode_tokens"]) - 1 > 2000 for r in head)
+    assert too_long > 0  # the row limit keeps some requests the drop must remove
+    assert rc == 0 and f"dropped {too_long}" in err and Instance.load(f).n == 50 - too_long
 
 
 @needs_data
@@ -86,6 +92,11 @@ def test_fit_and_kv_capacity(capsys):
                      "Llama-2-7b-hf", "--gpu", "a100", "--json")
     d = json.loads(out)
     assert rc == 0 and d["cost_model"]["kind"] == "linear" and len(d["groups"]) == 3
+    # the command prints what the library's fit computes, coefficient by coefficient
+    ref = fit_linear_cost(DATA / "profiling", "Llama-2-7b-hf", "a100", 1)
+    for k, v in ref.cost.coefficients.items():
+        assert d["cost_model"][k] == pytest.approx(v, rel=1e-12), k
+    assert [(g["name"], g["n_rows"]) for g in d["groups"]] == [(g.name, g.n_rows) for g in ref.groups]
     rc, out, _ = run(capsys, "fit", "--profiling", str(DATA / "profiling"))
     assert rc == 0 and "InferMax ref" in out and "RMSE" in out
     rc, out, _ = run(capsys, "kv-capacity", "--params", "70e9", "--layers", "80", "--hidden",

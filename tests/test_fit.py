@@ -1,5 +1,6 @@
 """Cost-model fit (optsched.fit) on ../shared/data/profiling, compared with the InferMax preset."""
 
+import csv
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +40,15 @@ def test_fit_llama2_7b_vs_infermax_reference(capsys):
     for k in ("k0", "k1", "kpq", "kpm", "kdm", "kdr", "kpl", "kdb"):
         ratio = r.cost.coefficients[k] / ref.coefficients[k]
         assert 0.1 < ratio < 10, (k, ratio)
-    assert {g.name: g.n_rows for g in r.groups} == {"mlp": 261, "decode": 32, "prefill": 44}
+    # every tp = 1 row of the MLP table, and every attention row by its is_prefill flag
+    with open(PROF / "mlp_a100_Llama-2-7b-hf.csv") as fh:
+        mlp_rows = sum(r["num_tensor_parallel_workers"] == "1" for r in csv.DictReader(fh))
+    with open(PROF / "attention_samples_a100_Llama-2-7b-hf.csv") as fh:
+        rows = csv.DictReader(line for line in fh if not line.startswith("#"))
+        flags = [r["is_prefill"].lower() for r in rows]
+    assert len(flags) == 76  # the sample size the file's comment and the data README state
+    assert {g.name: g.n_rows for g in r.groups} == {
+        "mlp": mlp_rows, "decode": flags.count("false"), "prefill": flags.count("true")}
     for g in r.groups:
         assert g.mean_rel_error < 0.1 and g.max_rel_error < 0.5
     # a whole batch of 4096 prefill tokens, one request, empty cache: ~0.3 s like the preset

@@ -123,6 +123,8 @@ def test_notebook_executes_in_fast_mode(path, kernel_name, monkeypatch):
     text = json.dumps([c.get("outputs", []) for c in done.cells if c.cell_type == "code"])
     assert "FAST = True" in text
     # the computed verdict is displayed as markdown by every experiment notebook
-    if not path.name.startswith("01"):
-        assert "agree" in text.lower() or "skip" in text.lower(), f"{path.name}: no computed verdict"
     print(f"{path.name}: {elapsed:.1f} s")
+    if "The trace is missing" in text:  # notebook 05 without ../shared/data: ran, but no verdict
+        pytest.skip(f"{path.name}: ../shared/data is missing, so there is no verdict to check")
+    if not path.name.startswith("01"):
+        assert "agree" in text.lower(), f"{path.name}: no computed verdict"
