@@ -40,9 +40,11 @@ def main(argv=None) -> int:
 
     limits = Limits(kv_capacity=100_000, max_batch_tokens=4096)
     cost = PRESETS["infermax-llama2-7b-a100"]
+    t0 = time.perf_counter()
     full = load_azure(args.trace, limits, cost)
-    print(f"trace {Path(args.trace).name}: {full.n} requests; M=100,000, C=4,096, "
-          f"cost preset {cost.preset}")
+    load_s = time.perf_counter() - t0
+    print(f"trace {Path(args.trace).name}: {full.n} requests loaded in {load_s:.2f} s; "
+          f"M=100,000, C=4,096, cost preset {cost.preset}")
     head = (f"{'policy':<20} {'requests':>8} {'batches':>8} {'entries':>9} {'evictions':>9} "
             f"{'sim s':>7} {'eval s':>7} {'total s':>7} {'req/s':>8} {'sim cpu s':>9} "
             f"{'feasible':>8}")

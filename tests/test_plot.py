@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -156,13 +154,12 @@ def test_gantt_merges_touching_spans_without_changing_the_picture():
     assert len(_boxes(merged["decode"])) == 40  # one gray bar per request
 
 
-def test_gantt_100k_entries_draws_in_seconds(tmp_path):
+def test_gantt_draws_100k_entries(tmp_path):
+    """Completes and writes a PNG; ``bench/bench_plot.py`` measures the time."""
     inst, s = _big(2000)
     assert s.n_entries == 100_000
     ev = evaluate(inst, s)
-    t0 = time.perf_counter()
     plot.gantt(inst, s, ev, max_rows=None, merge_above=10**9, save=tmp_path / "big.png")
-    assert time.perf_counter() - t0 < 15
     _png_ok(tmp_path / "big.png")
 
 

@@ -1,6 +1,5 @@
 """Trace loaders (optsched.traces): real traces from ../shared/data, malformed files, options."""
 
-import time
 import warnings
 from pathlib import Path
 
@@ -49,12 +48,10 @@ def test_row_counts_and_first_rows():
 
 
 @needs_data
-def test_azure_loads_fast():
-    t0 = time.perf_counter()
+def test_azure_loads_the_whole_trace():
+    """Contents only; ``bench/bench_simulate.py`` prints the load time."""
     inst = load_trace_instance(AZ_CONV, BIG)
-    dt = time.perf_counter() - t0
     assert inst.n == 19_366 and inst.requests[0].id == "r0" and inst.requests[-1].id == "r19365"
-    assert dt < 1.0, f"loading took {dt:.2f} s"
 
 
 @needs_data

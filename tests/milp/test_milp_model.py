@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 
 import numpy as np
 import pytest
@@ -251,9 +250,9 @@ def test_registry_lists_all_backends_default_first():
 
 
 # ---------------------------------------------------------------- scale
-def test_a_million_nonzeros_build_in_seconds():
+def test_a_million_nonzeros_build():
+    """Structure only; the time is measured by ``bench/bench_milp_build.py``."""
     jobs, slots = 1000, 500
-    t0 = time.perf_counter()
     m = Model("big")
     x = m.add_vars("x", (jobs, slots), vtype="B")
     m.add_constraints(np.arange(jobs)[:, None], x[:, :], 1.0, lo=1, hi=1, name="assign")
@@ -261,6 +260,4 @@ def test_a_million_nonzeros_build_in_seconds():
     m.add_constraints(np.arange(slots)[None, :], x[:, :], size[:, None], hi=20, name="cap")
     m.set_objective(x[:, :], np.arange(slots)[None, :] * size[:, None])
     a = m.arrays()
-    elapsed = time.perf_counter() - t0
     assert a.nnz == 2 * jobs * slots
-    assert elapsed < 10, f"building 1M nonzeros took {elapsed:.1f}s"

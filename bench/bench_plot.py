@@ -1,0 +1,57 @@
+"""Time the Gantt chart (``optsched.plot.gantt``) on large schedules.
+
+    .venv/bin/python bench/bench_plot.py [--sizes 400,2000,4000]
+
+Each schedule has n requests (I = 10, O = 50) in waves of 200: every wave is prefilled in one
+batch and then decoded, so it has n * 50 entries. The chart is drawn with every row
+(``max_rows=None``) and no merging of touching spans, the worst case, and saved as a PNG.
+Prints the entries, the evaluate and draw + save times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from optsched import plot  # noqa: E402
+from optsched.evaluate import evaluate  # noqa: E402
+from optsched.instance import Instance, Limits, Request  # noqa: E402
+from optsched.schedule import ScheduleBuilder  # noqa: E402
+
+
+def waves(n: int, W: int = 200, I: int = 10, O: int = 50):
+    reqs = tuple(Request(f"r{i}", 0, I, O) for i in range(n))
+    inst = Instance("waves", Limits(kv_capacity=W * (I + O), max_batch_tokens=10**6), requests=reqs)
+    b = ScheduleBuilder([r.id for r in reqs])
+    for w in range(0, n, W):
+        ids = list(range(w, min(w + W, n)))
+        b.add_indexed(ids, [I] * len(ids))
+        for _ in range(O - 1):
+            b.add_indexed(ids, [1] * len(ids))
+    return inst, b.build()
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="400,2000,4000")
+    args = ap.parse_args(argv)
+    print(f"{'requests':>8} {'entries':>9} {'evaluate s':>10} {'gantt s':>8}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (int(v) for v in args.sizes.split(",")):
+            inst, s = waves(n)
+            t0 = time.perf_counter()
+            ev = evaluate(inst, s)
+            t1 = time.perf_counter()
+            plot.gantt(inst, s, ev, max_rows=None, merge_above=10**9, save=Path(tmp) / "g.png")
+            t2 = time.perf_counter()
+            print(f"{n:>8} {s.n_entries:>9} {t1 - t0:>10.2f} {t2 - t1:>8.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
