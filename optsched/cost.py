@@ -89,6 +89,9 @@ class UnitCost(CostModel):
 
 
 _LINEAR_KEYS = ("k0", "k1", "kpq", "kpm", "kdm", "kpr", "kdr", "kpl", "kpb", "kdb")
+#: largest coefficient size accepted: real ones are below 1 (seconds per token); with token
+#: counts up to ``instance.MAX_COUNT`` every batch time stays finite
+MAX_COEFFICIENT = 1e9
 
 
 @dataclass(frozen=True)
@@ -111,11 +114,24 @@ class LinearCost(CostModel):
     def __post_init__(self):
         for key in _LINEAR_KEYS:
             v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise InstanceError(f"cost_model: coefficient {key} must be a finite number, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                    or abs(v) > MAX_COEFFICIENT:
+                raise InstanceError(f"cost_model: coefficient {key} must be a finite number of at "
+                                    f"most {MAX_COEFFICIENT:g} in size, got {v!r}")
             object.__setattr__(self, key, float(v))
             if key != "kdr" and v < 0:
                 raise InstanceError(f"cost_model: coefficient {key} must be >= 0, got {v}")
+        if self.preset is not None:
+            if not isinstance(self.preset, str):
+                raise InstanceError(f"cost_model: 'preset' must be a preset name, got {self.preset!r}")
+            built = "PRESETS" in globals()  # False while the presets themselves are built
+            if built and self.preset not in PRESETS:
+                raise InstanceError(f"cost_model: unknown preset label {self.preset!r}; known presets: "
+                                    f"{', '.join(sorted(PRESETS))}")
+            if built and PRESETS[self.preset] != self:
+                raise InstanceError(
+                    f"cost_model: the coefficients differ from preset {self.preset!r}'s; drop the "
+                    "'preset' label or the coefficients")
         if self.k1 + self.kdr < 0:
             raise InstanceError(
                 f"cost_model: a decode token would cost k1 + kdr = {self.k1 + self.kdr} < 0"
@@ -202,6 +218,8 @@ DEFAULT_PRESET = "infermax-llama2-7b-a100"
 
 def preset(name: str) -> LinearCost:
     """The named preset; the error lists the known names."""
+    if not isinstance(name, str):
+        raise InstanceError(f"cost_model: 'preset' must be a preset name (a string), got {name!r}")
     try:
         return PRESETS[name]
     except KeyError:

@@ -27,6 +27,11 @@ from .cost import CostModel, UnitCost, cost_model_from_dict
 from .errors import InputFileError, InstanceError
 
 _CLASSES = (None, "rt", "be")
+#: largest token count or limit an instance may hold (2**40, about 1.1e12): far above any real
+#: model or trace, and sums of such counts stay exact in int64 and float64
+MAX_COUNT = 2**40
+#: latest arrival accepted (1e12 seconds, about 31,700 years: epoch timestamps fit)
+MAX_ARRIVAL = 1e12
 
 
 def _is_int(v) -> bool:
@@ -59,20 +64,24 @@ class Request:
         if not isinstance(self.id, str) or not self.id:
             raise InstanceError(f"request {self.id!r}: field 'id' must be a non-empty string")
         where = f"request {self.id!r}"
-        if not _is_num(self.arrival) or not math.isfinite(self.arrival) or self.arrival < 0:
+        a = self.arrival
+        if not _is_num(a) or not math.isfinite(a) or not 0 <= a <= MAX_ARRIVAL:
             raise InstanceError(
-                f"{where}: field 'arrival' must be a finite number >= 0, got {self.arrival!r}"
+                f"{where}: field 'arrival' must be a finite number in [0, {MAX_ARRIVAL:g}], "
+                f"got {self.arrival!r}"
             )
         object.__setattr__(self, "arrival", float(self.arrival))
         for name in ("prompt", "output"):
             v = getattr(self, name)
-            if not _is_int(v) or v < 1:
-                raise InstanceError(f"{where}: field {name!r} must be an integer >= 1, got {v!r}")
+            if not _is_int(v) or not 1 <= v <= MAX_COUNT:
+                raise InstanceError(f"{where}: field {name!r} must be an integer in 1..{MAX_COUNT}, "
+                                    f"got {v!r}")
             object.__setattr__(self, name, int(v))
         if self.predicted_output is not None:
             v = self.predicted_output
-            if not _is_int(v) or v < 1:
-                raise InstanceError(f"{where}: field 'predicted_output' must be an integer >= 1, got {v!r}")
+            if not _is_int(v) or not 1 <= v <= MAX_COUNT:
+                raise InstanceError(f"{where}: field 'predicted_output' must be an integer in "
+                                    f"1..{MAX_COUNT}, got {v!r}")
             object.__setattr__(self, "predicted_output", int(v))
         if self.cls not in _CLASSES:
             raise InstanceError(f"{where}: field 'cls' must be 'rt', 'be' or null, got {self.cls!r}")
@@ -135,14 +144,16 @@ class Limits:
     def __post_init__(self):
         for name in ("kv_capacity", "max_batch_tokens", "block_size"):
             v = getattr(self, name)
-            if not _is_int(v) or v < 1:
-                raise InstanceError(f"limits: field {name!r} must be an integer >= 1, got {v!r}")
+            if not _is_int(v) or not 1 <= v <= MAX_COUNT:
+                raise InstanceError(f"limits: field {name!r} must be an integer in 1..{MAX_COUNT}, "
+                                    f"got {v!r}")
             object.__setattr__(self, name, int(v))
         for name in ("max_prefill_tokens", "max_batch_size"):
             v = getattr(self, name)
             if v is not None:
-                if not _is_int(v) or v < 1:
-                    raise InstanceError(f"limits: field {name!r} must be an integer >= 1 or null, got {v!r}")
+                if not _is_int(v) or not 1 <= v <= MAX_COUNT:
+                    raise InstanceError(f"limits: field {name!r} must be an integer in "
+                                        f"1..{MAX_COUNT} or null, got {v!r}")
                 object.__setattr__(self, name, int(v))
         if self.max_prefill_tokens is not None and self.max_prefill_tokens > self.max_batch_tokens:
             raise InstanceError(
@@ -305,9 +316,11 @@ class Instance:
     def load(cls, path: str | Path) -> Instance:
         p = Path(path)
         try:
-            text = p.read_text()
+            text = p.read_text(encoding="utf-8")
         except OSError as e:
             raise InputFileError(f"{p}: cannot read instance file: {e.strerror or e}") from None
+        except UnicodeDecodeError as e:
+            raise InputFileError(f"{p}: not a UTF-8 JSON instance ({e.reason} at byte {e.start})") from None
         try:
             return cls.from_json(text)
         except InstanceError as e:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .errors import InputFileError, ScheduleFormatError
+
+#: largest token count an entry may carry: far above any real batch, and sums of many such
+#: counts stay inside int64 in the evaluator
+_MAX_TOKENS = 2**40
 
 
 class Batch(NamedTuple):
@@ -63,6 +68,8 @@ class Schedule:
             a = np.asarray(getattr(self, name))
             if a.ndim != 1:
                 raise ScheduleFormatError(f"schedule: {name} must be one-dimensional")
+            if a.size and not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+                raise ScheduleFormatError(f"schedule: {name} must hold numbers, got {a.dtype} data")
             if dt is np.int64 and a.size and not np.issubdtype(a.dtype, np.integer):
                 if not np.all(np.isfinite(a)) or not np.all(a == np.round(a)):
                     raise ScheduleFormatError(f"schedule: {name} must hold integers")
@@ -132,6 +139,10 @@ class Schedule:
             if isinstance(item, dict):
                 entries, evict, start = _parse_batch_dict(item, j)
             else:
+                if not isinstance(item, (list, tuple, Batch)):
+                    raise ScheduleFormatError(
+                        f"batch {j}: expected an object with 'entries' (and optional 'evict', "
+                        f"'start'), got {item!r}")
                 item = tuple(item)
                 if len(item) not in (1, 2, 3):
                     raise ScheduleFormatError(f"batch {j}: expected (entries, evict[, start])")
@@ -239,14 +250,19 @@ class Schedule:
                     missing = {"ids", "batch_ptr", "entry_req", "entry_tokens", "evict_ptr",
                                "evict_req", "start"} - set(z.files)
                     if missing:
-                        raise ScheduleFormatError(f"{p}: npz schedule lacks arrays {sorted(missing)}")
+                        raise ScheduleFormatError(f"npz schedule lacks arrays {sorted(missing)}")
                     return cls(tuple(z["ids"].tolist()), z["batch_ptr"], z["entry_req"],
                                z["entry_tokens"], z["evict_ptr"], z["evict_req"], z["start"])
-            text = p.read_text()
+            text = p.read_text(encoding="utf-8")
         except OSError as e:
             raise InputFileError(f"{p}: cannot read schedule file: {e.strerror or e}") from None
-        except ValueError as e:  # corrupt npz
-            raise ScheduleFormatError(f"{p}: unreadable npz schedule: {e}") from None
+        except ScheduleFormatError as e:
+            raise ScheduleFormatError(f"{p}: {e}") from None
+        except UnicodeDecodeError as e:
+            raise ScheduleFormatError(f"{p}: not a UTF-8 JSON schedule ({e.reason} at byte "
+                                      f"{e.start})") from None
+        except (ValueError, TypeError, EOFError, KeyError, zipfile.BadZipFile) as e:  # corrupt npz
+            raise ScheduleFormatError(f"{p}: unreadable npz schedule: {e or type(e).__name__}") from None
         try:
             d = json.loads(text)
         except json.JSONDecodeError as e:
@@ -306,14 +322,17 @@ class ScheduleBuilder:
                         raise ScheduleFormatError(
                             f"batch {j}: tokens for request {rid!r} must be an integer, got {c!r}"
                         )
+                if not -_MAX_TOKENS <= int(c) <= _MAX_TOKENS:
+                    raise ScheduleFormatError(
+                        f"batch {j}: tokens for request {rid!r} out of range, got {c!r}")
                 self._req.append(self._id(rid))
                 self._tok.append(int(c))
         except (TypeError, ValueError) as ex:
             if isinstance(ex, ScheduleFormatError):
                 raise
             raise ScheduleFormatError(f"batch {j}: entries must be [request id, tokens] pairs") from None
-        if isinstance(evict, str):
-            raise ScheduleFormatError(f"batch {j}: 'evict' must be a list of request ids")
+        if not isinstance(evict, (list, tuple, np.ndarray)):
+            raise ScheduleFormatError(f"batch {j}: 'evict' must be a list of request ids, got {evict!r}")
         for rid in evict:
             self._ev.append(self._id(rid))
         if start is None:

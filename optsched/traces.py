@@ -45,7 +45,7 @@ import numpy as np
 
 from .cost import CostModel, UnitCost
 from .errors import InputFileError, InstanceError
-from .instance import Instance, Limits, Request
+from .instance import MAX_COUNT, Instance, Limits, Request
 
 FORMATS = ("azure", "vidur", "arxiv")
 
@@ -171,7 +171,7 @@ def _parse_ints(col: list[str], lines, name: str, path: Path) -> np.ndarray:
         out = np.empty(len(col), dtype=np.int64)
         for k, (s, ln) in enumerate(zip(col, lines)):
             try:
-                out[k] = int(s)
+                v = int(s)
             except ValueError:
                 try:
                     f = float(s)
@@ -182,7 +182,16 @@ def _parse_ints(col: list[str], lines, name: str, path: Path) -> np.ndarray:
                         f"{path}: line {ln}: column {name!r}: expected an integer token "
                         f"count, got {s!r}"
                     ) from None
-                out[k] = int(f)
+                v = int(f)
+            if v > MAX_COUNT:
+                raise InputFileError(f"{path}: line {ln}: column {name!r}: token count {s} is "
+                                     f"above {MAX_COUNT}") from None
+            out[k] = v
+    big = np.flatnonzero(out > MAX_COUNT)
+    if big.size:
+        k = int(big[0])
+        raise InputFileError(f"{path}: line {lines[k]}: column {name!r}: token count {int(out[k])} "
+                             f"is above {MAX_COUNT}")
     neg = np.flatnonzero(out < 0)
     if neg.size:
         k = int(neg[0])

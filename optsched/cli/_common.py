@@ -14,6 +14,19 @@ from ..instance import Instance
 from ..schedule import Schedule
 
 
+def seed_arg(text: str) -> int:
+    """argparse type of ``--seed``: an integer >= 0 (numpy's generators take no negative seed)."""
+    import argparse
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
+    return v
+
+
 def load_instance(path: str) -> Instance:
     """Load an instance file, or an instance shipped with optsched by name."""
     p = Path(path)
@@ -29,6 +42,52 @@ def load_instance(path: str) -> Instance:
 
 def load_schedule(path: str) -> Schedule:
     return Schedule.load(path)
+
+
+def output_file(path: str | None, option: str = "-o", make_dirs: bool = False) -> str | None:
+    """Check an output file before any work is done: it must not be a directory, and its
+    directory must exist (an error after a long solve would lose the result). With
+    ``make_dirs`` missing directories are fine (the writer creates them), but not a file in
+    their place."""
+    if path is None:
+        return None
+    p = Path(path)
+    if p.is_dir():
+        raise InputFileError(f"{option} {path}: is a directory; give a file name")
+    parent = p.parent
+    while make_dirs and not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise InputFileError(f"{option} {path}: {str(parent)!r} {what}")
+    return path
+
+
+def output_dir(path: str | None, option: str = "-o") -> str | None:
+    """Check an output directory before any work is done: it is created (with its parents)
+    when missing, but must not be an existing file."""
+    if path is None:
+        return None
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise InputFileError(f"{option} {path}: exists and is not a directory; give a directory")
+    return path
+
+
+def image_file(path: str, option: str = "-o") -> str:
+    """An image path for matplotlib: ``.png`` is added when there is no suffix; an unknown
+    format is refused before drawing; missing directories are created when it is saved."""
+    from matplotlib.figure import Figure
+
+    p = Path(path)
+    if not p.suffix:
+        p = p.with_suffix(".png")
+    fmt = p.suffix[1:].lower()
+    known = Figure().canvas.get_supported_filetypes()
+    if fmt not in known:
+        raise InputFileError(f"{option} {path}: image format {fmt!r} is not supported; "
+                             f"use one of {', '.join('.' + k for k in sorted(known))}")
+    return output_file(str(p), option, make_dirs=True)
 
 
 def print_json(obj: Any) -> None:

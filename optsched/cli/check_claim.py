@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import OptschedError
 from . import EXIT_NO, EXIT_OK
-from ._common import fmt, print_json, table
+from ._common import fmt, output_dir, print_json, seed_arg, table
 
 
 class CheckClaimInputError(OptschedError):
@@ -26,7 +26,7 @@ def register(sub) -> None:
     p.add_argument("claim", choices=CLAIMS)
     p.add_argument("--trials", type=int, default=None,
                    help="random instances (default 200 for mcsf-optimal, 1000 for aptserve-2approx)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--max-requests", type=int, default=None,
                    help="largest instance (default 4 for mcsf-optimal, 6 for aptserve-2approx)")
     p.add_argument("--write", default=None, metavar="DIR",
@@ -43,6 +43,10 @@ def run(args) -> int:
         raise CheckClaimInputError(f"--trials must be >= 1, got {trials}")
     if args.max_requests is not None and not 1 <= args.max_requests <= 12:
         raise CheckClaimInputError(f"--max-requests must be in 1..12, got {args.max_requests}")
+    output_dir(args.write, "--write")
+    if args.write is not None and args.claim != "mcsf-optimal":
+        raise CheckClaimInputError("--write applies to mcsf-optimal only (it writes the minimal "
+                                   "counterexample)")
     try:
         rep = check_claim(args.claim, trials, args.seed, args.max_requests, write=args.write)
     except ValueError as e:

@@ -30,7 +30,7 @@ from ..evaluate import OBJECTIVES, Evaluation, evaluate
 from ..instance import Instance
 from ..schedule import Schedule
 from . import EXIT_NO, EXIT_OK
-from ._common import fmt, load_instance, load_schedule, table
+from ._common import fmt, load_instance, load_schedule, output_dir, table
 
 
 class CompareInputError(OptschedError):
@@ -334,6 +334,7 @@ def write_report(out: Path, inst: Instance, args, rows: list[Row], opt: Row | No
 
 
 def run(args) -> int:
+    output_dir(args.output)
     inst = load_instance(args.instance)
     names = _policy_names(args.policies)
     files = []

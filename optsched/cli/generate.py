@@ -18,7 +18,7 @@ from ..cost import UnitCost, preset
 from ..errors import InstanceError
 from ..instance import Instance, Limits
 from . import EXIT_INPUT, EXIT_OK
-from ._common import fmt, load_instance, print_json, table
+from ._common import fmt, load_instance, print_json, seed_arg, table
 
 TRACE_KINDS = {"azure": "azure", "vidur": "vidur", "arxiv": "arxiv"}
 
@@ -38,7 +38,7 @@ def register(sub) -> None:
     g.add_argument("--prompt", type=int, help="prompt tokens I (fixed)")
     g.add_argument("--output", type=int, help="output tokens O (fixed)")
     g.add_argument("--mix", help="SISO, SILO, LISO or LILO (mix)")
-    g.add_argument("--seed", type=int, help="random seed (default 0)")
+    g.add_argument("--seed", type=seed_arg, help="random seed (default 0)")
     g.add_argument("--rate", type=float, help="arrival rate (req/s; per round for online-paper)")
     g.add_argument("--arrival", choices=("offline", "poisson"), help="online-paper arrivals")
     t = p.add_argument_group("trace options (azure, vidur, arxiv; --trace for poisson-trace)")

@@ -6,7 +6,7 @@ import sys
 
 from ..evaluate import evaluate
 from . import EXIT_OK
-from ._common import load_instance, load_schedule
+from ._common import image_file, load_instance, load_schedule
 
 
 def register(sub) -> None:
@@ -30,6 +30,11 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..plot import gantt
 
+    out = image_file(args.output)
+    if args.max_rows < 0:
+        from ..errors import InputFileError
+
+        raise InputFileError(f"--max-rows must be >= 0 (0 = all rows), got {args.max_rows}")
     inst = load_instance(args.instance)
     sched = load_schedule(args.schedule)
     ev = evaluate(inst, sched)
@@ -37,6 +42,6 @@ def run(args) -> int:
         print(f"optsched plot: warning: the schedule is infeasible "
               f"({sum(ev.violation_counts.values())} violations); drawn as given", file=sys.stderr)
     gantt(inst, sched, ev, title=args.title, max_rows=args.max_rows or None, kv=not args.no_kv,
-          save=args.output)
-    print(f"figure written to {args.output}")
+          save=out)
+    print(f"figure written to {out}")
     return EXIT_OK

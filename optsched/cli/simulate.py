@@ -11,7 +11,7 @@ from ..evaluate import evaluate
 from ..instance import Limits
 from ..policies import get_spec, list_policies, parse_param_args, simulate_policy
 from . import EXIT_NO, EXIT_OK
-from ._common import load_instance, print_json, table
+from ._common import load_instance, output_file, print_json, table
 
 #: ``--json`` leaves the schedule out above this many entries unless ``--with-schedule``
 JSON_SCHEDULE_LIMIT = 10_000
@@ -78,6 +78,7 @@ def _instance(args):
 def run_simulate(args) -> int:
     spec = get_spec(args.policy)
     policy = spec.make(**parse_param_args(args.param))  # bad params fail before loading
+    output_file(args.output)
     inst = _instance(args)
     schedule = simulate_policy(inst, policy)
     ev = evaluate(inst, schedule)

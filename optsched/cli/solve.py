@@ -7,7 +7,7 @@ import sys
 from ..errors import OptschedError
 from ..evaluate import OBJECTIVES, evaluate
 from . import EXIT_NO, EXIT_OK
-from ._common import fmt, load_instance, load_schedule, print_json, table
+from ._common import fmt, load_instance, load_schedule, output_file, print_json, table
 
 EXIT_SOLVER_ERROR = 3
 
@@ -98,6 +98,8 @@ def resolve_than(instance, than: str, objective: str) -> float:
 def run(args) -> int:
     from ..formulations import Hypotheses, SolveOptions, solve
 
+    output_file(args.output)
+    output_file(args.log, "--log")
     inst = load_instance(args.instance)
     at_most = None
     if (args.at_most is None) != (args.than is None):
@@ -127,7 +129,10 @@ def run(args) -> int:
                 ("gap", rep.gap), ("runtime (s)", rep.runtime), ("solver", rep.solver),
                 ("formulation", rep.formulation), ("objective kind", rep.objective_kind)]
         if rep.warm_start:
-            rows.append(("warm start", f"{rep.warm_start['policy']} ({fmt(rep.warm_start['objective'])})"))
+            ws_text = f"{rep.warm_start['policy']} ({fmt(rep.warm_start['objective'])})"
+            if rep.warm_start.get("feasible") is False:
+                ws_text += " - infeasible, so not used"
+            rows.append(("warm start", ws_text))
         if hyp.any:
             rows.append(("hypotheses", ", ".join(f"{k}={v}" for k, v in hyp.to_dict().items() if v)))
         if rep.evaluation is not None:

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from ..errors import OptschedError
 from ..evaluate import OBJECTIVES, Evaluation, evaluate
 from ..instance import Instance
@@ -185,6 +187,31 @@ class SolveReport:
             "message": self.message,
             "history": [list(h) for h in self.history],
         }
+
+
+def int_param(formulation: str, name: str, v: Any, lo: int, hi: int | None = None) -> int:
+    """A formulation's integer ``--param`` (given as int or string): a clear error for
+    anything else, or a value outside ``lo..hi``."""
+    if isinstance(v, str):
+        try:
+            v = int(v.strip())
+        except ValueError:
+            raise FormulationError(f"{formulation}: {name} must be an integer, got {v!r}") from None
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+        raise FormulationError(f"{formulation}: {name} must be an integer {rng}, got {v!r}")
+    return int(v)
+
+
+def bool_param(formulation: str, name: str, v: Any) -> bool:
+    """A formulation's on/off ``--param``: a bool or one of 1/0, true/false, yes/no, on/off."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    words = {"1": True, "true": True, "yes": True, "on": True,
+             "0": False, "false": False, "no": False, "off": False}
+    if isinstance(v, (str, int)) and str(v).strip().lower() in words:
+        return words[str(v).strip().lower()]
+    raise FormulationError(f"{formulation}: {name} must be true or false, got {v!r}")
 
 
 def _num(v):

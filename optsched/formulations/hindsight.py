@@ -34,10 +34,23 @@ from ..cost import UnitCost
 from ..evaluate import evaluate
 from ..instance import Instance
 from ..schedule import Schedule, ScheduleBuilder
-from .base import FormulationError, Hypotheses, RawSolution, SolveOptions, register_formulation
+from .base import (
+    FormulationError,
+    Hypotheses,
+    RawSolution,
+    SolveOptions,
+    bool_param,
+    int_param,
+    register_formulation,
+)
 
 VARIANTS = ("tight", "plain")
 MEMORY_FORMS = ("dense", "flow")
+
+
+#: longest time line (slots) the time-indexed model accepts; the list schedules and rows
+#: allocate per slot
+MAX_SLOTS = 1_000_000
 
 
 class NotRepresentable(FormulationError):
@@ -80,9 +93,9 @@ class HindsightParams:
         kw: dict[str, Any] = {}
         for k, v in d.items():
             if k in ("aggregate", "symmetry", "bucket", "separation"):
-                kw[k] = v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes", "on")
+                kw[k] = bool_param("hindsight", k, v)
             elif k in ("horizon", "max_rounds", "cliques"):
-                kw[k] = None if v is None else int(v)
+                kw[k] = None if v is None else int_param("hindsight", k, v, 1 if k == "horizon" else 0)
             elif k == "search":
                 try:
                     kw[k] = None if v is None else float(v)
@@ -119,6 +132,14 @@ def check_instance(instance: Instance) -> None:
                 f"hindsight: request {r.id!r} has prompt {r.prompt} > prefill budget {P}; the model "
                 "has no chunked prefill (use the infermax formulation)"
             )
+    if instance.n:
+        O = instance.output
+        slots = math.ceil(float(instance.arrival.max())) + int(O.sum()) + int(O.max())
+        if slots > MAX_SLOTS:
+            raise FormulationError(
+                f"hindsight: the time-indexed model would span about {slots:,} slots (latest arrival "
+                f"{float(instance.arrival.max()):g} plus the total output); it handles at most "
+                f"{MAX_SLOTS:,}: shift the arrivals to start near 0 or use the infermax formulation")
 
 
 def earliest_slots(instance: Instance) -> np.ndarray:

@@ -32,10 +32,19 @@ from ..cost import LinearCost, UnitCost
 from ..evaluate import evaluate
 from ..instance import Instance
 from ..schedule import Schedule, ScheduleBuilder
-from .base import FormulationError, Hypotheses, RawSolution, SolveOptions, register_formulation
+from .base import (
+    FormulationError,
+    Hypotheses,
+    RawSolution,
+    SolveOptions,
+    int_param,
+    register_formulation,
+)
 
 VARIANTS = ("plain", "tight")
 DEFAULT_SLACK = 2
+#: most batch slots ``batches=J`` / ``slack=k`` may ask for: the model has O(n J) columns
+MAX_BATCH_SLOTS = 100_000
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -920,7 +929,9 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
     params = dict(options.params)
     variant = str(params.pop("variant", "auto"))
     J_param = params.pop("batches", None)
-    slack = int(params.pop("slack", DEFAULT_SLACK))
+    if J_param is not None:
+        J_param = int_param("infermax", "batches", J_param, 1, MAX_BATCH_SLOTS)
+    slack = int_param("infermax", "slack", params.pop("slack", DEFAULT_SLACK), 0, MAX_BATCH_SLOTS)
     if params:
         raise FormulationError(f"infermax: unknown parameters {sorted(params)} "
                                "(known: variant, batches, slack)")

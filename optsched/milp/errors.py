@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from ..errors import OptschedError
 
-class MilpError(Exception):
-    """Base class of every error raised by :mod:`optsched.milp`."""
+
+class MilpError(OptschedError):
+    """Base class of every error raised by :mod:`optsched.milp` (an :class:`OptschedError`,
+    so the command line reports it in one line)."""
 
 
 class ModelError(MilpError, ValueError):

@@ -91,6 +91,8 @@ from ..formulations.base import (
     Hypotheses,
     RawSolution,
     SolveOptions,
+    bool_param,
+    int_param,
     register_formulation,
 )
 from ..instance import Instance
@@ -133,6 +135,10 @@ class SearchResult:
     generated: int
     runtime: float
     message: str | None = None
+
+
+class _Timeout(Exception):
+    """The deadline passed inside one expansion (internal; :func:`search` reports it)."""
 
 
 class _Search:
@@ -344,8 +350,9 @@ class _Search:
         self._opt_cache[key] = out
         return out
 
-    def batches(self, codes, clock: float):
-        """Yield (edge, successor raw codes, batch time) for every batch allowed at ``clock``."""
+    def batches(self, codes, clock: float, deadline: float | None = None):
+        """Yield (edge, successor raw codes, batch time) for every batch allowed at ``clock``;
+        raises :class:`_Timeout` once ``deadline`` (perf_counter) passes while enumerating."""
         W = self.W
         O = self.O
         active = [p for p, code in enumerate(codes)
@@ -366,8 +373,12 @@ class _Search:
         fp = self.fp
         chosen = [0] * nact
         leaves: list[tuple[tuple[int, ...], int]] = []
+        calls = [0]
 
         def rec(k, tok, pre, ent, mem):
+            calls[0] += 1
+            if deadline is not None and (calls[0] & 4095) == 0 and time.perf_counter() > deadline:
+                raise _Timeout
             if k == nact:
                 if ent:  # R1 / R2
                     leaves.append((tuple(chosen), mem))
@@ -478,6 +489,12 @@ class _Search:
         ub = self.ub
         limit = opts.max_states
         deadline = None if opts.time_limit is None else t0 + opts.time_limit
+
+        def timed_out(expanded: int, generated: int) -> SearchResult:
+            return SearchResult(
+                "no_solution", None, None, expanded, generated, time.perf_counter() - t0,
+                f"time limit {opts.time_limit:g} s reached after {expanded} expanded and "
+                f"{generated} generated states; instance too large for exhaustive search")
         while heap:
             f, _, _, key = heapq.heappop(heap)
             node = nodes[key]
@@ -493,16 +510,16 @@ class _Search:
                     "no_solution", None, None, expanded, len(nodes), time.perf_counter() - t0,
                     f"state limit {limit} reached after {expanded} expanded and {len(nodes)} "
                     f"generated states; instance too large for exhaustive search")
-            if deadline is not None and (expanded & 63) == 0 and time.perf_counter() > deadline:
-                return SearchResult(
-                    "no_solution", None, None, expanded, len(nodes), time.perf_counter() - t0,
-                    f"time limit {opts.time_limit:g} s reached after {expanded} expanded and "
-                    f"{len(nodes)} generated states; instance too large for exhaustive search")
+            if deadline is not None and time.perf_counter() > deadline:
+                return timed_out(expanded, len(nodes))
             succ = []
             ecost = self.edge_cost_fn(codes, clock)
-            for edge, raw, d in self.batches(codes, clock):
-                t_end = clock + d
-                succ.append((edge, raw, t_end, ecost(t_end)))
+            try:  # one expansion can enumerate very many batches on a large instance
+                for edge, raw, d in self.batches(codes, clock, deadline):
+                    t_end = clock + d
+                    succ.append((edge, raw, t_end, ecost(t_end)))
+            except _Timeout:
+                return timed_out(expanded, len(nodes))
             nxt = [a for a in self.arrivals if a > clock + _EPS]
             if nxt:  # R5: idle until the next arrival
                 succ.append((None, list(codes), nxt[0], ecost(nxt[0])))
@@ -610,15 +627,9 @@ def _parse_params(params: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in params.items():
         if k == "max_states":
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 1:
-                raise FormulationError(f"exhaustive: max_states must be a positive integer, got {v!r}")
-            out[k] = int(v)
+            out[k] = int_param("exhaustive", k, v, 1)
         elif k in _BOOL_PARAMS:
-            if isinstance(v, str):
-                if v.lower() not in ("1", "0", "true", "false", "yes", "no"):
-                    raise FormulationError(f"exhaustive: {k} must be true/false, got {v!r}")
-                v = v.lower() in ("1", "true", "yes")
-            out[k] = bool(v)
+            out[k] = bool_param("exhaustive", k, v)
         else:
             raise FormulationError(
                 f"exhaustive: unknown parameter {k!r}; known: max_states, {', '.join(_BOOL_PARAMS)}")

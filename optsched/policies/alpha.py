@@ -40,7 +40,7 @@ import heapq
 
 import numpy as np
 
-from .registry import Param, open_unit_interval, register, unit_interval
+from .registry import Param, non_negative, open_unit_interval, register, unit_interval
 from .simulator import Plan, Policy, SimView
 
 _BIG = 1 << 62
@@ -172,7 +172,7 @@ register(
     params=(
         Param("alpha", float, 0.1, "protected fraction of M", unit_interval),
         Param("beta", float, 0.5, "clearing probability per active request", open_unit_interval),
-        Param("seed", int, 0, "seed of numpy.random.default_rng"),
+        Param("seed", int, 0, "seed of numpy.random.default_rng", non_negative),
     ),
     factory=lambda alpha, beta, seed: AlphaProtection(alpha=alpha, beta=beta, seed=seed),
 )
