@@ -5,7 +5,8 @@
 Each schedule has n requests (I = 10, O = 50) in waves of 200: every wave is prefilled in one
 batch and then decoded, so it has n * 50 entries. The chart is drawn with every row
 (``max_rows=None``) and no merging of touching spans, the worst case, and saved as a PNG.
-Prints the entries, the evaluate and draw + save times.
+Prints the entries, the evaluate and draw + save times. ``tests/test_plot.py`` draws the same
+schedules (``waves``) to check the chart, without timing it.
 """
 
 from __future__ import annotations

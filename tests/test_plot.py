@@ -9,7 +9,7 @@ from optsched import plot
 from optsched.cli import main
 from optsched.evaluate import evaluate
 from optsched.instance import Instance, Limits, Request
-from optsched.schedule import Schedule, ScheduleBuilder
+from optsched.schedule import Schedule
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -116,17 +116,19 @@ def test_gantt_of_an_infeasible_schedule_says_so(evict_demo):
     assert "INFEASIBLE" in fig.axes[0].get_title()
 
 
-def _big(n: int, W: int = 200, I: int = 10, O: int = 50):
-    """n requests in waves of W, each prefilled then decoded: n * O entries."""
-    reqs = tuple(Request(f"r{i}", 0, I, O) for i in range(n))
-    inst = Instance("big", Limits(kv_capacity=W * (I + O), max_batch_tokens=10**6), requests=reqs)
-    b = ScheduleBuilder([r.id for r in reqs])
-    for w in range(0, n, W):
-        ids = list(range(w, min(w + W, n)))
-        b.add_indexed(ids, [I] * len(ids))
-        for _ in range(O - 1):
-            b.add_indexed(ids, [1] * len(ids))
-    return inst, b.build()
+def _load_bench_plot():
+    """``bench/bench_plot.py`` builds the wave schedules the large-plot tests draw (one copy)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "bench_plot.py"
+    spec = importlib.util.spec_from_file_location("bench_plot", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_big = _load_bench_plot().waves
 
 
 def test_gantt_samples_rows_above_max_rows():
