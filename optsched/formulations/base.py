@@ -20,17 +20,17 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..errors import OptschedError
-from ..evaluate import OBJECTIVES, Evaluation, evaluate
+from ..evaluate import Evaluation, evaluate
 from ..instance import Instance
 from ..schedule import Schedule
+from ..solve_types import OBJECTIVES, STATUSES, Objective, SolveOptions, WarmStart, relative_gap
 
-STATUSES = ("optimal", "feasible", "infeasible", "no_solution", "error")
 REL_TOL = 1e-6
 
 
@@ -70,8 +70,8 @@ class Hypotheses:
         if self.at_most is not None and not math.isfinite(self.at_most):
             raise FormulationError(f"at_most must be finite, got {self.at_most}")
 
-    def satisfied_by(self, instance: Instance, schedule: Schedule, ev: Evaluation,
-                     objective: str) -> list[str]:
+    def broken_by(self, instance: Instance, schedule: Schedule, ev: Evaluation,
+                  objective: str) -> list[str]:
         """Which hypotheses a (feasible) schedule breaks: the decoded answer is checked too."""
         broken = []
         if self.no_evictions and ev.metrics["evictions"]:
@@ -111,26 +111,10 @@ class Hypotheses:
 
 
 @dataclass(frozen=True)
-class SolveOptions:
-    """Solver-facing options shared by all formulations."""
-
-    solver: str = "highs"
-    time_limit: float | None = 60.0
-    threads: int | None = None
-    seed: int = 0
-    rel_gap: float = 1e-6
-    abs_gap: float = 1e-9
-    log_file: str | None = None
-    progress: bool | None = None  # None: live progress line when stderr is a terminal
-    #: formulation-specific knobs, e.g. {"batches": 12} or {"variant": "plain"}
-    params: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class RawSolution:
     """What a formulation returns to :func:`solve` (before the evaluator's check)."""
 
-    status: str  # one of STATUSES
+    status: str  # a Status
     objective: float | None = None  # the solver's own objective value (model units)
     bound: float | None = None
     schedule: Schedule | None = None
@@ -218,16 +202,9 @@ def _num(v):
     return None if v is None or not math.isfinite(v) else float(v)
 
 
-def gap_of(objective: float | None, bound: float | None) -> float | None:
-    """Relative gap, one formula for every formulation and backend."""
-    if objective is None or bound is None or not math.isfinite(objective) or not math.isfinite(bound):
-        return None
-    return abs(objective - bound) / max(abs(objective), 1e-10)
-
-
 # --- registry ------------------------------------------------------------------------
 
-RunFn = Callable[[Instance, str, Hypotheses, SolveOptions, "Schedule | None"], RawSolution]
+RunFn = Callable[[Instance, str, Hypotheses, SolveOptions, "WarmStart | None"], RawSolution]
 
 
 @dataclass(frozen=True)
@@ -266,14 +243,18 @@ def formulations() -> dict[str, FormulationInfo]:
 DEFAULT_WARM_START = "auto"
 
 
-def _warm_start(instance: Instance, objective: str, warm_start, hyp: Hypotheses):
-    """Resolve the warm start: a Schedule, a policy name, or "auto" (best of a few policies)."""
+def _warm_start(instance: Instance, objective: str, warm_start, hyp: Hypotheses
+                ) -> tuple[WarmStart | None, dict[str, Any] | None]:
+    """Resolve the warm start: a Schedule, a policy name, or "auto" (best of a few policies),
+    evaluated here once (the formulations read :attr:`WarmStart.evaluation`)."""
     if warm_start is None or warm_start is False:
         return None, None
+    if isinstance(warm_start, WarmStart):
+        warm_start = warm_start.schedule
     if isinstance(warm_start, Schedule):
-        ev = evaluate(instance, warm_start)
-        return warm_start, {"policy": "schedule", "objective": _num(ev.objective(objective)),
-                            "feasible": ev.feasible}
+        ws = WarmStart.of(instance, warm_start)
+        return ws, {"policy": "schedule", "objective": _num(ws.objective(objective)),
+                    "feasible": ws.feasible}
     from ..policies import list_policies, simulate
 
     if warm_start == "auto":
@@ -299,7 +280,7 @@ def _warm_start(instance: Instance, objective: str, warm_start, hyp: Hypotheses)
             continue
         v = ev.objective(objective)
         if best is None or v < best[2]:
-            best = (name, s, v)
+            best = (name, WarmStart(s, ev), v)
     if best is None:
         return None, None
     return best[1], {"policy": best[0], "objective": _num(best[2])}
@@ -319,6 +300,7 @@ def solve(
     hyp = hypotheses or Hypotheses()
     if objective not in OBJECTIVES:
         raise FormulationError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    objective = Objective(objective)
     reg = formulations()
     if formulation not in reg:
         raise FormulationError(f"unknown formulation {formulation!r}; choose one of {', '.join(sorted(reg))}")
@@ -350,7 +332,7 @@ def _check(instance, formulation, objective, hyp, raw: RawSolution, ws_info, ela
             message = "decoded schedule is infeasible: " + "; ".join(str(v) for v in ev.violations[:5])
         else:
             true = ev.objective(objective)
-            broken = hyp.satisfied_by(instance, sched, ev, objective)
+            broken = hyp.broken_by(instance, sched, ev, objective)
             if broken:
                 status, message = "error", "decoded schedule breaks hypotheses: " + "; ".join(broken)
             elif raw.exact and obj is not None and abs(obj - true) > REL_TOL * max(1.0, abs(true)):
@@ -377,7 +359,7 @@ def _check(instance, formulation, objective, hyp, raw: RawSolution, ws_info, ela
         status=status,
         objective=obj if status in ("optimal", "feasible", "error") else None,
         bound=bound,
-        gap=gap_of(obj, bound) if status in ("optimal", "feasible") else None,
+        gap=relative_gap(obj, bound) if status in ("optimal", "feasible") else None,
         runtime=elapsed,
         solver=raw.solver,
         formulation=formulation,

@@ -34,6 +34,7 @@ from ..cost import UnitCost
 from ..evaluate import evaluate
 from ..instance import Instance
 from ..schedule import Schedule, ScheduleBuilder
+from ..solve_types import WarmStart
 from .base import (
     FormulationError,
     Hypotheses,
@@ -933,7 +934,7 @@ def best_known_starts(instance: Instance, objective: str, warm_start: Schedule |
     needs_warm_start=False,
 )
 def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: SolveOptions,
-        warm_start: Schedule | None) -> RawSolution:
+        warm_start: WarmStart | None) -> RawSolution:
     """Build, solve, certify the horizon (H12), decode (H0)."""
     t0 = time.perf_counter()
     p = HindsightParams.from_dict(dict(options.params))
@@ -952,7 +953,8 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
     if hypotheses.any and search > 0:
         notes.append("(H21) local search skipped: it does not know the hypotheses")
         search = 0.0
-    ub_starts, ub_src, ws_notes = best_known_starts(instance, objective, warm_start, search,
+    ws_sched = None if warm_start is None else warm_start.schedule
+    ub_starts, ub_src, ws_notes = best_known_starts(instance, objective, ws_sched, search,
                                                     seed=options.seed or 0)
     notes += ws_notes
     ub_val = objective_of_starts(instance, objective, ub_starts)
@@ -964,7 +966,7 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
     ub_valid = True
     if hypotheses.any:
         ub_sched = schedule_from_starts(instance, ub_starts)
-        broken = hypotheses.satisfied_by(instance, ub_sched, evaluate(instance, ub_sched), objective)
+        broken = hypotheses.broken_by(instance, ub_sched, evaluate(instance, ub_sched), objective)
         if broken:
             best = None
             ub_valid = not any(b.split(":")[0] in ("force", "forbid", "order") for b in broken)
@@ -985,9 +987,7 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
         abs_gap = options.abs_gap
         if step is not None:
             abs_gap = max(abs_gap, 0.999 * step)
-        mopts = milp.SolveOptions(time_limit=remaining, threads=options.threads, seed=options.seed,
-                                  rel_gap=options.rel_gap, abs_gap=abs_gap, log_file=options.log_file,
-                                  progress=options.progress)
+        mopts = replace(options, time_limit=remaining, abs_gap=abs_gap)
         res = milp.solve(hm.model, options.solver, mopts, warm_start=ws)
         solver_name = res.solver
         nodes += res.nodes or 0

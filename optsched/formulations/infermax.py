@@ -32,6 +32,7 @@ from ..cost import LinearCost, UnitCost
 from ..evaluate import evaluate
 from ..instance import Instance
 from ..schedule import Schedule, ScheduleBuilder
+from ..solve_types import WarmStart
 from .base import (
     FormulationError,
     Hypotheses,
@@ -885,10 +886,7 @@ def _solve_built(built, ws: Schedule | None, options: SolveOptions, notes: list[
             start = built.encode(ws)
         except FormulationError as exc:
             notes.append(f"warm start not encodable: {exc}")
-    mopts = milp.SolveOptions(time_limit=options.time_limit, threads=options.threads,
-                              seed=options.seed, rel_gap=options.rel_gap,
-                              abs_gap=options.abs_gap * built.scale, log_file=options.log_file,
-                              progress=options.progress)
+    mopts = replace(options, abs_gap=options.abs_gap * built.scale)
     res = milp.solve(built.model, options.solver, mopts, warm_start=start)
     notes += [f"{options.solver}: {n_}" for n_ in res.notes]
     return res
@@ -924,7 +922,7 @@ def _raw(res, scale: float, sched, obj, notes: list[str], J: int, jmax, J_param)
     "batches=J, slack=k (formulations/infermax.md)",
 )
 def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptions,
-        warm_start: Schedule | None) -> RawSolution:
+        warm_start: WarmStart | None) -> RawSolution:
     """The registered ``infermax`` formulation (``formulations/infermax.md``)."""
     params = dict(options.params)
     variant = str(params.pop("variant", "auto"))
@@ -955,20 +953,20 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
                            notes=tuple(notes))
     tight = variant == "tight"
     named = {r for r, _ in (*hyp.force, *hyp.forbid)} | {r for pair in hyp.order for r in pair}
-    ws = warm_start
+    ws = None
     ws_obj = None
-    if ws is not None:
-        ev = evaluate(inst, ws)
-        bad = hyp.satisfied_by(inst, ws, ev, objective) if ev.feasible else ["infeasible"]
+    if warm_start is not None:
+        ws, ev = warm_start.schedule, warm_start.evaluation
+        bad = hyp.broken_by(inst, ws, ev, objective) if ev.feasible else ["infeasible"]
         if not ev.feasible or bad:
             notes.append("warm start ignored: " + "; ".join(bad))
             ws = None
-        elif tight:
+        elif tight:  # the canonical form is a new schedule: replayed once more
             ws = canonical(inst, ws, dominance=not hyp.force and not hyp.order,
                            symmetry=_identical_groups(inst, named),
                            compact=not hyp.force and not hyp.forbid)
             ev2 = evaluate(inst, ws)
-            if not ev2.feasible or hyp.satisfied_by(inst, ws, ev2, objective):
+            if not ev2.feasible or hyp.broken_by(inst, ws, ev2, objective):
                 ws = None  # pragma: no cover - canonical keeps feasibility
             else:
                 ev = ev2
@@ -1014,16 +1012,17 @@ FLOW_MAX_ARCS = 45_000
 
 
 def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOptions,
-              warm_start: Schedule | None, J_param, slack: int, forced: bool) -> RawSolution:
+              warm_start: WarmStart | None, J_param, slack: int, forced: bool) -> RawSolution:
     """The flow variant (``formulations/infermax.md`` section 9)."""
     from . import infermax_flow as fl
 
     notes: list[str] = ["infermax variant flow (identical requests aggregated, eqs. F1-F10)"]
     ws, ub = None, None
     if warm_start is not None:
-        ev = evaluate(inst, warm_start)
-        if ev.feasible and not hyp.satisfied_by(inst, warm_start, ev, objective):
-            ws = canonical(inst, warm_start, dominance=True, symmetry=None, compact=True)
+        ev = warm_start.evaluation
+        if ev.feasible and not hyp.broken_by(inst, warm_start.schedule, ev, objective):
+            # the canonical form is a new schedule: replayed once more
+            ws = canonical(inst, warm_start.schedule, dominance=True, symmetry=None, compact=True)
             ev2 = evaluate(inst, ws)
             ub = ev2.objective(objective) if ev2.feasible else None
             if ub is None:

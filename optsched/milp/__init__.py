@@ -84,6 +84,7 @@ of ten (named in the notes; objective and bound reported unscaled). Do not impor
 in a process that uses HiGHS.
 """
 
+from ..solve_types import STATUSES, SolveOptions, Status, relative_gap
 from .backends import Backend, Features, backend_names, get_backend
 from .errors import (
     MilpError,
@@ -94,7 +95,7 @@ from .errors import (
     WarmStartError,
 )
 from .model import BINARY, CONTINUOUS, INTEGER, CheckViolation, ConstraintGroup, Model, VarBlock
-from .result import STATUSES, SolveOptions, SolveResult, compute_gap
+from .result import SolveResult
 from .solve import (
     available_backends,
     backend_info,
@@ -107,8 +108,8 @@ from .solve import (
 __all__ = [
     "BINARY", "CONTINUOUS", "INTEGER", "STATUSES",
     "Backend", "CheckViolation", "ConstraintGroup", "Features", "MilpError", "Model",
-    "ModelError", "OptionsError", "SolveOptions", "SolveResult", "SolverUnavailableError",
+    "ModelError", "OptionsError", "SolveOptions", "SolveResult", "SolverUnavailableError", "Status",
     "UnknownSolverError", "VarBlock", "WarmStartError",
-    "available_backends", "backend_info", "backend_names", "choose_auto", "compute_gap",
-    "get_backend", "lp_relaxation_value", "solve", "unsupported_reason",
+    "available_backends", "backend_info", "backend_names", "choose_auto",
+    "get_backend", "lp_relaxation_value", "relative_gap", "solve", "unsupported_reason",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import OptschedError
+from ..solve_types import OptionsError  # noqa: F401  (re-exported: bad SolveOptions field)
 
 
 class MilpError(OptschedError):
@@ -12,10 +13,6 @@ class MilpError(OptschedError):
 
 class ModelError(MilpError, ValueError):
     """A model was declared wrongly (bad shape, bound, index, coefficient, duplicate name)."""
-
-
-class OptionsError(MilpError, ValueError):
-    """A :class:`~optsched.milp.result.SolveOptions` field is out of range."""
 
 
 class UnknownSolverError(MilpError, KeyError):

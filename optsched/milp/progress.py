@@ -7,7 +7,7 @@ import threading
 import time
 from typing import TextIO
 
-from .result import compute_gap
+from ..solve_types import relative_gap
 
 
 class Progress:
@@ -71,7 +71,7 @@ class Progress:
         def fmt(v: float | None) -> str:
             return "-" if v is None else f"{v:.8g}"
 
-        gap = compute_gap(self.incumbent, self.bound)
+        gap = relative_gap(self.incumbent, self.bound)
         gap_s = "-" if gap is None else f"{100 * gap:.2f}%"
         nodes = "" if self.nodes is None else f"  nodes {self.nodes}"
         el = 0.0 if self.elapsed is None else self.elapsed

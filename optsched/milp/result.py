@@ -1,4 +1,7 @@
-"""Solve options and results: frozen dataclasses, JSON-able through ``to_dict()``."""
+"""The result of a MILP solve: a frozen dataclass, JSON-able through ``to_dict()``.
+
+The options, statuses and the gap formula are the shared vocabulary of
+:mod:`optsched.solve_types` (re-exported here for the MILP layer's users)."""
 
 from __future__ import annotations
 
@@ -8,53 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import OptionsError
-
-STATUSES = ("optimal", "feasible", "infeasible", "unbounded", "no_solution", "error")
-
-
-def compute_gap(objective: float | None, bound: float | None) -> float | None:
-    """The one gap formula used for every backend: ``|obj - bound| / max(|obj|, 1e-10)``."""
-    if objective is None or bound is None:
-        return None
-    if not (math.isfinite(objective) and math.isfinite(bound)):
-        return None
-    return abs(objective - bound) / max(abs(objective), 1e-10)
-
-
-@dataclass(frozen=True)
-class SolveOptions:
-    """What every backend honours (or says in ``result.notes`` that it could not).
-
-    ``time_limit`` seconds (None = none); ``threads`` (None = solver default); ``seed``
-    (None = solver default); ``rel_gap``/``abs_gap`` stop when the gap is below either;
-    ``log_file`` receives the solver's log; ``progress`` shows a live line on stderr
-    (None = only when stderr is a terminal); ``verbose`` echoes the solver's own log.
-    """
-
-    time_limit: float | None = None
-    threads: int | None = None
-    seed: int | None = None
-    rel_gap: float = 1e-4
-    abs_gap: float = 1e-6
-    log_file: str | None = None
-    progress: bool | None = None
-    verbose: bool = False
-
-    def __post_init__(self) -> None:
-        if self.time_limit is not None and not (self.time_limit > 0):
-            raise OptionsError(f"time_limit must be > 0 seconds, got {self.time_limit!r}")
-        if self.threads is not None and (int(self.threads) != self.threads or self.threads < 1):
-            raise OptionsError(f"threads must be a positive integer, got {self.threads!r}")
-        if self.seed is not None and (int(self.seed) != self.seed or self.seed < 0):
-            raise OptionsError(f"seed must be a non-negative integer, got {self.seed!r}")
-        for name in ("rel_gap", "abs_gap"):
-            v = getattr(self, name)
-            if not (v >= 0 and math.isfinite(v)):
-                raise OptionsError(f"{name} must be a finite number >= 0, got {v!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+from ..solve_types import STATUSES, Status, relative_gap
 
 
 def _jsonable(v: Any) -> Any:
@@ -69,10 +26,11 @@ def _jsonable(v: Any) -> Any:
 class SolveResult:
     """The outcome of :func:`optsched.milp.solve`.
 
-    ``status`` is one of :data:`STATUSES`. ``objective`` is the incumbent's objective and
-    ``bound`` the best proven dual bound, both in the model's sense (for ``min`` the bound is
-    <= objective). ``gap`` is derived from them by :func:`compute_gap` (never taken from the
-    solver). ``values`` is the full column vector (None without a solution); read blocks with
+    ``status`` is a :class:`~optsched.solve_types.Status`. ``objective`` is the incumbent's
+    objective and ``bound`` the best proven dual bound, both in the model's sense (for ``min``
+    the bound is <= objective). ``gap`` is derived from them by
+    :func:`~optsched.solve_types.relative_gap` (never taken from the solver). ``values`` is the full
+    column vector (None without a solution); read blocks with
     ``model.value(block, result.values)``. ``runtime`` is the solver's own time, ``wall_time``
     the whole call (model transfer included). ``warm_start_objective`` is the objective of an
     accepted complete warm start; ``warm_start_violations`` counts what ``check`` found in the
@@ -100,13 +58,14 @@ class SolveResult:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r}")
-        object.__setattr__(self, "gap", compute_gap(self.objective, self.bound))
+        object.__setattr__(self, "status", Status(self.status))
+        object.__setattr__(self, "gap", relative_gap(self.objective, self.bound))
         object.__setattr__(self, "notes", tuple(self.notes))
 
     @property
     def has_solution(self) -> bool:
         """True when ``values`` holds a feasible solution."""
-        return self.status in ("optimal", "feasible") and self.values is not None
+        return self.status.has_solution and self.values is not None
 
     def to_dict(self, include_values: bool = False) -> dict[str, Any]:
         """A JSON-able dict (``values`` as a list only when asked)."""

@@ -9,12 +9,13 @@ from typing import Any
 
 import numpy as np
 
+from ..solve_types import MILP_DEFAULTS, SolveOptions
 from .backends import BackendOutput, WarmStart, backend_names, get_backend
 from .backends.base import Backend
 from .errors import MilpError, WarmStartError
 from .model import Model
 from .progress import make_progress
-from .result import SolveOptions, SolveResult
+from .result import SolveResult
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ def solve(model: Model, solver: str = "highs", options: SolveOptions | None = No
     ``warm_start_violations``).
     """
     t0 = time.perf_counter()
-    options = options if options is not None else SolveOptions()
+    options = options if options is not None else MILP_DEFAULTS
     notes: list[str] = []
     if solver == "auto":
         solver, why = choose_auto(model)

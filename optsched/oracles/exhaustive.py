@@ -97,9 +97,9 @@ from ..formulations.base import (
 )
 from ..instance import Instance
 from ..schedule import Schedule, ScheduleBuilder
+from ..solve_types import OBJECTIVES, WarmStart
 
 DEFAULT_MAX_STATES = 200_000
-OBJECTIVES = ("makespan", "total-latency", "mean-ttft")
 
 _SKIP, _PROC, _EVICT, _REFILL = 0, 1, 2, 3
 _EPS = 1e-9
@@ -643,7 +643,7 @@ def _parse_params(params: dict[str, Any]) -> dict[str, Any]:
     needs_warm_start=False,
 )
 def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: SolveOptions,
-        warm_start: Schedule | None) -> RawSolution:
+        warm_start: WarmStart | None) -> RawSolution:
     """The ``exhaustive`` formulation: :func:`search`, then the evaluator's objective."""
     if hypotheses.force or hypotheses.forbid or hypotheses.order:
         raise FormulationError("exhaustive: supports only the no_evictions and at_most hypotheses")
@@ -660,7 +660,7 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
     notes = []
     ub = None
     if warm_start is not None and not so.restricted:
-        ev = evaluate(instance, warm_start)
+        ev = warm_start.evaluation
         if ev.feasible and math.isfinite(ev.objective(objective)):
             ub = ev.objective(objective)
     if hypotheses.at_most is not None:

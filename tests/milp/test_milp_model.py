@@ -17,8 +17,8 @@ from optsched.milp import (
     SolveResult,
     UnknownSolverError,
     backend_names,
-    compute_gap,
     get_backend,
+    relative_gap,
     solve,
 )
 from optsched.milp.progress import make_progress
@@ -214,9 +214,9 @@ def test_options_validate():
 def test_gap_is_computed_in_one_place_and_results_are_jsonable():
     r = SolveResult(status="feasible", solver="x", objective=100.0, bound=110.0,
                     values=np.array([1.0, np.inf]), notes=["a"])
-    assert r.gap == pytest.approx(0.1) == compute_gap(100.0, 110.0)
-    assert compute_gap(0.0, 1.0) == pytest.approx(1e10)
-    assert compute_gap(None, 1.0) is None and compute_gap(1.0, float("inf")) is None
+    assert r.gap == pytest.approx(0.1) == relative_gap(100.0, 110.0)
+    assert relative_gap(0.0, 1.0) == pytest.approx(1e10)
+    assert relative_gap(None, 1.0) is None and relative_gap(1.0, float("inf")) is None
     d = json.loads(json.dumps(r.to_dict(include_values=True)))
     assert d["gap"] == pytest.approx(0.1) and d["values"] == [1.0, "inf"] and d["notes"] == ["a"]
     assert "values" not in r.to_dict()

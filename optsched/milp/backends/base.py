@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 if TYPE_CHECKING:
+    from ...solve_types import SolveOptions
     from ..model import Model
     from ..progress import Progress
-    from ..result import SolveOptions
 
 _REGISTRY: dict[str, type[Backend]] = {}
 

@@ -20,9 +20,9 @@ import numpy as np
 from .base import Backend, BackendOutput, Features, WarmStart, register
 
 if TYPE_CHECKING:
+    from ...solve_types import SolveOptions
     from ..model import Model
     from ..progress import Progress
-    from ..result import SolveOptions
 
 _FLOAT = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf)"
 _RE_NODES = re.compile(r"Cbc0010I After (\d+) nodes, \d+ on tree, " + _FLOAT +

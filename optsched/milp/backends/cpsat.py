@@ -20,9 +20,9 @@ from ..errors import MilpError
 from .base import Backend, BackendOutput, Features, WarmStart, register
 
 if TYPE_CHECKING:
+    from ...solve_types import SolveOptions
     from ..model import Model, ModelArrays
     from ..progress import Progress
-    from ..result import SolveOptions
 
 ARTIFICIAL_BOUND = 2**31 - 1  # replaces infinite bounds of integer columns
 MAX_ROW_POWER = 6  # row coefficients may have up to 6 decimals

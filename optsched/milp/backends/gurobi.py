@@ -13,9 +13,9 @@ import numpy as np
 from .base import Backend, BackendOutput, Features, WarmStart, register
 
 if TYPE_CHECKING:
+    from ...solve_types import SolveOptions
     from ..model import Model
     from ..progress import Progress
-    from ..result import SolveOptions
 
 SIZE_LIMIT = (2000, 2000)  # variables, linear constraints of the pip wheel's licence
 _SIZE_LIMIT_ERRNO = 10010

@@ -11,9 +11,9 @@ import numpy as np
 from .base import Backend, BackendOutput, Features, WarmStart, register
 
 if TYPE_CHECKING:
+    from ...solve_types import SolveOptions
     from ..model import Model
     from ..progress import Progress
-    from ..result import SolveOptions
 
 
 _scheduler_threads: int | None = None  # threads of HiGHS's global scheduler, once we set it
