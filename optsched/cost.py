@@ -156,7 +156,9 @@ class LinearCost(CostModel):
             self.kpq * c * c + self.kpm * c * m + self.kpl * m + self.kpr,
             self.kdm * m + self.kdr,
         )
-        t = np.bincount(batch_of_entry, weights=per_entry, minlength=n_batches)
+        # float64 even without entries: bincount of an empty array is int64, and the float
+        # terms added below could not be cast into it
+        t = np.bincount(batch_of_entry, weights=per_entry, minlength=n_batches).astype(np.float64)
         n_entries = np.bincount(batch_of_entry, minlength=n_batches)
         t += np.where(n_entries > 0, self.k0, 0.0)
         if self.kpb:

@@ -50,7 +50,8 @@ CODES = {
     "START_TOO_EARLY": "a stated start is before the previous batch ends",
     "ZERO_TOKENS": "an entry processes fewer than 1 token",
     "TOKENS_OVER_AVAILABLE": "an entry processes more than S - m tokens",
-    "DUPLICATE_ENTRY": "a request appears twice in one batch (entries or evictions)",
+    "DUPLICATE_ENTRY": "a request appears twice among one batch's entries",
+    "DUPLICATE_EVICTION": "a request is listed twice among one batch's evictions",
     "EVICT_AND_PROCESS": "a request is evicted and processed in the same batch",
     "EVICT_NOT_RESIDENT": "an evicted request holds no KV (never processed, evicted, or finished)",
     "ENTRY_AFTER_FINISH": "an entry processes a request that already generated all its tokens",
@@ -200,6 +201,14 @@ class _Violations:
             self.kept.append(Violation(code, None if b < 0 else int(b), rname, make_msg(k)))
 
 
+def _time_tolerance(durations: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """How far a stated start may fall before a time it must not precede (semantics section 4):
+    1e-9 of the durations involved plus four units in the last place of the time compared
+    (the resolution of a float64 at that size: 2e-7 near t = 1e9), never a fraction of the
+    time itself. Integer times under unit time compare exactly."""
+    return 1e-9 * durations + 4 * np.spacing(np.abs(times))
+
+
 def _grouped_cummax(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Inclusive cumulative max of ``values`` within runs of equal, sorted ``groups``."""
     if values.size == 0:
@@ -261,7 +270,8 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
                lambda k: "request appears twice in the batch's entries")
     e_ok[bad] = False
     bad = _dups(v_b, v_r, v_ok)
-    V.add_many("DUPLICATE_ENTRY", v_b[bad], v_r[bad], lambda k: "request is evicted twice in the batch")
+    V.add_many("DUPLICATE_EVICTION", v_b[bad], v_r[bad],
+               lambda k: "request is listed twice among the batch's evictions")
     v_ok[bad] = False
 
     # evicted and processed in the same batch: the eviction is reported and ignored
@@ -422,14 +432,15 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     end_prev = np.concatenate([[0.0], end[:-1]]) if nb else np.zeros(0)
     start = end - dur
     if has_stated.any():
-        tol = 1e-9 * np.maximum(1.0, np.abs(end_prev))
+        dur_near = np.maximum(dur, np.concatenate([[0.0], dur[:-1]]))  # batch j and j - 1
+        tol = _time_tolerance(dur_near, end_prev)
         j = np.flatnonzero(has_stated & (stated < end_prev - tol))
         V.add_many("START_TOO_EARLY", j, None,
                    lambda k: f"stated start {stated[j[k]]:g} is before the previous batch ends "
                              f"at {end_prev[j[k]]:g}")
         tb = touch_b
         ta = arr[touch_r]
-        early = np.flatnonzero(has_stated[tb] & (ta > stated[tb] + 1e-9 * np.maximum(1, ta)))
+        early = np.flatnonzero(has_stated[tb] & (ta > stated[tb] + _time_tolerance(dur_near[tb], ta)))
         V.add_many("BEFORE_ARRIVAL", tb[early], touch_r[early],
                    lambda k: f"batch starts at {stated[tb[early[k]]]:g} before the request arrives "
                              f"at {arr[touch_r[early[k]]]:g}")
@@ -455,7 +466,7 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
 
     violations = tuple(V.kept)
     metrics = _totals(inst, g_final, completion, latency, ttft, tpot, n_evict, recomputed,
-                      end, dur, kv, nb)
+                      end, dur, kv, b_n)
     return Evaluation(
         feasible=not V.counts,
         violations=violations,
@@ -487,10 +498,14 @@ def _stat(x: np.ndarray, fn) -> float | None:
     return float(fn(x)) if x.size else None
 
 
-def _totals(inst, g_final, completion, latency, ttft, tpot, n_evict, recomputed, end, dur, kv, nb):
-    n = inst.n
+def _totals(inst, g_final, completion, latency, ttft, tpot, n_evict, recomputed, end, dur, kv,
+            batch_entries):
+    n, nb = inst.n, batch_entries.size
     all_done = n > 0 and bool(np.all(np.isfinite(completion)))
-    makespan = float(end[-1]) if nb else 0.0
+    # the latest completion: the end of the last batch that processes a token (equal on a
+    # complete schedule; empty and eviction-only batches after it take no time and don't count)
+    working = np.flatnonzero(batch_entries > 0)
+    makespan = float(end[working[-1]]) if working.size else 0.0
     busy = float(dur.sum())
     M = inst.limits.kv_capacity
     m: dict[str, Any] = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -183,6 +184,16 @@ def test_duplicate_entry():
     assert "DUPLICATE_ENTRY" in codes(ev)
 
 
+def test_duplicate_eviction():
+    # a: I=2, O=3. Batch 1 lists "a" twice among its evictions: the second one is reported
+    # and ignored, the first drops a's 2 cached tokens; the refill of S = 3 then finishes it.
+    s = sched(([("a", 2)],), ([], ["a", "a"]), ([("a", 3)],), ([("a", 1)],))
+    ev = evaluate(inst_of([("a", 0, 2, 3)]), s)
+    assert codes(ev) == ["DUPLICATE_EVICTION"]
+    assert (ev.violations[0].batch, ev.violations[0].request) == (1, "a")
+    assert ev.evictions.tolist() == [1] and ev.recomputed_tokens.tolist() == [2]
+
+
 def test_evict_and_process():
     ev = evaluate(inst_of(ONE), sched(([("a", 2)],), ([("a", 1)], ["a"])))
     assert codes(ev) == ["EVICT_AND_PROCESS"]
@@ -342,3 +353,107 @@ def test_kv_with_eviction_and_partial_refill_by_hand():
     assert ev.batch_kv.tolist() == [4, 6, 3, 8, 10]
     assert ev.recomputed_tokens.tolist() == [4, 0]
     assert ev.completion.tolist() == [5, 5]
+
+
+# --- edge cases: no surviving entries, tolerance at large times, empty batches --------------
+
+LINEAR = LinearCost(k0=0.5, k1=0.25, kpq=0.01, kdm=0.001)
+
+
+@pytest.mark.parametrize("cost", [UnitCost(), LINEAR], ids=["unit", "linear"])
+@pytest.mark.parametrize(
+    "batches, expected",
+    [
+        ([{"entries": []}], ["INCOMPLETE"]),
+        ([{"entries": [["a", 0]]}], ["INCOMPLETE", "ZERO_TOKENS"]),
+        ([{"entries": [["zz", 1]]}], ["INCOMPLETE", "UNKNOWN_REQUEST"]),
+        ([{"entries": [], "evict": ["zz"]}], ["INCOMPLETE", "UNKNOWN_REQUEST"]),
+    ],
+    ids=["empty", "zero-tokens", "unknown-id", "unknown-eviction"],
+)
+def test_schedule_without_a_surviving_entry_returns_violations(cost, batches, expected):
+    # no entry survives validation, so every batch is empty: durations 0 under both models
+    ev = evaluate(inst_of(ONE, cost=cost), Schedule.from_dict({"batches": batches}))
+    assert codes(ev) == expected
+    assert ev.batch_duration.tolist() == [0.0]
+    assert ev.metrics["makespan"] == 0.0
+
+
+def _any_schedule(ids):
+    """Syntactically valid schedules: known and unknown ids, any token count, any start."""
+    rid = st.sampled_from([*ids, "zz"])
+    batch = st.fixed_dictionaries(
+        {"entries": st.lists(st.tuples(rid, st.integers(-2, 8)), max_size=4)},
+        optional={"evict": st.lists(rid, max_size=3),
+                  "start": st.floats(-10, 1e12, allow_nan=False)},
+    )
+    return st.lists(batch, max_size=8).map(lambda b: Schedule.from_dict({"batches": b}))
+
+
+@SETTINGS
+@given(st.data())
+def test_evaluator_never_raises_on_a_valid_schedule_file(data):
+    inst = data.draw(instances())
+    s = data.draw(_any_schedule(inst.ids))
+    ev = evaluate(inst, s)
+    assert ev.feasible == (not ev.violation_counts)
+    assert ev.batch_end.size == s.n_batches
+    assert set(ev.violation_counts) <= set(CODES)
+
+
+@pytest.mark.parametrize("t", [1e9, 1e12])
+def test_start_half_a_unit_early_at_a_large_time_is_a_violation(t):
+    inst = inst_of([("a", t, 2, 2)])
+    # batch 0 stated half a unit before a's arrival
+    ev = evaluate(inst, sched(([("a", 2)], [], t - 0.5), ([("a", 1)],)))
+    assert codes(ev) == ["BEFORE_ARRIVAL"]
+    # batch 0 runs [t, t+1]; batch 1 stated half a unit before t + 1
+    ev = evaluate(inst, sched(([("a", 2)], [], t), ([("a", 1)], [], t + 0.5)))
+    assert codes(ev) == ["START_TOO_EARLY"]
+    # the exact starts are accepted and kept
+    ev = evaluate(inst, sched(([("a", 2)], [], t), ([("a", 1)], [], t + 1)))
+    assert ev.feasible and ev.batch_start.tolist() == [t, t + 1]
+
+
+def test_start_tolerance_is_relative_to_durations_not_to_time():
+    # linear cost: batch 0 (prefill c = 2, m = 0) takes k0 + 2*k1 + 4*kpq = 0.5 + 0.5 + 0.04
+    inst = inst_of([("a", 1e9, 2, 2)], cost=LINEAR)
+    d0 = 0.5 + 2 * 0.25 + 0.01 * 4
+    end0 = 1e9 + d0
+    # a microsecond early at t = 1e9 is far above 1e-9 of a ~1 s batch (and above the
+    # float resolution there, 1.2e-7): a violation; the old rule (1e-9 * t = 1 s) accepted it
+    ev = evaluate(inst, sched(([("a", 2)],), ([("a", 1)], [], end0 - 1e-6)))
+    assert codes(ev) == ["START_TOO_EARLY"]
+    # one unit in the last place early is rounding, not an early start
+    ev = evaluate(inst, sched(([("a", 2)],), ([("a", 1)], [], float(np.nextafter(end0, 0)))))
+    assert ev.feasible, [str(v) for v in ev.violations]
+
+
+def test_empty_batch_takes_no_time_and_only_states_a_later_start():
+    inst = inst_of([("a", 0, 2, 2), ("b", 0, 1, 1)])
+    # unit time. batch 0: a prefill [0, 1] (token 1); batch 1: empty, stated start 5, takes
+    # no time [5, 5]; batch 2: a decode [5, 6] (token 2, done) and b prefill (done);
+    # batch 3: empty, stated start 100: trailing, it moves no completion
+    s = sched(([("a", 2)],), ([], [], 5.0), ([("a", 1), ("b", 1)],), ([], [], 100.0))
+    ev = evaluate(inst, s)
+    assert ev.feasible, [str(v) for v in ev.violations]
+    assert ev.batch_start.tolist() == [0, 5, 5, 100]
+    assert ev.batch_duration.tolist() == [1, 0, 1, 0]
+    assert ev.completion.tolist() == [6, 6]
+    # makespan is the latest completion (6), not the trailing empty batch's time (100)
+    assert ev.metrics["makespan"] == 6.0
+    assert ev.metrics["tokens_per_second"] == pytest.approx(3 / 6)
+
+
+@SETTINGS
+@given(st.data())
+def test_makespan_is_the_latest_completion(data):
+    inst = data.draw(instances())
+    trace = data.draw(valid_schedules(inst))
+    assume(len(trace.completion_batch) == inst.n)
+    # append a trailing empty batch stated far in the future: it must not move the makespan
+    late = Schedule.from_batches([*trace.schedule, ([], [], 1e6)])
+    for s in (trace.schedule, late):
+        ev = evaluate(inst, s)
+        assert ev.feasible
+        assert ev.metrics["makespan"] == ev.completion.max()
