@@ -1,0 +1,151 @@
+"""What one cell runs: a policy, a formulation or a bound method, through the library calls
+the CLI uses (``policies.simulate_policy``, ``formulations.solve``, ``optsched.bounds``).
+
+Each runner takes ``(instance, method)`` and returns the method's part of a result row
+(:data:`optsched.sweep.results.SCHEMA`): status, objective, bound, gap, feasible, solver and
+solver version. Every schedule is replayed by :func:`optsched.evaluate.evaluate` (``solve``
+does it for formulations); objectives are ``Evaluation.objective``. A runner registers by
+kind with :func:`method_kind`, so a new kind is one function.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import OptschedError
+from ..evaluate import evaluate
+from ..instance import Instance
+from .spec import MethodSpec
+
+Runner = Callable[[Instance, MethodSpec], dict[str, Any]]
+_KINDS: dict[str, Runner] = {}
+
+#: the Python distribution behind each solver name (for the solver-version column)
+SOLVER_PACKAGES = {"highs": "highspy", "gurobi": "gurobipy", "cbc": "pulp", "cpsat": "ortools"}
+
+
+class BoundsUnavailable(OptschedError):
+    """A ``bound`` method was asked for but this optsched has no bounds registry."""
+
+
+def method_kind(kind: str) -> Callable[[Runner], Runner]:
+    def deco(fn: Runner) -> Runner:
+        _KINDS[kind] = fn
+        return fn
+
+    return deco
+
+
+def run_method(instance: Instance, method: MethodSpec) -> dict[str, Any]:
+    return _KINDS[method.kind](instance, method)
+
+
+def _num(v: Any) -> float | None:
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def solver_version(solver: str | None) -> str | None:
+    """``"highs 1.16.0"`` for a solver name (None for unknown names such as ``exhaustive``)."""
+    if not solver:
+        return None
+    base = solver.split("/")[0].split()[0].lower()
+    pkg = SOLVER_PACKAGES.get(base)
+    if pkg is None:
+        return solver
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{base} {version(pkg)}"
+    except PackageNotFoundError:
+        return base
+
+
+@method_kind("policy")
+def run_policy(instance: Instance, method: MethodSpec) -> dict[str, Any]:
+    """Simulate the policy (as ``optsched simulate``) and replay its schedule."""
+    from ..policies import get_spec, simulate_policy
+
+    policy = get_spec(method.name).make(**dict(method.params))
+    ev = evaluate(instance, simulate_policy(instance, policy))
+    return {"status": "feasible" if ev.feasible else "infeasible",
+            "objective": _num(ev.objective(method.objective)) if ev.feasible else None,
+            "feasible": ev.feasible, "evictions": int(ev.metrics["evictions"]),
+            "error": None if ev.feasible else f"infeasible schedule: {dict(ev.violation_counts)}"}
+
+
+@method_kind("formulation")
+def run_formulation(instance: Instance, method: MethodSpec) -> dict[str, Any]:
+    """Solve as ``optsched solve`` does; ``solve`` replays the decoded schedule."""
+    from ..formulations import SolveOptions, solve
+
+    o = method.option
+    ws = o["warm_start"]
+    if ws == "none":
+        ws = None
+    opts = SolveOptions(solver=o["solver"], time_limit=o["time_limit"], threads=o["threads"],
+                        rel_gap=o["gap"], progress=False, params=dict(method.params))
+    rep = solve(instance, method.name, method.objective, options=opts, warm_start=ws)
+    ev = rep.evaluation
+    has_schedule = rep.status in ("optimal", "feasible") and ev is not None
+    return {"status": rep.status,
+            "objective": _num(rep.objective) if has_schedule else None,
+            "bound": _num(rep.bound),
+            "gap": _num(rep.gap),
+            "feasible": bool(ev.feasible) if ev is not None else None,
+            "evictions": int(ev.metrics["evictions"]) if has_schedule else None,
+            "solver": rep.solver or o["solver"],
+            "solver_version": solver_version(rep.solver or o["solver"]),
+            "error": rep.message if rep.status == "error" else None}
+
+
+# -- bound methods (optsched.bounds, when this optsched has it) --------------------------
+def bounds_module():
+    """``optsched.bounds`` if it is installed, else :class:`BoundsUnavailable`."""
+    if importlib.util.find_spec("optsched.bounds") is None:
+        raise BoundsUnavailable("bound methods need optsched.bounds (the bound ladder), which this "
+                                "optsched does not have; use policy or formulation methods")
+    return importlib.import_module("optsched.bounds")
+
+
+def _bound_names(mod) -> list[str]:
+    for attr in ("bound_methods", "list_methods", "methods", "list_bounds"):
+        fn = getattr(mod, attr, None)
+        if callable(fn):
+            got = fn()
+            return sorted(getattr(x, "name", x) for x in got)
+    for attr in ("METHODS", "BOUNDS", "REGISTRY"):
+        reg = getattr(mod, attr, None)
+        if isinstance(reg, dict):
+            return sorted(reg)
+    raise BoundsUnavailable("optsched.bounds has no method registry this sweep knows how to read")
+
+
+def check_bound_method(name: str) -> None:
+    names = _bound_names(bounds_module())
+    if name not in names:
+        raise BoundsUnavailable(f"unknown bound method {name!r}; known: {', '.join(names)}")
+
+
+@method_kind("bound")
+def run_bound(instance: Instance, method: MethodSpec) -> dict[str, Any]:
+    """A lower bound from the bound ladder (as ``optsched bound``): no schedule, a bound."""
+    mod = bounds_module()
+    fn = getattr(mod, "compute_bound", None) or getattr(mod, "bound")
+    res = fn(instance, method.objective, method=method.name,
+             time_limit=method.option["time_limit"], **dict(method.params))
+    value = res if isinstance(res, (int, float)) else getattr(res, "value", None)
+    if value is None:
+        value = getattr(res, "bound", None)
+    used = getattr(res, "method", None)
+    return {"status": "bound", "bound": _num(value),
+            "solver": f"bound:{used}" if used else None}
+
+
+__all__ = ["run_method", "method_kind", "check_bound_method", "BoundsUnavailable", "solver_version"]
