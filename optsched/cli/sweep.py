@@ -35,7 +35,8 @@ def register(sub) -> None:
                      description="Per method: ratio to the best bound or proven optimum of each "
                      "instance (CDF), gap bars, runtime distribution. Writes report.md and PNGs.")
     q.add_argument("out", metavar="OUT", help="a sweep's output directory")
-    q.add_argument("-o", "--output", default=None, metavar="DIR", help="report directory (default OUT/report)")
+    q.add_argument("-o", "--output", default=None, metavar="DIR",
+                   help="report directory (default OUT/report)")
     q.add_argument("--json", action="store_true", help="print the summary as JSON")
     q.set_defaults(func=report)
     p.set_defaults(func=lambda args: (p.print_help(sys.stderr), 2)[1])

@@ -94,7 +94,7 @@ def run_formulation(instance: Instance, method: MethodSpec) -> dict[str, Any]:
     rep = solve(instance, method.name, method.objective, options=opts, warm_start=ws)
     ev = rep.evaluation
     has_schedule = rep.status in ("optimal", "feasible") and ev is not None
-    return {"status": rep.status,
+    return {"status": str(rep.status),
             "objective": _num(rep.objective) if has_schedule else None,
             "bound": _num(rep.bound),
             "gap": _num(rep.gap),
@@ -137,7 +137,7 @@ def check_bound_method(name: str) -> None:
 def run_bound(instance: Instance, method: MethodSpec) -> dict[str, Any]:
     """A lower bound from the bound ladder (as ``optsched bound``): no schedule, a bound."""
     mod = bounds_module()
-    fn = getattr(mod, "compute_bound", None) or getattr(mod, "bound")
+    fn = getattr(mod, "compute_bound", None) or mod.bound
     res = fn(instance, method.objective, method=method.name,
              time_limit=method.option["time_limit"], **dict(method.params))
     value = res if isinstance(res, (int, float)) else getattr(res, "value", None)

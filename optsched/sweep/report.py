@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .cells import FAILED
-from .results import ResultStore, ResultsError
+from .results import ResultsError, ResultStore
 
 TOL = 1e-9
 WITH_SCHEDULE = {"policy": ("feasible",), "formulation": ("optimal", "feasible")}
@@ -187,7 +187,8 @@ def _markdown(summary: dict, files: dict[str, str]) -> str:
           "`optsched.evaluate.evaluate`",
           f"- reference per instance and objective: the largest lower bound proven by any cell - a proven "
           f"optimum on {refs['optimum']}, a bound on {refs['bound']}, none on {refs['none']}",
-          "- ratio = objective / reference; gap = ratio - 1 (to a bound it overstates the gap to the optimum)",
+          "- ratio = objective / reference; gap = ratio - 1 (to a bound it overstates the gap to the "
+          "optimum)",
           "", "| method | kind | cells | failed | with ratio | at reference | ratio mean | median | p90 "
           "| max | solver gap | runtime median (s) | runtime max (s) |",
           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]

@@ -199,7 +199,8 @@ def _instance(d: dict, i: int, base_dir: str) -> InstanceSpec:
 
     kind = _str(d["generator"], f"{where}.generator")
     if kind not in GENERATORS:
-        raise SpecError(f"{where}.generator: unknown generator {kind!r}; known: {', '.join(sorted(GENERATORS))}")
+        raise SpecError(f"{where}.generator: unknown generator {kind!r}; "
+                        f"known: {', '.join(sorted(GENERATORS))}")
     g = GENERATORS[kind]
     params = {p.name: p for p in g.params if p.name != "seed"}
     allowed = ["generator", "seeds", *params, *(LIMIT_KEYS if g.takes_limits else ())]

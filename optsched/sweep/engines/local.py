@@ -69,7 +69,7 @@ class LocalEngine:
                     broken = True
                     yield Outcome(item, error="worker process died (the pool broke) while this cell ran")
             if broken:
-                for fut, item in flight.items():
+                for item in flight.values():
                     yield Outcome(item, error="worker process died (the pool broke) while this cell ran")
                 flight.clear()
                 pool = self._new_pool()
