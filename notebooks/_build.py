@@ -138,11 +138,11 @@ for k in ("makespan", "total_latency", "mean_ttft", "mean_tpot", "evictions", "r
     md("""
 ## 3. Compare several policies
 
-`optsched.cli.compare.run_policies` simulates and evaluates each policy (the same code behind
+`optsched.compare.run_policies` simulates and evaluates each policy (the same code behind
 `optsched compare`).
 """),
     code('''
-from optsched.cli.compare import run_policies
+from optsched.compare import run_policies
 
 POLICIES = ["vllm", "vllm-ef", "sarathi", "sarathi-ef", "infermax", "fcfs", "mcsf"]
 rows = run_policies(inst, POLICIES, "makespan")

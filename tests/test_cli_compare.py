@@ -60,7 +60,7 @@ def handmade():
 
     yield
     for name in ("test-proven", "test-unproven", "test-nothing"):
-        base._REGISTRY.pop(name, None)
+        base.FORMULATIONS.remove(name)
 
 
 def _report(out):

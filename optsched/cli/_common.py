@@ -9,9 +9,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..compare import fmt
 from ..errors import InputFileError
 from ..instance import Instance
 from ..schedule import Schedule
+
+__all__ = ["fmt", "image_file", "load_instance", "load_schedule", "output_dir", "output_file",
+           "print_json", "seed_arg", "table"]
 
 
 def seed_arg(text: str) -> int:
@@ -105,16 +109,6 @@ def _default(o):
     if isinstance(o, np.ndarray):
         return o.tolist()
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def fmt(v: Any, digits: int = 6) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            return "-"
-        return f"{v:.{digits}g}"
-    return str(v)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:

@@ -6,6 +6,7 @@ import sys
 
 from ..errors import OptschedError
 from ..evaluate import OBJECTIVES, evaluate
+from ..plugins import parse_assignments
 from . import EXIT_NO, EXIT_OK
 from ._common import fmt, load_instance, load_schedule, output_file, print_json, table
 
@@ -23,9 +24,11 @@ def register(sub) -> None:
     p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
     p.add_argument("--formulation", default="infermax",
                    help="infermax (Big-M, batch-indexed), hindsight (time-indexed IP, unit time), "
-                        "exhaustive (state-graph search, tiny instances)")
+                        "exhaustive (state-graph search, tiny instances), or a run function "
+                        "as path/to/file.py:run or package.module:run")
     p.add_argument("--objective", default="makespan", choices=OBJECTIVES)
-    p.add_argument("--solver", default="highs", choices=("highs", "gurobi", "cbc", "cpsat", "auto"))
+    p.add_argument("--solver", default="highs",
+                   help="highs (default), gurobi, cbc, cpsat, auto, or an installed backend")
     p.add_argument("--time-limit", type=float, default=60.0, help="seconds (default 60)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
@@ -66,22 +69,6 @@ def _pairs(items, sep, what):
     return out
 
 
-def parse_params(items) -> dict:
-    """``--param KEY=VALUE`` items (split as for policies) with numbers converted."""
-    from ..policies import parse_param_args
-
-    params = {}
-    for k, v in parse_param_args(items).items():
-        for conv in (int, float):
-            try:
-                v = conv(v)
-                break
-            except ValueError:
-                pass
-        params[k] = v
-    return params
-
-
 def resolve_than(instance, than: str, objective: str) -> float:
     try:
         return float(than)
@@ -118,7 +105,7 @@ def run(args) -> int:
     opts = SolveOptions(solver=args.solver, time_limit=args.time_limit, threads=args.threads,
                         seed=args.seed, rel_gap=args.gap, log_file=args.log,
                         progress=False if (args.quiet or args.json) else None,
-                        params=parse_params(args.param))
+                        params=parse_assignments(args.param, error=CliInputError))
     rep = solve(inst, args.formulation, args.objective, options=opts, hypotheses=hyp, warm_start=ws)
     if args.output and rep.schedule is not None:
         rep.schedule.save(args.output)

@@ -1,20 +1,21 @@
 """Formulations: optimisation models of the scheduling problem, all behind one ``solve``.
 
-Registered formulations (each module registers itself with
-:func:`~optsched.formulations.base.register_formulation`):
+Every module of this package registers its formulation with
+:func:`~optsched.formulations.base.register_formulation` and is discovered on first use
+(:data:`FORMULATIONS`, an :class:`optsched.plugins.Registry`), so adding one is one new file:
 
 * ``infermax``  -- InferMax Big-M batch-indexed model (``formulations/infermax.md``);
 * ``hindsight`` -- the online paper's hindsight-optimal time-indexed IP (``formulations/hindsight.md``);
-* ``exhaustive`` -- exact state-graph search for tiny instances (``optsched.oracles.exhaustive``).
+* ``exhaustive`` -- exact state-graph search for tiny instances (:mod:`optsched.oracles.exhaustive`).
 
-Adding one: a module with a ``@register_formulation`` function, listed in ``_MODULES``.
+Installed distributions add formulations through the ``optsched.formulations`` entry-point
+group; ``solve(instance, "my_model.py:run")`` loads a ``run`` function from a file.
 """
 
 from __future__ import annotations
 
-import importlib
-
 from .base import (
+    FORMULATIONS,
     FormulationError,
     FormulationInfo,
     Hypotheses,
@@ -26,25 +27,7 @@ from .base import (
     solve,
 )
 
-_MODULES = ("optsched.formulations.infermax", "optsched.formulations.hindsight",
-            "optsched.oracles.exhaustive")
-_loaded = False
-
-
-def _load_all() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for name in _MODULES:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if not (e.name and name.startswith(e.name)):  # a real import error inside it
-                raise
-
-
 __all__ = [
-    "FormulationError", "FormulationInfo", "Hypotheses", "RawSolution", "SolveOptions",
-    "SolveReport", "formulations", "register_formulation", "solve",
+    "FORMULATIONS", "FormulationError", "FormulationInfo", "Hypotheses", "RawSolution",
+    "SolveOptions", "SolveReport", "formulations", "register_formulation", "solve",
 ]

@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
-
-import numpy as np
 
 from ..errors import OptschedError
 from ..evaluate import Evaluation, evaluate
 from ..instance import Instance
+from ..plugins import ParamSpec, Registry, describe_object, parse_params
 from ..schedule import Schedule
 from ..solve_types import OBJECTIVES, STATUSES, Objective, SolveOptions, WarmStart, relative_gap
 
@@ -173,31 +172,6 @@ class SolveReport:
         }
 
 
-def int_param(formulation: str, name: str, v: Any, lo: int, hi: int | None = None) -> int:
-    """A formulation's integer ``--param`` (given as int or string): a clear error for
-    anything else, or a value outside ``lo..hi``."""
-    if isinstance(v, str):
-        try:
-            v = int(v.strip())
-        except ValueError:
-            raise FormulationError(f"{formulation}: {name} must be an integer, got {v!r}") from None
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (hi is not None and v > hi):
-        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
-        raise FormulationError(f"{formulation}: {name} must be an integer {rng}, got {v!r}")
-    return int(v)
-
-
-def bool_param(formulation: str, name: str, v: Any) -> bool:
-    """A formulation's on/off ``--param``: a bool or one of 1/0, true/false, yes/no, on/off."""
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    words = {"1": True, "true": True, "yes": True, "on": True,
-             "0": False, "false": False, "no": False, "off": False}
-    if isinstance(v, (str, int)) and str(v).strip().lower() in words:
-        return words[str(v).strip().lower()]
-    raise FormulationError(f"{formulation}: {name} must be true or false, got {v!r}")
-
-
 def _num(v):
     return None if v is None or not math.isfinite(v) else float(v)
 
@@ -215,27 +189,54 @@ class FormulationInfo:
     objectives: tuple[str, ...] = OBJECTIVES
     #: True if the model needs a warm-start schedule (e.g. to size the batch horizon)
     needs_warm_start: bool = True
+    #: the ``--param`` knobs; :func:`solve` hands ``run`` every one of them, checked and with
+    #: its default filled in. ``None``: undeclared, ``options.params`` is passed on as given
+    params: tuple[ParamSpec, ...] | None = ()
+
+    def parse_params(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        if self.params is None:
+            return dict(given)
+        return parse_params(self.params, given, f"formulation {self.name!r}", FormulationError)
 
 
-_REGISTRY: dict[str, FormulationInfo] = {}
+def _adapt(label: str, obj: Any) -> FormulationInfo:
+    """A ``run`` function loaded from ``file.py:run`` / ``module:run`` or an entry point."""
+    if isinstance(obj, FormulationInfo):
+        return obj
+    if not callable(obj):
+        raise FormulationError(f"{label}: not a formulation (a run function)")
+    return FormulationInfo(label, obj, describe_object(obj) or f"user formulation {label}",
+                           tuple(getattr(obj, "objectives", OBJECTIVES)),
+                           bool(getattr(obj, "needs_warm_start", False)),
+                           getattr(obj, "params", None))
 
 
-def register_formulation(name: str, description: str, objectives=OBJECTIVES, needs_warm_start=True):
-    """Decorator: ``@register_formulation("infermax", "...")`` on a ``run`` function."""
+#: every formulation: the modules of ``optsched.formulations`` register theirs on import;
+#: installed distributions add theirs through the ``optsched.formulations`` entry points
+FORMULATIONS: Registry[FormulationInfo] = Registry(
+    "formulation", packages=("optsched.formulations",), group="optsched.formulations",
+    error=FormulationError, adapt=_adapt,
+)
+
+
+def register_formulation(name: str, description: str, objectives: Sequence[str] = OBJECTIVES,
+                         needs_warm_start: bool = True,
+                         params: Sequence[ParamSpec] = ()) -> Callable[[RunFn], RunFn]:
+    """Decorator: ``@register_formulation("infermax", "...", params=(...))`` on a ``run``
+    function."""
 
     def deco(fn: RunFn) -> RunFn:
-        _REGISTRY[name] = FormulationInfo(name, fn, description, tuple(objectives), needs_warm_start)
+        info = FormulationInfo(name, fn, description, tuple(objectives), needs_warm_start,
+                               tuple(params))
+        FORMULATIONS.add(name, info, fn)
         return fn
 
     return deco
 
 
 def formulations() -> dict[str, FormulationInfo]:
-    from . import _load_all
-
-    _load_all()
-
-    return dict(_REGISTRY)
+    """Every registered formulation by name."""
+    return {info.name: info for info in FORMULATIONS.entries()}
 
 
 # --- the one solve --------------------------------------------------------------------
@@ -301,16 +302,14 @@ def solve(
     if objective not in OBJECTIVES:
         raise FormulationError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     objective = Objective(objective)
-    reg = formulations()
-    if formulation not in reg:
-        raise FormulationError(f"unknown formulation {formulation!r}; choose one of {', '.join(sorted(reg))}")
-    info = reg[formulation]
+    info = FORMULATIONS.get(formulation)
     if objective not in info.objectives:
         raise FormulationError(
             f"formulation {formulation!r} does not support objective {objective!r} "
             f"(supports {', '.join(info.objectives)})"
         )
     hyp.check_against(instance)
+    options = replace(options, params=info.parse_params(options.params))
     t0 = time.perf_counter()
     ws, ws_info = _warm_start(instance, objective, warm_start, hyp)
     raw = info.run(instance, objective, hyp, options, ws)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -33,6 +34,7 @@ from .. import milp
 from ..cost import UnitCost
 from ..evaluate import evaluate
 from ..instance import Instance
+from ..plugins import ParamSpec, parse_params
 from ..schedule import Schedule, ScheduleBuilder
 from ..solve_types import WarmStart
 from .base import (
@@ -40,8 +42,6 @@ from .base import (
     Hypotheses,
     RawSolution,
     SolveOptions,
-    bool_param,
-    int_param,
     register_formulation,
 )
 
@@ -85,36 +85,27 @@ class HindsightParams:
     search: float | None = None
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> HindsightParams:
-        known = {"variant", "memory", "aggregate", "symmetry", "bucket", "horizon", "max_rounds",
-                 "cliques", "separation", "search"}
-        extra = set(d) - known
-        if extra:
-            raise FormulationError(f"hindsight: unknown params {sorted(extra)}; known: {sorted(known)}")
-        kw: dict[str, Any] = {}
-        for k, v in d.items():
-            if k in ("aggregate", "symmetry", "bucket", "separation"):
-                kw[k] = bool_param("hindsight", k, v)
-            elif k in ("horizon", "max_rounds", "cliques"):
-                kw[k] = None if v is None else int_param("hindsight", k, v, 1 if k == "horizon" else 0)
-            elif k == "search":
-                try:
-                    kw[k] = None if v is None else float(v)
-                except ValueError:
-                    raise FormulationError(
-                        f"hindsight: search must be seconds (a number), got {v!r}") from None
-            else:
-                kw[k] = str(v)
-        p = cls(**kw)
-        if p.variant not in VARIANTS:
-            raise FormulationError(f"hindsight: variant must be one of {VARIANTS}, got {p.variant!r}")
-        if p.memory not in MEMORY_FORMS:
-            raise FormulationError(f"hindsight: memory must be one of {MEMORY_FORMS}, got {p.memory!r}")
-        if p.horizon is not None and p.horizon < 1:
-            raise FormulationError("hindsight: horizon must be >= 1")
-        if p.search is not None and not (p.search >= 0 and math.isfinite(p.search)):
-            raise FormulationError(f"hindsight: search must be >= 0 seconds, got {p.search!r}")
-        return p
+    def from_dict(cls, d: Mapping[str, Any]) -> HindsightParams:
+        """The knobs from ``--param`` strings or typed values, checked by :data:`PARAMS`."""
+        return cls(**parse_params(PARAMS, d, "formulation 'hindsight'", FormulationError))
+
+
+#: the ``--param`` knobs (:class:`HindsightParams` says what each one does)
+PARAMS = (
+    ParamSpec("variant", str, "tight", "plain or tight model", choices=VARIANTS),
+    ParamSpec("memory", str, "dense", "dense (H4) or flow (H16) memory rows", choices=MEMORY_FORMS),
+    ParamSpec("aggregate", bool, True, "identical requests as integer counts (H10)"),
+    ParamSpec("symmetry", bool, True, "order identical requests (H11)"),
+    ParamSpec("bucket", bool, True, "late-start bucket (H12)"),
+    ParamSpec("horizon", int, None, "the cut T (H12) / T (H9); default: from the upper bound",
+              lo=1),
+    ParamSpec("max_rounds", int, 4, "horizon doublings when the bucket is used at the optimum",
+              lo=0),
+    ParamSpec("cliques", int, 0, "levels K of the dual-feasible-function rows (H19); 0 = none",
+              lo=0),
+    ParamSpec("separation", bool, True, "completion-separation rows (H20), tight variant only"),
+    ParamSpec("search", float, None, "seconds of local search (H21); 0 = off", lo=0),
+)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -932,6 +923,7 @@ def best_known_starts(instance: Instance, objective: str, warm_start: Schedule |
     "hindsight-optimal time-indexed IP (online paper, appendix B): unit time, no preemption, "
     "no chunking; variants tight (default) and plain",
     needs_warm_start=False,
+    params=PARAMS,
 )
 def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: SolveOptions,
         warm_start: WarmStart | None) -> RawSolution:

@@ -31,6 +31,7 @@ from .. import milp
 from ..cost import LinearCost, UnitCost
 from ..evaluate import evaluate
 from ..instance import Instance
+from ..plugins import ParamSpec, parse_params
 from ..schedule import Schedule, ScheduleBuilder
 from ..solve_types import WarmStart
 from .base import (
@@ -38,7 +39,6 @@ from .base import (
     Hypotheses,
     RawSolution,
     SolveOptions,
-    int_param,
     register_formulation,
 )
 
@@ -916,26 +916,28 @@ def _raw(res, scale: float, sched, obj, notes: list[str], J: int, jmax, J_param)
                        history=tuple((t, sec(a), sec(b)) for t, a, b in res.history))
 
 
+#: the ``--param`` knobs
+PARAMS = (
+    ParamSpec("variant", str, "auto", "auto (flow model where it applies, else tight), flow, "
+              "tight or plain", choices=("auto", "flow") + VARIANTS),
+    ParamSpec("batches", int, None, "batch slots J (default: from the warm start)",
+              lo=1, hi=MAX_BATCH_SLOTS),
+    ParamSpec("slack", int, DEFAULT_SLACK, "batch slots added to the warm start's count",
+              lo=0, hi=MAX_BATCH_SLOTS),
+)
+
+
 @register_formulation(
     "infermax",
     "InferMax Big-M batch-indexed MILP (paper section 5), exact pricing; variant=tight|plain, "
     "batches=J, slack=k (formulations/infermax.md)",
+    params=PARAMS,
 )
 def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptions,
         warm_start: WarmStart | None) -> RawSolution:
     """The registered ``infermax`` formulation (``formulations/infermax.md``)."""
-    params = dict(options.params)
-    variant = str(params.pop("variant", "auto"))
-    J_param = params.pop("batches", None)
-    if J_param is not None:
-        J_param = int_param("infermax", "batches", J_param, 1, MAX_BATCH_SLOTS)
-    slack = int_param("infermax", "slack", params.pop("slack", DEFAULT_SLACK), 0, MAX_BATCH_SLOTS)
-    if params:
-        raise FormulationError(f"infermax: unknown parameters {sorted(params)} "
-                               "(known: variant, batches, slack)")
-    if variant not in VARIANTS + ("flow", "auto"):
-        raise FormulationError(f"infermax: unknown variant {variant!r}; choose auto, flow, tight "
-                               "or plain")
+    params = parse_params(PARAMS, options.params, "formulation 'infermax'", FormulationError)
+    variant, J_param, slack = params["variant"], params["batches"], params["slack"]
     inst = instance
     if variant in ("flow", "auto"):
         from . import infermax_flow

@@ -79,25 +79,15 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..cost import LinearCost, UnitCost
-from ..evaluate import evaluate
-from ..formulations.base import (
-    FormulationError,
-    Hypotheses,
-    RawSolution,
-    SolveOptions,
-    bool_param,
-    int_param,
-    register_formulation,
-)
+from ..formulations.base import FormulationError
 from ..instance import Instance
 from ..schedule import Schedule, ScheduleBuilder
-from ..solve_types import OBJECTIVES, WarmStart
+from ..solve_types import OBJECTIVES
 
 DEFAULT_MAX_STATES = 200_000
 
@@ -618,75 +608,3 @@ def search(instance: Instance, objective: str = "makespan", options: SearchOptio
            ) -> SearchResult:
     """Exact minimum of ``objective`` over all schedules of ``instance`` (module docstring)."""
     return _Search(instance, objective, options or SearchOptions()).run()
-
-
-_BOOL_PARAMS = ("no_evictions", "no_chunking", "no_pausing")
-
-
-def _parse_params(params: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in params.items():
-        if k == "max_states":
-            out[k] = int_param("exhaustive", k, v, 1)
-        elif k in _BOOL_PARAMS:
-            out[k] = bool_param("exhaustive", k, v)
-        else:
-            raise FormulationError(
-                f"exhaustive: unknown parameter {k!r}; known: max_states, {', '.join(_BOOL_PARAMS)}")
-    return out
-
-
-@register_formulation(
-    "exhaustive",
-    "exact A*/Dijkstra search over schedule states (evictions, chunking, arrivals); tiny instances",
-    objectives=OBJECTIVES,
-    needs_warm_start=False,
-)
-def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: SolveOptions,
-        warm_start: WarmStart | None) -> RawSolution:
-    """The ``exhaustive`` formulation: :func:`search`, then the evaluator's objective."""
-    if hypotheses.force or hypotheses.forbid or hypotheses.order:
-        raise FormulationError("exhaustive: supports only the no_evictions and at_most hypotheses")
-    if instance.n == 0:
-        raise FormulationError("exhaustive: the instance has no requests")
-    p = _parse_params(dict(options.params))
-    so = SearchOptions(
-        max_states=p.get("max_states", DEFAULT_MAX_STATES),
-        time_limit=options.time_limit,
-        no_evictions=p.get("no_evictions", False) or hypotheses.no_evictions,
-        no_chunking=p.get("no_chunking", False),
-        no_pausing=p.get("no_pausing", False),
-    )
-    notes = []
-    ub = None
-    if warm_start is not None and not so.restricted:
-        ev = warm_start.evaluation
-        if ev.feasible and math.isfinite(ev.objective(objective)):
-            ub = ev.objective(objective)
-    if hypotheses.at_most is not None:
-        ub = hypotheses.at_most if ub is None else min(ub, hypotheses.at_most)
-    so = replace(so, upper_bound=ub)
-    res = search(instance, objective, so)
-    stats = f"{res.expanded} states expanded, {res.generated} generated"
-    notes.append(stats)
-    restr = [k for k in _BOOL_PARAMS if getattr(so, k)]
-    if restr:
-        notes.append("restricted search: " + ", ".join(restr))
-    if res.status != "optimal":
-        status = res.status
-        msg = res.message
-        if res.status == "no_solution" and hypotheses.at_most is not None and "upper bound" in (msg or ""):
-            status, msg = "infeasible", f"no schedule with objective <= {hypotheses.at_most}"
-        return RawSolution(status=status, runtime=res.runtime, solver="exhaustive",
-                           nodes=res.expanded, notes=tuple(notes), message=msg)
-    ev = evaluate(instance, res.schedule)
-    true = ev.objective(objective)
-    if not ev.feasible or abs(true - res.objective) > 1e-6 * max(1.0, abs(true)):
-        return RawSolution(status="error", objective=res.objective, schedule=res.schedule,
-                           runtime=res.runtime, solver="exhaustive", nodes=res.expanded,
-                           notes=tuple(notes),
-                           message=f"exhaustive: internal error: search cost {res.objective} but the "
-                                   f"evaluator gives {true} (feasible={ev.feasible})")
-    return RawSolution(status="optimal", objective=true, bound=true, schedule=res.schedule,
-                       runtime=res.runtime, solver="exhaustive", nodes=res.expanded,
-                       notes=tuple(notes))

@@ -10,7 +10,9 @@ from __future__ import annotations
 from ..instance import Instance
 from ..schedule import Schedule
 from .registry import (
+    POLICIES,
     Param,
+    ParamSpec,
     PolicyError,
     PolicySpec,
     SimulationError,
@@ -24,7 +26,8 @@ from .simulator import Plan, Policy, SimView, simulate_policy
 
 
 def simulate(instance: Instance, policy: str | Policy, **params) -> Schedule:
-    """Run ``policy`` (a registered name, built fresh with ``params``, or a policy object)
+    """Run ``policy`` (a registered name or a ``file.py:Class`` / ``module:Class`` reference,
+    built fresh with ``params``, or a policy object)
     over ``instance`` and return its schedule."""
     if isinstance(policy, str):
         policy = get_policy(policy, **params)
@@ -34,6 +37,8 @@ def simulate(instance: Instance, policy: str | Policy, **params) -> Schedule:
 
 
 __all__ = [
+    "POLICIES",
+    "ParamSpec",
     "simulate",
     "get_policy",
     "get_spec",

@@ -1,6 +1,9 @@
 """Policy registry: every scheduling policy is registered by name with a one-line
 description, its source (paper + section/algorithm/table) and its parameters.
 
+Policies are plug-ins (:mod:`optsched.plugins`): every module of this package registers its
+policies on import, so a new policy is one new file here (or a ``file.py:Class`` reference,
+or an installed ``optsched.policies`` entry point).
 ``get_policy(name, **params)`` returns a *fresh* policy object (policies keep per-run
 state, so one object simulates one run). Parameters are declared with a type, a default
 and a check; an unknown key or a bad value raises :class:`PolicyError` naming it.
@@ -10,11 +13,22 @@ eviction-free reservation, ranking by true ``O``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import OptschedError
+from ..plugins import (
+    ParamSpec,
+    Registry,
+    describe_object,
+    non_negative,
+    open_unit_interval,
+    parse_assignments,
+    parse_params,
+    positive,
+    unit_interval,
+)
 
 
 class PolicyError(OptschedError, ValueError):
@@ -25,51 +39,8 @@ class SimulationError(OptschedError, RuntimeError):
     """A policy produced a batch the simulator cannot apply (a policy bug), or stalled."""
 
 
-@dataclass(frozen=True)
-class Param:
-    """A policy parameter: ``type`` is int, float, str or bool; ``check`` returns an error
-    text for a bad value (or None)."""
-
-    name: str
-    type: type
-    default: Any
-    help: str
-    check: Callable[[Any], str | None] | None = None
-
-    def parse(self, value: Any, policy: str) -> Any:
-        where = f"policy {policy!r}: parameter {self.name!r}"
-        if isinstance(value, str) and self.type is not str:
-            text = value.strip()
-            try:
-                if self.type is bool:
-                    low = text.lower()
-                    if low not in ("1", "0", "true", "false", "yes", "no"):
-                        raise ValueError
-                    value = low in ("1", "true", "yes")
-                elif self.type is int:
-                    value = int(text)
-                elif self.type is float:
-                    value = float(text)
-            except ValueError:
-                raise PolicyError(
-                    f"{where}: expected {self.type.__name__}, got {value!r}"
-                ) from None
-        elif value is not None:
-            ok = (
-                isinstance(value, self.type)
-                or (self.type is float and isinstance(value, int))
-            ) and not (self.type is not bool and isinstance(value, bool))
-            if not ok:
-                raise PolicyError(f"{where}: expected {self.type.__name__}, got {value!r}")
-            if self.type is float:
-                value = float(value)
-        if value is None and self.default is not None:
-            raise PolicyError(f"{where}: a value is required")
-        if self.check is not None and value is not None:
-            msg = self.check(value)
-            if msg:
-                raise PolicyError(f"{where}: {msg}, got {value!r}")
-        return value
+#: a policy parameter (the one parameter-spec type of all plug-ins)
+Param = ParamSpec
 
 
 @dataclass(frozen=True)
@@ -84,27 +55,41 @@ class PolicySpec:
     params: tuple[Param, ...] = ()
     defaults: tuple[tuple[str, Any], ...] = ()
 
-    def parse_params(self, params: dict[str, Any]) -> dict[str, Any]:
-        known = {p.name: p for p in self.params}
-        out = {p.name: p.default for p in self.params}
-        out.update(dict(self.defaults))
-        for key, value in params.items():
-            if key not in known:
-                names = ", ".join(sorted(known)) or "none"
-                raise PolicyError(
-                    f"policy {self.name!r}: unknown parameter {key!r} (known: {names})"
-                )
-            out[key] = known[key].parse(value, self.name)
-        return out
+    def parse_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` checked by the declared :class:`ParamSpec` s, defaults filled in."""
+        return parse_params(self.params, params, f"policy {self.name!r}", PolicyError,
+                            dict(self.defaults))
 
-    def make(self, **params):
+    def make(self, **params: Any) -> Any:
         policy = self.factory(**self.parse_params(params))
         policy.name = self.name
         policy.hypothetical = self.hypothetical
         return policy
 
 
-_REGISTRY: dict[str, PolicySpec] = {}
+def _adapt(label: str, obj: Any) -> PolicySpec:
+    """A policy class (or factory) loaded from ``file.py:Name`` / ``module:Name`` or an entry
+    point: its parameters are its ``params`` attribute (:class:`ParamSpec` s)."""
+    if isinstance(obj, PolicySpec):
+        return obj
+    if not callable(obj) or (isinstance(obj, type) and not hasattr(obj, "next_batch")):
+        raise PolicyError(f"{label}: not a policy (a Policy subclass or a factory returning one)")
+    return PolicySpec(
+        name=label,
+        description=describe_object(obj) or f"user policy {label}",
+        source=str(getattr(obj, "source", "") or label),
+        hypothetical=bool(getattr(obj, "hypothetical", False)),
+        factory=obj,
+        params=tuple(getattr(obj, "params", ()) or ()),
+    )
+
+
+#: every policy: the modules of ``optsched.policies`` register theirs on import; installed
+#: distributions add theirs through the ``optsched.policies`` entry-point group
+POLICIES: Registry[PolicySpec] = Registry(
+    "policy", plural="policies", packages=("optsched.policies",), group="optsched.policies",
+    error=PolicyError, adapt=_adapt, skip=("registry", "simulator"),
+)
 
 
 def register(
@@ -121,13 +106,13 @@ def register(
     under ``name``; usable as a call (``factory=``) or as a class decorator.
     ``defaults`` overrides parameter defaults for this name (configurations)."""
 
-    def add(f):
-        if name in _REGISTRY:
-            raise ValueError(f"policy {name!r} is already registered")
-        _REGISTRY[name] = PolicySpec(
+    def add(f: Callable[..., Any]) -> Callable[..., Any]:
+        if name in POLICIES._entries:
+            raise PolicyError(f"policy {name!r} is already registered")
+        POLICIES.add(name, PolicySpec(
             name, description, source, hypothetical, f, tuple(params),
             tuple((defaults or {}).items()),
-        )
+        ), f)
         return f
 
     if factory is not None:
@@ -135,63 +120,31 @@ def register(
     return add
 
 
-def _load_builtin() -> None:
-    # importing the modules registers their policies
-    from . import alpha, mcsf, unified  # noqa: F401
-
-
 def get_spec(name: str) -> PolicySpec:
-    _load_builtin()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise PolicyError(
-            f"unknown policy {name!r}; known policies: {', '.join(sorted(_REGISTRY))}"
-        ) from None
+    """The registered policy ``name``, or a ``file.py:Class`` / ``module:Class`` reference."""
+    return POLICIES.get(name)
 
 
-def get_policy(name: str, **params):
+def get_policy(name: str, **params: Any) -> Any:
     """A fresh policy object for ``name`` with ``params`` (validated)."""
     return get_spec(name).make(**params)
 
 
 def list_policies() -> list[PolicySpec]:
     """All registered policies, sorted by name."""
-    _load_builtin()
-    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+    return POLICIES.entries()
 
 
 def parse_param_args(items: list[str] | None) -> dict[str, str]:
     """``["key=value", ...]`` (the CLI's ``--param``) -> dict; values stay strings and are
     parsed by the policy's declared types."""
-    out: dict[str, str] = {}
-    for item in items or ():
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise PolicyError(f"--param {item!r}: expected key=value")
-        out[key.strip()] = value
-    return out
-
-
-# -- common checks ------------------------------------------------------------------------
-def positive(v) -> str | None:
-    return None if v > 0 else "must be > 0"
-
-
-def non_negative(v) -> str | None:
-    return None if v >= 0 else "must be >= 0"
-
-
-def unit_interval(v) -> str | None:
-    return None if 0 <= v <= 1 else "must be in [0, 1]"
-
-
-def open_unit_interval(v) -> str | None:
-    return None if 0 < v <= 1 else "must be in (0, 1]"
+    return parse_assignments(items, error=PolicyError)
 
 
 __all__ = [
+    "POLICIES",
     "Param",
+    "ParamSpec",
     "PolicySpec",
     "PolicyError",
     "SimulationError",
@@ -200,4 +153,8 @@ __all__ = [
     "get_spec",
     "list_policies",
     "parse_param_args",
+    "positive",
+    "non_negative",
+    "unit_interval",
+    "open_unit_interval",
 ]

@@ -250,7 +250,7 @@ def test_cli_no_evictions_and_at_most(tmp_path, capsys):
 def test_unknown_parameter_is_rejected():
     from optsched.formulations import FormulationError
 
-    with pytest.raises(FormulationError, match="unknown parameters"):
+    with pytest.raises(FormulationError, match="unknown parameter 'bogus'"):
         solve(two_requests(), "infermax", options=opts(params={"bogus": 1}))
 
 

@@ -8,19 +8,32 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from ...plugins import Registry
+from ..errors import UnknownSolverError
+
 if TYPE_CHECKING:
     from ...solve_types import SolveOptions
     from ..model import Model
     from ..progress import Progress
 
-_REGISTRY: dict[str, type[Backend]] = {}
+def _adapt(label: str, obj: object) -> type[Backend]:
+    """A backend class loaded from an entry point or a ``module:Class`` reference."""
+    if isinstance(obj, type) and issubclass(obj, Backend):
+        return obj
+    raise UnknownSolverError(f"{label}: not a MILP backend (a Backend subclass)")
+
+
+#: every MILP backend: the modules of this package register theirs on import; installed
+#: distributions add theirs through the ``optsched.backends`` entry-point group
+BACKENDS: Registry[type[Backend]] = Registry(
+    "solver", packages=("optsched.milp.backends",), group="optsched.backends",
+    error=UnknownSolverError, adapt=_adapt,
+)
 
 
 def register(cls: type[Backend]) -> type[Backend]:
     """Class decorator: make ``cls`` available under ``cls.name``."""
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise RuntimeError(f"two MILP backends are registered as {cls.name!r}")
-    _REGISTRY[cls.name] = cls
+    BACKENDS.add(cls.name, cls, cls)
     return cls
 
 

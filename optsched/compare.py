@@ -1,0 +1,405 @@
+"""Policies (and schedule files) against the optimum: the library behind ``optsched compare``.
+
+Every schedule -- simulated, loaded, or the solver's -- goes through
+:func:`optsched.evaluate.evaluate`; objective values are ``Evaluation.objective``. With
+``optimal=True`` the reference is the solver's objective when it is proven optimal, else its
+bound (:func:`reference` says which); gaps are ``(objective - reference) / |reference|``
+(:func:`gap`), so a gap to the bound is an upper bound on the gap to the (unknown) optimum.
+
+``compare(instance, ["vllm", "my_policy.py:MyPolicy"], optimal=True)`` returns a
+:class:`Comparison` (one :class:`Row` per schedule); :func:`write_report` writes
+``report.md`` (Markdown table + figures), ``report.json``, ``compare.png`` (bars), ``kv.png``
+(KV over time), ``progress.png`` (solver incumbent and bound over time) and one
+``gantt_<label>.png`` per schedule. Notebooks and benches use this module, never
+:mod:`optsched.cli`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import OptschedError
+from .evaluate import OBJECTIVES, Evaluation, evaluate
+from .instance import Instance
+from .schedule import Schedule
+
+if TYPE_CHECKING:
+    from .formulations import SolveReport
+
+
+class CompareInputError(OptschedError):
+    """Nothing to compare, or an unknown policy."""
+
+
+@dataclass
+class Row:
+    """One compared schedule (or a failed attempt to get one)."""
+
+    label: str
+    kind: str  # "policy", "schedule" or "optimum"
+    status: str  # feasible / infeasible / optimal / best found / error / no_solution ...
+    schedule: Schedule | None = None
+    evaluation: Evaluation | None = None
+    objective: float | None = None  # Evaluation.objective(kind) of this row's schedule
+    runtime: float | None = None
+    gap: float | None = None
+    message: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def metric(self, key: str) -> Any:
+        return None if self.evaluation is None else self.evaluation.metrics.get(key)
+
+    def to_dict(self) -> dict[str, Any]:
+        ev = self.evaluation
+        return {
+            "label": self.label,
+            "kind": self.kind,
+            "status": self.status,
+            "feasible": None if ev is None else ev.feasible,
+            "violations": None if ev is None else int(sum(ev.violation_counts.values())),
+            "objective": _num(self.objective),
+            "gap": _num(self.gap),
+            "evictions": self.metric("evictions"),
+            "mean_ttft": _num(self.metric("mean_ttft")),
+            "mean_tpot": _num(self.metric("mean_tpot")),
+            "runtime": _num(self.runtime),
+            "message": self.message,
+            **self.extra,
+        }
+
+
+@dataclass
+class Comparison:
+    """The rows of one comparison, the solve behind the optimum row and the gap reference."""
+
+    instance: Instance
+    objective: str
+    rows: list[Row]
+    optimum: Row | None = None
+    report: SolveReport | None = None
+    #: what the gaps are measured against: ``"optimum"``, ``"bound"`` or None (no gaps)
+    reference_kind: str | None = None
+    reference: float | None = None
+    time_limit: float | None = None
+    solver: str = ""
+
+    @property
+    def all_feasible(self) -> bool:
+        """Every row has a feasible schedule (the CLI's exit 0)."""
+        return all(r.evaluation is not None and r.evaluation.feasible for r in self.rows)
+
+
+def _num(v: Any) -> float | None:
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def fmt(v: Any, digits: int = 6) -> str:
+    """A table cell: ``-`` for None and non-finite numbers, ``digits`` significant digits."""
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return "-"
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "schedule"
+
+
+def policy_names(spec: str | Sequence[str]) -> list[str]:
+    """Policy names from ``"a,b"`` (or a list): ``"all"`` is every registered policy; a
+    ``file.py:Class`` / ``module:Class`` reference is loaded (a bad one raises)."""
+    from .plugins import is_reference
+    from .policies import get_spec, list_policies
+
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    names = [s.strip() for s in items if s.strip()]
+    if not names:
+        return []
+    known = [p.name for p in list_policies()]
+    if names == ["all"]:
+        return known
+    for n in names:
+        if is_reference(n):
+            get_spec(n)
+        elif n not in known:
+            raise CompareInputError(f"--policies: unknown policy {n!r}; known: {', '.join(known)}")
+    return names
+
+
+def evaluated_row(label: str, kind: str, inst: Instance, sched: Schedule, objective: str,
+                  runtime: float | None) -> Row:
+    """A row for ``sched``, replayed by the evaluator."""
+    ev = evaluate(inst, sched)
+    status = "feasible" if ev.feasible else f"infeasible ({sum(ev.violation_counts.values())} violations)"
+    return Row(label, kind, status, sched, ev, ev.objective(objective), runtime)
+
+
+def run_policies(inst: Instance, names: Sequence[str], objective: str = "makespan") -> list[Row]:
+    """Simulate and evaluate each policy; a policy that fails is a row with status ``error``."""
+    from .policies import simulate
+
+    rows = []
+    for name in names:
+        t0 = time.perf_counter()
+        try:
+            sched = simulate(inst, name)
+        except OptschedError as e:
+            rows.append(Row(name, "policy", "error", runtime=time.perf_counter() - t0, message=str(e)))
+            continue
+        rows.append(evaluated_row(name, "policy", inst, sched, objective, time.perf_counter() - t0))
+    return rows
+
+
+def run_optimum(inst: Instance, candidates: Sequence[Row], *, formulation: str = "infermax",
+                objective: str = "makespan", solver: str = "highs",
+                time_limit: float | None = 60.0, threads: int | None = None
+                ) -> tuple[Row, SolveReport]:
+    """Solve; the best feasible compared schedule is the warm start (else ``"auto"``)."""
+    from .formulations import SolveOptions, solve
+
+    feas = [r for r in candidates if r.evaluation is not None and r.evaluation.feasible
+            and r.schedule is not None and r.objective is not None and math.isfinite(r.objective)]
+    ws: Schedule | str = min(feas, key=_objective_of).schedule if feas else "auto"  # type: ignore[assignment]
+    opts = SolveOptions(solver=solver, time_limit=time_limit, threads=threads, progress=False)
+    rep = solve(inst, formulation, objective, options=opts, warm_start=ws)
+    extra = {"solver_status": rep.status, "bound": _num(rep.bound), "solver_gap": _num(rep.gap),
+             "formulation": rep.formulation, "solver": rep.solver}
+    solved = rep.status in ("optimal", "feasible")
+    if rep.status == "optimal":
+        label, status = f"optimal ({formulation})", "optimal"
+    elif rep.status == "feasible":
+        label, status = f"best found ({formulation})", "best found (not proven optimal)"
+    else:
+        label, status = f"{formulation}", rep.status
+    row = Row(label, "optimum", status, rep.schedule if solved else None,
+              rep.evaluation if solved else None, runtime=rep.runtime, message=rep.message,
+              extra=extra)
+    if row.evaluation is not None:
+        row.objective = row.evaluation.objective(objective)
+    return row, rep
+
+
+def _objective_of(row: Row) -> float:
+    return math.inf if row.objective is None else row.objective
+
+
+def reference(opt: Row | None) -> tuple[float | None, str | None]:
+    """(value, "optimum" | "bound") the gaps are measured against, or (None, None)."""
+    if opt is None:
+        return None, None
+    if opt.extra.get("solver_status") == "optimal" and opt.objective is not None:
+        return opt.objective, "optimum"
+    b = opt.extra.get("bound")
+    if opt.extra.get("solver_status") in ("optimal", "feasible", "no_solution") \
+            and b is not None and math.isfinite(b):
+        return b, "bound"
+    return None, None
+
+
+def gap(value: float | None, ref: float | None) -> float | None:
+    """``(value - ref) / |ref|``; None when either is missing (0 when both are 0)."""
+    if value is None or ref is None or not math.isfinite(value):
+        return None
+    if ref == 0:
+        return 0.0 if value == 0 else None
+    return (value - ref) / abs(ref)
+
+
+def compare(instance: Instance, policies: str | Sequence[str] = (),
+            schedules: Mapping[str, Schedule] | Sequence[tuple[str, Schedule]] = (), *,
+            optimal: bool = False,
+            formulation: str = "infermax", objective: str = "makespan", solver: str = "highs",
+            time_limit: float | None = 60.0, threads: int | None = None) -> Comparison:
+    """Simulate ``policies``, evaluate ``schedules`` (label -> schedule) and, with
+    ``optimal``, solve ``formulation``; every feasible row gets its gap to the reference.
+    ``schedules`` may also be ``(label, schedule)`` pairs (labels need not be unique)."""
+    if objective not in OBJECTIVES:
+        raise CompareInputError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    names = policy_names(policies)
+    pairs = list(schedules.items()) if isinstance(schedules, Mapping) else list(schedules)
+    if not names and not pairs and not optimal:
+        raise CompareInputError("nothing to compare: give --policies, --schedule or --optimal")
+    rows = run_policies(instance, names, objective) if names else []
+    rows += [evaluated_row(label, "schedule", instance, s, objective, None)
+             for label, s in pairs]
+    opt, rep = None, None
+    if optimal:
+        opt, rep = run_optimum(instance, rows, formulation=formulation, objective=objective,
+                               solver=solver, time_limit=time_limit, threads=threads)
+        rows.append(opt)
+    ref, ref_kind = reference(opt)
+    for r in rows:
+        if r.evaluation is not None and r.evaluation.feasible:
+            r.gap = gap(r.objective, ref)
+    return Comparison(instance, objective, rows, opt, rep, ref_kind, ref, time_limit, solver)
+
+
+# -- the report ---------------------------------------------------------------------------
+HEADERS = ("policy", "status", "objective", "gap", "evictions", "mean TTFT", "mean TPOT", "runtime (s)")
+
+
+def table_rows(rows: Sequence[Row]) -> list[list[Any]]:
+    """The report table's cells, one list per row (in :data:`HEADERS` order)."""
+    out = []
+    for r in rows:
+        g = None if r.gap is None else f"{100 * r.gap:+.2f}%"
+        out.append([r.label, r.status, r.objective, g, r.metric("evictions"), r.metric("mean_ttft"),
+                    r.metric("mean_tpot"), None if r.runtime is None else f"{r.runtime:.3g}"])
+    return out
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def cell(v: Any) -> str:
+        return fmt(v).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(headers) + " |",
+             "|" + "|".join("---" if i < 2 else "---:" for i in range(len(headers))) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_rows: int | None = 300,
+                 title: str | None = None) -> dict[str, str]:
+    """Figures, ``report.md`` and ``report.json`` in ``out``; returns {what: file name}.
+    ``max_rows``: Gantt rows per figure (None = all); ``title``: the instance's name in the
+    heading when the instance has none."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = _figures(out, cmp)
+    gantts = _gantts(out, cmp, max_rows) if gantt_charts else {}
+    md = _markdown(cmp, files, gantts, title)
+    (out / "report.md").write_text("\n".join(md) + "\n")
+    files["report"] = "report.md"
+    rep = cmp.report
+    report: dict[str, Any] = {
+        "instance": cmp.instance.name, "objective_kind": cmp.objective,
+        "reference": {"kind": cmp.reference_kind, "value": _num(cmp.reference)},
+        "solve": None if rep is None else rep.to_dict(include_schedule=False),
+        "rows": [r.to_dict() for r in cmp.rows],
+        "figures": {**{k: v for k, v in files.items() if k != "report"}, "gantt": gantts},
+    }
+    if report["solve"] is not None:
+        report["solve"].pop("evaluation", None)
+    (out / "report.json").write_text(json.dumps(report, indent=1))
+    files["json"] = "report.json"
+    return files
+
+
+def _figures(out: Path, cmp: Comparison) -> dict[str, str]:
+    from .plot import COMPARE_METRICS, compare_bars, kv_over_time, solver_progress
+
+    inst, rows, ref_kind, rep = cmp.instance, cmp.rows, cmp.reference_kind, cmp.report
+    files: dict[str, str] = {}
+    done = [r for r in rows if r.evaluation is not None]
+    bar_rows = [{"policy": r.label, "objective": r.objective, "gap": r.gap,
+                 "evictions": r.metric("evictions"), "mean_ttft": r.metric("mean_ttft"),
+                 "mean_tpot": r.metric("mean_tpot"), "optimal": r.kind == "optimum",
+                 "feasible": r.evaluation.feasible if r.evaluation is not None else None} for r in rows]
+    if rows:
+        metrics = [m for m in COMPARE_METRICS if ref_kind or m[0] != "gap"]
+        compare_bars(bar_rows, title=f"{inst.name}: {cmp.objective}"
+                     + ("" if ref_kind else " (no optimum computed)"), metrics=metrics,
+                     gap_label=f"gap to {ref_kind} (%)" if ref_kind else None, save=out / "compare.png")
+        files["bars"] = "compare.png"
+    if done:
+        kv_over_time({r.label: (inst, r.evaluation) for r in done if r.evaluation is not None},
+                     title=f"{inst.name}: KV cache use over time", save=out / "kv.png")
+        files["kv"] = "kv.png"
+    history = rep.history if rep is not None else ()
+    if rep is not None and history:
+        solver_progress(history, title=f"{inst.name}: {rep.formulation} / {rep.solver}",
+                        save=out / "progress.png")
+        files["progress"] = "progress.png"
+    return files
+
+
+def _gantts(out: Path, cmp: Comparison, max_rows: int | None) -> dict[str, str]:
+    from .plot import gantt
+
+    gantts: dict[str, str] = {}
+    used: set[str] = set()
+    for r in cmp.rows:
+        if r.evaluation is None or r.schedule is None:
+            continue
+        name = f"gantt_{_slug(r.label)}.png"
+        k = 2
+        while name in used:
+            name, k = f"gantt_{_slug(r.label)}_{k}.png", k + 1
+        used.add(name)
+        gantt(cmp.instance, r.schedule, r.evaluation, max_rows=max_rows or None,
+              title=f"{r.label}: {cmp.objective} {fmt(r.objective)}, "
+                    f"{r.metric('evictions')} evictions", save=out / name)
+        gantts[r.label] = name
+    return gantts
+
+
+def _markdown(cmp: Comparison, files: dict[str, str], gantts: dict[str, str],
+              title: str | None) -> list[str]:
+    inst, rep, ref, ref_kind = cmp.instance, cmp.report, cmp.reference, cmp.reference_kind
+    lim = inst.limits
+    gap_head = {"optimum": "gap to optimum", "bound": "gap to bound (optimum not proven)",
+                None: "gap (no optimum)"}[ref_kind]
+    headers = list(HEADERS)
+    headers[2] = f"objective ({cmp.objective})"
+    headers[3] = gap_head
+    md = [f"# Comparison on `{inst.name or title}`", "",
+          f"- requests: {inst.n}; M = {lim.kv_capacity}, C = {lim.max_batch_tokens}"
+          + (f", P = {lim.max_prefill_tokens}" if lim.max_prefill_tokens is not None else "")
+          + (f", max batch size {lim.max_batch_size}" if lim.max_batch_size is not None else "")
+          + f"; cost model: {inst.cost_model.kind}",
+          f"- objective: {cmp.objective} (from `Evaluation.objective`; every schedule replayed by "
+          "`optsched.evaluate.evaluate`)"]
+    if rep is not None:
+        limit = "none" if cmp.time_limit is None else f"{cmp.time_limit:g} s"
+        md.append(f"- solver: formulation `{rep.formulation}`, {rep.solver or cmp.solver}, status "
+                  f"**{rep.status}**, objective {fmt(rep.objective)}, bound {fmt(rep.bound)}, "
+                  f"solver gap {fmt(rep.gap)}, {rep.runtime:.3g} s (limit {limit})")
+        if ref_kind == "optimum":
+            md.append(f"- gaps are relative to the proven optimum {fmt(ref)}: "
+                      "(objective - optimum) / optimum")
+        elif ref_kind == "bound":
+            md.append(f"- the optimum is **not proven**; gaps are relative to the solver's lower bound "
+                      f"{fmt(ref)} and so overstate the gap to the optimum")
+        else:
+            md.append("- the solver gave neither an optimum nor a bound: no gaps")
+        for n in rep.notes:
+            md.append(f"- note: {n}")
+        if rep.message:
+            md.append(f"- solver message: {rep.message}")
+    else:
+        md.append("- no optimum computed (run with `--optimal`)")
+    md += ["", markdown_table(headers, table_rows(cmp.rows)), ""]
+    for r in cmp.rows:
+        if r.message:
+            md.append(f"- {r.label}: {r.message}")
+    if "bars" in files:
+        md += ["", "## Comparison", "", "![comparison bars](compare.png)"]
+    if "kv" in files:
+        md += ["", "## KV cache use over time", "", "![KV over time](kv.png)"]
+    if "progress" in files:
+        md += ["", "## Solver progress", "", "![incumbent and bound over time](progress.png)"]
+    if gantts:
+        md += ["", "## Schedules", "",
+               "(p)refill black, decode gray, evicted until refill red; KV use against M below."]
+        for label, name in gantts.items():
+            md += ["", f"### {label}", "", f"![{label}]({name})"]
+    return md
+
+
+__all__ = [
+    "CompareInputError", "Comparison", "HEADERS", "Row", "compare", "evaluated_row", "fmt", "gap",
+    "markdown_table", "policy_names", "reference", "run_optimum", "run_policies", "table_rows",
+    "write_report",
+]
