@@ -1,0 +1,31 @@
+"""Certified lower bounds on the optimum, from a whole trace down to a handful of requests.
+
+``lower_bound(instance, "total-latency")`` climbs a ladder of methods (cheapest first) and
+returns a :class:`BoundResult`: a value never above the optimum over all feasible schedules
+(DESIGN sections 3-5), with the method that produced it. Methods register by name
+(:func:`register_bound`); each one's validity argument is in ``formulations/bounds.md``:
+
+* ``request`` -- each request's own chain of batches (B3);
+* ``work`` -- the server's busy time: batch counts from tokens, the KV area and batch
+  size, plus entry costs, per arrival suffix or order statistic (B4-B6);
+* ``srpt`` -- preemptive shortest-remaining-work on one server (B7);
+* ``combinatorial`` -- the largest of the three, O(n log n);
+* ``exact`` -- the exhaustive search / InferMax flow model when they fit (B8);
+* ``best`` -- the ladder within the time limit.
+"""
+
+from __future__ import annotations
+
+from .base import (
+    BoundError,
+    BoundMethod,
+    BoundResult,
+    Budget,
+    bound_methods,
+    lower_bound,
+    register_bound,
+)
+from .floors import Floors
+
+__all__ = ["BoundError", "BoundMethod", "BoundResult", "Budget", "Floors", "bound_methods",
+           "lower_bound", "register_bound"]

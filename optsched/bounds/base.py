@@ -1,0 +1,135 @@
+"""The bound-method contract: the result type, the registry, and :func:`lower_bound`.
+
+A *bound method* is a function ``fn(instance, objective, budget) -> BoundResult`` that
+returns a value never above the optimum of ``objective`` over all feasible schedules of
+``instance`` (DESIGN sections 3-5). Each method registers itself by name with
+:func:`register_bound`; its validity argument is in ``formulations/bounds.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import OptschedError
+from ..evaluate import OBJECTIVES
+from ..instance import Instance
+
+#: every bound is lowered by this relative amount before it is reported, so float rounding
+#: in the closed forms cannot lift it above the optimum (bounds.md section 1)
+SAFETY = 1e-9
+
+
+class BoundError(OptschedError):
+    """A bound method cannot handle this instance/objective (say why)."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Wall-clock budget shared by the methods of one command (``--time-limit``)."""
+
+    deadline: float | None = None  # time.perf_counter() value, None = unlimited
+
+    @classmethod
+    def seconds(cls, s: float | None) -> Budget:
+        return cls(None if s is None else time.perf_counter() + max(0.0, float(s)))
+
+    def left(self) -> float:
+        return math.inf if self.deadline is None else max(0.0, self.deadline - time.perf_counter())
+
+    @property
+    def expired(self) -> bool:
+        return self.left() <= 0.0
+
+
+@dataclass(frozen=True)
+class BoundResult:
+    """A certified lower bound: ``value <= optimum`` of ``objective`` on the instance."""
+
+    value: float
+    method: str  # the registered method that produced ``value``
+    objective: str
+    runtime: float = 0.0
+    #: other methods' values (``best``: every rung that ran), method -> value
+    ladder: dict[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.objective not in OBJECTIVES:
+            raise BoundError(f"unknown objective {self.objective!r}")
+        if not isinstance(self.value, (int, float)) or math.isnan(self.value):
+            raise BoundError(f"{self.method}: bound must be a number, got {self.value!r}")
+        object.__setattr__(self, "value", float(self.value))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "method": self.method, "objective": self.objective,
+                "runtime": self.runtime, "ladder": dict(self.ladder), "notes": list(self.notes)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BoundResult:
+        return cls(value=d["value"], method=d["method"], objective=d["objective"],
+                   runtime=d.get("runtime", 0.0), ladder=dict(d.get("ladder", {})),
+                   notes=tuple(d.get("notes", ())))
+
+
+BoundFn = Callable[[Instance, str, Budget], BoundResult]
+
+
+@dataclass(frozen=True)
+class BoundMethod:
+    name: str
+    fn: BoundFn
+    description: str
+    objectives: tuple[str, ...] = OBJECTIVES
+    #: position on the ladder (cheapest first); ``best`` runs them in this order
+    rung: int = 0
+
+
+_REGISTRY: dict[str, BoundMethod] = {}
+
+
+def register_bound(name: str, description: str, objectives=OBJECTIVES, rung: int = 0):
+    """Decorator: ``@register_bound("request", "...")`` on a bound function."""
+
+    def deco(fn: BoundFn) -> BoundFn:
+        _REGISTRY[name] = BoundMethod(name, fn, description, tuple(objectives), rung)
+        return fn
+
+    return deco
+
+
+_MODULES = ("request", "work", "srpt", "combinatorial", "exact", "best")
+
+
+def bound_methods() -> dict[str, BoundMethod]:
+    """Every registered method, cheapest rung first."""
+    import importlib
+
+    for m in _MODULES:
+        importlib.import_module(f"{__package__}.{m}")
+    return dict(sorted(_REGISTRY.items(), key=lambda kv: (kv[1].rung, kv[0])))
+
+
+def lower_bound(instance: Instance, objective: str = "makespan", method: str = "best",
+                time_limit: float | None = None, budget: Budget | None = None) -> BoundResult:
+    """A certified lower bound on the optimum of ``objective`` (``formulations/bounds.md``)."""
+    if objective not in OBJECTIVES:
+        raise BoundError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    methods = bound_methods()
+    if method not in methods:
+        raise BoundError(f"unknown bound method {method!r}; choose one of {', '.join(methods)}")
+    info = methods[method]
+    if objective not in info.objectives:
+        raise BoundError(f"bound method {method!r} does not support objective {objective!r} "
+                         f"(supports {', '.join(info.objectives)})")
+    budget = budget or Budget.seconds(time_limit)
+    t0 = time.perf_counter()
+    if instance.n == 0:
+        return BoundResult(0.0, method, objective, 0.0, notes=("no requests",))
+    res = info.fn(instance, objective, budget)
+    v = res.value - SAFETY * abs(res.value)
+    ladder = {k: x - SAFETY * abs(x) for k, x in res.ladder.items()}
+    return BoundResult(v, res.method, objective, time.perf_counter() - t0, ladder, res.notes)

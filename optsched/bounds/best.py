@@ -1,0 +1,37 @@
+"""Bound ``best``: climb the ladder within the budget, keep the largest bound and the
+method that gave it (``formulations/bounds.md`` section 3)."""
+
+from __future__ import annotations
+
+from .base import BoundError, BoundResult, Budget, bound_methods, register_bound
+
+#: the rungs ``best`` climbs, cheapest first (``combinatorial`` already runs the cheap ones)
+LADDER = ("combinatorial", "exact")
+
+
+@register_bound("best", "every rung that fits the time limit; the largest bound", rung=100)
+def best_bound(instance, objective: str, budget: Budget) -> BoundResult:
+    methods = bound_methods()
+    ladder: dict[str, float] = {}
+    notes: list[str] = []
+    best: BoundResult | None = None
+    for name in LADDER:
+        info = methods[name]
+        if objective not in info.objectives:
+            continue
+        if budget.expired:
+            notes.append(f"{name}: not run, time limit reached")
+            continue
+        try:
+            res = info.fn(instance, objective, budget)
+        except BoundError as e:
+            notes.append(str(e))
+            continue
+        ladder.update(res.ladder)
+        ladder[name] = res.value
+        notes.extend(res.notes)
+        if best is None or res.value > best.value:
+            best = res
+    if best is None:
+        raise BoundError("best: no bound method could run: " + "; ".join(notes))
+    return BoundResult(best.value, best.method, objective, ladder=ladder, notes=tuple(notes))

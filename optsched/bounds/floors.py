@@ -1,0 +1,186 @@
+"""Per-request floors every bound method builds on (``formulations/bounds.md`` section 2).
+
+For each request ``i`` (prompt ``I``, output ``O``) and ANY feasible schedule:
+
+* ``own_batches`` (F1): the batches containing ``i`` number at least
+  ``kmin + O - 1``, ``kmin = ceil(I / min(C, P))`` (a batch generates at most one token of
+  ``i`` and processes at most ``min(C, P)`` of its prefill tokens);
+* ``tokens`` (F2): ``i`` is processed for at least ``I + O - 1`` tokens;
+* ``area`` (F3): in the batch that generates its ``g``-th token, ``i`` holds
+  ``fp(I + g - 1)`` KV after the batch, so its generating batches hold
+  ``sum_{g=1..O} fp(I + g - 1)`` KV-slots in all;
+* ``entry_cost`` (F4): the entry terms of the cost model summed over ``i``'s entries
+  (without the per-batch ``k0``, ``kpb``, ``kdb``);
+* ``prefill_chain`` / ``chain`` (F5): the summed *durations* of the batches that contain
+  ``i`` up to its first token / its last token; those batches run one after another after
+  ``i`` arrives, so ``first token >= a_i + prefill_chain`` and
+  ``completion >= a_i + chain``.
+
+The unit-time model is the linear model with ``k0 = 1`` and every other coefficient 0
+(every non-empty batch takes 1), so one set of formulas serves both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from ..cost import LinearCost, UnitCost
+from ..instance import Instance
+
+_KEYS = ("k0", "k1", "kpq", "kpm", "kdm", "kpr", "kdr", "kpl", "kpb", "kdb")
+
+
+def coefficients(instance: Instance) -> dict[str, float]:
+    """The cost model as linear coefficients (unit time: ``k0 = 1``, the rest 0)."""
+    cm = instance.cost_model
+    if isinstance(cm, UnitCost):
+        return {k: (1.0 if k == "k0" else 0.0) for k in _KEYS}
+    if isinstance(cm, LinearCost):
+        return dict(cm.coefficients)
+    raise TypeError(f"no lower bound is known for cost model kind {cm.kind!r}")
+
+
+def block_area(lo: np.ndarray, hi: np.ndarray, b: int) -> np.ndarray:
+    """``sum_{x=lo..hi} ceil(x / b) * b`` elementwise (0 where ``hi < lo``), exact in int64."""
+    def prefix(n):  # sum_{x=1..n} ceil(x / b)
+        n = np.maximum(n, 0)
+        q, r = n // b, n % b
+        return b * q * (q + 1) // 2 + r * (q + 1)
+
+    if b == 1:
+        lo_ = lo.astype(np.int64)
+        hi_ = np.maximum(hi.astype(np.int64), lo_ - 1)
+        return (hi_ * (hi_ + 1) - (lo_ - 1) * lo_) // 2
+    return b * (prefix(hi) - prefix(lo - 1))
+
+
+@dataclass(frozen=True, eq=False)
+class Floors:
+    """Floors F1-F5 for every request of an instance (arrays in instance order)."""
+
+    instance: Instance
+
+    @cached_property
+    def k(self) -> dict[str, float]:
+        return coefficients(self.instance)
+
+    @cached_property
+    def prefill_cap(self) -> int:
+        """Most prefill tokens of one request in one batch: ``min(C, P)``."""
+        lim = self.instance.limits
+        return min(lim.max_batch_tokens, lim.prefill_budget)
+
+    @cached_property
+    def max_entries(self) -> int:
+        """Most entries in one batch: ``max_batch_size``, ``C`` (>= 1 token each), ``M``
+        (each entry's request holds >= 1 KV after it)."""
+        lim = self.instance.limits
+        cap = min(lim.max_batch_tokens, lim.kv_capacity)
+        return min(cap, lim.max_batch_size) if lim.max_batch_size is not None else cap
+
+    @cached_property
+    def kmin(self) -> np.ndarray:
+        return -(-self.instance.prompt // self.prefill_cap)
+
+    @cached_property
+    def own_batches(self) -> np.ndarray:  # F1
+        return self.kmin + self.instance.output - 1
+
+    @cached_property
+    def tokens(self) -> np.ndarray:  # F2
+        return self.instance.prompt + self.instance.output - 1
+
+    @cached_property
+    def area(self) -> np.ndarray:  # F3
+        I, O = self.instance.prompt, self.instance.output
+        return block_area(I, I + O - 1, self.instance.limits.block_size)
+
+    @cached_property
+    def prefill_area(self) -> np.ndarray:
+        """KV ``i`` holds after the batch generating its first token: ``fp(I)`` (F3)."""
+        b = self.instance.limits.block_size
+        return -(-self.instance.prompt // b) * b
+
+    # --- prefill (first token) ----------------------------------------------------------
+    def _prefill_entries(self, per_chunk: float) -> np.ndarray:
+        """Least ``k * per_chunk + k1 I + quad`` over chunkings of ``I`` into ``k >= kmin``
+        chunks of at most ``min(C, P)`` tokens (F4/F5, prefill part, bounds.md eq. B1).
+
+        With ``Q = sum c^2``: ``sum c*m = (I^2 - Q) / 2``, so the quadratic terms are
+        ``kpm I^2 / 2 + (kpq - kpm / 2) Q`` with ``I^2 / k <= Q <= I * min(I, cap)``;
+        ``kpl * m >= 0`` is dropped."""
+        k = self.k
+        I = self.instance.prompt.astype(np.float64)
+        kmin = self.kmin.astype(np.float64)
+        a = k["kpq"] - k["kpm"] / 2
+        base = k["k1"] * I + k["kpm"] * I * I / 2
+        if a <= 0:  # fewer, larger chunks are cheaper: Q at its largest, k at its least
+            return base + a * I * np.minimum(I, self.prefill_cap) + kmin * per_chunk
+        # k * per_chunk + a I^2 / k: convex in k, best at sqrt(a I^2 / per_chunk)
+        if per_chunk <= 0:
+            return base + a * I  # k = I chunks of one token: Q = I
+        kstar = np.floor(np.sqrt(a * I * I / per_chunk))
+        best = None
+        for cand in (kstar - 1, kstar, kstar + 1, kstar + 2):
+            kk = np.clip(cand, kmin, I)
+            v = kk * per_chunk + a * I * I / kk
+            best = v if best is None else np.minimum(best, v)
+        return base + best
+
+    @cached_property
+    def prefill_entry_cost(self) -> np.ndarray:
+        """Entry terms of ``i``'s prefill, without per-batch terms (F4, prefill part)."""
+        return self._prefill_entries(self.k["kpr"])
+
+    @cached_property
+    def prefill_chain(self) -> np.ndarray:
+        """Summed durations of the batches holding ``i``'s prefill (F5, first token)."""
+        k = self.k
+        return self._prefill_entries(k["k0"] + k["kpb"] + k["kpr"])
+
+    # --- tokens 2..O ----------------------------------------------------------------------
+    def _steps(self, dec_extra: float, ref_extra: float) -> np.ndarray:
+        """``sum_{g=1..O-1} min(dec_g, ref)`` (bounds.md eq. B2): the entry generating token
+        ``g + 1`` is a decode (``c = 1``, ``m = I + g - 1``: ``k1 + kdr + kdm m``) or a
+        prefill entry finishing a refill, which processes ``c >= 2`` tokens (``c = 1`` with
+        ``m = S - 1`` is a decode by definition) and costs ``>= kpr + 2 k1 + 4 kpq``.
+        ``dec_extra`` / ``ref_extra`` add per-batch terms. ``dec_g`` grows with ``g``, so
+        the sum is ``f(G) = sum_{g<=G} dec_g + (O-1-G) ref`` at the crossing ``G``; every
+        ``f(G')`` is at least the sum, and the least of ``f`` near the float crossing is it."""
+        k = self.k
+        I = self.instance.prompt.astype(np.float64)
+        n_steps = (self.instance.output - 1).astype(np.float64)
+        d0 = k["k1"] + k["kdr"] + k["kdm"] * I + dec_extra  # dec_1
+        ref = k["kpr"] + 2 * k["k1"] + 4 * k["kpq"] + ref_extra
+        slope = k["kdm"]
+
+        def f(G):
+            G = np.clip(G, 0, n_steps)
+            return G * d0 + slope * G * (G - 1) / 2 + (n_steps - G) * ref
+
+        if slope > 0:
+            G = np.floor((ref - d0) / slope) + 1
+        else:
+            G = np.where(d0 <= ref, n_steps, 0.0)
+        return np.minimum(np.minimum(f(G - 1), f(G)), f(G + 1))
+
+    @cached_property
+    def step_entry_cost(self) -> np.ndarray:
+        return self._steps(0.0, 0.0)
+
+    @cached_property
+    def entry_cost(self) -> np.ndarray:  # F4
+        return self.prefill_entry_cost + self.step_entry_cost
+
+    @cached_property
+    def chain(self) -> np.ndarray:  # F5
+        k = self.k
+        return self.prefill_chain + self._steps(k["k0"] + k["kdb"], k["k0"] + k["kpb"])
+
+    @cached_property
+    def batch_overhead(self) -> float:
+        """Least per-batch time beyond the entries: ``k0 + min(kpb, kdb)``."""
+        return self.k["k0"] + min(self.k["kpb"], self.k["kdb"])

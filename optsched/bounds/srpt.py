@@ -1,0 +1,84 @@
+"""Bound ``srpt``: a preemptive single-server relaxation (``formulations/bounds.md`` B7).
+
+Split every batch's duration among its entries: each entry keeps its own entry terms, and
+the per-batch part (at least ``h = k0 + min(kpb, kdb)``; ``k0 + kpb`` for a batch with a
+prefill entry) is shared by a fixed rule whose shares sum to at most 1 in every batch --
+a mix ``lam_kv * (KV after) / M + lam_tok * c / C + lam_cnt / max_entries``. Request ``i``
+then receives at least ``w_i`` time (its floors F1-F4 under the rule), in disjoint pieces
+after it arrives and before it completes: a preemptive one-machine schedule of jobs with
+release ``a_i`` and work ``w_i``. Shortest-remaining-processing-time is optimal for
+``1 | r_j, pmtn | sum C_j`` (Schrage 1968; Baker 1974, section 2), so its total
+completion time is a lower bound. Every mix gives a valid bound; the best is kept.
+For mean TTFT the same holds with the prefill floors (tokens shared over ``P``).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from .base import BoundResult, Budget, register_bound
+from .floors import Floors
+
+#: (lam_kv, lam_tok, lam_cnt) mixes tried; each gives a valid bound
+MIXES = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0), (0.5, 0.5, 0.0),
+         (0.5, 0.0, 0.5), (0.0, 0.5, 0.5), (1 / 3, 1 / 3, 1 / 3), (0.8, 0.1, 0.1))
+
+
+def srpt_total_completion(release: np.ndarray, work: np.ndarray) -> float:
+    """Sum of completion times of preemptive SRPT on one machine (optimal for
+    ``1 | r_j, pmtn | sum C_j``)."""
+    order = np.argsort(release, kind="stable")
+    r = release[order].tolist()
+    w = work[order].tolist()
+    n, k, t, total = len(r), 0, 0.0, 0.0
+    heap: list[float] = []
+    while k < n or heap:
+        if not heap:
+            t = max(t, r[k])
+        while k < n and r[k] <= t:
+            heapq.heappush(heap, w[k])
+            k += 1
+        rem = heapq.heappop(heap)
+        nxt = r[k] if k < n else float("inf")
+        if t + rem <= nxt:
+            t += rem
+            total += t
+        else:  # run until the next release, then reconsider
+            heapq.heappush(heap, rem - (nxt - t))
+            t = nxt
+    return total
+
+
+def job_works(f: Floors, objective: str, mix) -> np.ndarray:
+    """Per request, the least time the sharing rule ``mix`` gives it (B7)."""
+    lim, k = f.instance.limits, f.k
+    lk, lt, lc = mix
+    if objective == "mean-ttft":
+        h = k["k0"] + k["kpb"]
+        share = (lk * f.prefill_area / lim.kv_capacity
+                 + lt * f.instance.prompt / lim.prefill_budget + lc * f.kmin / f.max_entries)
+        return f.prefill_entry_cost + h * share
+    share = (lk * f.area / lim.kv_capacity + lt * f.tokens / lim.max_batch_tokens
+             + lc * f.own_batches / f.max_entries)
+    return f.entry_cost + f.batch_overhead * share
+
+
+@register_bound("srpt", "preemptive shortest-remaining-work on one server with per-request "
+                "work from shared batch time (B7), O(n log n)",
+                objectives=("total-latency", "mean-ttft"), rung=2)
+def srpt_bound(instance, objective: str, budget: Budget) -> BoundResult:
+    f = Floors(instance)
+    best, best_mix = -np.inf, None
+    for mix in MIXES:
+        total = srpt_total_completion(instance.arrival, job_works(f, objective, mix))
+        if total > best:
+            best, best_mix = total, mix
+        if budget.expired:
+            break
+    v = best - float(instance.arrival.sum())
+    if objective == "mean-ttft":
+        v /= instance.n
+    return BoundResult(v, "srpt", objective, notes=(f"sharing mix (kv, tokens, count) = "
+                                                    f"{tuple(round(x, 3) for x in best_mix)}",))

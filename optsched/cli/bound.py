@@ -1,0 +1,48 @@
+"""``optsched bound``: a certified lower bound on the optimum, at any instance size."""
+
+from __future__ import annotations
+
+from ..evaluate import OBJECTIVES
+from . import EXIT_OK
+from ._common import load_instance, print_json, table
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "bound",
+        help="a certified lower bound on the optimal objective (any size)",
+        description="Climb the ladder of lower bounds (formulations/bounds.md) within the time "
+        "limit and report the largest, with the method that gave it. Every value is at most the "
+        "optimum over all feasible schedules. Exit 0: a bound was found; 2: bad input.",
+    )
+    p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
+    p.add_argument("--objective", default="makespan", choices=OBJECTIVES)
+    p.add_argument("--method", default="best",
+                   help="request, work, srpt, combinatorial, exact or best (default: best)")
+    p.add_argument("--time-limit", type=float, default=10.0,
+                   help="seconds for the whole command (default 10)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..bounds import BoundError, bound_methods, lower_bound
+
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise BoundError(f"--time-limit must be > 0 seconds, got {args.time_limit:g}")
+    methods = bound_methods()
+    if args.method not in methods:
+        raise BoundError(f"--method: unknown bound method {args.method!r}; choose one of "
+                         f"{', '.join(methods)}")
+    inst = load_instance(args.instance)
+    res = lower_bound(inst, args.objective, args.method, time_limit=args.time_limit)
+    if args.json:
+        print_json({"instance": inst.name, "requests": inst.n, **res.to_dict()})
+        return EXIT_OK
+    rows = [("lower bound", res.value), ("method", res.method), ("objective", res.objective),
+            ("requests", inst.n), ("runtime (s)", round(res.runtime, 4))]
+    rows += [(f"  rung {name}", v) for name, v in res.ladder.items()]
+    print(table(["", "result"], rows))
+    for n in res.notes:
+        print(f"note: {n}")
+    return EXIT_OK
