@@ -224,3 +224,13 @@ def test_unknown_method_and_objective_are_errors():
     with pytest.raises(BoundError, match="does not support"):
         lower_bound(inst, "makespan", "srpt")
     assert math.isfinite(lower_bound(inst, "mean-ttft", "combinatorial").value)
+
+
+def test_own_bound_method_from_a_file(tmp_path):
+    f = tmp_path / "mybound.py"
+    f.write_text("from optsched.bounds import BoundResult\n"
+                 "def half(instance, objective, budget):\n"
+                 "    '''half the number of requests'''\n"
+                 "    return BoundResult(instance.n / 2, 'half', objective)\n")
+    inst = Instance.load(REPO / "instances" / "seq-unit-3.json")
+    assert lower_bound(inst, "makespan", f"{f}:half").value == pytest.approx(1.5)

@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import OptschedError
 from ..evaluate import OBJECTIVES
 from ..instance import Instance
+from ..plugins import BOUNDS
 
 #: every bound is lowered by this relative amount before it is reported, so float rounding
 #: in the closed forms cannot lift it above the optimum (bounds.md section 1)
@@ -88,29 +89,33 @@ class BoundMethod:
     rung: int = 0
 
 
-_REGISTRY: dict[str, BoundMethod] = {}
-
-
 def register_bound(name: str, description: str, objectives=OBJECTIVES, rung: int = 0):
-    """Decorator: ``@register_bound("request", "...")`` on a bound function."""
+    """Decorator: ``@register_bound("request", "...")`` on a bound function registers it in
+    :data:`optsched.plugins.BOUNDS` (a new method is one new module in this package, or an
+    entry point of the group ``optsched.bounds``)."""
 
     def deco(fn: BoundFn) -> BoundFn:
-        _REGISTRY[name] = BoundMethod(name, fn, description, tuple(objectives), rung)
+        BOUNDS.add(name, BoundMethod(name, fn, description, tuple(objectives), rung), fn)
         return fn
 
     return deco
 
 
-_MODULES = ("request", "work", "srpt", "combinatorial", "exact", "best")
+def _as_method(name: str, entry: Any) -> BoundMethod:
+    """A registry entry as a BoundMethod: a plain function loaded from an entry point or a
+    ``module:Name`` reference supports every objective, on the last rung before ``best``."""
+    if isinstance(entry, BoundMethod):
+        return entry
+    if callable(entry):
+        return BoundMethod(name, entry, (entry.__doc__ or name).strip().splitlines()[0],
+                           OBJECTIVES, 50)
+    raise BoundError(f"bound method {name!r} is not a function")
 
 
 def bound_methods() -> dict[str, BoundMethod]:
     """Every registered method, cheapest rung first."""
-    import importlib
-
-    for m in _MODULES:
-        importlib.import_module(f"{__package__}.{m}")
-    return dict(sorted(_REGISTRY.items(), key=lambda kv: (kv[1].rung, kv[0])))
+    methods = [_as_method(n, BOUNDS.get(n)) for n in BOUNDS.names()]
+    return {m.name: m for m in sorted(methods, key=lambda m: (m.rung, m.name))}
 
 
 def lower_bound(instance: Instance, objective: str = "makespan", method: str = "best",
@@ -120,7 +125,12 @@ def lower_bound(instance: Instance, objective: str = "makespan", method: str = "
         raise BoundError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     methods = bound_methods()
     if method not in methods:
-        raise BoundError(f"unknown bound method {method!r}; choose one of {', '.join(methods)}")
+        from ..plugins import is_reference
+
+        if not is_reference(method):
+            raise BoundError(f"unknown bound method {method!r}; choose one of "
+                             f"{', '.join(methods)}")
+        methods[method] = _as_method(method, BOUNDS.get(method))
     info = methods[method]
     if objective not in info.objectives:
         raise BoundError(f"bound method {method!r} does not support objective {objective!r} "

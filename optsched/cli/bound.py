@@ -18,7 +18,8 @@ def register(sub) -> None:
     p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
     p.add_argument("--objective", default="makespan", choices=OBJECTIVES)
     p.add_argument("--method", default="best",
-                   help="request, work, srpt, combinatorial, exact or best (default: best)")
+                   help="request, work, srpt, combinatorial, exact or best (default: best), or "
+                        "path/file.py:Name of your own")
     p.add_argument("--time-limit", type=float, default=10.0,
                    help="seconds for the whole command (default 10)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -30,8 +31,10 @@ def run(args) -> int:
 
     if args.time_limit is not None and not args.time_limit > 0:
         raise BoundError(f"--time-limit must be > 0 seconds, got {args.time_limit:g}")
+    from ..plugins import is_reference
+
     methods = bound_methods()
-    if args.method not in methods:
+    if args.method not in methods and not is_reference(args.method):
         raise BoundError(f"--method: unknown bound method {args.method!r}; choose one of "
                          f"{', '.join(methods)}")
     inst = load_instance(args.instance)
