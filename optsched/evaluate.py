@@ -1,9 +1,13 @@
-"""The one validator/evaluator: replay a schedule under DESIGN sections 3-4.
+"""The one validator/evaluator: replay a schedule under ``docs/semantics.md`` sections 3-4.
 
 Every schedule -- from a policy, a solver, a file, a warm start -- is judged
 here. Violations are data (:class:`Violation`), never exceptions; metrics are
 computed here and nowhere else (:meth:`Evaluation.objective` is what solvers
 are checked against).
+
+:func:`evaluate` reads as the list of rules it applies: one ``_check_*`` function per
+rule family (the way PyVRP checks one constraint per function), each citing the section
+of ``docs/semantics.md`` it implements and emitting the codes of :data:`CODES`.
 
 How the replay works (vectorised; 5 M entries replay in a few seconds)
 -----------------------------------------------------------------------
@@ -24,7 +28,7 @@ entry as given (so later violations may be consequences of earlier ones);
 entries with unknown requests, non-positive tokens, duplicates, and entries
 after a request finished are reported and then ignored.
 
-KV in use after batch ``j`` (DESIGN section 3, step 3) is a running sum of
+KV in use after batch ``j`` (semantics section 3, step 3) is a running sum of
 per-batch deltas: ``+c`` (in blocks) for each entry, ``-m`` at an eviction, and
 ``-m`` one batch after a request finishes. Batch ends follow
 ``end_j = max(end_{j-1}, r_j) + d_j`` (``r_j`` = latest arrival touched or the
@@ -43,7 +47,7 @@ import numpy as np
 from .instance import Instance
 from .schedule import Schedule
 
-#: Violation codes, each with the rule of DESIGN sections 3-4 it enforces.
+#: Violation codes, each with the rule of semantics sections 3-4 it enforces (the table there).
 CODES = {
     "UNKNOWN_REQUEST": "an entry or eviction names a request the instance does not have",
     "BEFORE_ARRIVAL": "a batch with a stated start touches a request before it arrives",
@@ -92,7 +96,7 @@ class Violation:
 
 @dataclass(frozen=True, eq=False)
 class Evaluation:
-    """The replay's verdict and every metric of DESIGN section 4."""
+    """The replay's verdict and every metric of semantics section 4."""
 
     feasible: bool
     violations: tuple[Violation, ...]
@@ -218,258 +222,419 @@ def _grouped_cummax(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return np.maximum.accumulate(shifted) - groups.astype(np.int64) * span
 
 
-def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
-    """Replay ``schedule`` on ``instance``; never raises on an infeasible schedule."""
-    inst, s = instance, schedule
-    n, nb = inst.n, s.n_batches
-    lim = inst.limits
-    I, O, arr = inst.prompt, inst.output, inst.arrival
-    V = _Violations(inst.ids)
+# --- the schedule's two columns on instance positions ------------------------------------
 
-    # --- map the schedule's id table onto instance positions -------------------------
+
+@dataclass
+class _Items:
+    """A schedule's entries or its evictions, on instance positions.
+
+    ``ok`` marks the items still in play: a check that reports an item and drops it clears
+    its flag, so later checks and the replay never see it (semantics section 3, "Violation
+    codes")."""
+
+    kind: str  # "entry" or "eviction"
+    batch: np.ndarray  # 0-based batch of each item
+    req: np.ndarray  # instance position of its request, -1 for an id the instance lacks
+    raw: np.ndarray  # position in the schedule's own id table
+    tokens: np.ndarray  # c of an entry, 0 for an eviction
+    ok: np.ndarray
+
+
+def _columns(inst: Instance, s: Schedule) -> tuple[_Items, _Items]:
     idmap = np.array([inst.index.get(x, -1) for x in s.ids], dtype=np.int64)
-    e_b = s.batch_of_entry
     e_r = idmap[s.entry_req] if s.n_entries else np.zeros(0, np.int64)
-    e_c = s.entry_tokens
-    v_b = s.batch_of_evict
     v_r = idmap[s.evict_req] if s.evict_req.size else np.zeros(0, np.int64)
-    e_ok = np.ones(e_b.size, bool)
-    v_ok = np.ones(v_b.size, bool)
+    entries = _Items("entry", s.batch_of_entry, e_r, s.entry_req, s.entry_tokens,
+                     np.ones(e_r.size, bool))
+    evictions = _Items("eviction", s.batch_of_evict, v_r, s.evict_req,
+                       np.zeros(v_r.size, np.int64), np.ones(v_r.size, bool))
+    return entries, evictions
 
-    for kind, bb, rr, raw, ok in (
-        ("entry", e_b, e_r, s.entry_req, e_ok),
-        ("eviction", v_b, v_r, s.evict_req, v_ok),
-    ):
-        bad = np.flatnonzero(rr < 0)
-        if bad.size:
-            V.add_many(
-                "UNKNOWN_REQUEST", bb[bad], None,
-                lambda k, bad=bad, raw=raw, kind=kind:
-                    f"{kind} names request {s.ids[raw[bad[k]]]!r}, which the instance does not have",
-                names=lambda k, bad=bad, raw=raw: s.ids[raw[bad[k]]],
-            )
-            ok[bad] = False
 
-    bad = np.flatnonzero(e_ok & (e_c <= 0))
-    V.add_many("ZERO_TOKENS", e_b[bad], e_r[bad],
-               lambda k: f"entry processes {int(e_c[bad[k]])} tokens; at least 1 is required")
-    e_ok[bad] = False
+# --- rules on the schedule as written (semantics section 3) --------------------------------
 
-    # duplicates within a batch (keep the first occurrence)
-    def _dups(bb, rr, ok):
-        idx = np.flatnonzero(ok)
-        key = bb[idx] * max(n, 1) + rr[idx]
-        order = np.argsort(key, kind="stable")
-        ks = key[order]
-        dup = np.zeros(idx.size, bool)
-        dup[order[1:]] = ks[1:] == ks[:-1]
-        return idx[dup]
 
-    bad = _dups(e_b, e_r, e_ok)
-    V.add_many("DUPLICATE_ENTRY", e_b[bad], e_r[bad],
-               lambda k: "request appears twice in the batch's entries")
-    e_ok[bad] = False
-    bad = _dups(v_b, v_r, v_ok)
-    V.add_many("DUPLICATE_EVICTION", v_b[bad], v_r[bad],
-               lambda k: "request is listed twice among the batch's evictions")
-    v_ok[bad] = False
+def _check_known_requests(items: _Items, schedule_ids: tuple[str, ...], V: _Violations) -> None:
+    """UNKNOWN_REQUEST: every entry and eviction names a request of the instance (section 3)."""
+    bad = np.flatnonzero(items.req < 0)
+    if not bad.size:
+        return
+    name = lambda k: schedule_ids[items.raw[bad[k]]]  # noqa: E731
+    V.add_many("UNKNOWN_REQUEST", items.batch[bad], None,
+               lambda k: f"{items.kind} names request {name(k)!r}, which the instance does not have",
+               names=name)
+    items.ok[bad] = False
 
-    # evicted and processed in the same batch: the eviction is reported and ignored
-    if v_ok.any() and e_ok.any():
-        ekey = e_b[e_ok] * max(n, 1) + e_r[e_ok]
-        vidx = np.flatnonzero(v_ok)
-        vkey = v_b[vidx] * max(n, 1) + v_r[vidx]
-        # test the (few) eviction keys against the entry keys that can match: np.isin of a
-        # small array against millions is slow, the other direction is fast
-        both = vidx[np.isin(vkey, ekey[np.isin(ekey, vkey)])]
-        V.add_many("EVICT_AND_PROCESS", v_b[both], v_r[both],
-                   lambda k: "request is evicted and processed in the same batch")
-        v_ok[both] = False
 
-    # --- per-request event replay -------------------------------------------------------
-    ei = np.flatnonzero(e_ok)
-    vi = np.flatnonzero(v_ok)
-    ev_req = np.concatenate([e_r[ei], v_r[vi]])
-    ev_batch = np.concatenate([e_b[ei], v_b[vi]])
-    ev_isent = np.concatenate([np.ones(ei.size, bool), np.zeros(vi.size, bool)])
-    ev_c = np.concatenate([e_c[ei], np.zeros(vi.size, np.int64)])
-    ev_src = np.concatenate([ei, vi])  # index into entry or eviction arrays
+def _check_positive_tokens(entries: _Items, V: _Violations) -> None:
+    """ZERO_TOKENS: an entry processes ``c >= 1`` tokens (section 3, step 2)."""
+    c = entries.tokens
+    bad = np.flatnonzero(entries.ok & (c <= 0))
+    V.add_many("ZERO_TOKENS", entries.batch[bad], entries.req[bad],
+               lambda k: f"entry processes {int(c[bad[k]])} tokens; at least 1 is required")
+    entries.ok[bad] = False
+
+
+def _repeats(items: _Items, n: int) -> np.ndarray:
+    """Positions of the items whose (batch, request) pair occurred earlier in the column."""
+    idx = np.flatnonzero(items.ok)
+    key = items.batch[idx] * max(n, 1) + items.req[idx]
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    dup = np.zeros(idx.size, bool)
+    dup[order[1:]] = ks[1:] == ks[:-1]
+    return idx[dup]
+
+
+def _check_once_per_batch(entries: _Items, evictions: _Items, n: int, V: _Violations) -> None:
+    """DUPLICATE_ENTRY, DUPLICATE_EVICTION: a request appears at most once among a batch's
+    entries and at most once among its evictions; the first occurrence stays (section 3)."""
+    for items, code, what in ((entries, "DUPLICATE_ENTRY", "entries"),
+                              (evictions, "DUPLICATE_EVICTION", "evictions")):
+        bad = _repeats(items, n)
+        V.add_many(code, items.batch[bad], items.req[bad],
+                   lambda k, what=what: f"request is listed twice among the batch's {what}")
+        items.ok[bad] = False
+
+
+def _check_evict_or_process(entries: _Items, evictions: _Items, n: int, V: _Violations) -> None:
+    """EVICT_AND_PROCESS: an evicted request is not processed in the same batch (section 3,
+    step 1); the eviction is reported and ignored."""
+    if not (evictions.ok.any() and entries.ok.any()):
+        return
+    ekey = entries.batch[entries.ok] * max(n, 1) + entries.req[entries.ok]
+    vidx = np.flatnonzero(evictions.ok)
+    vkey = evictions.batch[vidx] * max(n, 1) + evictions.req[vidx]
+    # test the (few) eviction keys against the entry keys that can match: np.isin of a small
+    # array against millions is slow, the other direction is fast
+    both = vidx[np.isin(vkey, ekey[np.isin(ekey, vkey)])]
+    V.add_many("EVICT_AND_PROCESS", evictions.batch[both], evictions.req[both],
+               lambda k: "request is evicted and processed in the same batch")
+    evictions.ok[both] = False
+
+
+# --- the per-request replay in closed form (section 3; module docstring) ------------------
+
+
+@dataclass
+class _Events:
+    """Valid entries and evictions sorted by request, then batch (evictions first), with the
+    state of section 3 before and after each: ``m`` cached, ``g`` generated."""
+
+    req: np.ndarray
+    batch: np.ndarray
+    is_entry: np.ndarray
+    c: np.ndarray
+    src: np.ndarray  # position in the entry (or eviction) column
+    first: np.ndarray  # the request's first event
+    m_before: np.ndarray
+    m_after: np.ndarray
+    g_before: np.ndarray
+    g_after: np.ndarray
+    g_at_evict: np.ndarray  # g when an eviction opens its segment
+    S0: np.ndarray  # tokens known when the event's residency segment began
+    O: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.req.size)
+
+
+def _sorted_events(entries: _Items, evictions: _Items, nb: int):
+    ei = np.flatnonzero(entries.ok)
+    vi = np.flatnonzero(evictions.ok)
+    req = np.concatenate([entries.req[ei], evictions.req[vi]])
+    batch = np.concatenate([entries.batch[ei], evictions.batch[vi]])
+    is_entry = np.concatenate([np.ones(ei.size, bool), np.zeros(vi.size, bool)])
+    c = np.concatenate([entries.tokens[ei], np.zeros(vi.size, np.int64)])
+    src = np.concatenate([ei, vi])
     # one int64 sort key: request, then batch, then evictions before entries (unique after dedup)
-    order = np.argsort((ev_req * (nb + 1) + ev_batch) * 2 + ev_isent, kind="stable")
-    ev_req, ev_batch, ev_isent, ev_c, ev_src = (
-        ev_req[order], ev_batch[order], ev_isent[order], ev_c[order], ev_src[order]
-    )
-    E = ev_req.size
+    order = np.argsort((req * (nb + 1) + batch) * 2 + is_entry, kind="stable")
+    return req[order], batch[order], is_entry[order], c[order], src[order]
+
+
+def _cached_before(req, is_entry, c):
+    """``m`` before each event: tokens since the request's last eviction (section 3, steps
+    1-2). Returns ``m_before``, the first-event flags and the segment-start flags."""
+    E = req.size
     pos = np.arange(E)
     first = np.ones(E, bool)
     if E:
-        first[1:] = ev_req[1:] != ev_req[:-1]
-    is_ev = ~ev_isent
+        first[1:] = req[1:] != req[:-1]
+    is_ev = ~is_entry
     reset = first | is_ev  # a residency segment starts here
-    cs_excl = np.cumsum(ev_c) - ev_c
+    cs_excl = np.cumsum(c) - c
     last_reset = np.maximum.accumulate(np.where(reset, pos, 0))
-    # m before each event: tokens since the last reset; for an eviction, since the previous one
+    # for an eviction, m counts since the previous reset (the one before its own)
     prev_reset = np.zeros(E, np.int64)
     if E:
         prev_reset[1:] = last_reset[:-1]
     base = np.where(is_ev & ~first, cs_excl[prev_reset], cs_excl[last_reset])
-    m_before = np.where(is_ev & first, 0, cs_excl - base)
-    m_after = m_before + ev_c
+    return np.where(is_ev & first, 0, cs_excl - base), first, reset
 
-    # segments and the running maximum of tokens generated
+
+def _segment_start_tokens(req, is_entry, m_after, reset, I):
+    """``g`` when each residency segment starts: ``g0(next) = max(g0, m_end - I + 1)``, a
+    running maximum per request (module docstring). Returns it per segment, and the
+    segment of each event."""
+    E = req.size
     seg = np.cumsum(reset) - 1
     n_seg = int(seg[-1]) + 1 if E else 0
-    seg_req = ev_req[reset]
+    seg_req = req[reset]
     seg_end_m = np.zeros(n_seg, np.int64)
     if E:
         last_of_seg = np.ones(E, bool)
         last_of_seg[:-1] = reset[1:]
         # the segment's final m: m_after of its last event (0 for an eviction-only segment)
-        seg_end_m[seg[last_of_seg]] = np.where(ev_isent[last_of_seg], m_after[last_of_seg], 0)
+        seg_end_m[seg[last_of_seg]] = np.where(is_entry[last_of_seg], m_after[last_of_seg], 0)
     seg_gain = seg_end_m - I[seg_req] + 1
     g_end = np.maximum(_grouped_cummax(seg_gain, seg_req), 0) if n_seg else seg_gain
     g_start = np.zeros(n_seg, np.int64)
     if n_seg > 1:
         same = seg_req[1:] == seg_req[:-1]
         g_start[1:] = np.where(same, g_end[:-1], 0)
+    return g_start, seg
+
+
+def _replay(inst: Instance, entries: _Items, evictions: _Items, nb: int) -> _Events:
+    """Apply every valid entry and eviction as given (section 3, steps 1-2)."""
+    I = inst.prompt
+    req, batch, is_entry, c, src = _sorted_events(entries, evictions, nb)
+    m_before, first, reset = _cached_before(req, is_entry, c)
+    m_after = m_before + c
+    g_start, seg = _segment_start_tokens(req, is_entry, m_after, reset, I)
     g0 = g_start[seg]
-    S0 = I[ev_req] + g0
-    g_before = g0 + np.maximum(0, m_before - S0 + 1)
-    g_after = g0 + np.maximum(0, m_after - S0 + 1)
-    # an eviction sees the g reached at the end of the previous segment
-    g_at_evict = np.where(first, 0, g_start[seg])  # g_start[seg] of the segment the eviction opens
-    Oe = O[ev_req]
-
-    # evictions: not resident / after finish
-    ev_bad = is_ev & ((m_before == 0) | (g_at_evict >= Oe))
-    idx = np.flatnonzero(ev_bad)
-    V.add_many(
-        "EVICT_NOT_RESIDENT", ev_batch[idx], ev_req[idx],
-        lambda k: "request already finished" if g_at_evict[idx[k]] >= Oe[idx[k]]
-        else "request holds no KV",
+    S0 = I[req] + g0
+    return _Events(
+        req=req, batch=batch, is_entry=is_entry, c=c, src=src, first=first,
+        m_before=m_before, m_after=m_after,
+        g_before=g0 + np.maximum(0, m_before - S0 + 1),
+        g_after=g0 + np.maximum(0, m_after - S0 + 1),
+        # an eviction opens a segment: it sees the g reached at the end of the previous one
+        g_at_evict=np.where(first, 0, g0), S0=S0, O=inst.output[req],
     )
-    ev_valid_evict = is_ev & ~ev_bad
 
-    # entries after finish are reported and dropped
-    after_fin = ev_isent & (g_before >= Oe)
+
+# --- rules on the replayed state (section 3) ----------------------------------------------
+
+
+def _check_evictions(ev: _Events, V: _Violations) -> np.ndarray:
+    """EVICT_NOT_RESIDENT: an evicted request holds KV (section 3, step 1). Returns the
+    evictions that take effect."""
+    is_ev = ~ev.is_entry
+    finished = ev.g_at_evict >= ev.O
+    bad = is_ev & ((ev.m_before == 0) | finished)
+    idx = np.flatnonzero(bad)
+    V.add_many("EVICT_NOT_RESIDENT", ev.batch[idx], ev.req[idx],
+               lambda k: "request already finished" if finished[idx[k]] else "request holds no KV")
+    return is_ev & ~bad
+
+
+def _check_entries(ev: _Events, V: _Violations) -> np.ndarray:
+    """ENTRY_AFTER_FINISH (reported and dropped; section 3, step 4) and TOKENS_OVER_AVAILABLE
+    (``c <= S - m``, applied as given; step 2). Returns the entries that take effect."""
+    after_fin = ev.is_entry & (ev.g_before >= ev.O)
     idx = np.flatnonzero(after_fin)
-    V.add_many("ENTRY_AFTER_FINISH", ev_batch[idx], ev_req[idx],
+    V.add_many("ENTRY_AFTER_FINISH", ev.batch[idx], ev.req[idx],
                lambda k: "request already generated all its output tokens")
-    live = ev_isent & ~after_fin
-
-    # tokens over available
-    avail = np.where(m_before < S0, S0 - m_before, 1)
-    idx = np.flatnonzero(live & (ev_c > avail))
-    V.add_many("TOKENS_OVER_AVAILABLE", ev_batch[idx], ev_req[idx],
-               lambda k: f"processes {int(ev_c[idx[k]])} tokens but only {int(avail[idx[k]])} "
+    live = ev.is_entry & ~after_fin
+    avail = np.where(ev.m_before < ev.S0, ev.S0 - ev.m_before, 1)
+    idx = np.flatnonzero(live & (ev.c > avail))
+    V.add_many("TOKENS_OVER_AVAILABLE", ev.batch[idx], ev.req[idx],
+               lambda k: f"processes {int(ev.c[idx[k]])} tokens but only {int(avail[idx[k]])} "
                          f"are available (S - m)")
+    return live
 
-    S_before = I[ev_req] + g_before
-    decode_ev = live & (g_before >= 1) & (m_before == S_before - 1)
-    gen_first = live & (g_before == 0) & (g_after >= 1)
-    finish = live & (g_before < Oe) & (g_after >= Oe)
 
-    # --- scatter back to schedule entry order --------------------------------------------
-    ent_live = np.zeros(e_b.size, bool)
-    ent_decode = np.zeros(e_b.size, bool)
-    ent_cached = np.zeros(e_b.size, np.int64)
-    src_e = ev_src[ev_isent]
-    ent_live[src_e] = live[ev_isent]
-    ent_decode[src_e] = decode_ev[ev_isent]
-    ent_cached[src_e] = m_before[ev_isent]
+def _decode_entries(ev: _Events, live: np.ndarray, I: np.ndarray) -> np.ndarray:
+    """Entry phase (section 3): decode when ``g >= 1`` and ``m = S - 1`` before the batch."""
+    S_before = I[ev.req] + ev.g_before
+    return live & (ev.g_before >= 1) & (ev.m_before == S_before - 1)
 
-    # --- batch aggregates & durations -----------------------------------------------------
-    L = np.flatnonzero(ent_live)
-    lb, lc, lm, ld = e_b[L], e_c[L], ent_cached[L], ent_decode[L]
-    dur = inst.cost_model.batch_times(lb, lc, lm, ld, nb) if nb else np.zeros(0)
-    b_tokens = np.bincount(lb, weights=lc, minlength=nb).astype(np.int64)
-    b_pre_tok = np.bincount(lb, weights=np.where(ld, 0, lc), minlength=nb).astype(np.int64)
-    b_pre_n = np.bincount(lb, weights=~ld, minlength=nb).astype(np.int64)
-    b_dec_n = np.bincount(lb, weights=ld, minlength=nb).astype(np.int64)
-    b_n = b_pre_n + b_dec_n
 
-    j = np.flatnonzero(b_tokens > lim.max_batch_tokens)
+@dataclass
+class _BatchTotals:
+    """Per batch: tokens, prefill tokens, prefill and decode entries (live entries only)."""
+
+    tokens: np.ndarray
+    prefill_tokens: np.ndarray
+    prefill_entries: np.ndarray
+    decode_entries: np.ndarray
+
+    @property
+    def entries(self) -> np.ndarray:
+        return self.prefill_entries + self.decode_entries
+
+
+def _batch_totals(lb, lc, ld, nb: int) -> _BatchTotals:
+    return _BatchTotals(
+        np.bincount(lb, weights=lc, minlength=nb).astype(np.int64),
+        np.bincount(lb, weights=np.where(ld, 0, lc), minlength=nb).astype(np.int64),
+        np.bincount(lb, weights=~ld, minlength=nb).astype(np.int64),
+        np.bincount(lb, weights=ld, minlength=nb).astype(np.int64),
+    )
+
+
+def _check_batch_limits(t: _BatchTotals, lim, V: _Violations) -> None:
+    """BATCH_TOKENS, PREFILL_TOKENS, BATCH_SIZE: per batch at most ``C`` tokens, ``P``
+    prefill tokens and ``max_batch_size`` entries (section 3)."""
+    j = np.flatnonzero(t.tokens > lim.max_batch_tokens)
     V.add_many("BATCH_TOKENS", j, None,
-               lambda k: f"processes {int(b_tokens[j[k]])} tokens > C = {lim.max_batch_tokens}")
+               lambda k: f"processes {int(t.tokens[j[k]])} tokens > C = {lim.max_batch_tokens}")
     if lim.max_prefill_tokens is not None:
-        j = np.flatnonzero(b_pre_tok > lim.max_prefill_tokens)
-        V.add_many("PREFILL_TOKENS", j, None,
-                   lambda k: f"processes {int(b_pre_tok[j[k]])} prefill tokens "
+        p = np.flatnonzero(t.prefill_tokens > lim.max_prefill_tokens)
+        V.add_many("PREFILL_TOKENS", p, None,
+                   lambda k: f"processes {int(t.prefill_tokens[p[k]])} prefill tokens "
                              f"> P = {lim.max_prefill_tokens}")
     if lim.max_batch_size is not None:
-        j = np.flatnonzero(b_n > lim.max_batch_size)
-        V.add_many("BATCH_SIZE", j, None,
-                   lambda k: f"has {int(b_n[j[k]])} entries > max_batch_size = {lim.max_batch_size}")
+        n_entries = t.entries
+        b = np.flatnonzero(n_entries > lim.max_batch_size)
+        V.add_many("BATCH_SIZE", b, None,
+                   lambda k: f"has {int(n_entries[b[k]])} entries > max_batch_size = "
+                             f"{lim.max_batch_size}")
 
-    # --- KV in use after each batch -------------------------------------------------------
-    blk = lim.block_size
+
+def _kv_in_use(ev: _Events, live, evicted, finish, block: int, nb: int) -> np.ndarray:
+    """KV after each batch (section 3, steps 3-4), in whole blocks: a running sum of ``+c``
+    per entry, ``-m`` at an eviction and ``-m`` one batch after a request finishes."""
 
     def fp(x):
-        return -(-x // blk) * blk if blk > 1 else x
+        return -(-x // block) * block if block > 1 else x
 
     delta = (
-        np.bincount(ev_batch[live], weights=fp(m_after[live]) - fp(m_before[live]), minlength=nb + 1)
-        - np.bincount(ev_batch[ev_valid_evict], weights=fp(m_before[ev_valid_evict]), minlength=nb + 1)
-        - np.bincount(ev_batch[finish] + 1, weights=fp(m_after[finish]), minlength=nb + 1)
+        np.bincount(ev.batch[live], weights=fp(ev.m_after[live]) - fp(ev.m_before[live]),
+                    minlength=nb + 1)
+        - np.bincount(ev.batch[evicted], weights=fp(ev.m_before[evicted]), minlength=nb + 1)
+        - np.bincount(ev.batch[finish] + 1, weights=fp(ev.m_after[finish]), minlength=nb + 1)
     )
-    kv = np.rint(np.cumsum(delta)[:nb]).astype(np.int64)
-    j = np.flatnonzero(kv > lim.kv_capacity)
-    V.add_many("KV_OVERFLOW", j, None,
-               lambda k: f"KV in use {int(kv[j[k]])} > M = {lim.kv_capacity}")
+    return np.rint(np.cumsum(delta)[:nb]).astype(np.int64)
 
-    # --- time ------------------------------------------------------------------------------
-    touch_b = np.concatenate([e_b[e_ok], v_b[v_ok]])
-    touch_r = np.concatenate([e_r[e_ok], v_r[v_ok]])
+
+def _check_memory(kv: np.ndarray, M: int, V: _Violations) -> None:
+    """KV_OVERFLOW: the KV in use after a batch fits in ``M`` (section 3, step 3)."""
+    j = np.flatnonzero(kv > M)
+    V.add_many("KV_OVERFLOW", j, None, lambda k: f"KV in use {int(kv[j[k]])} > M = {M}")
+
+
+# --- time (section 4) ---------------------------------------------------------------------
+
+
+def _batch_clock(arr, stated, touch_b, touch_r, dur):
+    """Batch ends ``end_j = max(end_{j-1}, r_j) + d_j``, with ``r_j`` the latest arrival the
+    batch touches or its stated start (section 4), as ``D_j + cummax(r_k - D_{k-1})``."""
+    nb = dur.size
+    if not nb:
+        return np.zeros(0), np.zeros(0)
     arr_max = np.full(nb, -np.inf)
     if touch_b.size:
         np.maximum.at(arr_max, touch_b, arr[touch_r])
-    stated = s.start
-    has_stated = ~np.isnan(stated)
-    r = np.maximum(np.maximum(arr_max, np.where(has_stated, stated, -np.inf)), 0.0)
+    r = np.maximum(np.maximum(arr_max, np.where(np.isnan(stated), -np.inf, stated)), 0.0)
     D = np.cumsum(dur)
-    D_prev = D - dur
-    end = D + np.maximum.accumulate(r - D_prev) if nb else np.zeros(0)
-    end_prev = np.concatenate([[0.0], end[:-1]]) if nb else np.zeros(0)
-    start = end - dur
-    if has_stated.any():
-        dur_near = np.maximum(dur, np.concatenate([[0.0], dur[:-1]]))  # batch j and j - 1
-        tol = _time_tolerance(dur_near, end_prev)
-        j = np.flatnonzero(has_stated & (stated < end_prev - tol))
-        V.add_many("START_TOO_EARLY", j, None,
-                   lambda k: f"stated start {stated[j[k]]:g} is before the previous batch ends "
-                             f"at {end_prev[j[k]]:g}")
-        tb = touch_b
-        ta = arr[touch_r]
-        early = np.flatnonzero(has_stated[tb] & (ta > stated[tb] + _time_tolerance(dur_near[tb], ta)))
-        V.add_many("BEFORE_ARRIVAL", tb[early], touch_r[early],
-                   lambda k: f"batch starts at {stated[tb[early[k]]]:g} before the request arrives "
-                             f"at {arr[touch_r[early[k]]]:g}")
+    end = D + np.maximum.accumulate(r - (D - dur))
+    return end, np.concatenate([[0.0], end[:-1]])
 
-    # --- per-request metrics ------------------------------------------------------------------
-    first_token = np.full(n, np.nan)
-    completion = np.full(n, np.nan)
-    first_token[ev_req[gen_first]] = end[ev_batch[gen_first]]
-    completion[ev_req[finish]] = end[ev_batch[finish]]
-    g_final = np.zeros(n, np.int64)
-    if E:
-        np.maximum.at(g_final, ev_req[live], np.minimum(g_after[live], Oe[live]))
+
+def _check_stated_starts(arr, stated, touch_b, touch_r, dur, end_prev, V: _Violations) -> None:
+    """START_TOO_EARLY, BEFORE_ARRIVAL: a stated start is not before the previous batch's end
+    nor before an arrival it touches, up to :func:`_time_tolerance` (section 4)."""
+    has_stated = ~np.isnan(stated)
+    if not has_stated.any():
+        return
+    dur_near = np.maximum(dur, np.concatenate([[0.0], dur[:-1]]))  # batch j and j - 1
+    j = np.flatnonzero(has_stated & (stated < end_prev - _time_tolerance(dur_near, end_prev)))
+    V.add_many("START_TOO_EARLY", j, None,
+               lambda k: f"stated start {stated[j[k]]:g} is before the previous batch ends "
+                         f"at {end_prev[j[k]]:g}")
+    ta = arr[touch_r]
+    early = np.flatnonzero(has_stated[touch_b]
+                           & (ta > stated[touch_b] + _time_tolerance(dur_near[touch_b], ta)))
+    V.add_many("BEFORE_ARRIVAL", touch_b[early], touch_r[early],
+               lambda k: f"batch starts at {stated[touch_b[early[k]]]:g} before the request "
+                         f"arrives at {arr[touch_r[early[k]]]:g}")
+
+
+def _check_complete(g_final: np.ndarray, O: np.ndarray, V: _Violations) -> None:
+    """INCOMPLETE: every request generates all ``O`` tokens (section 3, step 4)."""
     inc = np.flatnonzero(g_final < O)
     V.add_many("INCOMPLETE", np.full(inc.size, -1), inc,
                lambda k: f"generated {int(g_final[inc[k]])} of {int(O[inc[k]])} output tokens")
-    n_evict = np.bincount(ev_req[ev_valid_evict], minlength=n)
-    recomputed = np.bincount(ev_req[ev_valid_evict], weights=m_before[ev_valid_evict],
+
+
+# --- the evaluator ------------------------------------------------------------------------
+
+
+def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
+    """Replay ``schedule`` on ``instance`` (semantics sections 3-4); never raises on a
+    syntactically valid schedule: broken rules come back as violations."""
+    inst, s = instance, schedule
+    n, nb, lim = inst.n, s.n_batches, inst.limits
+    V = _Violations(inst.ids)
+
+    entries, evictions = _columns(inst, s)
+    _check_known_requests(entries, s.ids, V)
+    _check_known_requests(evictions, s.ids, V)
+    _check_positive_tokens(entries, V)
+    _check_once_per_batch(entries, evictions, n, V)
+    _check_evict_or_process(entries, evictions, n, V)
+
+    ev = _replay(inst, entries, evictions, nb)
+    evicted = _check_evictions(ev, V)
+    live = _check_entries(ev, V)
+    decode = _decode_entries(ev, live, inst.prompt)
+    gen_first = live & (ev.g_before == 0) & (ev.g_after >= 1)
+    finish = live & (ev.g_before < ev.O) & (ev.g_after >= ev.O)
+
+    # per entry, in schedule order: in effect, decode phase, m before the batch
+    ent_live = np.zeros(entries.batch.size, bool)
+    ent_decode = np.zeros(entries.batch.size, bool)
+    ent_cached = np.zeros(entries.batch.size, np.int64)
+    src_e = ev.src[ev.is_entry]
+    ent_live[src_e] = live[ev.is_entry]
+    ent_decode[src_e] = decode[ev.is_entry]
+    ent_cached[src_e] = ev.m_before[ev.is_entry]
+
+    L = np.flatnonzero(ent_live)
+    lb, lc, lm, ld = entries.batch[L], entries.tokens[L], ent_cached[L], ent_decode[L]
+    dur = inst.cost_model.batch_times(lb, lc, lm, ld, nb) if nb else np.zeros(0)
+    totals = _batch_totals(lb, lc, ld, nb)
+    _check_batch_limits(totals, lim, V)
+    kv = _kv_in_use(ev, live, evicted, finish, lim.block_size, nb)
+    _check_memory(kv, lim.kv_capacity, V)
+
+    touch_b = np.concatenate([entries.batch[entries.ok], evictions.batch[evictions.ok]])
+    touch_r = np.concatenate([entries.req[entries.ok], evictions.req[evictions.ok]])
+    end, end_prev = _batch_clock(inst.arrival, s.start, touch_b, touch_r, dur)
+    _check_stated_starts(inst.arrival, s.start, touch_b, touch_r, dur, end_prev, V)
+
+    first_token = np.full(n, np.nan)
+    completion = np.full(n, np.nan)
+    first_token[ev.req[gen_first]] = end[ev.batch[gen_first]]
+    completion[ev.req[finish]] = end[ev.batch[finish]]
+    g_final = np.zeros(n, np.int64)
+    if ev.size:
+        np.maximum.at(g_final, ev.req[live], np.minimum(ev.g_after[live], ev.O[live]))
+    _check_complete(g_final, inst.output, V)
+    return _evaluation(inst, V, ev, evicted, first_token, completion, g_final, end, dur, kv,
+                       totals, ent_decode, ent_cached)
+
+
+def _evaluation(inst, V, ev, evicted, first_token, completion, g_final, end, dur, kv, totals,
+                ent_decode, ent_cached) -> Evaluation:
+    """Per-request and summary metrics (section 4) around the replay's arrays."""
+    n, O = inst.n, inst.output
+    n_evict = np.bincount(ev.req[evicted], minlength=n)
+    recomputed = np.bincount(ev.req[evicted], weights=ev.m_before[evicted],
                              minlength=n).astype(np.int64)
-    latency = completion - arr
-    ttft = first_token - arr
+    latency = completion - inst.arrival
+    ttft = first_token - inst.arrival
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(O > 1, (completion - first_token) / np.maximum(O - 1, 1), np.nan)
-
-    violations = tuple(V.kept)
     metrics = _totals(inst, g_final, completion, latency, ttft, tpot, n_evict, recomputed,
-                      end, dur, kv, b_n)
+                      end, dur, kv, totals.entries)
     return Evaluation(
         feasible=not V.counts,
-        violations=violations,
+        violations=tuple(V.kept),
         violation_counts=V.counts,
         request_ids=inst.ids,
         first_token=first_token,
@@ -479,14 +644,14 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
         tpot=tpot,
         evictions=n_evict,
         recomputed_tokens=recomputed,
-        batch_start=start,
+        batch_start=end - dur,
         batch_end=end,
         batch_duration=dur,
         batch_kv=kv,
-        batch_tokens=b_tokens,
-        batch_prefill_tokens=b_pre_tok,
-        batch_prefill_entries=b_pre_n,
-        batch_decode_entries=b_dec_n,
+        batch_tokens=totals.tokens,
+        batch_prefill_tokens=totals.prefill_tokens,
+        batch_prefill_entries=totals.prefill_entries,
+        batch_decode_entries=totals.decode_entries,
         entry_decode=ent_decode,
         entry_cached=ent_cached,
         metrics=metrics,
