@@ -1,6 +1,6 @@
 """optsched: provably optimal schedules for LLM inference serving.
 
-See ``DESIGN.md`` (shared) for what a schedule means; every schedule goes
+See ``docs/semantics.md`` for what a schedule means; every schedule goes
 through :func:`optsched.evaluate.evaluate`.
 """
 

@@ -1,5 +1,5 @@
 """KV-cache capacity ``M`` (tokens) from model size and GPU memory (online-scheduling paper,
-section 7; DESIGN section 2).
+section 7; semantics section 2).
 
 Convention (the standard one, and the one this module uses)::
 

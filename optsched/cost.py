@@ -1,4 +1,4 @@
-"""Batch-time cost models (DESIGN section 5).
+"""Batch-time cost models (semantics section 5).
 
 A cost model prices one batch from its entries. Every consumer (the evaluator,
 the simulator, the formulations) prices batches through :meth:`CostModel.batch_times`
@@ -13,7 +13,7 @@ or :meth:`CostModel.batch_time`, so there is one definition of a batch's time.
           + kpb*[batch has a prefill entry] + kdb*[batch has a decode entry]
 
   ``m`` is the request's cached tokens *before* the batch. The first seven
-  coefficients are DESIGN section 5's model; ``kpl`` (InferMax's ``m_p`` term,
+  coefficients are semantics section 5's model; ``kpl`` (InferMax's ``m_p`` term,
   prefill attention reading the cached KVs), ``kpb`` and ``kdb`` (the prefill and
   decode attention kernels' launch biases ``b_p``, ``b_d``) are optional
   extensions, zero by default, needed to price the InferMax reference
@@ -53,7 +53,7 @@ class CostModel(ABC):
 
         ``batch_of_entry[k]`` is entry k's 0-based batch index, ``tokens[k]`` its
         ``c``, ``cached[k]`` its ``m`` before the batch, ``decode[k]`` whether it is a
-        decode entry (DESIGN section 3). A batch without entries takes 0.
+        decode entry (semantics section 3). A batch without entries takes 0.
         """
         ...
 
@@ -96,7 +96,7 @@ MAX_COEFFICIENT = 1e9
 
 @dataclass(frozen=True)
 class LinearCost(CostModel):
-    """InferMax's linear batch-time model (section 3.2; DESIGN section 5). Seconds."""
+    """InferMax's linear batch-time model (section 3.2; semantics section 5). Seconds."""
 
     kind: ClassVar[str] = "linear"
     k0: float = 0.0

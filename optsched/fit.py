@@ -1,4 +1,4 @@
-"""Least-squares fit of the linear batch-time model (DESIGN section 5) on Vidur profiling data.
+"""Least-squares fit of the linear batch-time model (semantics section 5) on Vidur profiling data.
 
 Data (``shared/data/README.md``, ``profiling/``), all per-layer milliseconds:
 
@@ -8,7 +8,7 @@ Data (``shared/data/README.md``, ``profiling/``), all per-layer milliseconds:
 * ``attention_samples_<gpu>_<model>.csv`` -- decode rows (``batch_size`` requests each with
   ``kv_cache_size`` cached tokens) fitted as ``kdm * sum m + kdr * #decode + kdb``;
   prefill rows (one request, chunk ``c``, ``m`` = ``kv_cache_size``) fitted as
-  ``kpq * c^2 + kpm * c*m + kpl * m + (kpr * #prefill + kpb)``. DESIGN keeps the ``c^2`` and
+  ``kpq * c^2 + kpm * c*m + kpl * m + (kpr * #prefill + kpb)``. Semantics section 5 keeps the ``c^2`` and
   ``c*m`` coefficients free (InferMax ties them as ``c^2 + 2cm``).
 
 Every prefill row has exactly one prefill entry, so the per-entry term ``kpr`` and the

@@ -1,4 +1,4 @@
-"""Seeded instance generators (DESIGN sections 2 and 7) and their registry.
+"""Seeded instance generators (semantics sections 2 and 7) and their registry.
 
 * :func:`infermax_fixed` -- InferMax's fixed offline workloads: ``n`` requests of prompt
   ``I`` and output ``O``, all at ``t = 0``.
@@ -8,7 +8,7 @@
 * :func:`poisson_trace` -- Poisson arrivals at ``rate`` per second over (prompt, output)
   pairs drawn from a trace (a CSV path or an :class:`~optsched.instance.Instance`).
 * :func:`online_paper_random` -- the random family of the online-scheduling paper
-  (Jaillet, Jiang, Podimata, Zhou), converted to DESIGN semantics (see its docstring).
+  (Jaillet, Jiang, Podimata, Zhou), converted to our semantics (see its docstring).
 
 Every generator is deterministic per ``seed`` (``numpy.random.default_rng``) and returns a
 validated :class:`~optsched.instance.Instance`. :data:`GENERATORS` maps a kind name to a
@@ -189,8 +189,8 @@ def online_paper_random(
     arrivals in each unit-time round is ``Poisson(rate)`` (the stochastic arrival model of
     the paper's section 3, arrival rate lambda; rounds are integers 0, 1, 2, ...).
 
-    Conversion (DESIGN section 7): the paper holds ``s + j`` KV tokens while generating
-    token ``j`` (peak ``s + o``); DESIGN holds ``I + g`` and peaks at ``I + O - 1``. So
+    Conversion (semantics section 7): the paper holds ``s + j`` KV tokens while generating
+    token ``j`` (peak ``s + o``); ours holds ``I + g`` and peaks at ``I + O - 1``. So
     ``I = s + 1`` and ``O = o`` (peak ``I + O - 1 = s + o <= M``, every request fits).
     Unit-time cost model (every batch takes 1 round); ``C = M``, which never binds because
     a batch's tokens never exceed the KV it leaves cached (``sum c <= sum m <= M``).

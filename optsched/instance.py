@@ -1,4 +1,4 @@
-"""The instance model (DESIGN section 2): requests, limits, cost model.
+"""The instance model (semantics section 2): requests, limits, cost model.
 
 All three are frozen dataclasses that validate themselves in ``__post_init__``;
 an invalid field raises :class:`~optsched.errors.InstanceError` naming the
@@ -47,7 +47,7 @@ class Request:
     """One inference request: ``prompt`` = I tokens, ``output`` = O tokens to generate.
 
     The last output token is EOS and is never processed, so a request that is
-    never evicted peaks at ``I + O - 1`` cached tokens (DESIGN section 3).
+    never evicted peaks at ``I + O - 1`` cached tokens (semantics section 3).
     """
 
     id: str

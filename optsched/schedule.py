@@ -11,7 +11,7 @@ File formats: JSON for small schedules (the contract below), ``.npz`` for large:
     {"batches": [{"entries": [["a", 4], ["b", 4]], "evict": ["c"], "start": 0.0}]}
 
 ``evict`` and ``start`` are optional; a missing ``start`` means "as early as
-possible" (DESIGN section 4) and is stored as NaN.
+possible" (semantics section 4) and is stored as NaN.
 """
 
 from __future__ import annotations

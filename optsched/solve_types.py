@@ -1,7 +1,7 @@
 """The solve vocabulary, defined once for every layer that solves something.
 
 * :class:`Status` -- the outcome of a solve (MILP backends, formulations, search oracles);
-* :class:`Objective` -- what a formulation minimises (DESIGN section 4);
+* :class:`Objective` -- what a formulation minimises (semantics section 4);
 * :class:`SolveOptions` -- what the caller asks of a solve: backend, budget, threads, seed,
   gaps, logging, and formulation-specific ``params``;
 * :func:`relative_gap` -- the one gap formula;
@@ -43,7 +43,7 @@ class Status(StrEnum):
 
 
 class Objective(StrEnum):
-    """What a formulation minimises (metrics of DESIGN section 4)."""
+    """What a formulation minimises (metrics of semantics section 4)."""
 
     MAKESPAN = "makespan"
     TOTAL_LATENCY = "total-latency"

@@ -1,4 +1,4 @@
-"""Trace loaders: real request traces -> :class:`~optsched.instance.Instance` (DESIGN section 2).
+"""Trace loaders: real request traces -> :class:`~optsched.instance.Instance` (semantics section 2).
 
 Three CSV formats are recognised by their header (``shared/data/README.md``):
 
@@ -18,7 +18,7 @@ Semantics (all documented choices, never silent):
   ``limit`` (first N) or ``sample`` (seeded random N, kept in file order), rate scale.
 * **Ids** are ``"r<row>"`` with ``row`` the 0-based data-row index in the file, so the id is
   stable under sampling and windowing.
-* **Zero lengths** (``prompt == 0`` or ``output == 0``; DESIGN requires ``I, O >= 1``):
+* **Zero lengths** (``prompt == 0`` or ``output == 0``; semantics section 2 requires ``I, O >= 1``):
   ``zero_tokens="drop"`` (default) drops them and warns with the count; ``"clamp"`` raises
   them to 1; ``"error"`` names the first such row.
 * **Too long** (``I + O - 1 > M``, the request could never finish): the limits are only

@@ -1,6 +1,6 @@
 """Hypothesis strategies shared by the test suite: random instances and random
 *valid* schedules built by an independent, deliberately naive step-by-step
-replay of DESIGN section 3 (so the vectorised evaluator is checked against a
+replay of semantics section 3 (so the vectorised evaluator is checked against a
 second reading of the rules, not against itself)."""
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def test_linear_cost_prices_with_the_cost_model():
 
 # -- pruning rules vs a naive search ------------------------------------------------------
 def naive_opt(inst: Instance, objective: str) -> float:
-    """A second, deliberately plain reading of DESIGN 3: unit time, all arrivals at 0.
+    """A second, deliberately plain reading of semantics 3: unit time, all arrivals at 0.
     Dijkstra over exact per-request (g, m) states; every batch is any choice per request of
     skip / process c (1 <= c <= S - m) / evict (m > 0), eviction-only batches included (they
     take no time); no symmetry, dominance or eviction rules."""

@@ -5,7 +5,7 @@ Constraints", appendix B.1: start variables ``x[i,t]`` (H1), unit-time batches, 
 preemption, no chunking. A request started at slot ``t`` is prefilled (all ``I`` tokens) in
 slot ``t``, which generates token 1, then decodes one token per slot and finishes in slot
 ``t + O - 1`` (completion time ``t + O``); its KV after slot ``t + k`` is ``I + k`` (the
-paper's ``s + j`` while generating token ``j``, with ``I = s + 1``: DESIGN section 7, (H0)).
+paper's ``s + j`` while generating token ``j``, with ``I = s + 1``: semantics section 7, (H0)).
 
 Two variants (``SolveOptions.params["variant"]``):
 
@@ -932,7 +932,7 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
     p = HindsightParams.from_dict(dict(options.params))
     check_instance(instance)
     notes = ["model: unit time, no preemption, no chunking, integer start slots; the optimum is "
-             "optimal for the paper's model and an upper bound on the optimum of DESIGN's semantics"]
+             "optimal for the paper's model and an upper bound on the optimum under docs/semantics.md"]
     if not np.all(instance.arrival == np.round(instance.arrival)):
         notes.append("fractional arrivals: requests start at integer slots >= ceil(arrival) (H7)")
     if instance.n == 0:

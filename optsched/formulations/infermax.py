@@ -139,7 +139,7 @@ def entry_batches_upper_bound(inst: Instance, objective: str, ub: float | None) 
 # ----------------------------------------------------------------------------- replay
 @dataclass(frozen=True, eq=False)
 class _Replay:
-    """Per (request, batch) state of a schedule (DESIGN section 3), model-shaped."""
+    """Per (request, batch) state of a schedule (semantics section 3), model-shaped."""
 
     x: np.ndarray
     c: np.ndarray

@@ -1,7 +1,7 @@
 """InferMax, flow variant: identical requests aggregated on a per-batch state graph.
 
 ``formulations/infermax.md`` section 9 (eqs. F1-F10). Every request of a *class* (equal
-arrival, prompt ``I``, output ``O``) moves through the states of DESIGN section 3 under
+arrival, prompt ``I``, output ``O``) moves through the states of semantics section 3 under
 the dominance restriction of eq. 13 (only caught-up requests are evicted):
 
 * ``W(g)``  -- not resident, ``g`` tokens generated (``m = 0``), ``0 <= g < O``;

@@ -1,4 +1,4 @@
-"""Exact algorithms and claim checkers (DESIGN section 8, ``oracles/``).
+"""Exact algorithms and claim checkers (semantics section 8, ``oracles/``).
 
 * :mod:`optsched.oracles.exhaustive` -- exact state-graph search (formulation ``exhaustive``);
 * :mod:`optsched.oracles.aptserve` -- Apt-Serve's per-iteration problem (Definition 1), an exact

@@ -16,7 +16,7 @@
      paper's model; it measures what the model restriction costs.
 
   Instances: ``n`` in 2..K requests, one prompt size ``s`` in 1..3 for all (``I = s + 1``,
-  DESIGN section 7), outputs ``o`` in 1..4, ``M`` between the largest peak ``s + o`` and twice
+  semantics section 7), outputs ``o`` in 1..4, ``M`` between the largest peak ``s + o`` and twice
   it, ``C = M`` (never binds), unit cost. A counterexample is shrunk (fewest requests, then
   smaller outputs, prompt and memory) and can be written to ``instances/``.
 
@@ -64,7 +64,7 @@ class ClaimReport:
 
 # -- MC-SF --------------------------------------------------------------------------------
 def paper_instance(prompt: int, outputs: list[int], M: int, name: str = "mcsf") -> Instance:
-    """The paper's semi-online model in DESIGN semantics: all at 0, ``I = s + 1``, unit time."""
+    """The paper's semi-online model in our semantics: all at 0, ``I = s + 1``, unit time."""
     reqs = tuple(Request(f"r{i}", 0.0, prompt, o) for i, o in enumerate(outputs))
     return Instance(name, Limits(kv_capacity=M, max_batch_tokens=M), UnitCost(), reqs)
 

@@ -1,6 +1,6 @@
 """Exact search over the graph of schedule states, for tiny instances (formulation ``exhaustive``).
 
-A *node* is the state of DESIGN section 3 for every request -- ``(g, m)`` per request
+A *node* is the state of semantics section 3 for every request -- ``(g, m)`` per request
 (``S = I + g``; a finished request is ``(O, 0)``) -- plus the clock while some request
 has not yet arrived. An *edge* is one batch (entries ``(i, c)``, ``1 <= c <= S - m``,
 plus evictions), priced by the instance's own cost model
@@ -21,7 +21,7 @@ Edge costs (``t`` = clock before the batch, ``t' = t + d``):
 Everything a schedule may do is searched: any subset of arrived requests, any chunk
 ``1 <= c <= S - m``, any eviction of a resident request, and eviction followed by a refill
 in the next batch (``evict-and-refill``: a zero-time eviction-only batch then the batch;
-DESIGN section 3 forbids evicting and processing a request in one batch). Limits ``C``,
+semantics section 3 forbids evicting and processing a request in one batch). Limits ``C``,
 ``P``, ``max_batch_size``, ``M`` (with ``block_size``) and arrivals are enforced exactly
 as the evaluator does.
 
@@ -31,7 +31,7 @@ docstrings of the functions that apply them and summarised here):
 R1 *No empty batches.* A batch without entries or evictions changes nothing and takes 0.
 R2 *Eviction-only batches are merged into the next batch.* An eviction-only batch takes
    zero time (no entries) and only lowers memory; evicting at the start of the next batch
-   is the same (DESIGN 3 step 1), except for a request the next batch processes, which is
+   is the same (semantics 3 step 1), except for a request the next batch processes, which is
    the explicit ``evict-and-refill`` move. Consecutive eviction-only batches merge likewise
    (a request cannot be evicted twice without being processed in between).
 R3 *Plain evictions are necessary.* If request X is evicted at batch j and not processed

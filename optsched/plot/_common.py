@@ -47,6 +47,6 @@ def finish(fig: Figure, save: str | Path | None, dpi: int = 120) -> Figure:
 
 
 def time_label(instance) -> str:
-    """x-axis label: steps under the unit-time model, seconds otherwise (DESIGN section 5)."""
+    """x-axis label: steps under the unit-time model, seconds otherwise (semantics section 5)."""
     kind = getattr(instance.cost_model, "kind", None) if instance is not None else None
     return "time (steps)" if kind == "unit" else "time (s)" if kind is not None else "time"

@@ -19,7 +19,7 @@ What exactly is simulated
   budget ``P``; a prompt longer than ``min(C, P)`` is chunked (it could never run
   otherwise).
 * **Overflow.** The paper lets memory exceed ``M`` and detects it after the fact; in our
-  semantics a schedule never exceeds ``M`` (DESIGN section 3). We model the overflow as
+  semantics a schedule never exceeds ``M`` (semantics section 3). We model the overflow as
   the clearing happening *at the batch that would overflow*: before a batch is emitted,
   if the running requests' KV after it would exceed ``M``, then
   ``alpha-greedy`` clears (evicts) **every** active request, and
@@ -28,7 +28,7 @@ What exactly is simulated
   survivors until the batch fits (each repetition stands for one more overflowing
   attempt; it takes no time here). Cleared requests are evicted in that batch and go back
   to the waiting queue in their FCFS position. The paper sends them back "as
-  unprocessed"; DESIGN's recompute semantics keep the generated tokens, so a cleared
+  unprocessed"; our recompute semantics keep the generated tokens, so a cleared
   request later refills its ``S`` = prompt + generated tokens.
 * Defaults (``alpha = 0.25``; ``alpha = 0.1, beta = 0.5``) are ours: the values of the
   paper's grid were lost in this copy.

@@ -7,13 +7,13 @@ What exactly is simulated
 Every batch keeps **all running requests** (each processes one token; the paper's
 "prioritise requests that have already started") and then adds waiting requests in
 **ascending output length** (ties: arrival, then instance order) as long as the memory
-check of equation (1) holds: with the paper's prompt size ``s = I - 1`` (DESIGN section
+check of equation (1) holds: with the paper's prompt size ``s = I - 1`` (semantics section
 7), a request admitted at batch ``t`` processes its ``S`` prompt tokens in that batch and
 one token per batch after it, so after batch ``t + k`` it holds ``S + k`` KV tokens and
 it finishes at ``k = O - g - 1`` with peak ``I + O - 1``. Equation (1) demands, for every
 future completion time ``t'`` of the running and candidate requests,
 ``sum over requests still unfinished at t' of their KV at t' <= M`` (in whole blocks;
-requests finishing at ``t'`` count, DESIGN section 3). The scan stops at the first
+requests finishing at ``t'`` count, semantics section 3). The scan stops at the first
 candidate that fails (Algorithm 1 adds "in this order" while the check holds).
 Algorithm 1 (all arrivals at 0) and Algorithm 2 (online) are the same rule; the
 simulator's arrival gating makes it online.

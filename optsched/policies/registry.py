@@ -7,7 +7,7 @@ or an installed ``optsched.policies`` entry point).
 ``get_policy(name, **params)`` returns a *fresh* policy object (policies keep per-run
 state, so one object simulates one run). Parameters are declared with a type, a default
 and a check; an unknown key or a bad value raises :class:`PolicyError` naming it.
-A policy is *hypothetical* when it reads the true output lengths (DESIGN section 6):
+A policy is *hypothetical* when it reads the true output lengths (semantics section 6):
 eviction-free reservation, ranking by true ``O``.
 """
 

@@ -14,7 +14,7 @@ batch" hook):
    arrival (the schedule then states that batch's start explicitly when the evaluator's
    default, "as early as possible", would be earlier). An empty plan with nothing left
    to arrive is a stalled policy: :class:`SimulationError`.
-4. The plan is applied with DESIGN section 3's rules (evictions drop ``m``; entries add
+4. The plan is applied with the rules of semantics section 3 (evictions drop ``m``; entries add
    ``c``; ``m == S`` generates a token; ``g == O`` finishes and frees the KV) and priced
    with ``instance.cost_model.batch_times`` (the definition the evaluator uses; a
    decode-only batch under the linear model uses ``LinearCost.decode_batch_time``, see
@@ -26,7 +26,7 @@ batch" hook):
 5. :meth:`Policy.on_batch_end` tells the policy which requests finished.
 
 **What a policy may see.** ``SimView.known_output`` holds the true output lengths only
-for a *hypothetical* policy (DESIGN section 6). For every other policy it holds
+for a *hypothetical* policy (semantics section 6). For every other policy it holds
 ``predicted_output`` where the instance gives one and ``-1`` elsewhere -- except that a
 policy class with ``output_fallback = True`` (MC-SF, which assumes accurate predictions)
 gets the true length where no prediction is given; its registry description says so.

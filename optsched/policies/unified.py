@@ -21,7 +21,7 @@ group, candidate by candidate in priority order:
   ``appendleft``). InferMax (section 6) orders ``R_r^d`` by cached tokens ``m``,
   longest first.
 * **Hybrid check** (step 2): without hybrid batching a candidate whose phase (prefill:
-  first prefill, chunk or refill; decode: DESIGN section 3) differs from the entries
+  first prefill, chunk or refill; decode: semantics section 3) differs from the entries
   already in the batch is skipped.
 * **CanAllocate** (step 3) against ``C`` (batch tokens), ``P`` (prefill tokens),
   ``max_batch_size`` and ``M``. A prefill candidate processes ``S - m`` tokens; with
@@ -36,7 +36,7 @@ group, candidate by candidate in priority order:
   (prompt + generated) at its first chunk, so later chunks of ``R_r^p`` "can be
   allocated as they ... have already reserved the whole input tokens". Because
   ``sum fp(res) <= M`` and ``res >= m``, every schedule respects ``M`` exactly
-  (DESIGN section 3: requests finishing in the batch still count).
+  (semantics section 3: requests finishing in the batch still count).
   ``reserve="full"`` (eviction-free, ``NAME-ef``; hypothetical) reserves
   ``I + O - 1`` at admission (section 4.1), so a running request never needs more.
   ``reserve="histogram"`` (InferMax, section 6) reserves ``I + O_est - 1`` where
@@ -46,7 +46,7 @@ group, candidate by candidate in priority order:
   estimate grows by one token per decode as usual.
 * **Eviction** (step 4) when ``M`` is insufficient: for a running candidate, the
   lowest-priority running request not yet in the batch is evicted (KV dropped, back to
-  ``R_w``; DESIGN recompute semantics), repeatedly; if no lower-priority request is
+  ``R_w``; recompute semantics, semantics section 3), repeatedly; if no lower-priority request is
   left, the candidate **self-evicts** (it is evicted in this batch and refills later).
   "Lowest priority" is the last request in the walk order, so under SARATHI a running
   partial prefill goes before any decode, and under InferMax the decode with the fewest

@@ -45,7 +45,7 @@ def opts(**params):
     return SolveOptions(time_limit=30, threads=1, progress=False, params=params)
 
 
-# -- (H0) DESIGN section 7: the paper's "s + j while generating token j" is I = s + 1 -------------
+# -- (H0) semantics section 7: the paper's "s + j while generating token j" is I = s + 1 -------------
 @pytest.mark.parametrize("s,o,t0", [(1, 1, 0), (3, 5, 2), (5, 30, 7)])
 def test_paper_memory_convention_converts_with_I_equal_s_plus_1(s, o, t0):
     inst = inst_of(s + o, [(0, s + 1, o)])

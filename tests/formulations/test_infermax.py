@@ -90,7 +90,7 @@ def test_family_warm_starts_encode_and_price_exactly():
 
 
 def test_decode_classification_is_exact_both_ways():
-    """A 1-token refill chunk at m = S - 1 is a decode entry (DESIGN 3); the model may not
+    """A 1-token refill chunk at m = S - 1 is a decode entry (semantics 3); the model may not
     price it as prefill, nor a 2-token refill as decode."""
     inst = Instance("cls", Limits(kv_capacity=8, max_batch_tokens=8),
                     LinearCost(k0=1, k1=0.1, kpq=0.01, kpm=0.02, kdm=0.05, kpr=0.3, kdr=0.01),

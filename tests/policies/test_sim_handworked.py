@@ -1,7 +1,7 @@
 """Tiny instances whose schedules are worked out by hand (unit-time cost model).
 
 Notation in the comments: ``x: m/S/g`` is request x's cached tokens, known tokens and
-generated tokens after the batch; ``used`` is the sum of reservations (DESIGN section 3
+generated tokens after the batch; ``used`` is the sum of reservations (semantics section 3
 memory; see ``optsched/policies/unified.py``).
 """
 
