@@ -2,7 +2,7 @@
 
 ``lower_bound(instance, "total-latency")`` climbs a ladder of methods (cheapest first) and
 returns a :class:`BoundResult`: a value never above the optimum over all feasible schedules
-(DESIGN sections 3-5), with the method that produced it. Methods register by name
+(semantics sections 3-5), with the method that produced it. Methods register by name
 (:func:`register_bound`); each one's validity argument is in ``formulations/bounds.md``:
 
 * ``request`` -- each request's own chain of batches (B3);

@@ -2,7 +2,7 @@
 
 A *bound method* is a function ``fn(instance, objective, budget) -> BoundResult`` that
 returns a value never above the optimum of ``objective`` over all feasible schedules of
-``instance`` (DESIGN sections 3-5). Each method registers itself by name with
+``instance`` (semantics sections 3-5). Each method registers itself by name with
 :func:`register_bound`; its validity argument is in ``formulations/bounds.md``.
 """
 
