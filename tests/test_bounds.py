@@ -184,12 +184,13 @@ def test_unit_floors_by_hand():
 
 
 def test_linear_decode_or_refill_is_the_cheaper_step():
-    # a cost model where a refill is cheaper than a decode (kdm large, prefill terms free):
-    # step g costs min(k1 + kdr + kdm (I + g - 1), kpr + 2 k1 + 4 kpq) = min(1*(I+g-1), 2)
-    cm = LinearCost(kdm=1.0, kpr=2.0)
+    # a cost model where a refill is cheaper than a decode (kdm large, prefill terms cheap):
+    # step g (S = I + g) costs min(kdm (S - 1), kpr + k1 S) = min(S - 1, 2 + 0.1 S)
+    cm = LinearCost(kdm=1.0, kpr=2.0, k1=0.1)
     inst = Instance("h", Limits(kv_capacity=50, max_batch_tokens=50), cm, (Request("a", 0.0, 1, 4),))
-    # prefill: one chunk, kpr = 2; steps g=1,2,3: min(1, 2) + min(2, 2) + min(3, 2) = 5
-    assert Floors(inst).entry_cost.tolist() == [pytest.approx(7.0)]
+    # prefill: one chunk, kpr + k1 I = 2.1; steps S = 2, 3, 4 (decode entries also pay k1):
+    # min(0.1 + 1, 2.2) + min(0.1 + 2, 2.3) + min(0.1 + 3, 2.4) = 1.1 + 2.1 + 2.4 = 5.6
+    assert Floors(inst).entry_cost.tolist() == [pytest.approx(7.7)]
 
 
 def test_kv_area_forces_batches():

@@ -142,30 +142,35 @@ class Floors:
         return self._prefill_entries(k["k0"] + k["kpb"] + k["kpr"])
 
     # --- tokens 2..O ----------------------------------------------------------------------
-    def _steps(self, dec_extra: float, ref_extra: float) -> np.ndarray:
-        """``sum_{g=1..O-1} min(dec_g, ref)`` (bounds.md eq. B2): the entry generating token
-        ``g + 1`` is a decode (``c = 1``, ``m = I + g - 1``: ``k1 + kdr + kdm m``) or a
-        prefill entry finishing a refill, which processes ``c >= 2`` tokens (``c = 1`` with
-        ``m = S - 1`` is a decode by definition) and costs ``>= kpr + 2 k1 + 4 kpq``.
-        ``dec_extra`` / ``ref_extra`` add per-batch terms. ``dec_g`` grows with ``g``, so
-        the sum is ``f(G) = sum_{g<=G} dec_g + (O-1-G) ref`` at the crossing ``G``; every
-        ``f(G')`` is at least the sum, and the least of ``f`` near the float crossing is it."""
+    def _quad_floor(self, S: np.ndarray) -> np.ndarray:
+        """Least ``kpq sum c^2 + kpm sum c m`` over chunkings of a pass of ``S`` tokens from
+        ``m = 0`` (B1 with ``Q >= S`` when ``kpq >= kpm / 2``, ``Q <= S min(S, cap)`` else)."""
         k = self.k
-        I = self.instance.prompt.astype(np.float64)
-        n_steps = (self.instance.output - 1).astype(np.float64)
-        d0 = k["k1"] + k["kdr"] + k["kdm"] * I + dec_extra  # dec_1
-        ref = k["kpr"] + 2 * k["k1"] + 4 * k["kpq"] + ref_extra
-        slope = k["kdm"]
+        a = k["kpq"] - k["kpm"] / 2
+        Q = S if a >= 0 else S * np.minimum(S, self.prefill_cap)
+        return k["kpm"] * S * S / 2 + a * Q
 
-        def f(G):
-            G = np.clip(G, 0, n_steps)
-            return G * d0 + slope * G * (G - 1) / 2 + (n_steps - G) * ref
-
-        if slope > 0:
-            G = np.floor((ref - d0) / slope) + 1
-        else:
-            G = np.where(d0 <= ref, n_steps, 0.0)
-        return np.minimum(np.minimum(f(G - 1), f(G)), f(G + 1))
+    def _steps(self, dec_extra: float, ref_extra: float) -> np.ndarray:
+        """``sum_{g=1..O-1} min(dec_g, ref_g)`` (bounds.md eq. B2). Between generating token
+        ``g`` and token ``g + 1`` the request's entries are either one decode entry
+        (``c = 1``, ``m = I + g - 1``: ``dec_g = k1 + kdr + kdm m``) or, after an eviction, a
+        refill pass over all ``S = I + g`` tokens from ``m = 0``. A pass whose last entry is a
+        one-token decode costs at least ``dec_g``; otherwise its entries are prefill entries
+        costing ``>= ref_g = kpr + k1 S + quad(S)``. ``dec_extra``/``ref_extra`` add the
+        per-batch terms of the batch holding the last entry. Evaluated per step (O(sum O))."""
+        k = self.k
+        inst = self.instance
+        steps = inst.output - 1
+        total = int(steps.sum())
+        if total == 0:
+            return np.zeros(inst.n)
+        owner = np.repeat(np.arange(inst.n), steps)
+        first = np.cumsum(steps) - steps  # offset of each request's first step
+        g = np.arange(total, dtype=np.int64) - first[owner] + 1
+        S = (inst.prompt[owner] + g).astype(np.float64)
+        dec = k["k1"] + k["kdr"] + k["kdm"] * (S - 1) + dec_extra
+        ref = k["kpr"] + k["k1"] * S + self._quad_floor(S) + ref_extra
+        return np.bincount(owner, weights=np.minimum(dec, ref), minlength=inst.n)
 
     @cached_property
     def step_entry_cost(self) -> np.ndarray:
