@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from .instance import Instance
+from .instance import Instance, Limits
 from .schedule import Schedule
 
 #: Violation codes, each with the rule of semantics sections 3-4 it enforces (the table there).
@@ -495,12 +495,10 @@ def _check_batch_limits(t: _BatchTotals, lim, V: _Violations) -> None:
                              f"{lim.max_batch_size}")
 
 
-def _kv_in_use(ev: _Events, live, evicted, finish, block: int, nb: int) -> np.ndarray:
+def _kv_in_use(ev: _Events, live, evicted, finish, limits: Limits, nb: int) -> np.ndarray:
     """KV after each batch (section 3, steps 3-4), in whole blocks: a running sum of ``+c``
     per entry, ``-m`` at an eviction and ``-m`` one batch after a request finishes."""
-
-    def fp(x):
-        return -(-x // block) * block if block > 1 else x
+    fp = limits.kv_footprint
 
     delta = (
         np.bincount(ev.batch[live], weights=fp(ev.m_after[live]) - fp(ev.m_before[live]),
@@ -599,7 +597,7 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     dur = inst.cost_model.batch_times(lb, lc, lm, ld, nb) if nb else np.zeros(0)
     totals = _batch_totals(lb, lc, ld, nb)
     _check_batch_limits(totals, lim, V)
-    kv = _kv_in_use(ev, live, evicted, finish, lim.block_size, nb)
+    kv = _kv_in_use(ev, live, evicted, finish, lim, nb)
     _check_memory(kv, lim.kv_capacity, V)
 
     touch_b = np.concatenate([entries.batch[entries.ok], evictions.batch[evictions.ok]])

@@ -147,8 +147,7 @@ def poisson_trace(
     else:
         t = read_trace(trace)
         src, P, O = Path(t.path).stem, t.prompt, t.output
-    b = lim.block_size
-    fits = (-(-(P + O - 1) // b) * b) <= lim.kv_capacity
+    fits = lim.kv_footprint(P + O - 1) <= lim.kv_capacity
     if not fits.all():
         warnings.warn(
             f"poisson_trace: removed {int((~fits).sum())} of {P.size} (prompt, output) pairs "

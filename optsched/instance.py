@@ -19,12 +19,21 @@ import math
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from .cost import CostModel, UnitCost, cost_model_from_dict
 from .errors import InputFileError, InstanceError
+
+#: token counts: one int, or an integer array (elementwise)
+Tokens = TypeVar("Tokens", int, np.ndarray)
+
+
+def block_round(tokens: Tokens, block_size: int) -> Tokens:
+    """``tokens`` rounded up to whole blocks of ``block_size`` (elementwise for an array);
+    :meth:`Limits.kv_footprint` is this with the instance's block size."""
+    return tokens if block_size == 1 else -(-tokens // block_size) * block_size
 
 _CLASSES = (None, "rt", "be")
 #: largest token count or limit an instance may hold (2**40, about 1.1e12): far above any real
@@ -166,10 +175,11 @@ class Limits:
         """``P`` if set, else ``C``."""
         return self.max_prefill_tokens if self.max_prefill_tokens is not None else self.max_batch_tokens
 
-    def kv_footprint(self, cached: int) -> int:
-        """KV tokens charged for ``cached`` tokens: rounded up to whole blocks."""
-        b = self.block_size
-        return -(-cached // b) * b
+    def kv_footprint(self, cached: Tokens) -> Tokens:
+        """KV tokens charged for ``cached`` tokens (an int or an integer array, elementwise):
+        rounded up to whole blocks of ``block_size`` (DESIGN section 3). The one block-rounding
+        function: the evaluator, the simulator, the policies and the models all call it."""
+        return block_round(cached, self.block_size)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -399,7 +399,7 @@ def trace_to_instance(
     M = limits.kv_capacity
     b = limits.block_size
     peak = trace.prompt + trace.output - 1
-    over = (-(-peak // b) * b) > M
+    over = limits.kv_footprint(peak) > M
     t = trace
     if over.any():
         k = int(np.flatnonzero(over)[0])

@@ -140,8 +140,8 @@ def earliest_slots(instance: Instance) -> np.ndarray:
 
 
 def footprint(instance: Instance, kv: np.ndarray) -> np.ndarray:
-    b = instance.limits.block_size
-    return -(-kv // b) * b if b > 1 else kv
+    """KV tokens charged for ``kv`` cached tokens (whole blocks)."""
+    return instance.limits.kv_footprint(kv)
 
 
 def schedule_from_starts(instance: Instance, starts: np.ndarray) -> Schedule:

@@ -30,7 +30,7 @@ import numpy as np
 from .. import milp
 from ..cost import LinearCost, UnitCost
 from ..evaluate import evaluate
-from ..instance import Instance
+from ..instance import Instance, Limits
 from ..plugins import ParamSpec, parse_params
 from ..schedule import Schedule, ScheduleBuilder
 from ..solve_types import WarmStart
@@ -802,8 +802,8 @@ def build(inst: Instance, objective: str = "makespan", hyp: Hypotheses | None = 
         if compact and blk == 1:  # memory is only held in active batch slots
             R.add("M_act", J, [(pj, Ma, 1), (pj, Fb, -Uc), (jj, v["act"].ids, -Mcap)], hi=0)
         # eq. 20: memory cliques
-        kdec = _knapsack_count(I + 1, Mcap, blk)
-        kfin = _knapsack_count(U, Mcap, blk)
+        kdec = _knapsack_count(I + 1, Mcap, inst.limits)
+        kfin = _knapsack_count(U, Mcap, inst.limits)
         if kdec < n:
             R.add("clique_dec", J, [(pj, Dec, 1), (jj, y.ids, -kdec)], hi=0)
         if kfin < n:
@@ -828,9 +828,9 @@ def build(inst: Instance, objective: str = "makespan", hyp: Hypotheses | None = 
                          compact, bits, ks["kpq"], tuple(notes))
 
 
-def _knapsack_count(sizes: np.ndarray, cap: int, blk: int) -> int:
+def _knapsack_count(sizes: np.ndarray, cap: int, limits: Limits) -> int:
     """Most items (smallest first) whose block-rounded sizes fit in ``cap`` (eq. 20)."""
-    s = np.sort(-(-np.asarray(sizes) // blk) * blk)
+    s = np.sort(limits.kv_footprint(np.asarray(sizes)))
     return int(np.searchsorted(np.cumsum(s), cap, side="right"))
 
 

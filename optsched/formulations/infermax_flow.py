@@ -43,7 +43,7 @@ import numpy as np
 from .. import milp
 from ..cost import LinearCost, UnitCost
 from ..evaluate import evaluate
-from ..instance import Instance
+from ..instance import Instance, Limits
 from ..schedule import Schedule, ScheduleBuilder
 from .base import FormulationError, Hypotheses
 
@@ -105,8 +105,8 @@ def _coef(cm) -> dict[str, float]:
                 kpb=cm.kpb, kdb=cm.kdb)
 
 
-def _build_class(ids, I, O, arrival, k, blk: int, allow_evict: bool) -> _Class:
-    fp = (lambda v: -(-v // blk) * blk) if blk > 1 else (lambda v: v)
+def _build_class(ids, I, O, arrival, k, limits: Limits, allow_evict: bool) -> _Class:
+    fp = limits.kv_footprint
     U = I + O - 1
     states: list[tuple[str, int, int]] = []
     for g in range(O):
@@ -199,7 +199,7 @@ class FlowModel:
         one = cm.batch_time([1], [0], [False])
         self.scale = 1.0 / one if one > 0 else 1.0
         allow_evict = not hyp.no_evictions
-        self.classes = [_build_class(ids, I, O, a, k, lim.block_size, allow_evict)
+        self.classes = [_build_class(ids, I, O, a, k, lim, allow_evict)
                         for ids, I, O, a in classes_of(inst)]
         self.online = any(c.arrival > 0 for c in self.classes)
         sc = self.scale

@@ -188,8 +188,7 @@ class _Search:
 
     # -- helpers --------------------------------------------------------------------
     def fp(self, m: int) -> int:
-        b = self.blk
-        return -(-m // b) * b
+        return self.inst.limits.kv_footprint(m)
 
     def canon(self, raw: list[int]) -> tuple[tuple[int, ...], list[int]]:
         """R4: sort each class block; ``order[new position] = old position``."""

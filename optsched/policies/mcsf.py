@@ -44,6 +44,7 @@ import heapq
 
 import numpy as np
 
+from ..instance import block_round
 from .registry import register
 from .simulator import Plan, Policy, SimView
 
@@ -66,7 +67,7 @@ def profile_ok(base: np.ndarray, fin: np.ndarray, M: int, b: int = 1) -> bool:
     for t in np.unique(fin):
         live = fin >= t
         x = base[live] + t
-        if int((-(-x // b) * b).sum()) > M:
+        if int(block_round(x, b).sum()) > M:
             return False
     return True
 

@@ -100,8 +100,7 @@ class SimView:
 
     def fp(self, tokens):
         """KV tokens charged for ``tokens`` cached tokens (whole blocks)."""
-        b = self.limits.block_size
-        return -(-tokens // b) * b if b > 1 else tokens
+        return self.limits.kv_footprint(tokens)
 
 
 class Policy(ABC):
@@ -190,6 +189,7 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     n = instance.n
     lim = instance.limits
     M, b = lim.kv_capacity, lim.block_size
+    fp = lim.kv_footprint
     S, m, g = sim.S, sim.m, sim.g
     O = instance.output
     arr = instance.arrival
@@ -245,7 +245,7 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
                     f"policy {policy.name!r}, batch {j}: evicts request "
                     f"{instance.ids[bad]!r}, which holds no KV"
                 )
-            kv -= int((-(-mev // b) * b).sum()) if b > 1 else int(mev.sum())
+            kv -= int(fp(mev).sum())
             m[ev] = 0
         if req.size:
             mb = m[req]
@@ -259,10 +259,7 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
                 )
             dec = (mb == Sb - 1) & (g[req] >= 1)
             m[req] = ma
-            if b > 1:
-                kv += int((-(-ma // b) * b).sum() - (-(-mb // b) * b).sum())
-            else:
-                kv += int(c.sum())
+            kv += int(fp(ma).sum() - fp(mb).sum()) if b > 1 else int(c.sum())
             if kv > M:
                 raise SimulationError(
                     f"policy {policy.name!r}, batch {j}: KV after the batch {kv} > M = {M}"
@@ -274,7 +271,7 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
                 fin = gen[g[gen] >= O[gen]]
                 if fin.size:
                     mf = m[fin]
-                    kv -= int((-(-mf // b) * b).sum()) if b > 1 else int(mf.sum())
+                    kv -= int(fp(mf).sum())
                     m[fin] = 0
                     done += int(fin.size)
             else:

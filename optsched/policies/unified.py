@@ -155,8 +155,7 @@ class UnifiedScheduler(Policy):
 
     # -- helpers ----------------------------------------------------------------------
     def _fp(self, x: int) -> int:
-        b = self.b
-        return -(-x // b) * b if b > 1 else x
+        return self.view.limits.kv_footprint(x)
 
     def _estimate(self, g: int) -> int:
         """InferMax histogram: quantile of finished outputs longer than ``g``."""
@@ -263,11 +262,8 @@ class UnifiedScheduler(Policy):
         else:
             old = self.res[cand]
             new = np.maximum(old, v.m[cand] + 1)
-            if self.b > 1:
-                b = self.b
-                need = (-(-new // b) - (-(-old // b))) * b
-            else:
-                need = new - old
+            fp = v.limits.kv_footprint
+            need = fp(new) - fp(old)
             cum = need.cumsum()
             j = k if cum[-1] <= free else int(np.searchsorted(cum, free, side="right"))
             if j:
@@ -417,9 +413,7 @@ class UnifiedScheduler(Policy):
     def on_batch_end(self, plan: Plan, finished: np.ndarray) -> None:
         res = self.res
         if finished.size:
-            b = self.b
-            r = res[finished]
-            self.used -= int((-(-r // b) * b).sum()) if b > 1 else int(r.sum())
+            self.used -= int(self.view.limits.kv_footprint(res[finished]).sum())
             res[finished] = 0
             self.resident[finished] = False
             if self.reserve == "histogram":
