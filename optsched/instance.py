@@ -177,7 +177,7 @@ class Limits:
 
     def kv_footprint(self, cached: Tokens) -> Tokens:
         """KV tokens charged for ``cached`` tokens (an int or an integer array, elementwise):
-        rounded up to whole blocks of ``block_size`` (DESIGN section 3). The one block-rounding
+        rounded up to whole blocks of ``block_size`` (docs/semantics.md section 3). The one block-rounding
         function: the evaluator, the simulator, the policies and the models all call it."""
         return block_round(cached, self.block_size)
 
