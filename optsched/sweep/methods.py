@@ -107,45 +107,31 @@ def run_formulation(instance: Instance, method: MethodSpec) -> dict[str, Any]:
 
 # -- bound methods (optsched.bounds, when this optsched has it) --------------------------
 def bounds_module():
-    """``optsched.bounds`` if it is installed, else :class:`BoundsUnavailable`."""
+    """``optsched.bounds`` (the bound ladder) if this optsched has it, else :class:`BoundsUnavailable`."""
     if importlib.util.find_spec("optsched.bounds") is None:
         raise BoundsUnavailable("bound methods need optsched.bounds (the bound ladder), which this "
                                 "optsched does not have; use policy or formulation methods")
     return importlib.import_module("optsched.bounds")
 
 
-def _bound_names(mod) -> list[str]:
-    for attr in ("bound_methods", "list_methods", "methods", "list_bounds"):
-        fn = getattr(mod, attr, None)
-        if callable(fn):
-            got = fn()
-            return sorted(getattr(x, "name", x) for x in got)
-    for attr in ("METHODS", "BOUNDS", "REGISTRY"):
-        reg = getattr(mod, attr, None)
-        if isinstance(reg, dict):
-            return sorted(reg)
-    raise BoundsUnavailable("optsched.bounds has no method registry this sweep knows how to read")
-
-
-def check_bound_method(name: str) -> None:
-    names = _bound_names(bounds_module())
-    if name not in names:
-        raise BoundsUnavailable(f"unknown bound method {name!r}; known: {', '.join(names)}")
+def check_bound_method(name: str, objective: str) -> None:
+    """The method is registered in ``optsched.bounds.bound_methods()`` and supports ``objective``."""
+    methods = bounds_module().bound_methods()
+    if name not in methods:
+        raise BoundsUnavailable(f"unknown bound method {name!r}; known: {', '.join(methods)}")
+    supported = getattr(methods[name], "objectives", None)
+    if supported is not None and objective not in supported:
+        raise BoundsUnavailable(f"bound method {name!r} does not support {objective!r} "
+                                f"(supports {', '.join(supported)})")
 
 
 @method_kind("bound")
 def run_bound(instance: Instance, method: MethodSpec) -> dict[str, Any]:
-    """A lower bound from the bound ladder (as ``optsched bound``): no schedule, a bound."""
-    mod = bounds_module()
-    fn = getattr(mod, "compute_bound", None) or mod.bound
-    res = fn(instance, method.objective, method=method.name,
-             time_limit=method.option["time_limit"], **dict(method.params))
-    value = res if isinstance(res, (int, float)) else getattr(res, "value", None)
-    if value is None:
-        value = getattr(res, "bound", None)
-    used = getattr(res, "method", None)
-    return {"status": "bound", "bound": _num(value),
-            "solver": f"bound:{used}" if used else None}
+    """A certified lower bound (as ``optsched bound``): ``optsched.bounds.lower_bound``; no
+    schedule, so no objective -- the value goes to the ``bound`` column."""
+    res = bounds_module().lower_bound(instance, method.objective, method=method.name,
+                                      time_limit=method.option["time_limit"])
+    return {"status": "bound", "bound": _num(res.value), "solver": f"bound:{res.method}"}
 
 
 __all__ = ["run_method", "method_kind", "check_bound_method", "BoundsUnavailable", "solver_version"]

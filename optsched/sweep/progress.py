@@ -29,6 +29,7 @@ class Progress:
         self.done = self.failed = 0
         self.t0 = time.perf_counter()
         self._last = -1e9
+        self._shown = -1  # cells done when a line was last printed (not on a terminal)
 
     def line(self) -> str:
         elapsed = time.perf_counter() - self.t0
@@ -51,8 +52,8 @@ class Progress:
         if self.tty:
             self.stream.write("\r" + self.line() + ("\n" if final else ""))
             self.stream.flush()
-        elif final or now - self._last >= self.every:
-            self._last = now
+        elif (final and self._shown != self.done) or (not final and now - self._last >= self.every):
+            self._last, self._shown = now, self.done
             print(self.line(), file=self.stream, flush=True)
 
     def finish(self) -> None:

@@ -222,9 +222,17 @@ def write_report(sweep_out: str | Path, report_dir: str | Path) -> dict[str, Any
     """Compact the dataset of ``sweep_out``, write ``report.md`` + PNGs to ``report_dir``;
     returns the summary (JSON-ready)."""
     store = ResultStore(sweep_out)
-    if not store.files():
+    if not store.files() and not store.journals():
         raise ResultsError(f"{sweep_out}: no sweep results here (expected Parquet files in {store.dir})")
-    rows = store.compact().to_pylist()
+    try:
+        store.lock()
+    except ResultsError:  # a sweep is running into it: report what is there, compact later
+        rows = store.read().to_pylist()
+    else:
+        try:
+            rows = store.compact().to_pylist()
+        finally:
+            store.unlock()
     summary = summarise(rows)
     runtimes = defaultdict(list)
     for r in rows:

@@ -1,16 +1,26 @@
 """The result dataset: one Parquet row per cell under ``OUT/cells/``.
 
-Every finished cell is written at once as its own small part file (written to a hidden
-temporary name, then renamed, so a killed run leaves no half-written file), so killing a
-sweep loses only the cells in flight. :meth:`ResultStore.compact` folds the parts into one
-file, keeping the newest row of each key (a failed cell that was rerun keeps its new row);
-``sweep run`` and ``sweep report`` compact at their end. Readers see a plain Parquet
-directory: ``pandas.read_parquet("OUT/cells")`` or DuckDB's
-``read_parquet('OUT/cells/*.parquet')``. Hidden files (``.tmp-*``) are never ``*.parquet``.
+Every finished cell is appended at once to a hidden journal (``.journal-*.jsonl``, one JSON
+line per cell, written with one ``write`` call: it survives the process being killed), and
+every ``flush_rows`` cells or ``flush_seconds`` the journal becomes a Parquet part file
+(written under a hidden temporary name, then renamed: never half-written). A journal left by
+a killed run is turned into a part by :meth:`ResultStore.recover` before anything reads the
+store, so killing a sweep loses only the cells in flight. (One Parquet file per cell cost
+~19 ms of the driver's time per cell on the loaded 2-core machine, which capped cheap sweeps
+near 50 cells/s; a journal line costs microseconds.)
+
+:meth:`ResultStore.compact` folds the parts into one file, keeping the newest row of each
+key (a failed cell that was rerun keeps its new row); ``sweep run`` and ``sweep report``
+compact at their end. Readers see a plain Parquet directory:
+``pandas.read_parquet("OUT/cells")`` or DuckDB's ``read_parquet('OUT/cells/*.parquet')``;
+hidden files (``.journal-*``, ``.tmp-*``) are never ``*.parquet``.
 """
 
 from __future__ import annotations
 
+import fcntl
+import functools
+import json
 import os
 import time
 import uuid
@@ -37,6 +47,7 @@ def require_pyarrow() -> None:
         raise ResultsError("sweeps write Parquet and need pyarrow: pip install 'optsched[sweep]'")
 
 
+@functools.cache
 def schema():
     require_pyarrow()
     s, f, i, b = pa.string(), pa.float64(), pa.int64(), pa.bool_()
@@ -63,10 +74,72 @@ def _normalise(row: dict[str, Any]) -> dict[str, Any]:
 class ResultStore:
     """The Parquet directory ``OUT/cells`` of one output directory ``OUT``."""
 
-    def __init__(self, out: str | Path):
+    def __init__(self, out: str | Path, *, flush_rows: int = 100, flush_seconds: float = 5.0):
         require_pyarrow()
         self.out = Path(out)
         self.dir = self.out / CELLS_DIR
+        self.flush_rows, self.flush_seconds = flush_rows, flush_seconds
+        self._journal: Path | None = None
+        self._fd: int | None = None
+        self._rows = 0
+        self._opened = 0.0
+        self._lock_fd: int | None = None
+
+    # -- one writer at a time -------------------------------------------------------------
+    def lock(self) -> None:
+        """Hold ``OUT/cells/.lock`` while running: a second sweep into the same OUT is refused
+        (it would take the first one's journal for a killed run's)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise ResultsError(f"{self.out}: another sweep is writing here; wait for it or use "
+                               "another output directory") from None
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # -- appending finished cells ---------------------------------------------------------
+    def append(self, row: dict[str, Any]) -> None:
+        """Record one finished cell durably (a journal line); flush to Parquet now and then."""
+        if self._fd is None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._journal = self.dir / f".journal-{time.time_ns()}-{uuid.uuid4().hex[:8]}.jsonl"
+            self._fd = os.open(self._journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._opened = time.monotonic()
+        line = json.dumps({k: row.get(k) for k in schema().names}, default=_plain)
+        os.write(self._fd, (line + "\n").encode())
+        self._rows += 1
+        if self._rows >= self.flush_rows or time.monotonic() - self._opened >= self.flush_seconds:
+            self.flush()
+
+    def flush(self) -> None:
+        """Turn the current journal into a Parquet part."""
+        if self._fd is None:
+            return
+        os.close(self._fd)
+        journal, self._fd, self._journal, self._rows = self._journal, None, None, 0
+        self._journal_to_part(journal)
+
+    def recover(self) -> int:
+        """Parts from journals a killed run left behind (call while holding :meth:`lock`);
+        returns the number of rows saved."""
+        return sum(self._journal_to_part(p) for p in self.journals() if p != self._journal)
+
+    def _journal_to_part(self, journal: Path) -> int:
+        rows = _journal_rows(journal)
+        if rows:
+            self.write(rows)
+        journal.unlink(missing_ok=True)
+        return len(rows)
+
+    def journals(self) -> list[Path]:
+        return sorted(self.dir.glob(".journal-*.jsonl")) if self.dir.is_dir() else []
 
     def _write(self, table, prefix: str) -> Path:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -86,16 +159,21 @@ class ResultStore:
         return sorted(p for p in self.dir.iterdir() if p.suffix == ".parquet" and not p.name.startswith("."))
 
     def read(self, files: list[Path] | None = None):
-        """Every row, newest per key (by finish time, then file order), as a pyarrow Table."""
-        files = self.files() if files is None else files
-        if not files:
-            return schema().empty_table()
+        """Every row (parts, and journals unless ``files`` is given), newest per key (by
+        finish time, then file order), as a pyarrow Table. Reading changes nothing."""
         tables = []
+        if files is None:
+            files = self.files()
+            rows = [r for j in self.journals() for r in _journal_rows(j)]
+            if rows:
+                tables.append(pa.Table.from_pylist([_normalise(r) for r in rows], schema=schema()))
         for p in files:
             try:
                 tables.append(pq.read_table(p, schema=schema()))
             except (OSError, pa.ArrowInvalid) as e:
                 raise ResultsError(f"{p}: not a readable result file ({e})") from None
+        if not tables:
+            return schema().empty_table()
         return _latest_per_key(pa.concat_tables(tables))
 
     def status_by_key(self) -> dict[str, str]:
@@ -103,7 +181,9 @@ class ResultStore:
         return dict(zip(t.column("key").to_pylist(), t.column("status").to_pylist()))
 
     def compact(self):
-        """Fold every part into one file (newest row per key); returns the table."""
+        """Fold every part (and left-over journal) into one file, newest row per key; call
+        while holding :meth:`lock`. Returns the table."""
+        self.recover()
         files = self.files()
         table = self.read(files)
         if len(files) <= 1:
@@ -112,6 +192,27 @@ class ResultStore:
         for p in files:  # only the files read: parts written meanwhile stay
             p.unlink(missing_ok=True)
         return table
+
+
+def _journal_rows(journal: Path) -> list[dict[str, Any]]:
+    rows = []
+    try:
+        text = journal.read_text()
+    except FileNotFoundError:  # flushed by its run meanwhile: the part has the rows
+        return rows
+    for line in text.splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:  # the last line of a run killed mid-write
+            continue
+    return rows
+
+
+def _plain(v: Any) -> Any:
+    """numpy scalars and the like in a row: their Python value."""
+    if hasattr(v, "item"):
+        return v.item()
+    raise TypeError(f"not JSON serialisable: {type(v).__name__}")
 
 
 def _latest_per_key(table):
@@ -130,7 +231,7 @@ def _latest_per_key(table):
 def read_results(out: str | Path):
     """The dataset of ``OUT`` (a sweep's output directory), newest row per cell."""
     store = ResultStore(out)
-    if not store.files():
+    if not store.files() and not store.journals():
         raise ResultsError(f"{out}: no sweep results here (expected Parquet files in {store.dir})")
     return store.read()
 

@@ -117,7 +117,7 @@ METHOD_KEYS = {
     "policy": ("policy", "label", "objective", "params"),
     "formulation": ("formulation", "label", "objective", "solver", "time_limit", "threads", "gap",
                     "warm_start", "params"),
-    "bound": ("bound", "label", "objective", "time_limit", "params"),
+    "bound": ("bound", "label", "objective", "time_limit"),
 }
 
 
@@ -270,7 +270,7 @@ def _method(d: dict, i: int, default_objective: str) -> MethodSpec:
 
         options["time_limit"] = _number(d.get("time_limit", DEFAULT_TIME_LIMIT), f"{where}.time_limit")
         try:
-            check_bound_method(name)
+            check_bound_method(name, objective)
         except OptschedError as e:
             raise SpecError(f"{where}.bound: {e}") from None
         label = f"bound:{name}"

@@ -64,3 +64,27 @@ def test_dry_run_counts(tmp_path):
     spec = write_spec(tmp_path)
     d = run_json("sweep", "run", str(spec), "-o", str(tmp_path / "out"), "--dry-run")
     assert (d["cells"], d["to_compute"], d["instances"], d["methods"]) == (12, 12, 4, 3)
+
+
+def test_bound_methods_resolve_through_the_bound_ladder(tmp_path):
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec("optsched.bounds") is None:
+        pytest.skip("optsched.bounds (the bound ladder) is not in this optsched yet")
+    from optsched.generators import online_paper_random
+
+    lower_bound = importlib.import_module("optsched.bounds").lower_bound
+
+    text = TINY + '\n[[methods]]\nbound = "combinatorial"\n'
+    out = tmp_path / "out"
+    s = run_json("sweep", "run", str(write_spec(tmp_path, text)), "-o", str(out))
+    assert s["failed"] == 0
+    rs = rows(out)
+    for b in (r for r in rs if r["method_kind"] == "bound"):
+        inst = online_paper_random(b["n_requests"], b["seed"])
+        assert b["status"] == "bound" and b["objective"] is None
+        assert b["bound"] == lower_bound(inst, "total-latency", "combinatorial").value
+        for r in rs:  # a certified bound is below every schedule of the same instance
+            if r["instance_hash"] == b["instance_hash"] and r["objective"] is not None:
+                assert b["bound"] <= r["objective"]

@@ -34,9 +34,10 @@ time_limit = 20
 """
 
 
-def _parts(out):
-    d = out / "cells"
-    return list(d.glob("*.parquet")) if d.is_dir() else []
+def _finished(out) -> int:
+    from optsched.sweep.results import ResultStore
+
+    return ResultStore(out).read().num_rows
 
 
 def test_killed_run_resumes_with_only_the_rest(tmp_path):
@@ -46,7 +47,7 @@ def test_killed_run_resumes_with_only_the_rest(tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while len(_parts(out)) < 4 and proc.poll() is None and time.monotonic() < deadline:
+        while _finished(out) < 4 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert proc.poll() is None, "the sweep finished before it could be killed"
     finally:
@@ -83,3 +84,37 @@ def test_local_engine_survives_a_dead_worker():
     assert all("worker process died" in o.error for o in failed)
     assert len(failed) <= 4  # only the cells in flight (2 x workers) are lost
     assert all(o.result == o.item ** 2 for o in got if o.error is None)
+
+
+def test_one_writer_per_output_directory(tmp_path):
+    from optsched.sweep.results import ResultsError, ResultStore
+
+    first, second = ResultStore(tmp_path), ResultStore(tmp_path)
+    first.lock()
+    try:
+        with pytest.raises(ResultsError, match="another sweep is writing here"):
+            second.lock()
+    finally:
+        first.unlock()
+    second.lock()  # free again once the first run is done
+    second.unlock()
+
+
+def test_a_killed_runs_journal_becomes_a_part(tmp_path):
+    from optsched.sweep.results import ResultStore
+
+    store = ResultStore(tmp_path, flush_rows=1000)
+    for k in range(3):
+        store.append({"sweep": "s", "key": f"k{k}", "status": "feasible", "objective": float(k),
+                      "finished_at": 1e9 + k})
+    os.close(store._fd)  # the run dies: no flush, the journal stays
+    (journal,) = store.journals()
+    with open(journal, "a") as f:
+        f.write('{"sweep": "s", "key": "half')  # killed in the middle of a line
+    assert ResultStore(tmp_path).read().num_rows == 3  # readers already see the cells
+    again = ResultStore(tmp_path)
+    again.lock()
+    assert again.recover() == 3
+    again.unlock()
+    assert not again.journals() and len(again.files()) == 1
+    assert sorted(again.read().column("key").to_pylist()) == ["k0", "k1", "k2"]

@@ -25,7 +25,9 @@ def _init_worker() -> None:
 
 def _context():
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["optsched.sweep.cells", "optsched.sweep.methods"])
+    # workers fork from a server that has imported what cells use, instead of each importing it
+    ctx.set_forkserver_preload(["optsched.sweep.cells", "optsched.sweep.methods", "optsched.policies",
+                                "optsched.formulations", "optsched.evaluate"])
     return ctx
 
 
