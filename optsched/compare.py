@@ -31,6 +31,7 @@ from .instance import Instance
 from .schedule import Schedule
 
 if TYPE_CHECKING:
+    from .bounds import BoundResult
     from .formulations import SolveReport
 
 
@@ -89,6 +90,12 @@ class Comparison:
     reference: float | None = None
     time_limit: float | None = None
     solver: str = ""
+    #: the certified lower bound (``optsched.bounds``), computed at every size
+    lower_bound: BoundResult | None = None
+    #: where the reference comes from, in words ("proven optimum", "bound: work", ...)
+    reference_source: str | None = None
+    #: what the comparison could not do within the time limit
+    notes: list[str] = field(default_factory=list)
 
     @property
     def all_feasible(self) -> bool:
@@ -176,7 +183,8 @@ def run_optimum(inst: Instance, candidates: Sequence[Row], *, formulation: str =
     opts = SolveOptions(solver=solver, time_limit=time_limit, threads=threads, progress=False)
     rep = solve(inst, formulation, objective, options=opts, warm_start=ws)
     extra = {"solver_status": rep.status, "bound": _num(rep.bound), "solver_gap": _num(rep.gap),
-             "formulation": rep.formulation, "solver": rep.solver}
+             "formulation": rep.formulation, "solver": rep.solver,
+             "bound_global": bound_is_global(rep)}
     solved = rep.status in ("optimal", "feasible")
     if rep.status == "optimal":
         label, status = f"optimal ({formulation})", "optimal"
@@ -192,21 +200,37 @@ def run_optimum(inst: Instance, candidates: Sequence[Row], *, formulation: str =
     return row, rep
 
 
+def bound_is_global(rep: SolveReport) -> bool:
+    """A solver's bound is a bound on the true optimum unless its formulation solved a
+    restricted problem (fewer batch slots, no preemption...), which formulations state in a
+    note containing "restrict"; such a bound is never used as a gap reference."""
+    return rep.bound is not None and not any("restrict" in n.lower() for n in rep.notes)
+
+
 def _objective_of(row: Row) -> float:
     return math.inf if row.objective is None else row.objective
 
 
-def reference(opt: Row | None) -> tuple[float | None, str | None]:
-    """(value, "optimum" | "bound") the gaps are measured against, or (None, None)."""
-    if opt is None:
-        return None, None
-    if opt.extra.get("solver_status") == "optimal" and opt.objective is not None:
-        return opt.objective, "optimum"
-    b = opt.extra.get("bound")
-    if opt.extra.get("solver_status") in ("optimal", "feasible", "no_solution") \
-            and b is not None and math.isfinite(b):
-        return b, "bound"
-    return None, None
+def reference(opt: Row | None, lower: BoundResult | None = None
+              ) -> tuple[float | None, str | None, str | None]:
+    """(value, "optimum" | "bound", source) the gaps are measured against.
+
+    The proven optimum when the solve proved one; else the largest *global* lower bound:
+    the solver's bound unless its model was a restriction (:func:`bound_is_global`), or the
+    certified bound of ``optsched.bounds``."""
+    if opt is not None and opt.extra.get("solver_status") == "optimal" and opt.objective is not None:
+        return opt.objective, "optimum", f"proven optimum ({opt.extra.get('formulation')})"
+    cands: list[tuple[float, str]] = []
+    if lower is not None and math.isfinite(lower.value):
+        cands.append((lower.value, f"certified lower bound ({lower.method}, "
+                                   "formulations/bounds.md)"))
+    b = None if opt is None else opt.extra.get("bound")
+    if opt is not None and opt.extra.get("bound_global") and b is not None and math.isfinite(b):
+        cands.append((b, f"solver bound ({opt.extra.get('formulation')})"))
+    if not cands:
+        return None, None, None
+    value, source = max(cands)
+    return value, "bound", source
 
 
 def gap(value: float | None, ref: float | None) -> float | None:
@@ -232,19 +256,49 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
     pairs = list(schedules.items()) if isinstance(schedules, Mapping) else list(schedules)
     if not names and not pairs and not optimal:
         raise CompareInputError("nothing to compare: give --policies, --schedule or --optimal")
+    from .bounds import Budget, lower_bound
+
+    budget = Budget.seconds(time_limit)
     rows = run_policies(instance, names, objective) if names else []
     rows += [evaluated_row(label, "schedule", instance, s, objective, None)
              for label, s in pairs]
+    notes: list[str] = []
+    lower = lower_bound(instance, objective, "combinatorial", budget=budget)
     opt, rep = None, None
     if optimal:
-        opt, rep = run_optimum(instance, rows, formulation=formulation, objective=objective,
-                               solver=solver, time_limit=time_limit, threads=threads)
+        opt, rep = _optimum_within(instance, rows, budget, notes, formulation=formulation,
+                                   objective=objective, solver=solver, threads=threads)
         rows.append(opt)
-    ref, ref_kind = reference(opt)
+    ref, ref_kind, source = reference(opt, lower)
     for r in rows:
         if r.evaluation is not None and r.evaluation.feasible:
             r.gap = gap(r.objective, ref)
-    return Comparison(instance, objective, rows, opt, rep, ref_kind, ref, time_limit, solver)
+    return Comparison(instance, objective, rows, opt, rep, ref_kind, ref, time_limit, solver,
+                      lower, source, notes)
+
+
+def _optimum_within(instance: Instance, rows: list[Row], budget: Any, notes: list[str], *,
+                    formulation: str, objective: str, solver: str, threads: int | None
+                    ) -> tuple[Row, SolveReport | None]:
+    """Solve within what is left of the budget; when the model cannot be built in time
+    (estimated before building, ``optsched.budget``), a ``skipped`` row says why."""
+    from .budget import estimate_model, plan_solve
+
+    feas = [r for r in rows if r.evaluation is not None and r.evaluation.feasible
+            and r.objective is not None and math.isfinite(r.objective)]
+    best = min(feas, key=_objective_of) if feas else None
+    warm_batches = best.schedule.n_batches if best is not None and best.schedule is not None \
+        else int(instance.output.sum())
+    est = estimate_model(instance, formulation, objective, {}, warm_batches,
+                         None if best is None else best.objective)
+    plan = plan_solve(est, budget.left())
+    if not plan.build:
+        return Row(f"{formulation} (skipped)", "optimum", "skipped", message=plan.note,
+                   extra={"solver_status": "skipped", "formulation": formulation,
+                          "estimate": None if est is None else est.describe()}), None
+    notes.append(plan.note)
+    return run_optimum(instance, rows, formulation=formulation, objective=objective,
+                       solver=solver, time_limit=plan.solver_seconds, threads=threads)
 
 
 # -- the report ---------------------------------------------------------------------------
@@ -285,7 +339,10 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
     rep = cmp.report
     report: dict[str, Any] = {
         "instance": cmp.instance.name, "objective_kind": cmp.objective,
-        "reference": {"kind": cmp.reference_kind, "value": _num(cmp.reference)},
+        "reference": {"kind": cmp.reference_kind, "value": _num(cmp.reference),
+                      "source": cmp.reference_source},
+        "lower_bound": None if cmp.lower_bound is None else cmp.lower_bound.to_dict(),
+        "notes": list(cmp.notes),
         "solve": None if rep is None else rep.to_dict(include_schedule=False),
         "rows": [r.to_dict() for r in cmp.rows],
         "figures": {**{k: v for k, v in files.items() if k != "report"}, "gantt": gantts},
@@ -350,7 +407,7 @@ def _markdown(cmp: Comparison, files: dict[str, str], gantts: dict[str, str],
     inst, rep, ref, ref_kind = cmp.instance, cmp.report, cmp.reference, cmp.reference_kind
     lim = inst.limits
     gap_head = {"optimum": "gap to optimum", "bound": "gap to bound (optimum not proven)",
-                None: "gap (no optimum)"}[ref_kind]
+                None: "gap (no bound)"}[ref_kind]
     headers = list(HEADERS)
     headers[2] = f"objective ({cmp.objective})"
     headers[3] = gap_head
@@ -365,21 +422,25 @@ def _markdown(cmp: Comparison, files: dict[str, str], gantts: dict[str, str],
         limit = "none" if cmp.time_limit is None else f"{cmp.time_limit:g} s"
         md.append(f"- solver: formulation `{rep.formulation}`, {rep.solver or cmp.solver}, status "
                   f"**{rep.status}**, objective {fmt(rep.objective)}, bound {fmt(rep.bound)}, "
-                  f"solver gap {fmt(rep.gap)}, {rep.runtime:.3g} s (limit {limit})")
-        if ref_kind == "optimum":
-            md.append(f"- gaps are relative to the proven optimum {fmt(ref)}: "
-                      "(objective - optimum) / optimum")
-        elif ref_kind == "bound":
-            md.append(f"- the optimum is **not proven**; gaps are relative to the solver's lower bound "
-                      f"{fmt(ref)} and so overstate the gap to the optimum")
-        else:
-            md.append("- the solver gave neither an optimum nor a bound: no gaps")
+                  f"solver gap {fmt(rep.gap)}, {rep.runtime:.3g} s (limit {limit} for the command)")
         for n in rep.notes:
             md.append(f"- note: {n}")
         if rep.message:
             md.append(f"- solver message: {rep.message}")
-    else:
-        md.append("- no optimum computed (run with `--optimal`)")
+    lb = cmp.lower_bound
+    if lb is not None:
+        md.append(f"- certified lower bound: {fmt(lb.value)} (method `{lb.method}`, "
+                  f"{lb.runtime:.2g} s; rungs: "
+                  + ", ".join(f"{k} {fmt(v)}" for k, v in lb.ladder.items())
+                  + "; validity arguments in `formulations/bounds.md`)")
+    if ref_kind == "optimum":
+        md.append(f"- gaps are relative to the proven optimum {fmt(ref)}: "
+                  "(objective - optimum) / optimum")
+    elif ref_kind == "bound":
+        md.append(f"- the optimum is **not proven**; gaps are relative to the {cmp.reference_source} "
+                  f"{fmt(ref)}: (objective - bound) / bound, an upper bound on the gap to the optimum")
+    for n in cmp.notes:
+        md.append(f"- {n}")
     md += ["", markdown_table(headers, table_rows(cmp.rows)), ""]
     for r in cmp.rows:
         if r.message:

@@ -24,8 +24,10 @@ def register(sub) -> None:
         help="compare policies (and schedules) with each other and the optimum: Markdown report + PNGs",
         description="Every schedule (simulated, loaded or the solver's) is replayed by the evaluator; "
         "objectives are the evaluator's. With --optimal, gaps are (objective - reference) / reference "
-        "where the reference is the proven optimum, or the solver's bound when optimality is not "
-        "proven (the report says which). Writes report.md, report.json, compare.png, kv.png and one "
+        "where the reference is the proven optimum, or else the largest global lower bound: the solver's "
+        "bound or the certified bound of formulations/bounds.md, computed at every size (the report "
+        "says which). --time-limit covers the whole command: a model that cannot be built in time is "
+        "skipped and the report says so. Writes report.md, report.json, compare.png, kv.png and one "
         "gantt_<label>.png per schedule, and prints the table. Exit 0: all schedules feasible; "
         "1: a schedule infeasible, a policy failed or the solve found nothing (report written anyway); "
         "2: bad input.",
@@ -39,7 +41,9 @@ def register(sub) -> None:
     p.add_argument("--optimal", action="store_true", help="also solve for the optimum")
     p.add_argument("--formulation", default="infermax", help="formulation for --optimal")
     p.add_argument("--objective", default="makespan", choices=OBJECTIVES)
-    p.add_argument("--time-limit", type=float, default=60.0, help="solver seconds (default 60)")
+    p.add_argument("--time-limit", type=float, default=60.0,
+                   help="seconds for the whole command (default 60): the model is sized "
+                        "before it is built and skipped when it cannot fit")
     p.add_argument("--solver", default="highs",
                    help="highs (default), gurobi, cbc, cpsat, auto, or an installed backend")
     p.add_argument("--threads", type=int, default=None)
@@ -69,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
     headers[3] = {"optimum": "gap to optimum", "bound": "gap to bound", None: "gap"}[cmp.reference_kind]
     print(table(headers, table_rows(cmp.rows)))
     if cmp.reference_kind == "bound":
-        print("note: the optimum is not proven; gaps are to the solver's bound")
+        print(f"note: the optimum is not proven; gaps are to the {cmp.reference_source} "
+              f"{cmp.reference:.6g}")
+    for n in cmp.notes:
+        print(f"note: {n}")
     for r in cmp.rows:
         if r.message:
             print(f"{r.label}: {r.message}")

@@ -29,7 +29,10 @@ def register(sub) -> None:
     p.add_argument("--objective", default="makespan", choices=OBJECTIVES)
     p.add_argument("--solver", default="highs",
                    help="highs (default), gurobi, cbc, cpsat, auto, or an installed backend")
-    p.add_argument("--time-limit", type=float, default=60.0, help="seconds (default 60)")
+    p.add_argument("--time-limit", type=float, default=60.0,
+                   help="seconds for the whole command (default 60): the model is sized before "
+                        "it is built and skipped, with the bound and the best policy, when it "
+                        "cannot fit")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--gap", type=float, default=1e-6, help="relative MIP gap to stop at")
@@ -83,7 +86,8 @@ def resolve_than(instance, than: str, objective: str) -> float:
 
 
 def run(args) -> int:
-    from ..formulations import Hypotheses, SolveOptions, solve
+    from ..budget import solve_within
+    from ..formulations import Hypotheses, SolveOptions
 
     output_file(args.output)
     output_file(args.log, "--log")
@@ -106,11 +110,13 @@ def run(args) -> int:
                         seed=args.seed, rel_gap=args.gap, log_file=args.log,
                         progress=False if (args.quiet or args.json) else None,
                         params=parse_assignments(args.param, error=CliInputError))
-    rep = solve(inst, args.formulation, args.objective, options=opts, hypotheses=hyp, warm_start=ws)
+    done = solve_within(inst, args.formulation, args.objective, options=opts, hypotheses=hyp,
+                        warm_start=ws, time_limit=args.time_limit)
+    rep, lb = done.report, done.lower_bound
     if args.output and rep.schedule is not None:
         rep.schedule.save(args.output)
     if args.json:
-        print_json(rep.to_dict(include_schedule=False))
+        print_json(done.to_dict())
     else:
         rows = [("status", rep.status), ("objective", rep.objective), ("bound", rep.bound),
                 ("gap", rep.gap), ("runtime (s)", rep.runtime), ("solver", rep.solver),
@@ -125,6 +131,10 @@ def run(args) -> int:
         if rep.evaluation is not None:
             rows.append(("evictions", rep.evaluation.metrics["evictions"]))
             rows.append(("batches", rep.evaluation.metrics["batches"]))
+        rows.append(("lower bound", f"{fmt(lb.value)} ({lb.method}; formulations/bounds.md)"))
+        if done.fallback is not None:
+            rows.append(("fallback", f"{done.fallback['policy']} ({fmt(done.fallback['objective'])})"))
+        rows.append(("gap to lower bound", None if done.gap is None else f"{100 * done.gap:.2f}%"))
         print(table(["", "result"], rows))
         for n in rep.notes:
             print(f"note: {n}")

@@ -1,0 +1,81 @@
+"""--time-limit is a budget for the whole command (issue 13 item 3): the model is sized before
+it is built, and when it cannot fit, solve/compare say so and answer with the certified
+bound and the best policy. Behaviour only, no wall-clock asserts (speed lives in bench/)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from optsched.budget import ModelEstimate, estimate_model, plan_solve, upper_gap
+from optsched.cli import main
+from optsched.cost import preset
+from optsched.instance import Instance, Limits, Request
+
+
+def _trace_like(n=20, seed=0) -> Instance:
+    rng = np.random.default_rng(seed)
+    reqs = tuple(Request(f"r{i}", float(i) * 0.3, int(rng.integers(50, 1500)),
+                         int(rng.integers(10, 170))) for i in range(n))
+    return Instance("trace-like", Limits(kv_capacity=4000, max_batch_tokens=4096),
+                    preset("infermax-llama2-7b-a100"), reqs)
+
+
+def test_plan_skips_a_model_that_cannot_fit_and_sizes_the_solver_time():
+    big = ModelEstimate("infermax", 10**6, 3 * 10**6, 59.5, "a model")
+    # 60 s left: building takes 59.5, leaving the solver less than its one-second minimum
+    assert not plan_solve(big, 60.0).build and "model skipped" in plan_solve(big, 60.0).note
+    ok = plan_solve(big, 100.0)
+    assert ok.build and ok.solver_seconds == 100.0 - 59.5
+    assert plan_solve(None, 10.0).build  # unknown size: built, solver gets the time left
+
+
+def test_estimate_grows_with_requests_and_batches():
+    inst = _trace_like()
+    small = estimate_model(inst.replace(requests=inst.requests[:5]), "infermax", "makespan",
+                           {}, 100, None)
+    large = estimate_model(inst, "infermax", "makespan", {}, 1000, None)
+    assert small is not None and large is not None
+    assert large.variables > 10 * small.variables and large.seconds > small.seconds
+    assert estimate_model(inst, "exhaustive", "makespan", {}, 100, None) is None
+
+
+def test_upper_gap():
+    assert upper_gap(10.0, 9.0) == 0.1
+    assert upper_gap(None, 9.0) is None
+
+
+def test_solve_with_a_small_time_limit_falls_back(tmp_path, capsys):
+    path = tmp_path / "t.json"
+    _trace_like().save(path)
+    rc = main(["solve", str(path), "--time-limit", "2", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 1 and d["status"] == "no_solution"
+    assert d["budget"]["model_built"] is False and "model skipped" in d["budget"]["note"]
+    assert d["fallback"]["objective"] >= d["lower_bound"]["value"] > 0
+    assert d["gap_to_lower_bound"] == d["fallback"]["gap"] is not None
+
+
+def test_compare_with_a_small_time_limit_says_the_model_was_skipped(tmp_path, capsys):
+    path = tmp_path / "t.json"
+    _trace_like().save(path)
+    out = tmp_path / "rep"
+    main(["compare", str(path), "--policies", "vllm,sarathi", "--optimal", "--time-limit", "2",
+          "--no-gantt", "-o", str(out)])
+    printed = capsys.readouterr().out
+    assert "model skipped" in printed
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["reference"]["kind"] == "bound" and "certified lower bound" in rep["reference"]["source"]
+    policy_rows = [r for r in rep["rows"] if r["kind"] == "policy"]
+    assert all(r["gap"] is not None and r["gap"] >= 0 for r in policy_rows)
+    assert [r["status"] for r in rep["rows"] if r["kind"] == "optimum"] == ["skipped"]
+    md = (out / "report.md").read_text()
+    assert "no gaps" not in md and "certified lower bound" in md
+
+
+def test_compare_without_optimal_still_states_a_bound(tmp_path, capsys):
+    out = tmp_path / "rep"
+    main(["compare", "tiny", "--policies", "vllm", "--no-gantt", "-o", str(out)])
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["lower_bound"]["value"] > 0 and rep["rows"][0]["gap"] is not None
