@@ -84,7 +84,10 @@ def estimate_model(instance: Instance, formulation: str, objective: str, params:
     J = _horizon(instance, objective, warm_batches, warm_objective)
     variant = str(params.get("variant", "auto"))
     if "batches" in params:
-        J = int(params["batches"])
+        try:
+            J = max(1, int(params["batches"]))
+        except (TypeError, ValueError):
+            return None  # the formulation names the bad parameter
     if variant in ("auto", "flow") and infermax_flow.applicable(instance, objective,
                                                                 Hypotheses()) is None:
         arcs = infermax_flow.size_estimate(instance, J)
