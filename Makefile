@@ -1,27 +1,75 @@
 # The two entry points a newcomer needs: `make demo` and `make test`.
+#
+# The repo's own environment is locked: `.venv` holds exactly what `uv.lock` says (pyproject.toml
+# keeps version ranges for library users). All that is needed is `python3` (>= 3.11, with venv and
+# pip) and PyPI: uv itself is bootstrapped at a pinned version into `.tools/` (git-ignored).
+#
+#   make lock          re-resolve uv.lock after editing pyproject.toml (keeps existing pins)
+#   make lock-upgrade  re-resolve uv.lock with the newest releases allowed by pyproject.toml
+#   make lock-check    fail if uv.lock is out of date with pyproject.toml (CI runs this)
+#   make test-latest   the fast suite against the newest releases, in .venv-latest (drift on purpose)
 PY ?= python3
+UV_VERSION := 0.13.9
+# the extras the test suite needs (ray is locked too; its tests skip when it is absent)
+EXTRAS := dev cpsat sweep ray
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+STAMP := $(VENV)/.synced
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+LATEST := .venv-latest
+comma := ,
+space := $(subst ,, )
+EXTRAS_CSV := $(subst $(space),$(comma),$(EXTRAS))
+PYTEST_ARGS ?= -q -n 2
 
-$(BIN)/python:
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+# uv uses the interpreter given by $(PY), never one it downloads; its output goes to stderr
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+export UV_LINK_MODE ?= copy
+unexport VIRTUAL_ENV
 
-$(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[dev,cpsat]'
+$(UV):
+	$(PY) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install -q --disable-pip-version-check 'uv==$(UV_VERSION)'
+
+# --locked: install exactly uv.lock, and refuse (rather than re-resolve) if it is stale
+$(STAMP): $(UV) pyproject.toml uv.lock
+	$(UV) sync --locked --python $(PY) $(addprefix --extra ,$(EXTRAS))
 	touch $(STAMP)
 
-.PHONY: demo test test-slow lint
+.PHONY: demo test test-slow test-latest lint lock lock-upgrade lock-check uv
+
+uv: $(UV)
 
 demo: $(STAMP)
 	$(BIN)/optsched demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# pytest exits 5 when it collects nothing: no slow test is not a failure
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 -m slow
+	$(BIN)/python -m pytest $(PYTEST_ARGS) -m slow || [ $$? -eq 5 ]
 
 lint: $(STAMP)
 	$(BIN)/ruff check optsched tests
+
+lock: $(UV)
+	$(UV) lock --python $(PY)
+
+lock-upgrade: $(UV)
+	$(UV) lock --upgrade --python $(PY)
+
+lock-check: $(UV)
+	$(UV) lock --check --python $(PY) || { \
+		echo "uv.lock is out of date with pyproject.toml: run 'make lock' and commit uv.lock" >&2; \
+		exit 1; }
+
+# Ignores uv.lock on purpose: resolves the newest releases every time it runs.
+test-latest: $(UV)
+	$(UV) venv -q --allow-existing --python $(PY) $(LATEST)
+	$(UV) pip install -q --python $(LATEST)/bin/python --upgrade --refresh \
+		-e '.[$(EXTRAS_CSV)]'
+	$(UV) pip list -q --python $(LATEST)/bin/python | grep -Ei '^(numpy|highspy|pulp|gurobipy|ortools|pytest) ' >&2
+	$(LATEST)/bin/python -m pytest $(PYTEST_ARGS)

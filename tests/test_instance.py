@@ -36,7 +36,8 @@ def with_request(**changes):
         (with_request(prompt=10, output=8), "request 'a': prompt + output - 1 = 17"),
         ({**GOOD, "requests": GOOD["requests"] * 2}, "request 'a': duplicate id"),
         ({k: v for k, v in GOOD.items() if k != "limits"}, "missing field 'limits'"),
-        ({**GOOD, "requests": [{"id": "a", "arrival": 0, "prompt": 4}]}, "request 'a': missing field 'output'"),
+        ({**GOOD, "requests": [{"id": "a", "arrival": 0, "prompt": 4}]},
+         "request 'a': missing field 'output'"),
         ({**GOOD, "limits": {"kv_capacity": 16}}, "limits: missing field 'max_batch_tokens'"),
         ({**GOOD, "limits": {**GOOD["limits"], "max_prefill_tokens": 5000}}, "max_prefill_tokens"),
         ({**GOOD, "cost_model": {"kind": "linear", "k0": -1}}, "coefficient k0"),
@@ -67,7 +68,8 @@ def test_preset_resolves_and_round_trips():
 
 def test_block_size_applies_to_the_never_finishes_check():
     with pytest.raises(InstanceError, match="blocks of 4"):
-        Instance("b", Limits(kv_capacity=10, max_batch_tokens=8, block_size=4), requests=(Request("a", 0, 5, 5),))
+        Instance("b", Limits(kv_capacity=10, max_batch_tokens=8, block_size=4),
+                 requests=(Request("a", 0, 5, 5),))
 
 
 # --- CLI exit codes ---------------------------------------------------------------------
