@@ -18,6 +18,7 @@ import pkgutil
 import sys
 
 from ..errors import OptschedError
+from ..stdout_guard import stdout_for_python_only
 
 EXIT_OK, EXIT_NO, EXIT_INPUT = 0, 1, 2
 
@@ -48,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_INPUT
     try:
-        return int(args.func(args) or 0)
+        # stdout carries only what the command prints (one JSON document with --json);
+        # whatever a solver library writes there from C goes to stderr
+        with stdout_for_python_only():
+            return int(args.func(args) or 0)
     except OptschedError as e:
         print(f"optsched {args.command}: error: {e}", file=sys.stderr)
         return EXIT_INPUT

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..solve_types import MILP_DEFAULTS, SolveOptions
+from ..stdout_guard import c_stdout_to_stderr
 from .backends import BackendOutput, WarmStart, backend_names, get_backend
 from .backends.base import Backend
 from .errors import MilpError, WarmStartError
@@ -144,7 +145,8 @@ def solve(model: Model, solver: str = "highs", options: SolveOptions | None = No
     notes += _option_notes(backend, options)
     progress = make_progress(solver, options.progress)
     try:
-        out = backend.solve(model, options, start, progress)
+        with c_stdout_to_stderr():  # a solver's console log is never part of our stdout
+            out = backend.solve(model, options, start, progress)
     except MilpError as exc:
         out = BackendOutput(status="error", message=str(exc))
     except Exception as exc:  # a solver library failed: report, do not raise
@@ -179,13 +181,12 @@ def lp_relaxation_value(model: Model) -> float:
 
     import highspy
 
-    from .backends.highs import _load_arrays
+    from .backends.highs import _load_arrays, new_highs, run_highs
 
     a = model.arrays()
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     _load_arrays(h, dataclasses.replace(a, is_int=np.zeros_like(a.is_int)))
-    h.run()
+    run_highs(h)
     status = h.getModelStatus()
     if status != highspy.HighsModelStatus.kOptimal:
         raise MilpError(f"{model.name}: LP relaxation not solved ({h.modelStatusToString(status)})")

@@ -164,6 +164,7 @@ def _solve_payload(p: dict, emit) -> dict:
                 sys.stderr.write(line + "\n")
 
         solver.log_callback = log_line
+        prm.log_to_stdout = False  # the log goes through log_line only
     callback = None
     if p["progress"]:
         class _Cb(cp_model.CpSolverSolutionCallback):

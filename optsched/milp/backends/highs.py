@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...stdout_guard import c_stdout_to_stderr, silenced_c_stdout
 from .base import Backend, BackendOutput, Features, WarmStart, register
 
 if TYPE_CHECKING:
@@ -17,6 +18,25 @@ if TYPE_CHECKING:
 
 
 _scheduler_threads: int | None = None  # threads of HiGHS's global scheduler, once we set it
+
+
+def new_highs():
+    """A ``highspy.Highs`` with its output off. highspy >= 1.16 prints a banner on file
+    descriptor 1 when the first instance of a process is built, before any option can be set:
+    it goes to the null device. Build every HiGHS instance through this function."""
+    import highspy
+
+    with silenced_c_stdout():
+        h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    return h
+
+
+def run_highs(h):
+    """``h.run()`` with anything HiGHS prints on standard output (its log, when the caller
+    turned it on) sent to stderr."""
+    with c_stdout_to_stderr():
+        return h.run()
 
 
 def _load_arrays(h, a) -> None:
@@ -55,16 +75,15 @@ class HighsBackend(Backend):
         return None
 
     def version(self) -> str:
-        import highspy
 
-        return str(highspy.Highs().version())
+        return str(new_highs().version())
 
     def solve(self, model: Model, options: SolveOptions, start: WarmStart | None,
               progress: Progress) -> BackendOutput:
         import highspy
 
         a = model.arrays()
-        h = highspy.Highs()
+        h = new_highs()
         out = BackendOutput(status="error", version=self.version())
         self._set_options(h, options)
         _load_arrays(h, a)
@@ -87,15 +106,15 @@ class HighsBackend(Backend):
 
             h.cbMipImprovingSolution.subscribe(on_event)
             h.cbMipInterrupt.subscribe(on_event)
-        run_status = h.run()
+        run_status = run_highs(h)
         status = h.getModelStatus()
         MS = highspy.HighsModelStatus
         if status == MS.kUnboundedOrInfeasible:
-            h2 = highspy.Highs()
+            h2 = new_highs()
             self._set_options(h2, options)
             h2.setOptionValue("presolve", "off")
             _load_arrays(h2, a)
-            h2.run()
+            run_highs(h2)
             out.notes.append("highs: 'infeasible or unbounded' after presolve; solved again "
                              "without presolve to decide")
             h, status = h2, h2.getModelStatus()
