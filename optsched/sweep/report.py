@@ -126,6 +126,13 @@ def summarise(rows: list[dict]) -> dict[str, Any]:
 
 
 # -- plots --------------------------------------------------------------------------------
+def _cdf(ax, values, label: str) -> None:
+    """Empirical CDF as a step line from 0 (left of the smallest value) to 1."""
+    xs = np.sort(np.asarray(values, float))
+    ax.step(np.r_[xs[0], xs], np.r_[0.0, np.arange(1, xs.size + 1) / xs.size], where="post", label=label)
+    ax.set_ylim(0, 1.02)
+
+
 def _plots(summary: dict, out: Path) -> dict[str, str]:
     from ..plot._common import finish, new_figure
 
@@ -135,8 +142,7 @@ def _plots(summary: dict, out: Path) -> dict[str, str]:
         fig = new_figure((6.4, 4.0))
         ax = fig.add_subplot()
         for m in with_ratio:
-            xs = np.sort(np.asarray(m["_ratios"]))
-            ax.step(xs, np.arange(1, xs.size + 1) / xs.size, where="post", label=m["method"])
+            _cdf(ax, m["_ratios"], m["method"])
         ax.set_xlabel("objective / reference (best bound or proven optimum)")
         ax.set_ylabel("fraction of instances")
         ax.axvline(1.0, color="black", lw=0.6)
@@ -160,8 +166,7 @@ def _plots(summary: dict, out: Path) -> dict[str, str]:
         fig = new_figure((6.4, 4.0))
         ax = fig.add_subplot()
         for m in timed:
-            xs = np.sort(np.maximum(np.asarray(m["_runtimes"], float), 1e-4))
-            ax.step(xs, np.arange(1, xs.size + 1) / xs.size, where="post", label=m["method"])
+            _cdf(ax, np.maximum(np.asarray(m["_runtimes"], float), 1e-4), m["method"])
         ax.set_xscale("log")
         ax.set_xlabel("runtime per cell (s)")
         ax.set_ylabel("fraction of cells")
