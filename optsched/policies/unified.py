@@ -56,6 +56,25 @@ group, candidate by candidate in priority order:
   evict lower-priority running requests, and only if that makes it fit.
   Allocation failures for other reasons (``C``, ``P``, batch size) never evict: a
   waiting candidate closes ``R_w``, a running one is skipped.
+* **Re-queueing.** A request evicted in batch ``j`` rejoins ``R_w`` after batch ``j``
+  (at :meth:`UnifiedScheduler.on_batch_end`), so batch ``j + 1`` is the earliest that can
+  refill it (the semantics forbid evicting and processing a request in one batch anyway).
+  ``R_w`` is a priority queue on the same key as everything else: a victim keeps its
+  rank, so under ``key="arrival"`` it is served before every request that arrived after
+  it (vLLM puts preempted requests back at the front of its waiting queue), and several
+  victims rejoin in their own arrival order whatever order they were evicted in.
+* **vLLM's admission limits** (:class:`UnifiedScheduler` parameters ``watermark`` and
+  ``max_num_seqs``; every policy here takes them, and the vLLM-family policies ``vllm*``
+  and ``sarathi*`` default to vLLM's values; InferMax, the ranking schedulers and
+  ``fcfs`` (the online paper's model) default to off). ``watermark``: a waiting request is admitted
+  only if ``floor(watermark * M / b)`` blocks stay free after its reservation (vLLM's
+  block manager, ``watermark=0.01``); running requests grow into that headroom, so it
+  only holds back admissions. A request whose reservation alone exceeds ``M`` minus the
+  watermark (vLLM would reject it as too long) is admitted when it fits without the
+  watermark, so it can still run. ``max_num_seqs``: at most this many requests hold KV
+  (running, admitted, or in a partial prefill) at once; a waiting candidate that would
+  exceed it closes ``R_w`` for this batch (vLLM's ``max_num_seqs=256`` counts the
+  running sequences, not the entries of one batch, which ``max_batch_size`` caps).
 """
 
 from __future__ import annotations
@@ -92,6 +111,8 @@ class UnifiedScheduler(Policy):
         reserve: str = "input",
         quantile: float = 0.5,
         waiting_evicts: bool = False,
+        watermark: float = 0.0,
+        max_num_seqs: int = 0,
     ):
         for name, value, allowed in (("order", order, _ORDERS), ("key", key, _KEYS),
                                      ("decode_sort", decode_sort, _DECODE_SORTS),
@@ -108,6 +129,13 @@ class UnifiedScheduler(Policy):
         self.reserve = reserve
         self.quantile = quantile
         self.waiting_evicts = waiting_evicts
+        if not 0 <= watermark < 1:
+            raise PolicyError(f"UnifiedScheduler: watermark must be in [0, 1), got {watermark!r}")
+        if max_num_seqs < 0:
+            raise PolicyError(f"UnifiedScheduler: max_num_seqs must be >= 0 (0 = no cap), "
+                              f"got {max_num_seqs!r}")
+        self.watermark = watermark
+        self.max_num_seqs = max_num_seqs or _BIG
 
     # -- setup ------------------------------------------------------------------------
     def bind(self, view: SimView) -> None:
@@ -123,6 +151,8 @@ class UnifiedScheduler(Policy):
         self.maxbs = lim.max_batch_size or _BIG
         self.b = lim.block_size
         self.capM = (self.M // self.b) * self.b
+        # vLLM: watermark_blocks = int(watermark * num_blocks), kept free at admission
+        self.wm = int(self.watermark * (self.M // self.b)) * self.b
         idx = np.arange(n)
         if self.key == "arrival":
             keys = (idx, view.arrival)
@@ -138,6 +168,7 @@ class UnifiedScheduler(Policy):
         self.rank_list = self.rank_of.tolist()
         self.res = np.zeros(n, np.int64)
         self.resident = np.zeros(n, bool)
+        self.n_resident = 0
         self.used = 0
         self.waiting: list[int] = []  # heap of ranks
         self.run_idx = np.zeros(0, np.int64)  # resident requests, by rank
@@ -185,6 +216,8 @@ class UnifiedScheduler(Policy):
         r = int(self.res[i])
         self.used -= self._fp(r)
         self.res[i] = 0
+        if self.resident[i]:
+            self.n_resident -= 1
         self.resident[i] = False
         self.ev.append(i)
 
@@ -304,7 +337,7 @@ class UnifiedScheduler(Policy):
         """Try to admit waiting request ``i``; running victims are ``seq[pos:end]``."""
         if not self.hybrid and self.phase == _DECODE:
             return False
-        if self.nb >= self.maxbs:
+        if self.nb >= self.maxbs or self.n_resident >= self.max_num_seqs:
             return False
         v = self.view
         S = int(v.S[i])
@@ -312,7 +345,11 @@ class UnifiedScheduler(Policy):
         if c <= 0:
             return False
         R = self._reserve_target(i, S, int(v.g[i]))
+        # the watermark is headroom kept on top of the reservation (waived for a request
+        # that could never be admitted with it)
         delta = self._fp(R)
+        if delta <= self.capM - self.wm:
+            delta += self.wm
         if delta > self.M - self.used:
             if not self.waiting_evicts:
                 return False
@@ -324,6 +361,7 @@ class UnifiedScheduler(Policy):
                 self._evict(int(self.seq[self.end]))
         self._add(i, c, R, _PREFILL, True)
         self.resident[i] = True
+        self.n_resident += 1
         self.admitted.append(i)
         return True
 
@@ -416,6 +454,7 @@ class UnifiedScheduler(Policy):
             self.used -= int(self.view.limits.kv_footprint(res[finished]).sum())
             res[finished] = 0
             self.resident[finished] = False
+            self.n_resident -= int(finished.size)
             if self.reserve == "histogram":
                 outs = self.view.g[finished]
                 top = int(outs.max())
@@ -453,6 +492,15 @@ INFERMAX = "InferMax (Kim et al., Optimizing LLM Inference for Database Systems)
 _P_PARAM = Param(
     "P", int, 0, "max prefill tokens per batch (0 = C); capped by the instance's P", non_negative
 )
+#: vLLM's admission limits (module docstring); every UnifiedScheduler policy takes them
+_VLLM_PARAMS = (
+    Param("watermark", float, 0.0, "share of the KV blocks kept free when admitting a waiting "
+          "request (vLLM default 0.01)", lo=0.0, hi=0.99),
+    Param("max_num_seqs", int, 0, "most requests holding KV at once, 0 = no cap (vLLM default "
+          "256)", non_negative),
+)
+#: vLLM's own defaults, used by the policies that model the vLLM engine (vllm*, sarathi*)
+VLLM_DEFAULTS = {"watermark": 0.01, "max_num_seqs": 256}
 
 # name -> (description, Table-1 configuration)
 TABLE1 = {
@@ -483,30 +531,32 @@ for _name, (_desc, _table_cfg) in TABLE1.items():
     _p = _cfg.pop("P")
     register(
         _name, _desc, f"{INFERMAX}, Algorithm 1 + Table 1",
-        params=(_P_PARAM,), defaults={"P": _p}, factory=_factory(**_cfg),
+        params=(_P_PARAM, *_VLLM_PARAMS), defaults={"P": _p, **VLLM_DEFAULTS},
+        factory=_factory(**_cfg),
     )
     register(
         f"{_name}-ef",
         f"eviction-free {_name}: reserves I + O - 1 at admission (knows O)",
         f"{INFERMAX}, Algorithm 1 + Table 1, EF variant of section 4.1",
-        hypothetical=True, params=(_P_PARAM,), defaults={"P": _p},
-        factory=_factory(**_cfg, reserve="full"),
+        hypothetical=True, params=(_P_PARAM, *_VLLM_PARAMS),
+        defaults={"P": _p, **VLLM_DEFAULTS}, factory=_factory(**_cfg, reserve="full"),
     )
 
 _RANK = dict(order="single", hybrid=True, chunked=True, waiting_evicts=True)
 register(
     "rank-org", "Rank_org: one group in arrival order (no I/O ranking), hybrid, chunked, P = 512",
-    f"{INFERMAX}, section 4.6", params=(_P_PARAM,), defaults={"P": 512},
+    f"{INFERMAX}, section 4.6", params=(_P_PARAM, *_VLLM_PARAMS), defaults={"P": 512},
     factory=_factory(**_RANK, key="arrival"),
 )
 register(
     "rank-i", "Rank_I: one group, smallest prompt I first, hybrid, chunked, P = 512",
-    f"{INFERMAX}, section 4.6", params=(_P_PARAM,), defaults={"P": 512},
+    f"{INFERMAX}, section 4.6", params=(_P_PARAM, *_VLLM_PARAMS), defaults={"P": 512},
     factory=_factory(**_RANK, key="prompt"),
 )
 register(
     "rank-o", "Rank_O: one group, smallest output O first (knows O), hybrid, chunked, P = 512",
-    f"{INFERMAX}, section 4.6", hypothetical=True, params=(_P_PARAM,), defaults={"P": 512},
+    f"{INFERMAX}, section 4.6", hypothetical=True, params=(_P_PARAM, *_VLLM_PARAMS),
+    defaults={"P": 512},
     factory=_factory(**_RANK, key="output"),
 )
 register(
@@ -518,6 +568,7 @@ register(
         Param("quantile", float, 0.5,
               "quantile of the online output-length histogram used as the estimate",
               unit_interval),
+        *_VLLM_PARAMS,
     ), defaults={"P": 512},
     factory=_factory(order="decode-first", decode_sort="m_desc", hybrid=True, chunked=True,
                      reserve="histogram"),
@@ -528,7 +579,7 @@ register(
     "no chunked prefill, P = C; later arrivals are evicted first",
     "vLLM's default first-come-first-served order (Kwon et al.), as described in "
     "Jaillet et al., Online Scheduling for LLM Inference with KV Cache Constraints, section 7",
-    params=(_P_PARAM,), defaults={"P": 0},
+    params=(_P_PARAM, *_VLLM_PARAMS), defaults={"P": 0},
     factory=_factory(order="single", key="arrival", hybrid=True, chunked=False,
                      waiting_evicts=True),
 )

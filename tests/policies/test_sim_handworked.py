@@ -215,3 +215,63 @@ def test_beta_clearing_is_seeded():
     assert evaluate(i, a).metrics["evictions"] > 0
     assert simulate(i, "alpha-beta-clearing", beta=0.3, seed=8) != a
     assert simulate(i, "alpha-beta-clearing", beta=0.9, seed=7) != a
+
+
+# -- vLLM's admission limits: KV watermark and max_num_seqs ------------------------------------
+def _blocks(reqs, M, b):
+    return Instance("hand", Limits(kv_capacity=M, max_batch_tokens=M, block_size=b), UnitCost(),
+                    tuple(Request(*r) for r in reqs))
+
+
+@pytest.mark.parametrize("b", [1, 4])
+def test_vllm_watermark_keeps_one_percent_of_blocks_free_at_admission(b):
+    # M = 100 blocks of b tokens; a: I = 60b, b: I = 40b, O = 1 (each finishes in its prefill).
+    # watermark 0.01: int(0.01 * 100) = 1 block = b tokens stays free after an admission.
+    # t=0: a reserves 60b, 60b + b <= 100b: admitted. b reserves 40b, but only 40b are free
+    #      and 40b + b > 40b: b waits (and closes R_w). Batch 0 = a alone, a finishes.
+    # t=1: 100b free, b admitted. Without the watermark both fit in batch 0.
+    i = _blocks([("a", 0, 60 * b, 1), ("b", 0, 40 * b, 1)], M=100 * b, b=b)
+    got, ev = batches(i, simulate(i, "vllm"))
+    assert got == [E(("a", 60 * b)), E(("b", 40 * b))]
+    assert ev.metrics["makespan"] == 2
+    got, _ = batches(i, simulate(i, "vllm", watermark=0.0))
+    assert got == [E(("a", 60 * b), ("b", 40 * b))]
+
+
+def test_vllm_watermark_is_waived_for_a_request_that_needs_the_whole_cache():
+    # a: I = 100 = M. With the watermark (1 token) it could never be admitted (vLLM rejects
+    # such a prompt); we admit it when it fits outright, so the run ends instead of stalling.
+    i = _blocks([("a", 0, 100, 1)], M=100, b=1)
+    got, _ = batches(i, simulate(i, "vllm"))
+    assert got == [E(("a", 100))]
+
+
+def test_vllm_max_num_seqs_caps_resident_requests_not_batch_entries():
+    # a, b, c: I = 2, O = 3, all at 0; max_num_seqs = 2.
+    # t=0: a, b admitted (2 resident); c would be the third resident: waits. a, b: 2/3/1
+    # t=1: c still waits (a, b hold KV): decodes a, b -> 3/4/2
+    # t=2: decodes a, b -> g = 3, both finish and free their KV
+    # t=3: c admitted: prefill; t=4, t=5: its decodes.
+    i = inst([("a", 0, 2, 3), ("b", 0, 2, 3), ("c", 0, 2, 3)])
+    got, _ = batches(i, simulate(i, "vllm", max_num_seqs=2))
+    assert got == [
+        E(("a", 2), ("b", 2)),
+        E(("a", 1), ("b", 1)),
+        E(("a", 1), ("b", 1)),
+        E(("c", 2)),
+        E(("c", 1)),
+        E(("c", 1)),
+    ]
+    # vLLM's default cap (256) does not bind here: all three run together
+    got, _ = batches(i, simulate(i, "vllm"))
+    assert got == [E(("a", 2), ("b", 2), ("c", 2))] + [E(("a", 1), ("b", 1), ("c", 1))] * 2
+
+
+def test_vllm_family_defaults_are_vllms():
+    from optsched.policies import get_policy
+
+    for name in ("vllm", "vllm-hy", "sarathi", "sarathi-pc", "vllm-ef"):
+        p = get_policy(name)
+        assert (p.watermark, p.max_num_seqs) == (0.01, 256), name
+    p = get_policy("infermax")
+    assert p.watermark == 0.0
