@@ -22,18 +22,19 @@ from .registry import (
     parse_param_args,
     register,
 )
-from .simulator import Plan, Policy, SimView, simulate_policy
+from .simulator import Plan, Policy, SimStats, SimView, simulate_policy
 
 
-def simulate(instance: Instance, policy: str | Policy, **params) -> Schedule:
+def simulate(instance: Instance, policy: str | Policy, *, stats: SimStats | None = None,
+             **params) -> Schedule:
     """Run ``policy`` (a registered name or a ``file.py:Class`` / ``module:Class`` reference,
     built fresh with ``params``, or a policy object)
-    over ``instance`` and return its schedule."""
+    over ``instance`` and return its schedule; ``stats`` receives the decision time."""
     if isinstance(policy, str):
         policy = get_policy(policy, **params)
     elif params:
         raise PolicyError("parameters can only be given with a policy name")
-    return simulate_policy(instance, policy)
+    return simulate_policy(instance, policy, stats=stats)
 
 
 __all__ = [
@@ -52,5 +53,6 @@ __all__ = [
     "Plan",
     "Policy",
     "SimView",
+    "SimStats",
     "simulate_policy",
 ]

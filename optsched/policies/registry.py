@@ -63,7 +63,9 @@ class PolicySpec:
     def make(self, **params: Any) -> Any:
         policy = self.factory(**self.parse_params(params))
         policy.name = self.name
-        policy.hypothetical = self.hypothetical
+        # a policy whose length predictor is the truth itself is hypothetical (DESIGN 6)
+        reads_truth = bool(getattr(getattr(policy, "predictor", None), "exact", False))
+        policy.hypothetical = self.hypothetical or reads_truth
         return policy
 
 

@@ -31,13 +31,24 @@ for a *hypothetical* policy (semantics section 6). For every other policy it hol
 policy class with ``output_fallback = True`` (MC-SF, which assumes accurate predictions)
 gets the true length where no prediction is given; its registry description says so.
 Finished requests' lengths are observable (``g`` at finish), which is what online
-estimators (InferMax's histogram) use.
+estimators (InferMax's histogram) use. A policy with a ``predictor`` attribute (a
+:class:`~optsched.policies.predictors.Predictor`) also gets
+``SimView.predict_remaining(idx)``: the predictor's answer for the tokens still to generate,
+computed here from the truth the policy never sees; the ``exact`` predictor is the truth
+itself and is refused on a policy that is not hypothetical.
+
+**Decision time.** Pass a :class:`SimStats` to :func:`simulate_policy` to get the wall time
+spent inside the policy's hooks (``on_arrivals``, ``next_batch``, ``on_batch_end``: the
+policy's own scheduling time, EcoServe's
+"scheduling time overhead") and the number of calls.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -88,6 +99,7 @@ class SimView:
         self.m = _ro(sim.m)
         self.g = _ro(sim.g)
         self._sim = sim
+        self.predict_remaining = None  # set by the simulator for a policy with a predictor
 
     @property
     def now(self) -> float:
@@ -147,6 +159,34 @@ def known_outputs(instance: Instance, hypothetical: bool, fallback: bool) -> np.
     return pred
 
 
+@dataclass
+class SimStats:
+    """Filled by :func:`simulate_policy`: time inside ``next_batch`` and the number of calls."""
+
+    decision_seconds: float = 0.0
+    decisions: int = 0
+    batches: int = 0
+
+    @property
+    def seconds_per_decision(self) -> float:
+        return self.decision_seconds / self.decisions if self.decisions else 0.0
+
+
+def bind_predictor(instance: Instance, policy: Policy, view: SimView, sim: _Sim) -> None:
+    """Give ``view`` the policy's predictor hook (module docstring)."""
+    predictor = getattr(policy, "predictor", None)
+    if predictor is None:
+        return
+    if predictor.exact and not policy.hypothetical:
+        raise SimulationError(
+            f"policy {policy.name!r} uses the exact length predictor but is not declared "
+            "hypothetical"
+        )
+    out = instance.output.copy()
+    out.flags.writeable = False
+    view.predict_remaining = predictor.bind(out, view.g)
+
+
 class _Sim:
     def __init__(self, instance: Instance):
         self.instance = instance
@@ -183,8 +223,10 @@ def batch_pricer(cost_model):
     return lambda c, mb, dec, nd: float(bt(np.zeros(c.size, np.int64), c, mb, dec, 1)[0])
 
 
-def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None = None) -> Schedule:
-    """Run ``policy`` over ``instance``; return the schedule (no metrics)."""
+def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None = None,
+                    stats: SimStats | None = None) -> Schedule:
+    """Run ``policy`` over ``instance``; return the schedule (no metrics). ``stats``, if
+    given, receives the policy's decision time."""
     sim = _Sim(instance)
     n = instance.n
     lim = instance.limits
@@ -195,6 +237,7 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     arr = instance.arrival
     known = known_outputs(instance, policy.hypothetical, policy.output_fallback)
     view = SimView(sim, known)
+    bind_predictor(instance, policy, view, sim)
     policy.bind(view)
     price = batch_pricer(instance.cost_model)
     builder = sim.builder
@@ -214,14 +257,22 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     limit = max_batches if max_batches is not None else 50 * (int(O.sum()) + int(S.sum())) + 1000
     empty = np.zeros(0, np.int64)
     now = 0.0
+    clock = time.perf_counter
+    decide = 0.0
+    calls = 0
 
     while done < n:
         if next_arrival <= now:
             hi = int(searchsorted(arr_sorted, now, side="right"))
+            t0 = clock()
             policy.on_arrivals(order_list[nxt:hi])
+            decide += clock() - t0
             nxt = hi
             next_arrival = arr_list[nxt] if nxt < n else math.inf
+        t0 = clock()
         plan = policy.next_batch()
+        decide += clock() - t0
+        calls += 1
         if plan is None or (len(plan.req) == 0 and len(plan.evict) == 0):
             if nxt < n:
                 now = sim.now = max(now, next_arrival)
@@ -288,9 +339,15 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
             idle = False
         add(req.tolist(), c.tolist(), ev.tolist(), start)
         now = sim.now = now + dur
+        t0 = clock()
         policy.on_batch_end(plan, fin)
+        decide += clock() - t0
+    if stats is not None:
+        stats.decision_seconds = decide
+        stats.decisions = calls
+        stats.batches = len(builder)
     return builder.build()
 
 
-__all__ = ["Plan", "EMPTY_PLAN", "Policy", "SimView", "simulate_policy", "known_outputs",
-           "batch_pricer"]
+__all__ = ["Plan", "EMPTY_PLAN", "Policy", "SimView", "SimStats", "simulate_policy",
+           "known_outputs", "batch_pricer"]

@@ -1,0 +1,676 @@
+"""EcoServe (Shen and Sen, "EcoServe: Maximizing Multi-Resource Utilization with SLO
+Guarantees in LLM Serving", sections 2-4) and its baseline ORCA, on the InferMax batch
+semantics (DESIGN section 3).
+
+What exactly is simulated
+-------------------------
+* **Decoupled queues** (section 3.2.1). A request is first a *prompt task* (PT): it waits in
+  the PT queue, reserves ``fp(S)`` KV (its prompt, or prompt + generated tokens when it is
+  refilled after a preemption) when it starts, and is chunked so that the batch reaches the
+  *target forward size* ``TFS`` tokens (decodes + prefill chunks; a parameter, default
+  :func:`default_tfs`). When its prefill completes it is a *generation task* (GT): it joins
+  the GT queue holding its prompt's KV (its *occupied* KV, section 2.4). A selected GT is
+  allocated ``fp(m + L)`` in total (**exact allocation** in blocks): ``m`` cached tokens
+  plus ``L`` = the padded prediction of the tokens still to generate. A GT decodes one token
+  in every batch until it finishes. GT allocation may use ``M - reserve`` only; the last
+  ``reserve * M`` tokens are **kept for PTs** (1-5%, section 3.2.1).
+* **Time-synced batching** (``sync``, section 3.2.2): GTs with the same ``L`` form a group
+  and are selected together (split when the free KV cannot hold the whole group); the
+  unsynced variant ``ecoserve-d`` selects GTs one by one in arrival order.
+* **Under-prediction** (section 3.2.2, "Misprediction"): a GT whose next token would exceed
+  its allocation first takes one more block from the free KV *including the PT reserve*;
+  if there is none it stops (offload-free preemption). We price that stop with the
+  evaluator's **recompute** semantics: the request is evicted (KV dropped), re-enters the
+  PT queue as a refill of ``S`` tokens, and on becoming a GT again is **re-predicted**
+  (``L`` = padded new prediction of the remaining tokens) and regrouped. *Modelling choice*:
+  the paper keeps a stopped GT's KV on the GPU; our semantics has no "paused in place"
+  state other than staying resident, so the stop is the vLLM-style recompute preemption
+  the issue asks for.
+* **Ordering** (``ordering``, section 3.3): both queues by (JCT-deadline bucket ascending,
+  occupied-KV bucket descending, predicted ``L`` / prompt length descending, arrival).
+  The deadline is ``slo_scale * (t_p + t_g * l)`` with ``t_p`` the cost model's time of the
+  request's prefill alone, ``t_g`` of one decode at its prompt length, ``l`` the padded
+  predicted output; buckets at 0.2, 0.5 and 2 time units (the paper's seconds). When the
+  head group does not fit, a **binary search** over the queued ``L`` finds the longest GT
+  that fills the remaining space, repeatedly. Without ordering both queues are FCFS. PTs are
+  chunked to fill ``TFS`` exactly, so no search is needed on the PT side.
+* **KV-cache pipelining** (``pipeline``, section 3.4): after a group of ``k`` GTs of length
+  ``l`` is selected, ``k * 2**(j-1)`` GTs with ``L <= l / 2**j - buffer * l`` (closest
+  first) are *hosted* at level ``j = 1, 2, ...``: they borrow the unused second half of the
+  allocation instead of getting their own (they hold only their occupied KV). A host and
+  everything it hosts form a *family* whose KV is bounded by the family's reservation; at
+  level ``j`` there are ``2**(j-1)`` GTs of length ``l / 2**j`` per host, so ``2**j``
+  requests each growing by one token per batch stay within ``l`` while they run -- this is
+  the paper's Russian-doll nesting (the paper's counts ``k * 2**j`` would overfill the
+  host's half at level 1; we use the counts that fit). Before every batch each family's
+  next KV is checked; when the host needs the space a hosted GT still running is preempted
+  (the most recently hosted first). A finished host's reservation stays with its family
+  until the hosted GTs finish.
+* **Progress guard** (not in the paper): when no GT runs and the head GT cannot be placed,
+  it may use the PT reserve, waiting GTs are evicted (lowest priority first) until it fits
+  (or, if its predicted allocation exceeds what is left of ``M``, it starts with what is
+  left and relies on the under-prediction path), and no new PT is admitted meanwhile.
+  Without it, prompts that finished prefill can fill the KV so that no GT can ever start.
+
+Every variant keeps ``sum of reservations <= M`` with each request's (or family's) KV inside
+its reservation, so every schedule respects ``M`` exactly.
+
+ORCA (Yu et al., OSDI 2022, as EcoServe's baseline, section 1 and 2.1): iteration-level FCFS
+with **max allocation** -- a request reserves ``prompt + max_output`` tokens when admitted --
+and a fixed small batch size (8). Prompts longer than ``C`` are chunked (as in
+:mod:`.unified`); a request that outgrows ``max_output`` grows token by token and is evicted
+(recompute) when the KV is full.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_right, insort
+from collections import deque
+
+import numpy as np
+
+from ..cost import LinearCost
+from .predictors import make_predictor
+from .registry import Param, PolicyError, non_negative, positive, register, unit_interval
+from .simulator import Plan, Policy, SimView
+
+_EMPTY = np.zeros(0, np.int64)
+_BIG = 1 << 62
+# request states
+_NEW, _PT_WAIT, _PT_RUN, _GT_WAIT, _GT_RUN, _DONE = range(6)
+#: JCT-deadline bucket edges (section 3.3's example, seconds or the cost model's unit)
+DEADLINE_EDGES = (0.2, 0.5, 2.0)
+
+
+def default_tfs(cost_model, C: int) -> int:
+    """Target forward size: the batch size in tokens at which the per-batch fixed cost
+    (``k0 + kpb + kdb``) is 10% of a batch's time under a :class:`LinearCost`
+    (``tokens = 9 * fixed / k1``), capped by ``C``; ``C`` for other cost models (no
+    saturation point). 832 tokens under ``infermax-llama2-7b-a100``."""
+    if isinstance(cost_model, LinearCost) and cost_model.k1 > 0:
+        fixed = cost_model.k0 + cost_model.kpb + cost_model.kdb
+        return max(1, min(C, math.ceil(9 * fixed / cost_model.k1)))
+    return C
+
+
+def _check_reserve(v) -> str | None:
+    return None if 0 <= v < 1 else "must be in [0, 1)"
+
+
+class EcoServe(Policy):
+    """EcoServe and its ablations (module docstring)."""
+
+    def __init__(self, *, sync: bool = True, ordering: bool = True, pipeline: bool = True,
+                 predictor: str = "noisy", accuracy: float = 0.732, padding: float = 0.15,
+                 seed: int = 0, reserve: float = 0.03, buffer: float = 0.15, tfs: int = 0,
+                 slo_scale: float = 2.0, bucket: int = 128):
+        if pipeline and not sync:
+            raise PolicyError("EcoServe: pipeline needs sync (KV pipelining hosts groups)")
+        self.sync, self.ordering, self.pipeline = sync, ordering, pipeline
+        self.predictor = make_predictor(predictor, accuracy=accuracy, seed=seed)
+        self.padding, self.reserve_frac, self.buffer = padding, reserve, buffer
+        self.tfs_param, self.slo_scale, self.bucket = tfs, slo_scale, bucket
+
+    # -- setup ------------------------------------------------------------------------
+    def bind(self, view: SimView) -> None:
+        super().bind(view)
+        n, lim = view.n, view.limits
+        self.b = lim.block_size
+        self.M = lim.kv_capacity
+        self.C = lim.max_batch_tokens
+        self.P = lim.prefill_budget
+        self.maxbs = lim.max_batch_size or _BIG
+        self.tfs = min(self.tfs_param or default_tfs(view.cost_model, self.C), self.C)
+        self.gt_cap = self.M - int(self.reserve_frac * self.M)
+        self.predict = view.predict_remaining
+        self.state = np.zeros(n, np.int8)
+        self.res = np.zeros(n, np.int64)  # own reservation (block-charged tokens)
+        self.pt_target = np.zeros(n, np.int64)  # S of a PT when it started: done at m == S
+        self.L = np.zeros(n, np.int64)  # padded predicted tokens still to generate (GTs)
+        self.total = np.zeros(n, np.int64)  # padded predicted output (at arrival)
+        self.dl = np.zeros(n, np.int64)  # JCT-deadline bucket
+        self.fam = np.full(n, -1, np.int64)  # family root of a running GT
+        self.budget = np.zeros(n, np.int64)  # family reservation, indexed by root
+        self.members: dict[int, list[int]] = {}
+        self.alive: dict[int, int] = {}
+        self.used = 0  # sum of reservations (PTs, waiting GTs, family budgets)
+        self.seq = 0
+        self.pt_heap: list[tuple] = []
+        self.pt_run: list[int] = []  # PTs with a partial prefill, in start order
+        self.gt_heap: list[tuple] = []
+        self.by_len: dict[int, list[tuple]] = {}  # L -> heap of queued GTs (sync)
+        self.sorted_len: list[tuple[int, int]] = []  # (L, i) of queued GTs (ordering)
+        self.n_gt_wait = 0
+        self.searchable = self.ordering or self.pipeline
+        self.gkey: dict[int, tuple] = {}
+        self.deferred: list[int] = []  # preempted this batch: enter the PT queue after it
+        self.running: list[int] = []
+        self.run_arr = _EMPTY
+        self.dirty = False
+        self.counters = {"reserve_uses": 0, "underpredictions": 0, "hosted_preemptions": 0,
+                         "guard_evictions": 0, "hosted": 0}
+
+    def _fp(self, x: int) -> int:
+        b = self.b
+        return -(-x // b) * b if b > 1 else x
+
+    def _pad(self, pred: np.ndarray) -> np.ndarray:
+        return np.ceil(pred * (1.0 + self.padding) - 1e-9).astype(np.int64)
+
+    # -- arrivals and queues -------------------------------------------------------------
+    def on_arrivals(self, idx: list[int]) -> None:
+        if not idx:
+            return
+        a = np.asarray(idx, np.int64)
+        self.total[a] = self._pad(self.predict(a))
+        if self.ordering:
+            self._deadline_buckets(a)
+        for i in idx:
+            self._push_pt(i)
+
+    def _deadline_buckets(self, a: np.ndarray) -> None:
+        """Bucket of ``slo_scale * (t_p + t_g * l)`` per request (section 3.3)."""
+        v = self.view
+        k = a.size
+        I = v.prompt[a]
+        bt = v.cost_model.batch_times
+        rows = np.arange(k)
+        t_p = bt(rows, I, np.zeros(k, np.int64), np.zeros(k, bool), k)
+        t_g = bt(rows, np.ones(k, np.int64), I, np.ones(k, bool), k)
+        slo = self.slo_scale * (t_p + t_g * self.total[a])
+        self.dl[a] = np.searchsorted(DEADLINE_EDGES, slo, side="right")
+
+    def _pt_key(self, i: int) -> tuple:
+        self.seq += 1
+        if not self.ordering:
+            return (float(self.view.arrival[i]), i, self.seq)
+        return (int(self.dl[i]), -int(self.view.S[i]), self.seq)
+
+    def _push_pt(self, i: int) -> None:
+        self.state[i] = _PT_WAIT
+        heapq.heappush(self.pt_heap, (*self._pt_key(i), i))
+
+    def _gt_key(self, i: int) -> tuple:
+        self.seq += 1
+        if not self.ordering:
+            return (self.seq,)
+        return (int(self.dl[i]), -(int(self.res[i]) // self.bucket), -int(self.L[i]), self.seq)
+
+    def _push_gt(self, i: int) -> None:
+        self.state[i] = _GT_WAIT
+        item = (*self._gt_key(i), i)
+        heapq.heappush(self.gt_heap, item)
+        if self.sync:
+            heapq.heappush(self.by_len.setdefault(int(self.L[i]), []), item)
+        if self.searchable:
+            insort(self.sorted_len, (int(self.L[i]), i))
+        self.gkey[i] = item
+        self.n_gt_wait += 1
+
+    def _take_gt(self, i: int) -> None:
+        """Remove ``i`` from the GT queue (heaps are cleaned lazily by state)."""
+        self.n_gt_wait -= 1
+        if self.searchable:
+            sl = self.sorted_len
+            k = bisect_right(sl, (int(self.L[i]), i)) - 1
+            del sl[k]
+
+    def _head_gt(self) -> int:
+        h = self.gt_heap
+        st = self.state
+        while h and st[h[0][-1]] != _GT_WAIT:
+            heapq.heappop(h)
+        return h[0][-1] if h else -1
+
+    # -- GT selection ------------------------------------------------------------------
+    def _need(self, i: int) -> int:
+        return self._fp(int(self.view.m[i]) + int(self.L[i])) - int(self.res[i])
+
+    def _start_host(self, i: int, limit: int = _BIG) -> None:
+        """Give waiting GT ``i`` its own allocation (at most ``limit`` in total): a family
+        rooted at ``i``."""
+        total = min(self._fp(int(self.view.m[i]) + int(self.L[i])), limit)
+        self.used += total - int(self.res[i])
+        self.res[i] = total
+        self.budget[i] = total
+        self.members[i] = [i]
+        self.alive[i] = 1
+        self._run(i, i)
+
+    def _run(self, i: int, root: int) -> None:
+        self._take_gt(i)
+        self.state[i] = _GT_RUN
+        self.fam[i] = root
+        self.running.append(i)
+        self.dirty = True
+
+    def _room(self) -> int:
+        return min(self.C, self.maxbs) - len(self.running)
+
+    def _select_gts(self, cap: int) -> None:
+        """Fill the GT allocation space ``cap`` (section 3.2; Algorithm 1, lines 2-3): the
+        head of the queue (with its group under ``sync``) while it fits; then, with
+        ``ordering``, the binary-search fill."""
+        while self.n_gt_wait and self._room() > 0:
+            head = self._head_gt()
+            if not self.sync:
+                if self._need(head) > cap - self.used:
+                    break
+                self._start_host(head)
+                continue
+            group, complete = self._take_group(int(self.L[head]), cap)
+            if group and self.pipeline:
+                self._host(group)
+            if not complete:  # the head did not fit, or the group was split: KV is full
+                break
+        if self.ordering:
+            self._fill_by_search(cap)
+
+    def _take_group(self, length: int, cap: int) -> tuple[list[int], bool]:
+        """Start the queued GTs of predicted length ``length`` while they fit; also
+        return whether the whole group was taken."""
+        h = self.by_len.get(length, [])
+        st = self.state
+        taken: list[int] = []
+        while h:
+            i = h[0][-1]
+            if st[i] != _GT_WAIT or self.L[i] != length:
+                heapq.heappop(h)
+                continue
+            if self._room() <= 0 or self._need(i) > cap - self.used:
+                return taken, False
+            heapq.heappop(h)
+            self._start_host(i)
+            taken.append(i)
+        return taken, True
+
+    def _fill_by_search(self, cap: int) -> None:
+        """Binary search for the longest queued GT that fits the remaining space (3.3)."""
+        sl = self.sorted_len
+        while sl and self._room() > 0:
+            free = cap - self.used
+            k = bisect_right(sl, (free, _BIG)) - 1
+            while k >= 0 and self._need(sl[k][1]) > free:
+                k -= 1  # block rounding: at most a few steps
+            if k < 0:
+                return
+            length, i = sl[k]
+            self._start_host(i)
+            group = [i]
+            if self.sync:
+                group += self._take_group(length, cap)[0]
+            if self.pipeline:
+                self._host(group)
+
+    def _host(self, group: list[int]) -> None:
+        """KV pipelining (section 3.4): host GTs in the second halves of ``group``'s
+        allocations, recursively (module docstring)."""
+        length = int(self.L[group[0]])
+        count = len(group)
+        level = 1
+        while self._room() > 0:
+            target = math.floor(length / 2**level - self.buffer * length)
+            if target < 1:
+                return
+            want = count * 2 ** (level - 1)
+            got = self._pick_hosted(target, want)
+            for k, x in enumerate(got):
+                root = group[k % count]
+                self.budget[root] += int(self.res[x])
+                self.members[root].append(x)
+                self.alive[root] += 1
+                self._run(x, root)
+                self.counters["hosted"] += 1
+            if len(got) < want:
+                return
+            level += 1
+
+    def _pick_hosted(self, target: int, want: int) -> list[int]:
+        """Up to ``want`` queued GTs with the largest ``L <= target``."""
+        sl = self.sorted_len
+        k = bisect_right(sl, (target, _BIG)) - 1
+        out = []
+        room = self._room()
+        while k >= 0 and len(out) < min(want, room):
+            out.append(sl[k][1])
+            k -= 1
+        return out
+
+    # -- running GTs: allocation checks ---------------------------------------------------
+    def _check_families(self) -> None:
+        """Before a batch: every family's next KV must fit its reservation (else reserve,
+        else preempt: the hosted GTs first, then the host)."""
+        run = self._run_array()
+        if not run.size:
+            return
+        m = self.view.m
+        nxt = m[run] + 1
+        if self.b > 1:
+            nxt = -(-nxt // self.b) * self.b
+        fam = self.fam[run]
+        if self.pipeline:
+            need = np.bincount(fam, weights=nxt, minlength=self.view.n)
+            bad = np.flatnonzero(need > self.budget)
+        else:
+            bad = run[nxt > self.budget[fam]]
+        for root in bad.tolist():
+            self._fix_family(int(root))
+
+    def _family_need(self, root: int) -> int:
+        m = self.view.m
+        return sum(self._fp(int(m[x]) + 1) for x in self.members[root] if self.state[x] == _GT_RUN)
+
+    def _fix_family(self, root: int) -> None:
+        st = self.state
+        while self._family_need(root) > self.budget[root]:
+            hosted = [x for x in self.members[root] if x != root and st[x] == _GT_RUN]
+            if hosted:
+                self._preempt(hosted[-1])
+                self.counters["hosted_preemptions"] += 1
+                continue
+            self.counters["underpredictions"] += 1
+            extra = self._family_need(root) - int(self.budget[root])
+            if self.used + extra <= self.M:
+                self.budget[root] += extra
+                self.res[root] += extra
+                self.used += extra
+                self.counters["reserve_uses"] += 1
+            else:
+                self._preempt(root)
+            return
+
+    def _leave(self, x: int) -> None:
+        """Running GT ``x`` leaves its family (finished or preempted)."""
+        root = int(self.fam[x])
+        self.fam[x] = -1
+        self.running.remove(x)
+        self.dirty = True
+        if x != root:
+            self.budget[root] -= int(self.res[x])
+            self.used -= int(self.res[x])
+        self.alive[root] -= 1
+        if self.alive[root] == 0:
+            self.used -= int(self.budget[root])
+            self.budget[root] = 0
+            del self.alive[root]
+            del self.members[root]
+        self.res[x] = 0
+
+    def _preempt(self, x: int) -> None:
+        """Offload-free preemption priced as recompute: evict, back to the PT queue."""
+        if self.state[x] == _GT_RUN:
+            self._leave(x)
+        else:  # a waiting GT evicted by the progress guard
+            self._take_gt(x)
+            self.used -= int(self.res[x])
+            self.res[x] = 0
+        self.ev.append(x)
+        self.state[x] = _PT_WAIT
+        self.deferred.append(x)
+
+    def _run_array(self) -> np.ndarray:
+        if self.dirty:
+            self.run_arr = np.array(self.running, np.int64)
+            self.dirty = False
+        return self.run_arr
+
+    # -- one batch --------------------------------------------------------------------
+    def next_batch(self) -> Plan | None:
+        self.ev: list[int] = []
+        self._check_families()
+        self._select_gts(self.gt_cap)
+        starving = not self.running and self.n_gt_wait > 0
+        if starving:
+            self._guard()
+        run = self._run_array()
+        req, tok = self._select_pts(len(run), admit=not starving)
+        if req:
+            return Plan(np.concatenate([run, np.array(req, np.int64)]),
+                        np.concatenate([np.ones(run.size, np.int64), np.array(tok, np.int64)]),
+                        np.array(self.ev, np.int64))
+        return Plan(run, np.ones(run.size, np.int64), np.array(self.ev, np.int64))
+
+    def _guard(self) -> None:
+        """Progress guard (module docstring): the head GT may use the reserve, and
+        waiting GTs are evicted until it fits."""
+        self._select_gts(self.M)
+        if self.running or self.pt_run:
+            return
+        head = self._head_gt()
+        waiting = np.flatnonzero(self.state == _GT_WAIT).tolist()
+        victims = sorted((x for x in waiting if x != head), key=self.gkey.__getitem__,
+                         reverse=True)  # lowest priority first
+        first = self._fp(int(self.view.m[head]) + 1) - int(self.res[head])  # one more token
+        for x in victims:
+            if self._need(head) <= self.M - self.used:
+                break
+            self._preempt(x)
+            self.counters["guard_evictions"] += 1
+        if first <= self.M - self.used:  # allocation capped by the capacity left
+            b = self.b
+            self._start_host(head, (self.M - self.used + int(self.res[head])) // b * b)
+
+    def _select_pts(self, n_run: int, admit: bool) -> tuple[list[int], list[int]]:
+        """PTs up to the target forward size (Algorithm 1, line 5), chunked to fit it."""
+        v = self.view
+        budget = min(self.tfs, self.C) - n_run
+        budget = min(budget, self.P)
+        slots = self.maxbs - n_run
+        req: list[int] = []
+        tok: list[int] = []
+        for i in list(self.pt_run):
+            if budget <= 0 or slots <= 0:
+                return req, tok
+            c = min(int(v.S[i] - v.m[i]), budget)
+            req.append(i)
+            tok.append(c)
+            budget -= c
+            slots -= 1
+        h = self.pt_heap
+        st = self.state
+        while admit and h and budget > 0 and slots > 0:
+            i = h[0][-1]
+            if st[i] != _PT_WAIT:
+                heapq.heappop(h)
+                continue
+            R = self._fp(int(v.S[i]))
+            if R > self.M - self.used:
+                break
+            heapq.heappop(h)
+            self.used += R
+            self.res[i] = R
+            self.pt_target[i] = v.S[i]
+            st[i] = _PT_RUN
+            self.pt_run.append(i)
+            c = min(int(v.S[i]), budget)
+            req.append(i)
+            tok.append(c)
+            budget -= c
+            slots -= 1
+        return req, tok
+
+    def on_batch_end(self, plan: Plan, finished: np.ndarray) -> None:
+        st = self.state
+        for x in self.deferred:
+            self._push_pt(x)
+        self.deferred = []
+        for x in finished.tolist():
+            if st[x] == _GT_RUN:
+                self._leave(x)
+            else:  # output of one token: done at its prefill
+                self.pt_run.remove(x)
+                self.used -= int(self.res[x])
+                self.res[x] = 0
+            st[x] = _DONE
+        if not self.pt_run:
+            return
+        v = self.view
+        target = self.pt_target
+        done = [i for i in self.pt_run if st[i] == _PT_RUN and v.m[i] == target[i]]
+        if not done:
+            return
+        for i in done:
+            self.pt_run.remove(i)
+        d = np.array(done, np.int64)
+        g = v.g[d]
+        fresh = self.total[d] - g
+        again = (g > 1) | (fresh < 1)
+        if again.any():
+            fresh[again] = self._pad(self.predict(d[again]))
+        self.L[d] = np.maximum(fresh, 1)
+        for i in done:
+            self._push_gt(i)
+
+
+class Orca(Policy):
+    """ORCA as EcoServe's baseline: FCFS, max allocation, fixed batch size (module
+    docstring)."""
+
+    def __init__(self, *, batch_size: int = 8, max_output: int = 1024):
+        self.batch_size, self.max_output = batch_size, max_output
+
+    def bind(self, view: SimView) -> None:
+        super().bind(view)
+        lim = view.limits
+        self.b, self.M, self.C = lim.block_size, lim.kv_capacity, lim.max_batch_tokens
+        self.P = lim.prefill_budget
+        self.bs = min(self.batch_size, lim.max_batch_size or _BIG)
+        self.res = np.zeros(view.n, np.int64)
+        self.used = 0
+        self.waiting: deque[int] = deque()
+        self.running: list[int] = []
+        self.counters = {"growth_evictions": 0}
+
+    def _fp(self, x: int) -> int:
+        b = self.b
+        return -(-x // b) * b if b > 1 else x
+
+    def on_arrivals(self, idx: list[int]) -> None:
+        self.waiting.extend(idx)
+
+    def next_batch(self) -> Plan | None:
+        v = self.view
+        req: list[int] = []
+        tok: list[int] = []
+        ev: list[int] = []
+        budget, pbudget = self.C, self.P
+        for i in list(self.running):
+            m, S = int(v.m[i]), int(v.S[i])
+            if m < S - 1 or v.g[i] == 0:
+                c = min(S - m, budget, pbudget)
+                pbudget -= c
+            else:
+                c = min(1, budget)
+            if c <= 0:
+                continue
+            grow = self._fp(m + c) - int(self.res[i])
+            if grow > 0:
+                if self.used + grow > self.M:
+                    self._drop(i, ev)
+                    continue
+                self.used += grow
+                self.res[i] += grow
+            req.append(i)
+            tok.append(c)
+            budget -= c
+        while self.waiting and len(self.running) < self.bs and budget > 0 and pbudget > 0:
+            i = self.waiting[0]
+            S = int(v.S[i])
+            R = self._fp(min(int(v.prompt[i]) + self.max_output - 1, self.M))
+            R = max(R, self._fp(S))
+            if self.used + R > self.M:
+                break
+            self.waiting.popleft()
+            self.used += R
+            self.res[i] = R
+            self.running.append(i)
+            c = min(S, budget, pbudget)
+            req.append(i)
+            tok.append(c)
+            budget -= c
+            pbudget -= c
+        self.waiting.extendleft(reversed(ev))  # evicted: first in line from the next batch
+        return Plan(np.array(req, np.int64), np.array(tok, np.int64), np.array(ev, np.int64))
+
+    def _drop(self, i: int, ev: list[int]) -> None:
+        self.running.remove(i)
+        self.used -= int(self.res[i])
+        self.res[i] = 0
+        ev.append(i)
+        self.counters["growth_evictions"] += 1
+
+    def on_batch_end(self, plan: Plan, finished: np.ndarray) -> None:
+        for x in finished.tolist():
+            self.running.remove(x)
+            self.used -= int(self.res[x])
+            self.res[x] = 0
+
+
+# -- registration ------------------------------------------------------------------------
+ECOSERVE = "EcoServe (Shen and Sen, EcoServe: Maximizing Multi-Resource Utilization)"
+
+
+def _params(predictor: str = "noisy", padding: float = 0.15) -> tuple[Param, ...]:
+    return (
+        Param("predictor", str, predictor, "response-length predictor: noisy or exact (oracle)",
+              choices=("noisy", "exact")),
+        Param("accuracy", float, 0.732, "noisy predictor: share of predictions padded by 15% "
+              "that cover the true length (section 2.3: 0.732 on ShareGPT)",
+              lambda v: None if 0.5 < v <= 1 else "must be in (0.5, 1]"),
+        Param("padding", float, padding, "padding ratio added to predictions (sweet spot "
+              "0.10-0.20, section 2.3)", non_negative),
+        Param("seed", int, 0, "seed of the noisy predictor", non_negative),
+        Param("reserve", float, 0.03, "share of M kept for PTs (1-5%, section 3.2.1)",
+              _check_reserve, lo=0.0),
+        Param("buffer", float, 0.15, "KV pipelining buffer b as a share of the host's length "
+              "(10-15%, section 4)", unit_interval),
+        Param("tfs", int, 0, "target forward size in tokens (0 = default_tfs from the cost "
+              "model)", non_negative),
+        Param("slo_scale", float, 2.0, "JCT SLO scale used for the deadline buckets", positive),
+        Param("bucket", int, 128, "occupied-KV bucket width in tokens (ordering)", positive),
+    )
+
+
+_VARIANTS = {
+    "ecoserve-d": ("EcoServe-D (UnsyncDecoupled): PT and GT queues, exact allocation of the "
+                   "predicted length, GTs one by one FCFS, PTs up to TFS",
+                   dict(sync=False, ordering=False, pipeline=False)),
+    "ecoserve-sd": ("EcoServe-SD (SyncDecoupled): + same-predicted-length GT groups, KV reserve "
+                    "for PTs, re-prediction after under-prediction",
+                    dict(sync=True, ordering=False, pipeline=False)),
+    "ecoserve-sdo": ("EcoServe-SDO: + queue ordering (deadline bucket, occupied KV, length) and "
+                     "binary-search fill", dict(sync=True, ordering=True, pipeline=False)),
+    "ecoserve": ("EcoServe: SyncDecoupled + ordering + KV-cache pipelining",
+                 dict(sync=True, ordering=True, pipeline=True)),
+}
+
+
+def _factory(**fixed):
+    def make(**params):
+        return EcoServe(**fixed, **params)
+
+    return make
+
+
+for _name, (_desc, _cfg) in _VARIANTS.items():
+    register(_name, _desc, f"{ECOSERVE}, sections 3-4", params=_params(),
+             factory=_factory(**_cfg))
+register(
+    "ecoserve-oracle", "EcoServe with the exact response lengths (no padding; knows O)",
+    f"{ECOSERVE}, section 4 (Oracle)", hypothetical=True,
+    params=_params(predictor="exact", padding=0.0),
+    factory=_factory(sync=True, ordering=True, pipeline=True),
+)
+register(
+    "orca", "ORCA: FCFS iteration-level batching, max allocation (prompt + max_output "
+    "reserved at admission), fixed batch size",
+    "Yu et al., ORCA (OSDI 2022), as the baseline of EcoServe sections 1, 2.1 and 4",
+    params=(Param("batch_size", int, 8, "fixed batch size (EcoServe section 2.1: 8)", positive),
+            Param("max_output", int, 1024, "maximum output length reserved per request",
+                  positive)),
+    factory=lambda **p: Orca(**p),
+)
+
+__all__ = ["EcoServe", "Orca", "default_tfs", "DEADLINE_EDGES"]

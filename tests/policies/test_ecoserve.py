@@ -1,0 +1,244 @@
+"""EcoServe, its ablations and ORCA (``optsched/policies/ecoserve.py``): tiny instances
+whose schedules are worked out by hand (unit-time cost model), the predictors, and
+feasibility of every variant with both predictors on random instances.
+
+Notation in the comments: ``x: m/S/g`` is request x's cached tokens, known tokens and
+generated tokens after the batch; ``L`` a GT's predicted tokens still to generate; ``used``
+the sum of reservations; ``cap`` = ``M - reserve`` (the space GTs may be allocated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from optsched.cost import UnitCost
+from optsched.evaluate import evaluate
+from optsched.instance import Instance, Limits, Request
+from optsched.policies import SimulationError, get_policy, simulate
+from optsched.policies.ecoserve import EcoServe, default_tfs
+from optsched.policies.predictors import NoisyPredictor, Predictor, sigma_for_accuracy
+from optsched.policies.registry import PolicyError
+from tests.strategies import instances
+
+VARIANTS = ["ecoserve-d", "ecoserve-sd", "ecoserve-sdo", "ecoserve", "ecoserve-oracle"]
+
+
+def inst(reqs, M=100, C=10):
+    return Instance("hand", Limits(kv_capacity=M, max_batch_tokens=C), UnitCost(),
+                    tuple(Request(*r) for r in reqs))
+
+
+def run(instance, policy):
+    schedule = simulate(instance, policy)
+    ev = evaluate(instance, schedule)
+    assert ev.feasible, ev.violations
+    return [(sorted(b.entries), sorted(b.evict)) for b in schedule], ev
+
+
+def E(*entries, evict=()):
+    return (sorted(entries), sorted(evict))
+
+
+@dataclass(frozen=True)
+class TablePredictor(Predictor):
+    """A hand-set predictor (a plug-in written in the test): ``first[i]`` at arrival, the
+    true remaining length at every later query."""
+
+    first: tuple = ()
+    name = "table"
+
+    def bind(self, output, g):
+        def predict(idx):
+            idx = np.asarray(idx, np.int64)
+            later = np.maximum(output[idx] - g[idx], 1)
+            return np.where(g[idx] == 0, np.asarray(self.first)[idx], later)
+
+        return predict
+
+
+def with_predictor(name, predictor, **params):
+    p = get_policy(name, **params)
+    p.predictor = predictor
+    return p
+
+
+# -- time-synced grouping -----------------------------------------------------------------
+GROUP = [("a", 0, 1, 3), ("b", 0, 1, 2), ("c", 0, 1, 3)]  # L after prefill: a 2, b 1, c 2
+
+
+def test_grouping_takes_the_same_length_group_where_fcfs_takes_the_next_arrival():
+    i = inst(GROUP, M=7)
+    # B0: the three prompts (1 token each; used = 3, GT space free = 7 - 3 = 4).
+    # ecoserve-d, FCFS one by one: a (needs 2, free 2), b (needs 1, free 1), c (needs 2) waits.
+    got, _ = run(i, get_policy("ecoserve-d", predictor="exact", padding=0.0, reserve=0.0))
+    assert got == [
+        E(("a", 1), ("b", 1), ("c", 1)),
+        E(("a", 1), ("b", 1)),  # b: 2/3/2 finished -> frees its 2
+        E(("a", 1), ("c", 1)),  # a finishes; c started with the freed space
+        E(("c", 1)),
+    ]
+    # ecoserve-sd: the head a brings its group {a, c} (L = 2: 2 + 2 = free 4); b waits for
+    # the group to complete (time-synced: a and c finish together in B2).
+    got, _ = run(i, get_policy("ecoserve-sd", predictor="exact", padding=0.0, reserve=0.0))
+    assert got == [
+        E(("a", 1), ("b", 1), ("c", 1)),
+        E(("a", 1), ("c", 1)),
+        E(("a", 1), ("c", 1)),
+        E(("b", 1)),
+    ]
+
+
+def test_ordering_and_search_fill_with_the_longest_gt_that_fits():
+    # prompts 3, 1, 1 (occupied KV after prefill 3, 1, 1); outputs give L = 1, 3, 2.
+    i = inst([("a", 0, 3, 2), ("b", 0, 1, 4), ("c", 0, 1, 3)], M=8)
+    # B0: all prefill, used = 5, free = 3. Ordering by occupied KV (bucket 1 token here),
+    # descending: a (occ 3) first: needs 1 -> free 2; then b (occ 1, L 3) needs 3 > 2: the
+    # binary search finds c (L 2 <= 2) and fills the space.
+    got, _ = run(i, get_policy("ecoserve-sdo", predictor="exact", padding=0.0, reserve=0.0,
+                               bucket=1))
+    assert got[:2] == [
+        E(("a", 3), ("b", 1), ("c", 1)),
+        E(("a", 1), ("c", 1)),  # a finishes (frees 4): b can start next
+    ]
+    assert got[2] == E(("b", 1), ("c", 1))
+    # without ordering (ecoserve-sd, FCFS head-of-line): a, then b does not fit -> stop.
+    got, _ = run(i, get_policy("ecoserve-sd", predictor="exact", padding=0.0, reserve=0.0))
+    assert got[1] == E(("a", 1))
+
+
+# -- the reserve and under-prediction ----------------------------------------------------
+def test_underprediction_uses_the_reserve_first():
+    # a: I = 2, O = 4, predicted 2 at arrival -> L = 1 after its prefill.
+    # M = 5, reserve 40% -> cap = 3.
+    i = inst([("a", 0, 2, 4)], M=5)
+    p = with_predictor("ecoserve-sd", TablePredictor(first=(2,)), padding=0.0, reserve=0.4)
+    got, ev = run(i, p)
+    # B0 prefill (res 2); B1: a allocated fp(2 + 1) = 3 = cap, decodes -> 3/4/2;
+    # B2: next token needs 4 > 3: one more token from the reserve (used 4 <= M); B3: 5 <= M.
+    assert got == [E(("a", 2)), E(("a", 1)), E(("a", 1)), E(("a", 1))]
+    assert p.counters["reserve_uses"] == 2 and ev.metrics["evictions"] == 0
+
+
+def test_underprediction_without_reserve_space_preempts_and_repredicts():
+    # a as above; b (I = 2, O = 2) arrives at t = 1 and its prompt takes the reserve.
+    i = inst([("a", 0, 2, 4), ("b", 1, 2, 2)], M=5)
+    p = with_predictor("ecoserve-sd", TablePredictor(first=(2, 1)), padding=0.0, reserve=0.4)
+    got, ev = run(i, p)
+    assert got == [
+        E(("a", 2)),                # used 2
+        E(("a", 1), ("b", 2)),      # a: 3/4/2 (allocation 3 used up); b's PT reserves 2: used 5
+        E(("b", 1), evict=["a"]),   # a needs 4 > 3, no free KV: stopped (recompute);
+                                    # b (re-predicted L = 1) takes cap - used = 3 - 2 = 1
+        E(("a", 4)),                # a's refill of S = 4 generates token 3: 4/5/3
+        E(("a", 1)),                # re-predicted L = 1; only the reserve is left (used 4 >
+                                    # cap 3): the progress guard starts it there; finished
+    ]
+    assert ev.metrics["evictions"] == 1 and ev.metrics["recomputed_tokens"] == 3
+    assert p.counters["underpredictions"] == 1 and p.counters["reserve_uses"] == 0
+
+
+# -- KV-cache pipelining ---------------------------------------------------------------
+PIPE = [("a", 0, 1, 9), ("c", 0, 1, 3)]  # after prefill: L_a = 8, L_c = 2
+
+
+def test_pipelining_hosts_a_short_gt_in_the_second_half():
+    i = inst(PIPE, M=10)
+    # B0: both prompts (used 2). a's allocation fp(1 + 8) = 9 fills the space (used 10);
+    # c (L = 2 <= 8 / 2 - 0.15 * 8 = 2.8) is hosted in a's second half and runs at once.
+    got, _ = run(i, get_policy("ecoserve-oracle", reserve=0.0, buffer=0.15))
+    assert got == [E(("a", 1), ("c", 1))] * 3 + [E(("a", 1))] * 6
+    # without pipelining c waits for a: 8 decodes of a, then 2 of c
+    got, _ = run(i, get_policy("ecoserve-sdo", predictor="exact", padding=0.0, reserve=0.0))
+    assert got == [E(("a", 1), ("c", 1))] + [E(("a", 1))] * 8 + [E(("c", 1))] * 2
+
+
+def test_hosted_gt_still_running_is_preempted_when_the_host_needs_the_space():
+    # c really needs 6 more tokens (O = 7) but is predicted 3 (L = 2), so it is hosted.
+    i = inst([("a", 0, 1, 9), ("c", 0, 1, 7)], M=10)
+    p = with_predictor("ecoserve", TablePredictor(first=(9, 3)), padding=0.0, reserve=0.0)
+    got, ev = run(i, p)
+    # family budget 9 + 1 = 10; after k decodes each holds 1 + k: the next batch needs
+    # 2 (2 + k) <= 10 up to k = 3, so B1-B4 run both and B5 preempts c (a alone: 6 <= 9).
+    # c's refill (S = 1 + 5 = 6) waits until a has finished (B8) and frees the KV.
+    assert got == ([E(("a", 1), ("c", 1))] * 5 + [E(("a", 1), evict=["c"])]
+                   + [E(("a", 1))] * 3 + [E(("c", 6)), E(("c", 1))])
+    assert p.counters["hosted"] == 1 and p.counters["hosted_preemptions"] == 1
+    assert ev.metrics["evictions"] == 1
+
+
+# -- ORCA ------------------------------------------------------------------------------
+ORCA = [("a", 0, 2, 3), ("b", 0, 2, 3), ("c", 0, 1, 1)]
+
+
+def test_orca_fixed_batch_size_and_max_allocation():
+    got, _ = run(inst(ORCA), get_policy("orca", batch_size=2, max_output=4))
+    # batch size 2: c waits for a free slot
+    assert got == [E(("a", 2), ("b", 2)), E(("a", 1), ("b", 1)), E(("a", 1), ("b", 1)),
+                   E(("c", 1))]
+    # M = 9: each reserves fp(2 + 4 - 1) = 5, so only one of a, b runs; after a finishes
+    # b (5) and c (1 + 4 - 1 = 4) fill the 9 tokens.
+    got, _ = run(inst(ORCA, M=9), get_policy("orca", batch_size=2, max_output=4))
+    assert got == [E(("a", 2)), E(("a", 1)), E(("a", 1)), E(("b", 2), ("c", 1)),
+                   E(("b", 1)), E(("b", 1))]
+
+
+# -- predictors and parameters -----------------------------------------------------------
+def test_noisy_predictor_accuracy_is_the_share_of_padded_predictions_covering_the_truth():
+    n, padding, accuracy = 20_000, 0.15, 0.732
+    out = np.full(n, 400, np.int64)
+    pred = NoisyPredictor(sigma=sigma_for_accuracy(accuracy, padding), seed=3).bind(
+        out, np.zeros(n, np.int64))(np.arange(n))
+    covered = np.mean(np.ceil(pred * (1 + padding)) >= out)
+    # binomial standard deviation sqrt(0.732 * 0.268 / 20000) = 0.0031; rounding to whole
+    # tokens moves the threshold by under 1/400 of a token length
+    assert abs(covered - accuracy) < 0.015
+
+
+def test_exact_predictor_needs_a_hypothetical_policy():
+    assert get_policy("ecoserve", predictor="exact").hypothetical
+    assert not get_policy("ecoserve").hypothetical
+    p = EcoServe(predictor="exact")  # built outside the registry: not declared hypothetical
+    with pytest.raises(SimulationError, match="hypothetical"):
+        simulate(inst(GROUP), p)
+
+
+def test_bad_parameters_are_refused_by_name():
+    with pytest.raises(PolicyError, match="accuracy"):
+        get_policy("ecoserve", accuracy=0.4)
+    with pytest.raises(PolicyError, match="predictor"):
+        get_policy("ecoserve", predictor="psychic")
+    with pytest.raises(PolicyError, match="reserve"):
+        get_policy("ecoserve-sd", reserve=1.0)
+
+
+def test_default_tfs_from_the_cost_model():
+    from optsched.cost import PRESETS
+
+    c = PRESETS["infermax-llama2-7b-a100"]
+    # 9 * (k0 + kpb + kdb) / k1 = 9 * 0.00565344 / 6.112e-05 = 832.5 -> 833
+    assert default_tfs(c, 4096) == 833
+    assert default_tfs(c, 512) == 512
+    assert default_tfs(UnitCost(), 4096) == 4096
+
+
+# -- feasibility on random instances ---------------------------------------------------------
+@settings(max_examples=40, deadline=None)
+@given(instance=instances(max_requests=7, max_prompt=10, max_output=8),
+       predictor=st.sampled_from(["noisy", "exact"]), seed=st.integers(0, 3),
+       reserve=st.sampled_from([0.0, 0.03, 0.2]))
+def test_every_variant_is_feasible_with_both_predictors(instance, predictor, seed, reserve):
+    for name in VARIANTS:
+        kw = dict(predictor=predictor, reserve=reserve)
+        if name != "ecoserve-oracle" and predictor == "noisy":
+            kw["seed"] = seed
+        policy = get_policy(name, **kw)
+        ev = evaluate(instance, simulate(instance, policy))
+        assert ev.feasible, (name, predictor, ev.violations[:3])
+    for bs in (1, 8):
+        ev = evaluate(instance, simulate(instance, "orca", batch_size=bs, max_output=3))
+        assert ev.feasible, ("orca", ev.violations[:3])
