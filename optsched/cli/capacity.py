@@ -1,0 +1,181 @@
+"""``optsched capacity``: the sustainable request rate of one or more policies on a trace
+(``optsched.rate_search``). Not to be confused with ``optsched kv-capacity`` (KV tokens
+from model size and GPU memory)."""
+
+from __future__ import annotations
+
+import sys
+
+from ..cost import DEFAULT_PRESET, PRESETS, preset
+from ..errors import InputFileError
+from ..generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
+from ..instance import Limits
+from ..policies import parse_param_args
+from . import EXIT_OK
+from ._common import fmt, image_file, load_instance, print_json, seed_arg, table
+
+
+def register(sub) -> None:
+    from ..rate_search import METRICS
+
+    p = sub.add_parser(
+        "capacity",
+        help="sustainable request rate: bisection over Poisson arrival rates for a metric target",
+        description="For each policy, the highest Poisson arrival rate (requests per second, "
+        "the trace's requests with re-drawn arrivals) at which METRIC meets TARGET, by "
+        "bisection over --rates; every probe is reported (stderr, and in --json).",
+    )
+    p.add_argument("trace", help="trace CSV (Azure, Vidur/Splitwise, arXiv) or instance JSON")
+    p.add_argument("--policy", action="append", required=True,
+                   help="policy name; repeat or comma-separate for several")
+    p.add_argument("--metric", required=True, choices=sorted(METRICS),
+                   help="; ".join(f"{m.name}: {m.help} ({m.better} is better)"
+                              for m in METRICS.values()))
+    p.add_argument("--target", type=float, required=True,
+                   help="the metric's bound (upper bound if lower is better, else lower bound)")
+    p.add_argument("--rates", help="LO:HI requests per second (default: 1/4 to 4 times the "
+                   "trace's own mean rate)")
+    p.add_argument("--probes", type=int, default=8, help="probes per policy (default 8)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="seed of the Poisson arrivals")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", default=[],
+                   help="policy parameter (one policy only; repeatable)")
+    p.add_argument("--limit", type=int, help="first N requests of the trace")
+    p.add_argument("--kv-capacity", type=int, default=DEFAULT_KV_CAPACITY,
+                   help=f"M in tokens (default {DEFAULT_KV_CAPACITY})")
+    p.add_argument("--max-batch-tokens", type=int, default=DEFAULT_MAX_BATCH_TOKENS,
+                   help=f"C (default {DEFAULT_MAX_BATCH_TOKENS})")
+    p.add_argument("--max-prefill-tokens", type=int, help="P (default C)")
+    p.add_argument("--block-size", type=int, default=1, help="KV block size (default 1)")
+    p.add_argument("--cost-model", default=DEFAULT_PRESET,
+                   help=f"cost-model preset (default {DEFAULT_PRESET}; known: "
+                   f"{', '.join(sorted(PRESETS))})")
+    p.add_argument("--slo-scale", type=float, default=2.0,
+                   help="JCT SLO scale for slo-attainment (default 2)")
+    p.add_argument("--slo-reference", default="vllm",
+                   help="policy whose run on the trace as given measures t_p and t_g "
+                   "(default vllm)")
+    p.add_argument("--ttft-slo", type=float, help="TTFT SLO (seconds) for ttft-tbt-attainment")
+    p.add_argument("--tbt-slo", type=float, help="P99 TBT SLO (seconds) for ttft-tbt-attainment")
+    p.add_argument("--plot", metavar="IMAGE", help="draw the metric against the rate")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON document")
+    p.set_defaults(func=run_capacity)
+
+
+def _policies(args) -> list[str]:
+    from ..policies import get_spec
+
+    names = [n.strip() for item in args.policy for n in item.split(",") if n.strip()]
+    if not names:
+        raise InputFileError("--policy: give at least one policy name")
+    if args.param and len(names) > 1:
+        raise InputFileError("--param applies to one policy; give a single --policy")
+    params = parse_param_args(args.param)
+    for n in names:
+        get_spec(n).make(**params)  # unknown names and bad parameters fail here
+    return names
+
+
+def _rates(args, instance) -> tuple[float, float]:
+    from ..rate_search import trace_rate
+
+    if args.rates is None:
+        r0 = trace_rate(instance)
+        if r0 <= 0:
+            raise InputFileError("--rates LO:HI is needed: the trace has no arrival spread")
+        return r0 / 4, r0 * 4
+    lo, sep, hi = args.rates.partition(":")
+    try:
+        lo_f, hi_f = float(lo), float(hi)
+    except ValueError:
+        raise InputFileError(f"--rates {args.rates!r}: expected LO:HI numbers") from None
+    if not sep or not (0 < lo_f < hi_f) or hi_f == float("inf"):
+        raise InputFileError(f"--rates {args.rates!r}: expected 0 < LO < HI")
+    return lo_f, hi_f
+
+
+def _instance(args):
+    if args.trace.endswith(".json"):
+        return load_instance(args.trace)
+    from ..traces import load_trace_instance
+
+    limits = Limits(kv_capacity=args.kv_capacity, max_batch_tokens=args.max_batch_tokens,
+                    max_prefill_tokens=args.max_prefill_tokens, block_size=args.block_size)
+    return load_trace_instance(args.trace, limits, preset(args.cost_model), limit=args.limit)
+
+
+def run_capacity(args) -> int:
+    from ..rate_search import METRICS, RateSearchError, search, slo_from_reference
+
+    names = _policies(args)
+    if args.probes < 2:
+        raise InputFileError(f"--probes must be >= 2, got {args.probes}")
+    for opt in ("ttft_slo", "tbt_slo", "slo_scale"):
+        v = getattr(args, opt)
+        if v is not None and not v > 0:
+            raise InputFileError(f"--{opt.replace('_', '-')} must be > 0, got {v}")
+    plot = image_file(args.plot, "--plot") if args.plot else None
+    metric = METRICS[args.metric]
+    settings = {"ttft_slo": args.ttft_slo, "tbt_slo": args.tbt_slo}
+    missing = [k for k in metric.needs if k != "slo" and settings.get(k) is None]
+    if missing:
+        raise InputFileError(f"--metric {args.metric} needs --{missing[0].replace('_', '-')}")
+    inst = _instance(args)
+    lo, hi = _rates(args, inst)
+    if "slo" in metric.needs or args.json:
+        print(f"measuring t_p, t_g with {args.slo_reference} on the trace as given ...",
+              file=sys.stderr, flush=True)
+        settings["slo"] = slo_from_reference(inst, args.slo_reference, args.slo_scale)
+    params = parse_param_args(args.param)
+    results = []
+    for name in names:
+        print(f"{name}: searching {lo:g}..{hi:g} req/s for {args.metric} "
+              f"{'<=' if metric.better == 'lower' else '>='} {args.target:g}",
+              file=sys.stderr, flush=True)
+        try:
+            results.append(search(inst, name, args.metric, args.target, lo, hi,
+                                  probes=args.probes, seed=args.seed, params=params,
+                                  settings=settings))
+        except RateSearchError as e:
+            raise InputFileError(str(e)) from None
+    if plot:
+        _draw(results, args, plot)
+    if args.json:
+        print_json({"trace": args.trace, "requests": inst.n, "metric": args.metric,
+                    "better": metric.better, "target": args.target, "rates": [lo, hi],
+                    "seed": args.seed, "slo": settings["slo"].to_dict(),
+                    "results": [r.to_dict() for r in results]})
+        return EXIT_OK
+    rows = []
+    for r in results:
+        rate = r.sustainable_rate
+        if rate is None:
+            text = f"< {lo:g} (misses at the lowest rate)"
+        elif r.lowest_failing_rate is None:
+            text = f">= {hi:g} (meets at the highest rate)"
+        else:
+            text = f"{fmt(rate, 4)} (misses at {fmt(r.lowest_failing_rate, 4)})"
+        rows.append((r.policy, text, len(r.probes)))
+    print(f"sustainable rate on {inst.n} requests: {args.metric} "
+          f"{'<=' if metric.better == 'lower' else '>='} {args.target:g}")
+    print(table(["policy", "sustainable req/s", "probes"], rows))
+    if plot:
+        print(f"plot written to {plot}")
+    return EXIT_OK
+
+
+def _draw(results, args, path: str) -> None:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 4))
+    ax = fig.add_subplot()
+    for r in results:
+        pts = sorted((p.rate, p.value) for p in r.probes if p.value is not None)
+        if pts:
+            ax.plot(*zip(*pts, strict=True), marker="o", label=r.policy)
+    ax.axhline(args.target, color="grey", linestyle="--", label=f"target {args.target:g}")
+    ax.set_xlabel("arrival rate (requests/s)")
+    ax.set_ylabel(args.metric)
+    ax.set_xscale("log")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)

@@ -1,0 +1,246 @@
+"""Sustainable-rate search: the highest Poisson arrival rate at which a policy still meets a
+target on a metric (EcoServe's "sustained request rate" at similar normalised latency,
+section 4; Apt-Serve's "effective throughput" is the same search with its TTFT and P99 TBT
+SLOs).
+
+The workload keeps the trace's requests (prompt and output lengths, in trace order) and
+replaces the arrival times by a Poisson process of the probed rate: one seeded draw of
+standard-exponential gaps, divided by the rate (:func:`at_rate`), so every probe scales the
+same arrival pattern. The search probes ``lo`` and ``hi``, then bisects geometrically
+between the highest rate that met the target and the lowest that did not, ``probes`` times
+in all; it assumes the metric gets worse with the rate and reports every probe so that a
+non-monotone curve is visible. Every run is judged by the one evaluator.
+
+Metrics are plug-ins: :func:`register_metric` adds one (a name, whether lower or higher is
+better, and a function of the run); :data:`METRICS` holds them.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import OptschedError
+from .evaluate import evaluate
+from .instance import Instance
+from .policies import SimStats, get_spec, simulate_policy
+from .serving_metrics import JctSlo, serving_metrics
+
+
+class RateSearchError(OptschedError, ValueError):
+    """A bad search setting (rates, target, metric)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """What a metric function sees: the instance at the probed rate, its schedule,
+    evaluation, the decision-time stats and the search's settings."""
+
+    instance: Instance
+    schedule: Any
+    evaluation: Any
+    stats: SimStats
+    settings: dict[str, Any]
+
+    def metrics(self) -> dict[str, Any]:
+        s = self.settings
+        return serving_metrics(self.instance, self.evaluation, slo=s.get("slo"),
+                               stats=self.stats, schedule=self.schedule,
+                               ttft_slo=s.get("ttft_slo"), tbt_slo=s.get("tbt_slo"))
+
+
+@dataclass(frozen=True)
+class RateMetric:
+    """A metric the search can target: ``better`` is ``"lower"`` or ``"higher"``;
+    ``needs`` names the settings it requires (e.g. ``("ttft_slo", "tbt_slo")``)."""
+
+    name: str
+    help: str
+    better: str
+    fn: Callable[[Run], float | None]
+    needs: tuple[str, ...] = ()
+
+    def meets(self, value: float | None, target: float) -> bool:
+        if value is None or not math.isfinite(value):
+            return False
+        return value <= target if self.better == "lower" else value >= target
+
+
+METRICS: dict[str, RateMetric] = {}
+
+
+def register_metric(name: str, help: str, better: str, needs: tuple[str, ...] = ()):
+    """Decorator: register ``fn(run) -> value`` as a searchable metric."""
+    if better not in ("lower", "higher"):
+        raise ValueError(f"metric {name!r}: better must be 'lower' or 'higher'")
+
+    def add(fn):
+        if name in METRICS:
+            raise ValueError(f"metric {name!r} is already registered")
+        METRICS[name] = RateMetric(name, help, better, fn, needs)
+        return fn
+
+    return add
+
+
+@register_metric("normalized-latency", "mean of JCT / output length (EcoServe section 4)",
+                 "lower")
+def _normalized_latency(run: Run):
+    return run.metrics()["normalized_latency"]
+
+
+@register_metric("mean-jct", "mean job completion time", "lower")
+def _mean_jct(run: Run):
+    return run.metrics()["mean_jct"]
+
+
+@register_metric("slo-attainment", "share of requests meeting the JCT SLO scale * (t_p + "
+                 "t_g * l_g) (EcoServe section 4)", "higher", needs=("slo",))
+def _slo_attainment(run: Run):
+    return run.metrics()["slo_attainment"]
+
+
+@register_metric("ttft-tbt-attainment", "share of requests with TTFT <= --ttft-slo and P99 "
+                 "TBT <= --tbt-slo (Apt-Serve's effective throughput)", "higher",
+                 needs=("ttft_slo", "tbt_slo"))
+def _ttft_tbt(run: Run):
+    return run.metrics()["ttft_tbt_attainment"]
+
+
+def at_rate(instance: Instance, rate: float, seed: int = 0) -> Instance:
+    """``instance`` with Poisson arrivals of ``rate`` per time unit (module docstring)."""
+    if not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
+        raise RateSearchError(f"rate must be a finite number > 0, got {rate!r}")
+    gaps = np.random.default_rng(seed).standard_exponential(instance.n)
+    if gaps.size:
+        gaps[0] = 0.0
+    arrival = np.cumsum(gaps) / rate
+    reqs = tuple(r.__class__(**{**r.to_dict(), "arrival": float(a)})
+                 for r, a in zip(instance.requests, arrival, strict=True))
+    return instance.replace(requests=reqs)
+
+
+def trace_rate(instance: Instance) -> float:
+    """The instance's own mean arrival rate (requests per time unit; 0 if all at once)."""
+    a = instance.arrival
+    span = float(a.max() - a.min()) if a.size > 1 else 0.0
+    return (instance.n - 1) / span if span > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Probe:
+    rate: float
+    value: float | None
+    meets: bool
+    seconds: float
+    metrics: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rate": self.rate, "value": self.value, "meets": self.meets,
+                "seconds": self.seconds, "metrics": self.metrics}
+
+
+@dataclass(frozen=True)
+class RateSearchResult:
+    policy: str
+    metric: str
+    target: float
+    sustainable_rate: float | None
+    lowest_failing_rate: float | None
+    probes: tuple[Probe, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "metric": self.metric, "target": self.target,
+                "sustainable_rate": self.sustainable_rate,
+                "lowest_failing_rate": self.lowest_failing_rate,
+                "probes": [p.to_dict() for p in self.probes]}
+
+
+def probe(instance: Instance, policy: str, rate: float, metric: RateMetric, target: float,
+          *, seed: int = 0, params: dict[str, Any] | None = None,
+          settings: dict[str, Any] | None = None) -> Probe:
+    """Simulate ``policy`` at ``rate``, evaluate, and judge ``metric`` against ``target``."""
+    t0 = time.perf_counter()
+    inst = at_rate(instance, rate, seed)
+    stats = SimStats()
+    schedule = simulate_policy(inst, get_spec(policy).make(**(params or {})), stats=stats)
+    ev = evaluate(inst, schedule)
+    if not ev.feasible:
+        raise RateSearchError(f"policy {policy!r} produced an infeasible schedule at rate "
+                              f"{rate:g}: {ev.violation_counts}")
+    run = Run(inst, schedule, ev, stats, dict(settings or {}))
+    value = metric.fn(run)
+    value = None if value is None else float(value)
+    return Probe(rate, value, metric.meets(value, target), time.perf_counter() - t0,
+                 run.metrics())
+
+
+def check_settings(metric: str, settings: dict[str, Any]) -> RateMetric:
+    if metric not in METRICS:
+        raise RateSearchError(f"unknown metric {metric!r}; known: {', '.join(sorted(METRICS))}")
+    m = METRICS[metric]
+    missing = [k for k in m.needs if settings.get(k) is None]
+    if missing:
+        raise RateSearchError(f"metric {metric!r} needs {', '.join(missing)}")
+    return m
+
+
+def search(instance: Instance, policy: str, metric: str, target: float, lo: float, hi: float,
+           *, probes: int = 8, seed: int = 0, params: dict[str, Any] | None = None,
+           settings: dict[str, Any] | None = None, progress: bool = True) -> RateSearchResult:
+    """The highest probed rate in ``[lo, hi]`` meeting ``target`` (module docstring)."""
+    if not (math.isfinite(target)):
+        raise RateSearchError(f"target must be a finite number, got {target!r}")
+    if not (0 < lo < hi and math.isfinite(hi)):
+        raise RateSearchError(f"rates must satisfy 0 < LO < HI, got {lo!r}:{hi!r}")
+    if probes < 2:
+        raise RateSearchError(f"probes must be >= 2, got {probes!r}")
+    settings = dict(settings or {})
+    m = check_settings(metric, settings)
+    get_spec(policy).make(**(params or {}))  # bad policy or parameters fail before any work
+    done: list[Probe] = []
+
+    def run(rate: float) -> Probe:
+        p = probe(instance, policy, rate, m, target, seed=seed, params=params,
+                  settings=settings)
+        done.append(p)
+        if progress:
+            val = "n/a" if p.value is None else f"{p.value:.6g}"
+            print(f"  {policy} rate {rate:.6g}: {metric} {val} "
+                  f"({'meets' if p.meets else 'misses'} {target:g}; {p.seconds:.1f} s)",
+                  file=sys.stderr, flush=True)
+        return p
+
+    good, bad = None, None
+    if run(lo).meets:
+        good = lo
+        if run(hi).meets:
+            good, bad = hi, None
+        else:
+            bad = hi
+    else:
+        bad = lo
+    while good is not None and bad is not None and len(done) < probes:
+        mid = math.sqrt(good * bad)
+        if run(mid).meets:
+            good = mid
+        else:
+            bad = mid
+    return RateSearchResult(policy, metric, float(target), good, bad, tuple(done))
+
+
+def slo_from_reference(instance: Instance, policy: str = "vllm", scale: float = 2.0) -> JctSlo:
+    """EcoServe's ``t_p`` and ``t_g`` measured on ``instance`` as given (its own arrival
+    times) under the reference ``policy``."""
+    schedule = simulate_policy(instance, get_spec(policy).make())
+    return JctSlo.measure(instance, evaluate(instance, schedule), scale)
+
+
+__all__ = ["METRICS", "RateMetric", "RateSearchError", "RateSearchResult", "Probe", "Run",
+           "at_rate", "trace_rate", "probe", "search", "register_metric", "slo_from_reference"]

@@ -1,0 +1,157 @@
+"""Serving metrics of the EcoServe and Apt-Serve evaluations, computed from the one
+evaluator's replay (:class:`~optsched.evaluate.Evaluation`) -- never from a policy's own
+bookkeeping -- plus the policy's decision time measured by the simulator
+(:class:`~optsched.policies.SimStats`).
+
+* **JCT** of a request = completion - arrival (the evaluator's ``latency``).
+* **Normalised latency** = mean over requests of JCT / output length (EcoServe section 4,
+  after ORCA and vLLM).
+* **JCT SLO** (EcoServe section 4): ``scale * (t_p + t_g * l_g)`` with ``l_g`` the request's
+  output length, ``t_p`` the average prompt-processing latency and ``t_g`` the average
+  token-generation latency *measured on the workload* (:meth:`JctSlo.measure`: the mean
+  duration of the batch that produced each request's first token, and the mean time per
+  output token, of a reference run -- by default ``vllm`` on the trace at its own arrival
+  times). Scale 2 by default.
+* **TTFT / P99 TBT SLOs** (Apt-Serve's effective throughput): a request meets them when its
+  TTFT is at most ``ttft_slo`` and the 99th percentile (nearest rank) of its time between
+  tokens is at most ``tbt_slo``. Token times are the first token and every decode entry's
+  batch end; the token produced by a refill after an eviction is not counted, so the gap
+  across a preemption is one long gap (a conservative reading).
+* **Allocation failures**: requests evicted at least once (every eviction in our semantics
+  is a KV allocation failure of a running request); **preemptions**: all evictions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import OptschedError
+from .evaluate import Evaluation
+from .instance import Instance
+from .schedule import Schedule
+
+
+class MetricError(OptschedError, ValueError):
+    """A bad SLO setting or a metric that cannot be computed."""
+
+
+@dataclass(frozen=True)
+class JctSlo:
+    """EcoServe's JCT SLO: a request meets it when JCT <= scale * (t_p + t_g * output)."""
+
+    t_p: float
+    t_g: float
+    scale: float = 2.0
+
+    def __post_init__(self):
+        for name in ("t_p", "t_g", "scale"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                    or v < 0 or (name == "scale" and v == 0):
+                raise MetricError(f"JCT SLO: {name} must be a finite number >= 0 (scale > 0), "
+                                  f"got {v!r}")
+            object.__setattr__(self, name, float(v))
+
+    def limits(self, instance: Instance) -> np.ndarray:
+        """Per-request JCT limit."""
+        return self.scale * (self.t_p + self.t_g * instance.output.astype(np.float64))
+
+    @classmethod
+    def measure(cls, instance: Instance, evaluation: Evaluation, scale: float = 2.0) -> JctSlo:
+        """``t_p`` and ``t_g`` measured on a run (module docstring)."""
+        ft = evaluation.first_token
+        ok = np.isfinite(ft)
+        if not ok.any():
+            raise MetricError("JCT SLO: the reference run finished no request")
+        j = np.searchsorted(evaluation.batch_end, ft[ok], side="left")
+        j = np.minimum(j, evaluation.batch_end.size - 1)
+        t_p = float(evaluation.batch_duration[j].mean())
+        tp = evaluation.tpot[np.isfinite(evaluation.tpot)]
+        t_g = float(tp.mean()) if tp.size else 0.0
+        return cls(t_p, t_g, scale)
+
+    def to_dict(self) -> dict[str, float]:
+        return {"t_p": self.t_p, "t_g": self.t_g, "scale": self.scale}
+
+
+def p99_tbt(schedule: Schedule, evaluation: Evaluation, n: int) -> np.ndarray:
+    """Per request: 99th percentile (nearest rank) of the time between its tokens; 0 for a
+    request with fewer than two counted tokens, NaN for an unfinished one."""
+    dec = evaluation.entry_decode
+    req = np.concatenate([schedule.entry_req[dec], np.arange(n)])
+    t = np.concatenate([evaluation.batch_end[schedule.batch_of_entry[dec]],
+                        evaluation.first_token])
+    keep = np.isfinite(t)
+    req, t = req[keep], t[keep]
+    order = np.lexsort((t, req))
+    req, t = req[order], t[order]
+    same = req[1:] == req[:-1]
+    gap_req = req[1:][same]
+    gap = np.diff(t)[same]
+    order = np.lexsort((gap, gap_req))
+    gap_req, gap = gap_req[order], gap[order]
+    count = np.bincount(gap_req, minlength=n)
+    start = np.concatenate([[0], np.cumsum(count)[:-1]])
+    out = np.zeros(n)
+    has = count > 0
+    rank = np.ceil(0.99 * count[has]).astype(np.int64) - 1
+    out[has] = gap[start[has] + rank]
+    out[~np.isfinite(evaluation.completion)] = np.nan
+    return out
+
+
+def serving_metrics(instance: Instance, evaluation: Evaluation, *,
+                    slo: JctSlo | None = None, stats: Any = None,
+                    schedule: Schedule | None = None, ttft_slo: float | None = None,
+                    tbt_slo: float | None = None) -> dict[str, Any]:
+    """The EcoServe / Apt-Serve metrics of one run (module docstring); SLO metrics only
+    when their settings are given, decision time only with the simulator's ``stats``."""
+    ev = evaluation
+    n = instance.n
+    lat = ev.latency
+    done = np.isfinite(lat)
+    m = ev.metrics
+    makespan = m["makespan"]
+    out: dict[str, Any] = {
+        "requests": n,
+        "finished": int(done.sum()),
+        "mean_jct": float(lat[done].mean()) if done.any() else None,
+        "p99_jct": float(np.percentile(lat[done], 99)) if done.any() else None,
+        "normalized_latency": float((lat[done] / instance.output[done]).mean())
+        if done.any() else None,
+        "mean_ttft": m.get("mean_ttft"),
+        "throughput_rps": n / makespan if makespan > 0 else None,
+        "tokens_per_second": m.get("tokens_per_second"),
+        "kv_utilisation": m.get("kv_utilisation"),
+        "preemptions": int(ev.evictions.sum()),
+        "allocation_failures": int((ev.evictions > 0).sum()),
+        "recomputed_tokens": int(ev.recomputed_tokens.sum()),
+        "makespan": makespan,
+    }
+    if slo is not None:
+        met = done & (lat <= slo.limits(instance) * (1 + 1e-12))
+        out["slo_attainment"] = float(met.mean()) if n else None
+        out["slo"] = slo.to_dict()
+    if ttft_slo is not None or tbt_slo is not None:
+        if schedule is None:
+            raise MetricError("TTFT/TBT SLOs need the schedule")
+        met = done.copy()
+        if ttft_slo is not None:
+            met &= ev.ttft <= ttft_slo * (1 + 1e-12)
+        if tbt_slo is not None:
+            met &= p99_tbt(schedule, ev, n) <= tbt_slo * (1 + 1e-12)
+        out["ttft_tbt_attainment"] = float(met.mean()) if n else None
+        out["effective_throughput_rps"] = float(met.sum()) / makespan if makespan > 0 else None
+    if stats is not None:
+        out["decision_seconds"] = stats.decision_seconds
+        out["decision_us_per_batch"] = (1e6 * stats.decision_seconds / stats.batches
+                                        if stats.batches else None)
+        out["batches"] = stats.batches
+    return out
+
+
+__all__ = ["JctSlo", "MetricError", "p99_tbt", "serving_metrics"]
