@@ -32,10 +32,10 @@ def _build_module():
     return mod
 
 
-def test_the_five_notebooks_exist():
+def test_the_six_notebooks_exist():
     names = [p.name for p in NOTEBOOKS]
     assert names == ["01-quickstart.ipynb", "02-eviction-hypothesis.ipynb", "03-mcsf-vs-hindsight.ipynb",
-                     "04-heuristics-vs-optimum.ipynb", "05-real-trace.ipynb"]
+                     "04-heuristics-vs-optimum.ipynb", "05-real-trace.ipynb", "06-ecoserve.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

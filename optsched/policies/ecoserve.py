@@ -1,6 +1,6 @@
 """EcoServe (Shen and Sen, "EcoServe: Maximizing Multi-Resource Utilization with SLO
 Guarantees in LLM Serving", sections 2-4) and its baseline ORCA, on the InferMax batch
-semantics (DESIGN section 3).
+semantics (docs/semantics.md section 3).
 
 What exactly is simulated
 -------------------------
@@ -134,6 +134,7 @@ class EcoServe(Policy):
         self.fam = np.full(n, -1, np.int64)  # family root of a running GT
         self.budget = np.zeros(n, np.int64)  # family reservation, indexed by root
         self.members: dict[int, list[int]] = {}
+        self.hosting: set[int] = set()  # roots of families with hosted GTs
         self.alive: dict[int, int] = {}
         self.used = 0  # sum of reservations (PTs, waiting GTs, family budgets)
         self.seq = 0
@@ -149,6 +150,9 @@ class EcoServe(Policy):
         self.running: list[int] = []
         self.run_arr = _EMPTY
         self.dirty = False
+        self.ones = np.ones(max(1, min(self.C, n)), np.int64)
+        if self.ordering:
+            self._solo_times()
         self.counters = {"reserve_uses": 0, "underpredictions": 0, "hosted_preemptions": 0,
                          "guard_evictions": 0, "hosted": 0}
 
@@ -170,16 +174,19 @@ class EcoServe(Policy):
         for i in idx:
             self._push_pt(i)
 
+    def _solo_times(self) -> None:
+        """Per request, the cost model's time of its prefill alone (``t_p``) and of one
+        decode at its prompt length (``t_g``): request constants, priced once."""
+        v = self.view
+        n = v.n
+        bt = v.cost_model.batch_times
+        rows = np.arange(n)
+        self.t_p = bt(rows, v.prompt, np.zeros(n, np.int64), np.zeros(n, bool), n)
+        self.t_g = bt(rows, np.ones(n, np.int64), v.prompt, np.ones(n, bool), n)
+
     def _deadline_buckets(self, a: np.ndarray) -> None:
         """Bucket of ``slo_scale * (t_p + t_g * l)`` per request (section 3.3)."""
-        v = self.view
-        k = a.size
-        I = v.prompt[a]
-        bt = v.cost_model.batch_times
-        rows = np.arange(k)
-        t_p = bt(rows, I, np.zeros(k, np.int64), np.zeros(k, bool), k)
-        t_g = bt(rows, np.ones(k, np.int64), I, np.ones(k, bool), k)
-        slo = self.slo_scale * (t_p + t_g * self.total[a])
+        slo = self.slo_scale * (self.t_p[a] + self.t_g[a] * self.total[a])
         self.dl[a] = np.searchsorted(DEADLINE_EDGES, slo, side="right")
 
     def _pt_key(self, i: int) -> tuple:
@@ -321,6 +328,7 @@ class EcoServe(Policy):
                 self.budget[root] += int(self.res[x])
                 self.members[root].append(x)
                 self.alive[root] += 1
+                self.hosting.add(root)
                 self._run(x, root)
                 self.counters["hosted"] += 1
             if len(got) < want:
@@ -350,13 +358,40 @@ class EcoServe(Policy):
         if self.b > 1:
             nxt = -(-nxt // self.b) * self.b
         fam = self.fam[run]
-        if self.pipeline:
-            need = np.bincount(fam, weights=nxt, minlength=self.view.n)
-            bad = np.flatnonzero(need > self.budget)
-        else:
-            bad = run[nxt > self.budget[fam]]
-        for root in bad.tolist():
-            self._fix_family(int(root))
+        over = nxt > self.budget[fam]  # exact for one-member families
+        if over.any():
+            over = self._extend_singletons(fam, nxt, over)
+        bad = fam[over].tolist()
+        if self.hosting:  # families with hosted GTs: few, summed one by one
+            bad += [r for r in self.hosting if self._family_need(r) > self.budget[r]]
+        for root in dict.fromkeys(bad):
+            if root in self.alive:
+                self._fix_family(int(root))
+
+    def _extend_singletons(self, fam: np.ndarray, nxt: np.ndarray, over: np.ndarray):
+        """The common under-prediction case at once: one-member families whose next token
+        exceeds the allocation all take it from the free KV (reserve included) when it has
+        room for all of them; returns the families still to fix one by one."""
+        roots = fam[over]
+        if self.hosting:
+            single = np.array([r not in self.hosting for r in roots.tolist()], bool)
+            roots = roots[single]
+        extra = nxt[over] - self.budget[fam[over]]
+        if self.hosting:
+            extra = extra[single]
+        total = int(extra.sum())
+        if not roots.size or self.used + total > self.M:
+            return over
+        self.budget[roots] += extra
+        self.res[roots] += extra
+        self.used += total
+        self.counters["underpredictions"] += int(roots.size)
+        self.counters["reserve_uses"] += int(roots.size)
+        if not self.hosting:
+            return np.zeros_like(over)
+        left = over.copy()
+        left[np.flatnonzero(over)[single]] = False
+        return left
 
     def _family_need(self, root: int) -> int:
         m = self.view.m
@@ -395,6 +430,7 @@ class EcoServe(Policy):
             self.used -= int(self.budget[root])
             self.budget[root] = 0
             del self.alive[root]
+            self.hosting.discard(root)
             del self.members[root]
         self.res[x] = 0
 
@@ -426,11 +462,12 @@ class EcoServe(Policy):
             self._guard()
         run = self._run_array()
         req, tok = self._select_pts(len(run), admit=not starving)
+        ones = self.ones[: run.size] if run.size <= self.ones.size else np.ones(run.size, np.int64)
+        ev = np.array(self.ev, np.int64) if self.ev else _EMPTY
         if req:
             return Plan(np.concatenate([run, np.array(req, np.int64)]),
-                        np.concatenate([np.ones(run.size, np.int64), np.array(tok, np.int64)]),
-                        np.array(self.ev, np.int64))
-        return Plan(run, np.ones(run.size, np.int64), np.array(self.ev, np.int64))
+                        np.concatenate([ones, np.array(tok, np.int64)]), ev)
+        return Plan(run, ones, ev)
 
     def _guard(self) -> None:
         """Progress guard (module docstring): the head GT may use the reserve, and

@@ -1,4 +1,4 @@
-"""Response-length predictors (EcoServe section 2.3; DESIGN section 6, "predicted output
+"""Response-length predictors (EcoServe section 2.3; docs/semantics.md section 6, "predicted output
 lengths").
 
 A predictor stands for the external length model (EcoServe's fine-tuned OPT-13B): it is

@@ -63,7 +63,7 @@ class PolicySpec:
     def make(self, **params: Any) -> Any:
         policy = self.factory(**self.parse_params(params))
         policy.name = self.name
-        # a policy whose length predictor is the truth itself is hypothetical (DESIGN 6)
+        # a policy whose length predictor is the truth itself is hypothetical (docs/semantics.md section 6)
         reads_truth = bool(getattr(getattr(policy, "predictor", None), "exact", False))
         policy.hypothetical = self.hypothetical or reads_truth
         return policy
