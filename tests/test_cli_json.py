@@ -35,6 +35,8 @@ EXTRA_ARGS: dict[tuple[str, ...], list[list[str]]] = {
           for s in ("highs", "gurobi", "cbc", "cpsat")],
     ],
     ("check-claim",): [["--trials", "3", "--max-requests", "2"]],
+    ("capacity",): [["--policy", "vllm", "--metric", "normalized-latency", "--target", "1",
+                     "--rates", "0.5:2", "--probes", "2"]],
     ("sweep", "run"): [["-o", "{tmp}/local", "--workers", "1"],
                        ["-o", "{tmp}/ray", "--engine", "ray", "--workers", "1"]],
     ("kv-capacity",): [["--params", "7e9", "--layers", "32", "--hidden", "4096",

@@ -25,7 +25,8 @@ def register(sub) -> None:
         "the trace's requests with re-drawn arrivals) at which METRIC meets TARGET, by "
         "bisection over --rates; every probe is reported (stderr, and in --json).",
     )
-    p.add_argument("trace", help="trace CSV (Azure, Vidur/Splitwise, arXiv) or instance JSON")
+    p.add_argument("instance", metavar="TRACE",
+                   help="trace CSV (Azure, Vidur/Splitwise, arXiv), instance JSON or shipped name")
     p.add_argument("--policy", action="append", required=True,
                    help="policy name; repeat or comma-separate for several")
     p.add_argument("--metric", required=True, choices=sorted(METRICS),
@@ -94,13 +95,13 @@ def _rates(args, instance) -> tuple[float, float]:
 
 
 def _instance(args):
-    if args.trace.endswith(".json"):
-        return load_instance(args.trace)
+    if not args.instance.lower().endswith(".csv"):
+        return load_instance(args.instance)
     from ..traces import load_trace_instance
 
     limits = Limits(kv_capacity=args.kv_capacity, max_batch_tokens=args.max_batch_tokens,
                     max_prefill_tokens=args.max_prefill_tokens, block_size=args.block_size)
-    return load_trace_instance(args.trace, limits, preset(args.cost_model), limit=args.limit)
+    return load_trace_instance(args.instance, limits, preset(args.cost_model), limit=args.limit)
 
 
 def run_capacity(args) -> int:
@@ -140,7 +141,7 @@ def run_capacity(args) -> int:
     if plot:
         _draw(results, args, plot)
     if args.json:
-        print_json({"trace": args.trace, "requests": inst.n, "metric": args.metric,
+        print_json({"trace": args.instance, "requests": inst.n, "metric": args.metric,
                     "better": metric.better, "target": args.target, "rates": [lo, hi],
                     "seed": args.seed, "slo": settings["slo"].to_dict(),
                     "results": [r.to_dict() for r in results]})
