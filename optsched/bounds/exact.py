@@ -55,6 +55,13 @@ def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
     why = infermax_flow.applicable(instance, objective, Hypotheses())
     if why is not None:
         raise BoundError(f"exact: {reason}; flow model: {why}")
+    from .floors import Floors
+
+    J_least = int(Floors(instance).own_batches.max())  # any schedule needs this many batches
+    size = infermax_flow.size_estimate(instance, J_least)
+    if size > FLOW_MAX_ARCS:
+        raise BoundError(f"exact: {reason}; flow model would have over {size:,} arcs "
+                         f"(> {FLOW_MAX_ARCS:,}) even with J = {J_least}")
     J = _flow_horizon(instance)
     size = infermax_flow.size_estimate(instance, J)
     if size > FLOW_MAX_ARCS:

@@ -1,0 +1,201 @@
+"""Certified lower bounds against the best policy on Azure trace slices, and each rung's
+tightness against proven optima (``formulations/bounds.md``).
+
+Part 1 (``--part trace``): Azure conversation and code traces (``../shared/data/traces``),
+slices of the first 100 / 1,000 / 10,000 requests, Llama-2-7B preset
+(``infermax-llama2-7b-a100``), ``C = 8192``:
+
+* offline: every arrival at 0 (InferMax's database setting), ``M = 30,000``, makespan;
+* online: the trace's own inter-arrival pattern compressed so the arrivals span 0.9 x the
+  offline makespan bound (work arrives faster than a perfect server clears it: queues form),
+  ``M = 30,000`` (memory binds: ~24 conversation requests fit), total latency and mean TTFT.
+
+Per cell: the ``combinatorial`` bound and the rung that gave it, each policy's objective
+(every schedule replayed by ``evaluate``), the best, gap = (best - bound) / best, times.
+Then the time of the combinatorial bounds on the full traces (target <= 2 s).
+
+Part 2 (``--part rungs``): each rung's bound as a fraction of the proven optimum on every
+instance of ``instances/manifest.json`` and on the InferMax B = O = 4 family (optima proven
+by ``bench/bench_infermax_family.py``, recorded in the README; ``--prove`` re-proves them).
+
+    .venv/bin/python bench/bench_bounds.py [--part trace|rungs|all] [--sizes 100,1000,10000]
+        [--traces conv,code] [--policies vllm,vllm-ef,sarathi,sarathi-ef,mcsf] [--json out.json]
+
+The machine is shared (2 cores, other jobs running): times are pessimistic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from optsched.bounds import bound_methods, lower_bound  # noqa: E402
+from optsched.cost import preset  # noqa: E402
+from optsched.evaluate import evaluate  # noqa: E402
+from optsched.instance import Instance, Limits, Request  # noqa: E402
+from optsched.policies import simulate  # noqa: E402
+from optsched.traces import load_azure  # noqa: E402
+
+#: ../shared/data/traces next to the repository (OPTSCHED_TRACES overrides, e.g. from a worktree)
+TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
+PRESET = "infermax-llama2-7b-a100"
+M, C = 30_000, 8192
+ONLINE_LOAD = 0.9  # arrivals span this fraction of the offline makespan bound
+
+#: proven makespan optima of the InferMax family, ms (README "Results", bench_infermax_family.py)
+FAMILY_OPTIMA_MS = {1: 40.918, 2: 46.521, 4: 49.804, 8: 51.283, 16: 54.245, 32: 60.181,
+                    64: 69.599, 128: 85.719, 256: 118.486, 512: 186.131, 1024: 329.862}
+
+
+def trace_instance(trace: str, n: int | None, online: bool) -> Instance:
+    inst = load_azure(TRACES / f"AzureLLMInferenceTrace_{trace}.csv",
+                      Limits(kv_capacity=M, max_batch_tokens=C), preset(PRESET), limit=n,
+                      too_long="drop")
+    offline = inst.replace(requests=tuple(Request(r.id, 0.0, r.prompt, r.output)
+                                          for r in inst.requests))
+    if not online:
+        return offline
+    span = float(inst.arrival.max() - inst.arrival.min()) or 1.0
+    target = ONLINE_LOAD * lower_bound(offline, "makespan", "combinatorial").value
+    scale = target / span
+    a0 = float(inst.arrival.min())
+    return inst.replace(requests=tuple(Request(r.id, (r.arrival - a0) * scale, r.prompt, r.output)
+                                       for r in inst.requests))
+
+
+def cell(inst: Instance, objective: str, policies: list[str]) -> dict:
+    t0 = time.perf_counter()
+    lb = lower_bound(inst, objective, "combinatorial")
+    t_lb = time.perf_counter() - t0
+    pol = {}
+    for name in policies:
+        t0 = time.perf_counter()
+        ev = evaluate(inst, simulate(inst, name))
+        pol[name] = {"objective": ev.objective(objective) if ev.feasible else None,
+                     "seconds": time.perf_counter() - t0}
+    ok = {k: v["objective"] for k, v in pol.items() if v["objective"] is not None}
+    best = min(ok, key=ok.get) if ok else None
+    up = ok[best] if best else None
+    return {"requests": inst.n, "objective": objective, "bound": lb.value, "method": lb.method,
+            "ladder": lb.ladder, "bound_seconds": t_lb, "policies": pol, "best_policy": best,
+            "best": up, "lns": None,
+            "gap": None if up is None else (up - lb.value) / up}
+
+
+def part_trace(args) -> list[dict]:
+    rows = []
+    print(f"{'trace':5} {'n':>6} {'setting':8} {'objective':14} {'bound':>11} {'rung':8} "
+          f"{'best policy':12} {'best':>11} {'gap':>7} {'bound s':>8} {'policies s':>10}",
+          flush=True)
+    for trace in args.traces.split(","):
+        for n in (int(x) for x in args.sizes.split(",")):
+            for online, objective in ((False, "makespan"), (True, "total-latency"),
+                                      (True, "mean-ttft")):
+                inst = trace_instance(trace, n, online)
+                pols = args.policies.split(",")
+                if n > 2000 and args.large_policies:
+                    pols = args.large_policies.split(",")
+                r = cell(inst, objective, pols)
+                r.update(trace=trace, setting="online" if online else "offline")
+                rows.append(r)
+                pt = sum(p["seconds"] for p in r["policies"].values())
+                print(f"{trace:5} {inst.n:>6} {r['setting']:8} {objective:14} {r['bound']:>11.5g} "
+                      f"{r['method']:8} {str(r['best_policy']):12} {r['best']:>11.5g} "
+                      f"{100 * r['gap']:>6.2f}% {r['bound_seconds']:>8.3f} {pt:>10.1f}",
+                      flush=True)
+    print("\ncombinatorial bounds on the full traces (all requests):", flush=True)
+    for trace in args.traces.split(","):
+        for online, objective in ((False, "makespan"), (True, "total-latency"),
+                                  (True, "mean-ttft")):
+            inst = trace_instance(trace, None, online)
+            t0 = time.perf_counter()
+            lb = lower_bound(inst, objective, "combinatorial")
+            dt = time.perf_counter() - t0
+            print(f"  {trace} n={inst.n} {'online' if online else 'offline'} {objective}: "
+                  f"{lb.value:.6g} ({lb.method}) in {dt:.2f} s", flush=True)
+            rows.append({"trace": trace, "requests": inst.n, "objective": objective,
+                         "setting": "online" if online else "offline", "full_trace": True,
+                         "bound": lb.value, "method": lb.method, "bound_seconds": dt})
+    return rows
+
+
+def rung_row(label: str, inst: Instance, objective: str, optimum: float) -> dict:
+    methods = bound_methods()
+    fr = {}
+    for name in ("request", "work", "srpt", "combinatorial"):
+        if objective in methods[name].objectives:
+            fr[name] = lower_bound(inst, objective, name).value / optimum
+    return {"instance": label, "objective": objective, "optimum": optimum, "fractions": fr}
+
+
+def part_rungs(args) -> list[dict]:
+    rows = []
+    manifest = json.loads((REPO / "instances" / "manifest.json").read_text())["instances"]
+    for key, ent in manifest.items():
+        path = REPO / ent["file"]
+        if not path.exists():
+            path = REPO / "optsched" / "data" / Path(ent["file"]).name
+        inst = Instance.load(path)
+        for objective, o in ent["objectives"].items():
+            if o.get("optimum") is not None:
+                rows.append(rung_row(Path(key).stem, inst, objective, o["optimum"]))
+    sys.path.insert(0, str(REPO / "bench"))
+    from bench_infermax_family import family
+
+    for I, opt_ms in FAMILY_OPTIMA_MS.items():
+        inst = family(I)
+        opt = opt_ms / 1000
+        if args.prove:
+            from optsched.formulations import SolveOptions, solve
+
+            rep = solve(inst, "infermax", "makespan",
+                        options=SolveOptions(time_limit=120, progress=False))
+            if rep.status == "optimal":
+                opt = rep.objective
+        rows.append(rung_row(f"family I={I}", inst, "makespan", opt))
+    names = ("request", "work", "srpt", "combinatorial")
+    print(f"\n{'instance':40} {'objective':14} {'optimum':>10} "
+          + " ".join(f"{n:>13}" for n in names))
+    for r in rows:
+        cells = " ".join(f"{r['fractions'][n]:>13.3f}" if n in r["fractions"] else f"{'-':>13}"
+                         for n in names)
+        print(f"{r['instance']:40} {r['objective']:14} {r['optimum']:>10.5g} {cells}")
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", default="all", choices=("trace", "rungs", "all"))
+    ap.add_argument("--sizes", default="100,1000,10000")
+    ap.add_argument("--traces", default="conv,code")
+    ap.add_argument("--policies", default="vllm,vllm-ef,sarathi,sarathi-ef,mcsf")
+    ap.add_argument("--large-policies", default="vllm-ef,sarathi-ef,mcsf",
+                    help="policies for slices above 2,000 requests (each takes tens of seconds)")
+    ap.add_argument("--prove", action="store_true", help="re-prove the family optima (slow)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    out = {}
+    if args.part in ("trace", "all"):
+        if not TRACES.exists():
+            print(f"skipping the trace part: {TRACES} not found", file=sys.stderr)
+        else:
+            out["trace"] = part_trace(args)
+    if args.part in ("rungs", "all"):
+        out["rungs"] = part_rungs(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    sys.exit(main())
