@@ -21,6 +21,12 @@ or :meth:`CostModel.batch_time`, so there is one definition of a batch's time.
 
 Times are in **seconds** (trace arrivals are in seconds); the published
 coefficients are per-layer milliseconds and are converted in :data:`PRESETS`.
+
+Swap transfers (semantics: swap preemption) are priced separately by
+:meth:`CostModel.swap_times`: ``kswap`` seconds per KV token moved between GPU and host
+memory, in either direction, added to the batch's compute time (the transfer is not
+overlapped with compute; BROS overlaps it asynchronously, so this model charges BROS's
+swaps at most what BROS pays, never less). See :data:`KSWAP_DEFAULT` for the default.
 """
 
 from __future__ import annotations
@@ -35,10 +41,44 @@ import numpy as np
 from .errors import InstanceError
 
 
+def kswap_from_hardware(layers: int, kv_dims: int, link_bytes_per_second: float,
+                        dtype_bytes: int = 2, links: int = 1) -> float:
+    """Seconds to move one token's KV over PCIe: ``2 * layers * kv_dims * dtype_bytes`` bytes
+    (a key and a value vector of ``kv_dims`` per layer), split over ``links`` GPUs' links
+    (tensor parallelism shards the KV), at ``link_bytes_per_second`` each."""
+    return 2 * layers * kv_dims * dtype_bytes / links / link_bytes_per_second
+
+
+#: Effective host<->GPU bandwidth of a PCIe 4.0 x16 link with pinned memory: 16 GT/s x 16
+#: lanes x 128/130 encoding = 31.5 GB/s peak per direction; cudaMemcpy reaches about 25 GB/s.
+PCIE4_BYTES_PER_SECOND = 25e9
+#: Default ``kswap`` (seconds per token moved): Llama-2-7B in fp16 (the default preset's model),
+#: 2 x 32 layers x 4096 dims x 2 bytes = 524,288 bytes per token over one PCIe 4.0 link:
+#: 524,288 / 25e9 = 2.10e-5 s per token (a 1,000-token KV takes 21 ms to swap).
+KSWAP_DEFAULT = kswap_from_hardware(32, 4096, PCIE4_BYTES_PER_SECOND)
+
+
+def _check_kswap(v) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+            or not 0 <= v <= MAX_COEFFICIENT:
+        raise InstanceError(f"cost_model: kswap must be a finite number in [0, {MAX_COEFFICIENT:g}] "
+                            f"(seconds per KV token swapped), got {v!r}")
+    return float(v)
+
+
 class CostModel(ABC):
     """Interface: price batches from per-entry arrays."""
 
     kind: ClassVar[str]
+    #: seconds per KV token moved between GPU and host (swap preemption); see subclasses
+    kswap: float = 0.0
+
+    def swap_times(self, batch_of_swap: np.ndarray, tokens: np.ndarray, n_batches: int
+                   ) -> np.ndarray:
+        """Transfer time per batch: ``kswap * (tokens swapped out + tokens swapped in)``
+        (semantics: swap preemption, rule "transfer time"). Linear in tokens."""
+        moved = np.bincount(batch_of_swap, weights=tokens, minlength=n_batches)
+        return self.kswap * moved.astype(np.float64)
 
     @abstractmethod
     def batch_times(
@@ -76,16 +116,23 @@ class CostModel(ABC):
 
 @dataclass(frozen=True)
 class UnitCost(CostModel):
-    """Every non-empty batch takes one time unit (online-scheduling paper, section 2)."""
+    """Every non-empty batch takes one time unit (online-scheduling paper, section 2).
+
+    ``kswap`` (time units per KV token swapped) is 0 by default: the unit-time model has no
+    notion of bandwidth, so swaps are free unless an instance states a price."""
 
     kind: ClassVar[str] = "unit"
+    kswap: float = 0.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "kswap", _check_kswap(self.kswap))
 
     def batch_times(self, batch_of_entry, tokens, cached, decode, n_batches):
         counts = np.bincount(batch_of_entry, minlength=n_batches)
         return (counts > 0).astype(np.float64)
 
     def to_dict(self):
-        return {"kind": "unit"}
+        return {"kind": "unit", **({"kswap": self.kswap} if self.kswap else {})}
 
 
 _LINEAR_KEYS = ("k0", "k1", "kpq", "kpm", "kdm", "kpr", "kdr", "kpl", "kpb", "kdb")
@@ -109,9 +156,12 @@ class LinearCost(CostModel):
     kpl: float = 0.0
     kpb: float = 0.0
     kdb: float = 0.0
+    #: seconds per KV token swapped (not a batch-time coefficient: see :meth:`swap_times`)
+    kswap: float = KSWAP_DEFAULT
     preset: str | None = field(default=None, compare=False)
 
     def __post_init__(self):
+        object.__setattr__(self, "kswap", _check_kswap(self.kswap))
         for key in _LINEAR_KEYS:
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
@@ -169,14 +219,18 @@ class LinearCost(CostModel):
 
     def to_dict(self):
         d: dict[str, Any] = {"kind": "linear", **self.coefficients}
+        if self.kswap != KSWAP_DEFAULT:  # instances without a stated kswap keep their JSON
+            d["kswap"] = self.kswap
         if self.preset:
             d["preset"] = self.preset
         return d
 
 
-def _infermax(name: str, layers: int, a_p, b_p, a_d, b_d, a_o, b_o, s_p, s_d, m_p) -> LinearCost:
+def _infermax(name: str, layers: int, a_p, b_p, a_d, b_d, a_o, b_o, s_p, s_d, m_p,
+              kswap: float) -> LinearCost:
     ms = layers / 1000.0  # per-layer milliseconds -> whole-model seconds
     return LinearCost(
+        kswap=kswap,
         k0=b_o * ms,
         k1=a_o * ms,
         kpq=a_p * ms,
@@ -191,10 +245,10 @@ def _infermax(name: str, layers: int, a_p, b_p, a_d, b_d, a_o, b_o, s_p, s_d, m_
     )
 
 
-def _blis(name: str, b0, b1, b2) -> LinearCost:
+def _blis(name: str, b0, b1, b2, kswap: float) -> LinearCost:
     # step = b0 + b1*prefill_tokens + b2*decode_tokens (ms); a decode entry has c = 1,
     # so decode tokens cost k1 + kdr = b2.
-    return LinearCost(k0=b0 / 1000, k1=b1 / 1000, kdr=(b2 - b1) / 1000, preset=name)
+    return LinearCost(k0=b0 / 1000, k1=b1 / 1000, kdr=(b2 - b1) / 1000, kswap=kswap, preset=name)
 
 
 #: Named presets. Each is built from the reference coefficients in
@@ -204,15 +258,21 @@ PRESETS: dict[str, LinearCost] = {
     "infermax-llama2-7b-a100": _infermax(
         "infermax-llama2-7b-a100", 32,
         1.6773e-7, 0.0926, 8.513e-6, 0.01921, 0.00191, 0.06486, 0.001534, 0.00074, 9.224e-6,
+        KSWAP_DEFAULT,
     ),
     # Same, per-layer coefficients x 80 layers, Llama-2-70B on four A100s.
     "infermax-llama2-70b-4xa100": _infermax(
         "infermax-llama2-70b-4xa100", 80,
         4.309e-8, 0.2112, 1.222e-6, 0.081, 0.002, 0.159, 9.03e-4, 3.92e-4, 3.805e-7,
+        # GQA: 8 KV heads x 128 = 1,024 dims, 80 layers, KV sharded over 4 links: 3.3e-6 s
+        kswap_from_hardware(80, 1024, PCIE4_BYTES_PER_SECOND, links=4),
     ),
     # BLIS whole-step fits (ms): Llama-3.1-8B TP1.
-    "blis-llama3.1-8b-a100": _blis("blis-llama3.1-8b-a100", 16.4, 0.0478, 0.0182),
-    "blis-llama3.1-8b-h100": _blis("blis-llama3.1-8b-h100", 5.75, 0.0173, 0.0060),
+    # Llama-3.1-8B: GQA 8 KV heads x 128 = 1,024 dims, 32 layers; PCIe 4 (A100), 5 (H100)
+    "blis-llama3.1-8b-a100": _blis("blis-llama3.1-8b-a100", 16.4, 0.0478, 0.0182,
+                                   kswap_from_hardware(32, 1024, PCIE4_BYTES_PER_SECOND)),
+    "blis-llama3.1-8b-h100": _blis("blis-llama3.1-8b-h100", 5.75, 0.0173, 0.0060,
+                                   kswap_from_hardware(32, 1024, 2 * PCIE4_BYTES_PER_SECOND)),
 }
 
 DEFAULT_PRESET = "infermax-llama2-7b-a100"
@@ -243,22 +303,25 @@ def cost_model_from_dict(d: Any) -> CostModel:
         raise InstanceError("cost_model: missing field 'kind' (or 'preset')")
     kind = d["kind"]
     if kind == "unit":
-        extra = set(d) - {"kind"}
+        extra = set(d) - {"kind", "kswap"}
         if extra:
             raise InstanceError(f"cost_model: unknown fields {sorted(extra)} for kind 'unit'")
-        return UnitCost()
+        return UnitCost(kswap=d.get("kswap", 0.0))
     if kind == "linear":
         names = {f.name for f in fields(LinearCost)}
         extra = set(d) - names - {"kind"}
         if extra:
             raise InstanceError(
-                f"cost_model: unknown fields {sorted(extra)}; linear takes {', '.join(_LINEAR_KEYS)}"
+                f"cost_model: unknown fields {sorted(extra)}; linear takes {', '.join(_LINEAR_KEYS)}, "
+                "kswap"
             )
         return LinearCost(**{k: v for k, v in d.items() if k != "kind"})
     raise InstanceError(f"cost_model: unknown kind {kind!r} (expected 'unit' or 'linear')")
 
 
 __all__ = [
+    "KSWAP_DEFAULT",
+    "kswap_from_hardware",
     "CostModel",
     "UnitCost",
     "LinearCost",

@@ -64,6 +64,13 @@ CODES = {
     "PREFILL_TOKENS": "a batch processes more than P prefill tokens",
     "BATCH_SIZE": "a batch has more entries than max_batch_size",
     "INCOMPLETE": "a request does not generate all its output tokens",
+    # swap preemption (semantics section 6)
+    "DUPLICATE_SWAP": "a request is listed twice among one batch's swap-outs or swap-ins",
+    "SWAP_OUT_NOT_RESIDENT": "a swap-out moves fewer than 1 or more tokens than the request "
+                             "holds on the GPU (or the request finished)",
+    "SWAP_IN_NOT_SWAPPED": "a swap-in names a request with no KV on the host",
+    "SWAPPED_OUT_REQUEST": "a request is processed or evicted while part of its KV is on the host",
+    "HOST_OVERFLOW": "host KV in use after the batch exceeds limits.host_capacity (0 when unset)",
 }
 
 #: At most this many violations of one code are kept as objects (all are counted).
@@ -598,6 +605,11 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     totals = _batch_totals(lb, lc, ld, nb)
     _check_batch_limits(totals, lim, V)
     kv = _kv_in_use(ev, live, evicted, finish, lim, nb)
+    swaps = _apply_swaps(inst, s, nb, ev, live, evicted, V) if s.has_swaps else None
+    if swaps is not None:
+        kv = kv + np.cumsum(swaps.gpu_delta)
+        dur = dur + inst.cost_model.swap_times(np.arange(nb), swaps.moved, nb)
+        _check_host_memory(swaps.host_kv, lim.host_capacity, V)
     _check_memory(kv, lim.kv_capacity, V)
 
     touch_b = np.concatenate([entries.batch[entries.ok], evictions.batch[evictions.ok]])
@@ -614,11 +626,11 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
         np.maximum.at(g_final, ev.req[live], np.minimum(ev.g_after[live], ev.O[live]))
     _check_complete(g_final, inst.output, V)
     return _evaluation(inst, V, ev, evicted, first_token, completion, g_final, end, dur, kv,
-                       totals, ent_decode, ent_cached)
+                       totals, ent_decode, ent_cached, swaps)
 
 
 def _evaluation(inst, V, ev, evicted, first_token, completion, g_final, end, dur, kv, totals,
-                ent_decode, ent_cached) -> Evaluation:
+                ent_decode, ent_cached, swaps=None) -> Evaluation:
     """Per-request and summary metrics (section 4) around the replay's arrays."""
     n, O = inst.n, inst.output
     n_evict = np.bincount(ev.req[evicted], minlength=n)
@@ -630,6 +642,8 @@ def _evaluation(inst, V, ev, evicted, first_token, completion, g_final, end, dur
         tpot = np.where(O > 1, (completion - first_token) / np.maximum(O - 1, 1), np.nan)
     metrics = _totals(inst, g_final, completion, latency, ttft, tpot, n_evict, recomputed,
                       end, dur, kv, totals.entries)
+    if swaps is not None or inst.limits.swapping:
+        metrics.update(_swap_metrics(swaps, dur.size))
     return Evaluation(
         feasible=not V.counts,
         violations=tuple(V.kept),
@@ -654,6 +668,165 @@ def _evaluation(inst, V, ev, evicted, first_token, completion, g_final, end, dur
         entry_cached=ent_cached,
         metrics=metrics,
     )
+
+
+# --- swap preemption (semantics section 6, "Swap preemption") ------------------------------
+# Swaps are invisible to the closed-form replay above: a swap-out moves tokens of ``m`` to
+# host memory and the swap-in brings them back before the request is processed again, so
+# ``S``, ``m`` and ``g`` evolve exactly as without the swap. What the swap changes is where
+# the KV lives (GPU KV in use, host KV in use) and the batch's transfer time. The rules
+# below walk, request by request, the few requests that swap.
+
+_SWAP_ORDER = {"evict": 0, "swap_out": 1, "swap_in": 2, "entry": 3}  # within one batch
+
+
+@dataclass(frozen=True)
+class _SwapEffects:
+    """What the swaps add to the replay: per batch, tokens moved (either direction), the
+    change of GPU KV in use, host KV in use after the batch; per request, tokens moved."""
+
+    moved: np.ndarray
+    gpu_delta: np.ndarray
+    host_kv: np.ndarray
+    out_tokens: np.ndarray
+    in_tokens: np.ndarray
+
+
+def _swap_items(inst: Instance, s: Schedule, V: _Violations):
+    """Swap-outs ``(batch, request, tokens)`` and swap-ins ``(batch, request)`` with unknown
+    requests (UNKNOWN_REQUEST) and repeats within a batch (DUPLICATE_SWAP) reported and dropped."""
+    out: list[tuple[int, int, int]] = []
+    inn: list[tuple[int, int]] = []
+    for kind, batches, reqs, toks in (
+        ("swap_out", s.batch_of_swap_out, s.swap_out_req, s.swap_out_tokens),
+        ("swap_in", s.batch_of_swap_in, s.swap_in_req, None),
+    ):
+        seen: set[tuple[int, int]] = set()
+        for k in range(reqs.size):
+            b, name = int(batches[k]), s.ids[reqs[k]]
+            r = inst.index.get(name, -1)
+            if r < 0:
+                V.add_many("UNKNOWN_REQUEST", [b], None,
+                           lambda _k, kind=kind, name=name:
+                               f"{kind} names request {name!r}, which the instance does not have",
+                           names=lambda _k, name=name: name)
+                continue
+            if (b, r) in seen:
+                V.add_many("DUPLICATE_SWAP", [b], [r],
+                           lambda _k, kind=kind: f"request is listed twice in the batch's {kind}")
+                continue
+            seen.add((b, r))
+            if toks is None:
+                inn.append((b, r))
+            else:
+                out.append((b, r, int(toks[k])))
+    return out, inn
+
+
+def _swap_timelines(out, inn, ev: _Events, live, valid_evict):
+    """Per swapping request, its events in batch order: ``(batch, kind, event index or
+    swap tokens)``; replay events are found by binary search in the request-sorted arrays."""
+    lines: dict[int, list[tuple[int, int, str, int]]] = {}
+    for b, r, tok in out:
+        lines.setdefault(r, []).append((b, _SWAP_ORDER["swap_out"], "swap_out", tok))
+    for b, r in inn:
+        lines.setdefault(r, []).append((b, _SWAP_ORDER["swap_in"], "swap_in", 0))
+    for r, line in lines.items():
+        lo, hi = np.searchsorted(ev.req, [r, r + 1])
+        for k in range(lo, hi):
+            if ev.is_entry[k] and live[k]:
+                line.append((int(ev.batch[k]), _SWAP_ORDER["entry"], "entry", k))
+            elif not ev.is_entry[k] and valid_evict[k]:
+                line.append((int(ev.batch[k]), _SWAP_ORDER["evict"], "evict", k))
+        line.sort(key=lambda e: (e[0], e[1]))
+    return lines
+
+
+def _apply_swaps(inst: Instance, s: Schedule, nb: int, ev: _Events, live, valid_evict,
+                 V: _Violations) -> _SwapEffects:
+    """The swap rules: a swap-out moves ``1 <= t <= m - h`` tokens of GPU KV to host
+    (SWAP_OUT_NOT_RESIDENT otherwise); a swap-in brings back all ``h`` host tokens
+    (SWAP_IN_NOT_SWAPPED when ``h = 0``); a request with ``h > 0`` may not be processed or
+    evicted (SWAPPED_OUT_REQUEST; an eviction then drops the host copy too). GPU KV counts
+    ``fp(m - h)`` instead of the replay's ``fp(m)``."""
+    n = inst.n
+    fp = inst.limits.kv_footprint
+    O = inst.output
+    moved = np.zeros(nb, np.int64)
+    gpu_delta = np.zeros(nb + 1, np.int64)
+    host_delta = np.zeros(nb + 1, np.int64)
+    out_tok = np.zeros(n, np.int64)
+    in_tok = np.zeros(n, np.int64)
+    out, inn = _swap_items(inst, s, V)
+    lines = _swap_timelines(out, inn, ev, live, valid_evict)
+    for r, line in lines.items():
+        m = h = 0
+        finished_at = -1
+        for b, _, kind, x in line:
+            corr_before = fp(m - h) - fp(m)
+            if kind == "entry":
+                if h > 0:
+                    V.add_many("SWAPPED_OUT_REQUEST", [b], [r], lambda _k, h=h:
+                               f"request is processed while {h} of its KV tokens are on the host")
+                m = int(ev.m_after[x])
+                if ev.g_after[x] >= O[r]:
+                    finished_at = b
+            elif kind == "evict":
+                if h > 0:
+                    V.add_many("SWAPPED_OUT_REQUEST", [b], [r], lambda _k, h=h:
+                               f"request is evicted while {h} of its KV tokens are on the host "
+                               f"(swap it in first)")
+                    host_delta[b] -= h
+                    h = 0
+                m = 0
+            elif kind == "swap_out":
+                on_gpu = m - h
+                if finished_at >= 0 and finished_at < b:
+                    why = "request already finished"
+                elif not 1 <= x <= on_gpu:
+                    why = f"swaps out {x} tokens but holds {on_gpu} on the GPU"
+                else:
+                    why = ""
+                if why:
+                    V.add_many("SWAP_OUT_NOT_RESIDENT", [b], [r], lambda _k, why=why: why)
+                    continue
+                h += x
+                host_delta[b] += x
+                moved[b] += x
+                out_tok[r] += x
+            else:  # swap_in
+                if h == 0:
+                    V.add_many("SWAP_IN_NOT_SWAPPED", [b], [r],
+                               lambda _k: "swap-in of a request with no KV on the host")
+                    continue
+                host_delta[b] -= h
+                moved[b] += h
+                in_tok[r] += h
+                h = 0
+            gpu_delta[b] += (fp(m - h) - fp(m)) - corr_before
+        if finished_at >= 0 and h > 0:  # finished while swapped (already reported): free both
+            host_delta[finished_at + 1] -= h
+            gpu_delta[finished_at + 1] -= fp(m - h) - fp(m)
+    return _SwapEffects(moved, gpu_delta[:nb], np.cumsum(host_delta)[:nb], out_tok, in_tok)
+
+
+def _check_host_memory(host_kv: np.ndarray, capacity: int | None, V: _Violations) -> None:
+    """HOST_OVERFLOW: host KV after a batch exceeds ``limits.host_capacity`` (0 when unset)."""
+    cap = 0 if capacity is None else capacity
+    j = np.flatnonzero(host_kv > cap)
+    unset = " (the instance has no host memory: limits.host_capacity is not set)" \
+        if capacity is None else ""
+    V.add_many("HOST_OVERFLOW", j, None,
+               lambda k: f"host KV in use {int(host_kv[j[k]])} > host_capacity = {cap}{unset}")
+
+
+def _swap_metrics(swaps: _SwapEffects | None, nb: int) -> dict[str, Any]:
+    """Swap volume (semantics section 6): tokens moved out and in, and the host peak."""
+    if swaps is None:
+        return {"swap_out_tokens": 0, "swap_in_tokens": 0, "peak_host_kv": 0}
+    return {"swap_out_tokens": int(swaps.out_tokens.sum()),
+            "swap_in_tokens": int(swaps.in_tokens.sum()),
+            "peak_host_kv": int(swaps.host_kv.max()) if nb else 0}
 
 
 def _stat(x: np.ndarray, fn) -> float | None:

@@ -149,6 +149,11 @@ class Limits:
     max_prefill_tokens: int | None = None
     max_batch_size: int | None = None
     block_size: int = 1
+    #: host (CPU) memory for swapped-out KV, in tokens (semantics: swap preemption). ``None``
+    #: (the default) means the engine has no host memory: swapping is not part of this
+    #: instance, every swap-out overflows it, and formulations that cannot represent swaps
+    #: solve it. A value (``0`` included) makes swapping part of the instance.
+    host_capacity: int | None = None
 
     def __post_init__(self):
         for name in ("kv_capacity", "max_batch_tokens", "block_size"):
@@ -157,12 +162,13 @@ class Limits:
                 raise InstanceError(f"limits: field {name!r} must be an integer in 1..{MAX_COUNT}, "
                                     f"got {v!r}")
             object.__setattr__(self, name, int(v))
-        for name in ("max_prefill_tokens", "max_batch_size"):
+        for name in ("max_prefill_tokens", "max_batch_size", "host_capacity"):
             v = getattr(self, name)
             if v is not None:
-                if not _is_int(v) or not 1 <= v <= MAX_COUNT:
+                lo = 0 if name == "host_capacity" else 1
+                if not _is_int(v) or not lo <= v <= MAX_COUNT:
                     raise InstanceError(f"limits: field {name!r} must be an integer in "
-                                        f"1..{MAX_COUNT} or null, got {v!r}")
+                                        f"{lo}..{MAX_COUNT} or null, got {v!r}")
                 object.__setattr__(self, name, int(v))
         if self.max_prefill_tokens is not None and self.max_prefill_tokens > self.max_batch_tokens:
             raise InstanceError(
@@ -181,8 +187,15 @@ class Limits:
         function: the evaluator, the simulator, the policies and the models all call it."""
         return block_round(cached, self.block_size)
 
+    @property
+    def swapping(self) -> bool:
+        """Whether swap preemption is part of this instance (``host_capacity`` is given)."""
+        return self.host_capacity is not None
+
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        # host_capacity only when given, so instances without swapping keep their JSON
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name != "host_capacity" or self.host_capacity is not None}
 
     @classmethod
     def from_dict(cls, d: Any) -> Limits:

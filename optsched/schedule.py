@@ -8,10 +8,15 @@ entries costs a few arrays. A schedule knows nothing about feasibility; that is
 
 File formats: JSON for small schedules (the contract below), ``.npz`` for large::
 
-    {"batches": [{"entries": [["a", 4], ["b", 4]], "evict": ["c"], "start": 0.0}]}
+    {"batches": [{"entries": [["a", 4], ["b", 4]], "evict": ["c"], "start": 0.0,
+                  "swap_out": [["d", 16]], "swap_in": ["e"]}]}
 
-``evict`` and ``start`` are optional; a missing ``start`` means "as early as
-possible" (semantics section 4) and is stored as NaN.
+``evict``, ``start``, ``swap_out`` and ``swap_in`` are optional; a missing ``start``
+means "as early as possible" (semantics section 4) and is stored as NaN. ``swap_out``
+moves ``tokens`` of a request's cached KV to host memory and ``swap_in`` brings all of
+a request's host KV back (docs/semantics.md, "Swap preemption"); a schedule without
+swaps stores empty swap arrays and its JSON has no swap keys. The ``.npz`` file holds
+the swap arrays only when the schedule swaps, so older files load unchanged.
 """
 
 from __future__ import annotations
@@ -39,6 +44,11 @@ class Batch(NamedTuple):
     entries: list[tuple[str, int]]
     evict: list[str]
     start: float | None = None
+    swap_out: Sequence[tuple[str, int]] = ()
+    swap_in: Sequence[str] = ()
+
+
+_SWAP_ARRAYS = ("swap_out_ptr", "swap_out_req", "swap_out_tokens", "swap_in_ptr", "swap_in_req")
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,10 +62,21 @@ class Schedule:
     evict_ptr: np.ndarray
     evict_req: np.ndarray
     start: np.ndarray
+    # swap preemption (optional; None = no swaps): swap-outs (request, tokens) and swap-ins
+    swap_out_ptr: np.ndarray | None = None
+    swap_out_req: np.ndarray | None = None
+    swap_out_tokens: np.ndarray | None = None
+    swap_in_ptr: np.ndarray | None = None
+    swap_in_req: np.ndarray | None = None
 
     def __post_init__(self):
         ids = tuple(self.ids)
         object.__setattr__(self, "ids", ids)
+        nb0 = np.asarray(self.start).size
+        for name in _SWAP_ARRAYS:
+            if getattr(self, name) is None:
+                empty = np.zeros(nb0 + 1 if name.endswith("_ptr") else 0, np.int64)
+                object.__setattr__(self, name, empty)
         conv = {
             "batch_ptr": np.int64,
             "entry_req": np.int64,
@@ -63,6 +84,7 @@ class Schedule:
             "evict_ptr": np.int64,
             "evict_req": np.int64,
             "start": np.float64,
+            **{name: np.int64 for name in _SWAP_ARRAYS},
         }
         for name, dt in conv.items():
             a = np.asarray(getattr(self, name))
@@ -77,7 +99,8 @@ class Schedule:
             a.setflags(write=False)
             object.__setattr__(self, name, a)
         nb = self.start.size
-        for ptr_name, arr_name in (("batch_ptr", "entry_req"), ("evict_ptr", "evict_req")):
+        for ptr_name, arr_name in (("batch_ptr", "entry_req"), ("evict_ptr", "evict_req"),
+                                   ("swap_out_ptr", "swap_out_req"), ("swap_in_ptr", "swap_in_req")):
             ptr = getattr(self, ptr_name)
             if ptr.size != nb + 1:
                 raise ScheduleFormatError(f"schedule: {ptr_name} must have n_batches + 1 = {nb + 1} items")
@@ -85,7 +108,9 @@ class Schedule:
                 raise ScheduleFormatError(f"schedule: {ptr_name} is not a valid offset array")
         if self.entry_tokens.size != self.entry_req.size:
             raise ScheduleFormatError("schedule: entry_tokens and entry_req differ in length")
-        for arr_name in ("entry_req", "evict_req"):
+        if self.swap_out_tokens.size != self.swap_out_req.size:
+            raise ScheduleFormatError("schedule: swap_out_tokens and swap_out_req differ in length")
+        for arr_name in ("entry_req", "evict_req", "swap_out_req", "swap_in_req"):
             a = getattr(self, arr_name)
             if a.size and (a.min() < 0 or a.max() >= len(ids)):
                 raise ScheduleFormatError(f"schedule: {arr_name} refers outside the id table")
@@ -110,6 +135,19 @@ class Schedule:
     def batch_of_evict(self) -> np.ndarray:
         return np.repeat(np.arange(self.n_batches), np.diff(self.evict_ptr))
 
+    @property
+    def batch_of_swap_out(self) -> np.ndarray:
+        return np.repeat(np.arange(self.n_batches), np.diff(self.swap_out_ptr))
+
+    @property
+    def batch_of_swap_in(self) -> np.ndarray:
+        return np.repeat(np.arange(self.n_batches), np.diff(self.swap_in_ptr))
+
+    @property
+    def has_swaps(self) -> bool:
+        """Whether any batch swaps KV out or in (semantics: swap preemption)."""
+        return self.swap_out_req.size > 0 or self.swap_in_req.size > 0
+
     def batch(self, j: int) -> Batch:
         if not -self.n_batches <= j < self.n_batches:
             raise IndexError(f"batch {j} out of range (schedule has {self.n_batches})")
@@ -117,10 +155,15 @@ class Schedule:
         a, b = self.batch_ptr[j], self.batch_ptr[j + 1]
         ea, eb = self.evict_ptr[j], self.evict_ptr[j + 1]
         s = self.start[j]
+        oa, ob = self.swap_out_ptr[j], self.swap_out_ptr[j + 1]
+        ia, ib = self.swap_in_ptr[j], self.swap_in_ptr[j + 1]
         return Batch(
             [(self.ids[r], int(c)) for r, c in zip(self.entry_req[a:b], self.entry_tokens[a:b])],
             [self.ids[r] for r in self.evict_req[ea:eb]],
             None if math.isnan(s) else float(s),
+            [(self.ids[r], int(c)) for r, c in zip(self.swap_out_req[oa:ob],
+                                                    self.swap_out_tokens[oa:ob])],
+            [self.ids[r] for r in self.swap_in_req[ia:ib]],
         )
 
     def __iter__(self):
@@ -136,8 +179,12 @@ class Schedule:
         """Build from ``Batch`` tuples, ``(entries, evict[, start])`` or JSON-style dicts."""
         b = ScheduleBuilder()
         for j, item in enumerate(batches):
+            swap_out: Any = ()
+            swap_in: Any = ()
             if isinstance(item, dict):
-                entries, evict, start = _parse_batch_dict(item, j)
+                entries, evict, start, swap_out, swap_in = _parse_batch_dict(item, j)
+            elif isinstance(item, Batch):
+                entries, evict, start, swap_out, swap_in = item
             else:
                 if not isinstance(item, (list, tuple, Batch)):
                     raise ScheduleFormatError(
@@ -149,7 +196,7 @@ class Schedule:
                 entries = item[0]
                 evict = item[1] if len(item) > 1 else ()
                 start = item[2] if len(item) > 2 else None
-            b.add(entries, evict, start)
+            b.add(entries, evict, start, swap_out, swap_in)
         return b.build()
 
     @classmethod
@@ -173,11 +220,15 @@ class Schedule:
             return tuple(out)
 
         starts = tuple(None if math.isnan(s) else float(s) for s in self.start)
-        return (
+        out = (
             per_batch(self.batch_ptr, self.entry_req, self.entry_tokens),
             per_batch(self.evict_ptr, self.evict_req),
             starts,
         )
+        if self.has_swaps:
+            out += (per_batch(self.swap_out_ptr, self.swap_out_req, self.swap_out_tokens),
+                    per_batch(self.swap_in_ptr, self.swap_in_req))
+        return out
 
     def __eq__(self, other):
         if not isinstance(other, Schedule):
@@ -196,6 +247,7 @@ class Schedule:
         return Schedule(
             self.ids, self.batch_ptr, self.entry_req, self.entry_tokens,
             self.evict_ptr, self.evict_req, np.asarray(start, dtype=np.float64),
+            *(getattr(self, name) for name in _SWAP_ARRAYS),
         )
 
     # -- JSON / npz -------------------------------------------------------------------
@@ -207,6 +259,10 @@ class Schedule:
                 d["evict"] = b.evict
             if b.start is not None:
                 d["start"] = b.start
+            if b.swap_out:
+                d["swap_out"] = [[r, c] for r, c in b.swap_out]
+            if b.swap_in:
+                d["swap_in"] = list(b.swap_in)
             out.append(d)
         return {"batches": out}
 
@@ -237,6 +293,7 @@ class Schedule:
                 evict_ptr=self.evict_ptr,
                 evict_req=self.evict_req,
                 start=self.start,
+                **({name: getattr(self, name) for name in _SWAP_ARRAYS} if self.has_swaps else {}),
             )
         else:
             p.write_text(self.to_json())
@@ -251,8 +308,14 @@ class Schedule:
                                "evict_req", "start"} - set(z.files)
                     if missing:
                         raise ScheduleFormatError(f"npz schedule lacks arrays {sorted(missing)}")
+                    swaps = [name for name in _SWAP_ARRAYS if name in z.files]
+                    if swaps and len(swaps) != len(_SWAP_ARRAYS):
+                        raise ScheduleFormatError(
+                            f"npz schedule has swap arrays {swaps} but lacks "
+                            f"{sorted(set(_SWAP_ARRAYS) - set(swaps))}")
                     return cls(tuple(z["ids"].tolist()), z["batch_ptr"], z["entry_req"],
-                               z["entry_tokens"], z["evict_ptr"], z["evict_req"], z["start"])
+                               z["entry_tokens"], z["evict_ptr"], z["evict_req"], z["start"],
+                               *(z[name] for name in swaps))
             text = p.read_text(encoding="utf-8")
         except OSError as e:
             raise InputFileError(f"{p}: cannot read schedule file: {e.strerror or e}") from None
@@ -274,12 +337,13 @@ class Schedule:
 
 
 def _parse_batch_dict(item: dict, j: int):
-    extra = set(item) - {"entries", "evict", "start"}
+    extra = set(item) - {"entries", "evict", "start", "swap_out", "swap_in"}
     if extra:
         raise ScheduleFormatError(f"batch {j}: unknown fields {sorted(extra)}")
     if "entries" not in item:
         raise ScheduleFormatError(f"batch {j}: missing field 'entries'")
-    return item["entries"], item.get("evict", ()), item.get("start")
+    return (item["entries"], item.get("evict", ()), item.get("start"), item.get("swap_out", ()),
+            item.get("swap_in", ()))
 
 
 class ScheduleBuilder:
@@ -297,6 +361,11 @@ class ScheduleBuilder:
         self._ev: list[int] = []
         self._eptr: list[int] = [0]
         self._start: list[float] = []
+        self._so_req: list[int] = []
+        self._so_tok: list[int] = []
+        self._so_ptr: list[int] = [0]
+        self._si_req: list[int] = []
+        self._si_ptr: list[int] = [0]
 
     def _id(self, rid) -> int:
         if not isinstance(rid, str):
@@ -310,10 +379,9 @@ class ScheduleBuilder:
             self._ids.append(rid)
         return i
 
-    def add(self, entries, evict=(), start=None) -> None:
-        j = len(self._start)
+    def _pairs(self, pairs, j: int, field: str, req: list[int], tok: list[int]) -> None:
         try:
-            for e in entries:
+            for e in pairs:
                 rid, c = e
                 if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
                     if isinstance(c, float) and c.is_integer():
@@ -325,16 +393,30 @@ class ScheduleBuilder:
                 if not -_MAX_TOKENS <= int(c) <= _MAX_TOKENS:
                     raise ScheduleFormatError(
                         f"batch {j}: tokens for request {rid!r} out of range, got {c!r}")
-                self._req.append(self._id(rid))
-                self._tok.append(int(c))
+                req.append(self._id(rid))
+                tok.append(int(c))
         except (TypeError, ValueError) as ex:
             if isinstance(ex, ScheduleFormatError):
                 raise
-            raise ScheduleFormatError(f"batch {j}: entries must be [request id, tokens] pairs") from None
-        if not isinstance(evict, (list, tuple, np.ndarray)):
-            raise ScheduleFormatError(f"batch {j}: 'evict' must be a list of request ids, got {evict!r}")
-        for rid in evict:
-            self._ev.append(self._id(rid))
+            raise ScheduleFormatError(
+                f"batch {j}: {field} must be [request id, tokens] pairs") from None
+
+    def _names(self, names, j: int, field: str, out: list[int]) -> None:
+        if not isinstance(names, (list, tuple, np.ndarray)):
+            raise ScheduleFormatError(
+                f"batch {j}: {field!r} must be a list of request ids, got {names!r}")
+        for rid in names:
+            out.append(self._id(rid))
+
+    def add(self, entries, evict=(), start=None, swap_out=(), swap_in=()) -> None:
+        j = len(self._start)
+        self._pairs(entries, j, "entries", self._req, self._tok)
+        self._names(evict, j, "evict", self._ev)
+        if not isinstance(swap_out, (list, tuple)):
+            raise ScheduleFormatError(
+                f"batch {j}: 'swap_out' must be a list of [request id, tokens] pairs, got {swap_out!r}")
+        self._pairs(swap_out, j, "swap_out", self._so_req, self._so_tok)
+        self._names(swap_in, j, "swap_in", self._si_req)
         if start is None:
             self._start.append(math.nan)
         else:
@@ -342,17 +424,26 @@ class ScheduleBuilder:
                     or not math.isfinite(start):
                 raise ScheduleFormatError(f"batch {j}: 'start' must be a finite number, got {start!r}")
             self._start.append(float(start))
+        self._close_batch()
+
+    def _close_batch(self) -> None:
         self._bptr.append(len(self._req))
         self._eptr.append(len(self._ev))
+        self._so_ptr.append(len(self._so_req))
+        self._si_ptr.append(len(self._si_req))
 
-    def add_indexed(self, req_idx, tokens, evict_idx=(), start=None) -> None:
-        """Fast path: ``req_idx``/``evict_idx`` are positions in the ``ids`` given at init."""
+    def add_indexed(self, req_idx, tokens, evict_idx=(), start=None, swap_out_idx=(),
+                    swap_out_tokens=(), swap_in_idx=()) -> None:
+        """Fast path: ``req_idx``/``evict_idx``/``swap_*_idx`` are positions in the ``ids``
+        given at init."""
         self._req.extend(req_idx)
         self._tok.extend(tokens)
         self._ev.extend(evict_idx)
+        self._so_req.extend(swap_out_idx)
+        self._so_tok.extend(swap_out_tokens)
+        self._si_req.extend(swap_in_idx)
         self._start.append(math.nan if start is None else float(start))
-        self._bptr.append(len(self._req))
-        self._eptr.append(len(self._ev))
+        self._close_batch()
 
     def __len__(self) -> int:
         return len(self._start)
@@ -366,4 +457,9 @@ class ScheduleBuilder:
             np.array(self._eptr, dtype=np.int64),
             np.array(self._ev, dtype=np.int64),
             np.array(self._start, dtype=np.float64),
+            np.array(self._so_ptr, dtype=np.int64),
+            np.array(self._so_req, dtype=np.int64),
+            np.array(self._so_tok, dtype=np.int64),
+            np.array(self._si_ptr, dtype=np.int64),
+            np.array(self._si_req, dtype=np.int64),
         )

@@ -457,3 +457,71 @@ def test_makespan_is_the_latest_completion(data):
         ev = evaluate(inst, s)
         assert ev.feasible
         assert ev.metrics["makespan"] == ev.completion.max()
+
+
+# --- swap preemption: one test per code (docs/semantics.md section 6) --------------------
+# a: I=4, O=3 swaps out and back; every case breaks exactly one swap rule.
+
+
+def _swap_inst(host=8, M=16):
+    return Instance("t", Limits(kv_capacity=M, max_batch_tokens=64, host_capacity=host),
+                    UnitCost(), (Request("a", 0, 4, 3), Request("b", 0, 2, 2)))
+
+
+def _swap_sched(*batches):
+    return Schedule.from_dict({"batches": list(batches)})
+
+
+def test_duplicate_swap():
+    ev = evaluate(_swap_inst(), _swap_sched(
+        {"entries": [["a", 4]]},
+        {"entries": [], "swap_out": [["a", 2], ["a", 2]]},
+        {"entries": [["a", 1]], "swap_in": ["a"]},
+        {"entries": [["a", 1]]}, {"entries": [["b", 2]]}, {"entries": [["b", 1]]}))
+    assert codes(ev) == ["DUPLICATE_SWAP"]
+    assert (ev.violations[0].batch, ev.violations[0].request) == (1, "a")
+
+
+def test_swap_out_not_resident():
+    # a holds 4 tokens after batch 0; swapping out 5 is more than it holds
+    ev = evaluate(_swap_inst(), _swap_sched(
+        {"entries": [["a", 4]]}, {"entries": [], "swap_out": [["a", 5]]},
+        {"entries": [["a", 1]]}, {"entries": [["a", 1]]},
+        {"entries": [["b", 2]]}, {"entries": [["b", 1]]}))
+    assert codes(ev) == ["SWAP_OUT_NOT_RESIDENT"]
+    assert ev.violations[0].batch == 1
+
+
+def test_swap_in_not_swapped():
+    ev = evaluate(_swap_inst(), _swap_sched(
+        {"entries": [["a", 4]]}, {"entries": [["a", 1]], "swap_in": ["a"]},
+        {"entries": [["a", 1]]}, {"entries": [["b", 2]]}, {"entries": [["b", 1]]}))
+    assert codes(ev) == ["SWAP_IN_NOT_SWAPPED"]
+    assert ev.violations[0].batch == 1
+
+
+def test_swapped_out_request():
+    # a's 4 tokens go to the host at batch 1 and a decodes at batch 2 without a swap-in
+    ev = evaluate(_swap_inst(), _swap_sched(
+        {"entries": [["a", 4]]}, {"entries": [["b", 2]], "swap_out": [["a", 4]]},
+        {"entries": [["a", 1], ["b", 1]]}, {"entries": [["a", 1]], "swap_in": ["a"]}))
+    assert "SWAPPED_OUT_REQUEST" in codes(ev)
+    v = next(v for v in ev.violations if v.code == "SWAPPED_OUT_REQUEST")
+    assert (v.batch, v.request) == (2, "a")
+
+
+def test_host_overflow():
+    # host_capacity 3 < the 4 tokens swapped out at batch 1
+    ev = evaluate(_swap_inst(host=3), _swap_sched(
+        {"entries": [["a", 4]]}, {"entries": [["b", 2]], "swap_out": [["a", 4]]},
+        {"entries": [["b", 1]]}, {"entries": [["a", 1]], "swap_in": ["a"]},
+        {"entries": [["a", 1]]}))
+    assert codes(ev) == ["HOST_OVERFLOW"]
+    assert ev.violations[0].batch == 1
+    # without host_capacity the instance has no host memory: the same swap overflows it
+    no_host = _swap_inst().replace(limits=Limits(kv_capacity=16, max_batch_tokens=64))
+    ev = evaluate(no_host, _swap_sched(
+        {"entries": [["a", 4]]}, {"entries": [["b", 2]], "swap_out": [["a", 4]]},
+        {"entries": [["b", 1]]}, {"entries": [["a", 1]], "swap_in": ["a"]},
+        {"entries": [["a", 1]]}))
+    assert codes(ev) == ["HOST_OVERFLOW"] and "not set" in ev.violations[0].message

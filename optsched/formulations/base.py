@@ -239,6 +239,25 @@ def formulations() -> dict[str, FormulationInfo]:
     return {info.name: info for info in FORMULATIONS.entries()}
 
 
+# --- swap preemption: no formulation here represents it ---------------------------------
+def refuse_swaps(who: str, instance: Instance | None = None, schedule: Schedule | None = None
+                 ) -> None:
+    """Refuse what ``who`` cannot represent (semantics section 6, swap preemption): an
+    instance where swapping is part of the semantics (``limits.host_capacity`` given; its
+    optimum over swap-free schedules is not the instance's optimum) or a schedule that swaps
+    (it would be mis-priced)."""
+    if instance is not None and instance.limits.swapping:
+        raise FormulationError(
+            f"{who}: cannot represent swap preemption, and this instance allows it "
+            f"(limits.host_capacity = {instance.limits.host_capacity}); its optimum over "
+            "schedules without swaps would not be this instance's optimum. Drop host_capacity "
+            "to solve the swap-free problem")
+    if schedule is not None and schedule.has_swaps:
+        raise FormulationError(
+            f"{who}: the schedule swaps KV (swap_out/swap_in), which this formulation cannot "
+            "represent; it would be mis-priced")
+
+
 # --- the one solve --------------------------------------------------------------------
 
 DEFAULT_WARM_START = "auto"
@@ -310,6 +329,9 @@ def solve(
         )
     hyp.check_against(instance)
     options = replace(options, params=info.parse_params(options.params))
+    refuse_swaps(formulation, instance,
+                 warm_start.schedule if isinstance(warm_start, WarmStart) else
+                 warm_start if isinstance(warm_start, Schedule) else None)
     t0 = time.perf_counter()
     ws, ws_info = _warm_start(instance, objective, warm_start, hyp)
     raw = info.run(instance, objective, hyp, options, ws)

@@ -42,6 +42,7 @@ from .base import (
     Hypotheses,
     RawSolution,
     SolveOptions,
+    refuse_swaps,
     register_formulation,
 )
 
@@ -110,7 +111,8 @@ PARAMS = (
 
 # ----------------------------------------------------------------------------- helpers
 def check_instance(instance: Instance) -> None:
-    """The model's domain: unit time, every prompt fits one batch (no chunking)."""
+    """The model's domain: unit time, every prompt fits one batch (no chunking), no swapping."""
+    refuse_swaps("hindsight", instance)
     if not isinstance(instance.cost_model, UnitCost):
         raise FormulationError(
             "hindsight: the time-indexed IP needs the unit-time cost model (every batch takes 1); "
@@ -174,6 +176,7 @@ def starts_from_schedule(instance: Instance, schedule: Schedule) -> np.ndarray:
     whole (``c = I``) in one batch starting at an integer time, then one decode per batch in
     consecutive unit slots.
     """
+    refuse_swaps("hindsight", instance, schedule)
     check_instance(instance)
     ev = evaluate(instance, schedule)
     if not ev.feasible:

@@ -39,6 +39,7 @@ from .base import (
     Hypotheses,
     RawSolution,
     SolveOptions,
+    refuse_swaps,
     register_formulation,
 )
 
@@ -306,6 +307,7 @@ class InfermaxModel:
 
     def encode(self, s: Schedule) -> np.ndarray:
         """Full column vector for ``s`` (tight variant: ``s`` must be canonical)."""
+        refuse_swaps("infermax", schedule=s)
         inst, J, v = self.instance, self.J, self.v
         rp = _replay(inst, s, J)
         O = inst.output[:, None]
@@ -419,6 +421,7 @@ def build(inst: Instance, objective: str = "makespan", hyp: Hypotheses | None = 
     variant to tighten time constants.
     """
     hyp = hyp or Hypotheses()
+    refuse_swaps("infermax", inst)
     if variant not in VARIANTS:
         raise FormulationError(f"infermax: unknown variant {variant!r}; choose plain or tight")
     tight = variant == "tight"

@@ -84,7 +84,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cost import LinearCost, UnitCost
-from ..formulations.base import FormulationError
+from ..formulations.base import FormulationError, refuse_swaps
 from ..instance import Instance
 from ..schedule import Schedule, ScheduleBuilder
 from ..solve_types import OBJECTIVES
@@ -606,4 +606,5 @@ class _Search:
 def search(instance: Instance, objective: str = "makespan", options: SearchOptions | None = None
            ) -> SearchResult:
     """Exact minimum of ``objective`` over all schedules of ``instance`` (module docstring)."""
+    refuse_swaps("exhaustive", instance)
     return _Search(instance, objective, options or SearchOptions()).run()

@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -60,7 +61,10 @@ from .registry import SimulationError
 
 
 class Plan(NamedTuple):
-    """One batch: entries ``req[k]`` processing ``tokens[k]``, and evicted requests.
+    """One batch: entries ``req[k]`` processing ``tokens[k]``, and evicted requests; optionally
+    swap-outs (``swap_out[k]`` moves ``swap_out_tokens[k]`` cached tokens to host memory) and
+    swap-ins (all host tokens of each request come back), applied in the order evictions,
+    swap-outs, swap-ins, entries (semantics section 6, swap preemption).
 
     Indices are 0-based instance positions. Arrays or lists of ints are accepted.
     """
@@ -68,6 +72,9 @@ class Plan(NamedTuple):
     req: np.ndarray
     tokens: np.ndarray
     evict: np.ndarray
+    swap_out: Sequence[int] = ()
+    swap_out_tokens: Sequence[int] = ()
+    swap_in: Sequence[int] = ()
 
 
 EMPTY_PLAN = Plan(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -98,6 +105,9 @@ class SimView:
         self.S = _ro(sim.S)
         self.m = _ro(sim.m)
         self.g = _ro(sim.g)
+        #: tokens of each request's KV held in host memory (swap preemption); a request with
+        #: ``h > 0`` must be swapped in before it is processed
+        self.h = _ro(sim.h)
         self._sim = sim
         self.predict_remaining = None  # set by the simulator for a policy with a predictor
 
@@ -194,6 +204,8 @@ class _Sim:
         self.S = instance.prompt.copy()
         self.m = np.zeros(n, np.int64)
         self.g = np.zeros(n, np.int64)
+        self.h = np.zeros(n, np.int64)
+        self.host_kv = 0
         self.now = 0.0
         self.builder = ScheduleBuilder(ids=instance.ids)
 
@@ -273,7 +285,8 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         plan = policy.next_batch()
         decide += clock() - t0
         calls += 1
-        if plan is None or (len(plan.req) == 0 and len(plan.evict) == 0):
+        if plan is None or (len(plan.req) == 0 and len(plan.evict) == 0
+                            and len(plan.swap_out) == 0 and len(plan.swap_in) == 0):
             if nxt < n:
                 now = sim.now = max(now, next_arrival)
                 idle = True
@@ -298,6 +311,9 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
                 )
             kv -= int(fp(mev).sum())
             m[ev] = 0
+        moved = 0
+        if len(plan.swap_out) or len(plan.swap_in) or sim.host_kv:
+            kv, moved = _apply_swaps(sim, plan, policy.name, j, kv, req, ev)
         if req.size:
             mb = m[req]
             Sb = S[req]
@@ -331,13 +347,19 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         else:
             fin = empty
             dur = 0.0
+        if moved:
+            dur += instance.cost_model.kswap * moved
         start = None
         if idle:
             touched = np.concatenate([req, ev])
             if touched.size == 0 or arr[touched].max() < now:
                 start = now
             idle = False
-        add(req.tolist(), c.tolist(), ev.tolist(), start)
+        if len(plan.swap_out) or len(plan.swap_in):
+            add(req.tolist(), c.tolist(), ev.tolist(), start, list(plan.swap_out),
+                list(plan.swap_out_tokens), list(plan.swap_in))
+        else:
+            add(req.tolist(), c.tolist(), ev.tolist(), start)
         now = sim.now = now + dur
         t0 = clock()
         policy.on_batch_end(plan, fin)
@@ -347,6 +369,48 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         stats.decisions = calls
         stats.batches = len(builder)
     return builder.build()
+
+
+def _apply_swaps(sim: _Sim, plan: Plan, name: str, j: int, kv: int, req, ev) -> tuple[int, int]:
+    """Swap-outs then swap-ins of ``plan`` (semantics section 6): GPU KV in use counts
+    ``fp(m - h)`` per request, host KV ``sum h <= host_capacity``. Returns the GPU KV in use
+    and the tokens moved. A plan that breaks a swap rule is a policy bug: SimulationError."""
+    inst, m, h = sim.instance, sim.m, sim.h
+    fp = inst.limits.kv_footprint
+    ids = inst.ids
+    moved = 0
+    if ev.size and (h[ev] > 0).any():
+        raise SimulationError(f"policy {name!r}, batch {j}: evicts a request with KV on the host")
+    so = np.asarray(plan.swap_out, dtype=np.int64)
+    st = np.asarray(plan.swap_out_tokens, dtype=np.int64)
+    if so.size != st.size:
+        raise SimulationError(f"policy {name!r}, batch {j}: swap_out and swap_out_tokens differ "
+                              "in length")
+    for r, t in zip(so.tolist(), st.tolist()):
+        if not 1 <= t <= m[r] - h[r]:
+            raise SimulationError(f"policy {name!r}, batch {j}: swaps out {t} tokens of request "
+                                  f"{ids[r]!r}, which holds {int(m[r] - h[r])} on the GPU")
+        kv += fp(int(m[r] - h[r] - t)) - fp(int(m[r] - h[r]))
+        h[r] += t
+        sim.host_kv += t
+        moved += t
+    for r in np.asarray(plan.swap_in, dtype=np.int64).tolist():
+        if h[r] <= 0:
+            raise SimulationError(f"policy {name!r}, batch {j}: swaps in request {ids[r]!r}, "
+                                  "which has no KV on the host")
+        kv += fp(int(m[r])) - fp(int(m[r] - h[r]))
+        moved += int(h[r])
+        sim.host_kv -= int(h[r])
+        h[r] = 0
+    cap = inst.limits.host_capacity or 0
+    if sim.host_kv > cap:
+        raise SimulationError(f"policy {name!r}, batch {j}: host KV {sim.host_kv} > "
+                              f"host_capacity = {cap}")
+    if req.size and (h[req] > 0).any():
+        bad = int(req[np.flatnonzero(h[req] > 0)[0]])
+        raise SimulationError(f"policy {name!r}, batch {j}: processes request {ids[bad]!r} "
+                              "while part of its KV is on the host")
+    return kv, moved
 
 
 __all__ = ["Plan", "EMPTY_PLAN", "Policy", "SimView", "SimStats", "simulate_policy",
