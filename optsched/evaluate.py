@@ -605,7 +605,7 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     totals = _batch_totals(lb, lc, ld, nb)
     _check_batch_limits(totals, lim, V)
     kv = _kv_in_use(ev, live, evicted, finish, lim, nb)
-    swaps = _apply_swaps(inst, s, nb, ev, live, evicted, V) if s.has_swaps else None
+    swaps = _check_swaps(inst, s, nb, ev, live, evicted, V) if s.has_swaps else None
     if swaps is not None:
         kv = kv + np.cumsum(swaps.gpu_delta)
         dur = dur + inst.cost_model.swap_times(np.arange(nb), swaps.moved, nb)
@@ -692,8 +692,8 @@ class _SwapEffects:
     in_tokens: np.ndarray
 
 
-def _swap_items(inst: Instance, s: Schedule, V: _Violations):
-    """Swap-outs ``(batch, request, tokens)`` and swap-ins ``(batch, request)`` with unknown
+def _check_swap_items(inst: Instance, s: Schedule, V: _Violations):
+    """Swap-outs ``(batch, request, tokens)`` and swap-ins ``(batch, request)`` (section 6) with unknown
     requests (UNKNOWN_REQUEST) and repeats within a batch (DUPLICATE_SWAP) reported and dropped."""
     out: list[tuple[int, int, int]] = []
     inn: list[tuple[int, int]] = []
@@ -724,7 +724,7 @@ def _swap_items(inst: Instance, s: Schedule, V: _Violations):
 
 
 def _swap_timelines(out, inn, ev: _Events, live, valid_evict):
-    """Per swapping request, its events in batch order: ``(batch, kind, event index or
+    """Per swapping request (section 6), its events in batch order: ``(batch, kind, event index or
     swap tokens)``; replay events are found by binary search in the request-sorted arrays."""
     lines: dict[int, list[tuple[int, int, str, int]]] = {}
     for b, r, tok in out:
@@ -742,9 +742,9 @@ def _swap_timelines(out, inn, ev: _Events, live, valid_evict):
     return lines
 
 
-def _apply_swaps(inst: Instance, s: Schedule, nb: int, ev: _Events, live, valid_evict,
+def _check_swaps(inst: Instance, s: Schedule, nb: int, ev: _Events, live, valid_evict,
                  V: _Violations) -> _SwapEffects:
-    """The swap rules: a swap-out moves ``1 <= t <= m - h`` tokens of GPU KV to host
+    """The swap rules of section 6: a swap-out moves ``1 <= t <= m - h`` tokens of GPU KV to host
     (SWAP_OUT_NOT_RESIDENT otherwise); a swap-in brings back all ``h`` host tokens
     (SWAP_IN_NOT_SWAPPED when ``h = 0``); a request with ``h > 0`` may not be processed or
     evicted (SWAPPED_OUT_REQUEST; an eviction then drops the host copy too). GPU KV counts
@@ -757,7 +757,7 @@ def _apply_swaps(inst: Instance, s: Schedule, nb: int, ev: _Events, live, valid_
     host_delta = np.zeros(nb + 1, np.int64)
     out_tok = np.zeros(n, np.int64)
     in_tok = np.zeros(n, np.int64)
-    out, inn = _swap_items(inst, s, V)
+    out, inn = _check_swap_items(inst, s, V)
     lines = _swap_timelines(out, inn, ev, live, valid_evict)
     for r, line in lines.items():
         m = h = 0
@@ -811,7 +811,8 @@ def _apply_swaps(inst: Instance, s: Schedule, nb: int, ev: _Events, live, valid_
 
 
 def _check_host_memory(host_kv: np.ndarray, capacity: int | None, V: _Violations) -> None:
-    """HOST_OVERFLOW: host KV after a batch exceeds ``limits.host_capacity`` (0 when unset)."""
+    """HOST_OVERFLOW: host KV after a batch exceeds ``limits.host_capacity`` (0 when unset;
+    section 6, swap preemption rule 4)."""
     cap = 0 if capacity is None else capacity
     j = np.flatnonzero(host_kv > cap)
     unset = " (the instance has no host memory: limits.host_capacity is not set)" \
@@ -821,7 +822,7 @@ def _check_host_memory(host_kv: np.ndarray, capacity: int | None, V: _Violations
 
 
 def _swap_metrics(swaps: _SwapEffects | None, nb: int) -> dict[str, Any]:
-    """Swap volume (semantics section 6): tokens moved out and in, and the host peak."""
+    """Swap volume (section 6): tokens moved out and in, and the host peak."""
     if swaps is None:
         return {"swap_out_tokens": 0, "swap_in_tokens": 0, "peak_host_kv": 0}
     return {"swap_out_tokens": int(swaps.out_tokens.sum()),
