@@ -306,7 +306,25 @@ GENERATORS: dict[str, GeneratorKind] = {
          Param("rate", float, None, "Poisson arrivals per round (arrival=poisson)")),
         takes_limits=False,
     ),
+    "bros": GeneratorKind(
+        "bros", lambda **kw: _bros(**kw),
+        "BROS hybrid workload: RT Poisson over a trace with TTFT/TPOT SLOs, BE batches of "
+        "U(512,1024)/U(32,128) submitted when the previous would finish alone (optsched.hybrid)",
+        (Param("trace", str, REQUIRED, "trace CSV (azure/vidur/arxiv) or instance JSON for RT"),
+         Param("n", int, REQUIRED, "number of RT requests"),
+         Param("rate", float, REQUIRED, "RT arrival rate, requests per second"),
+         Param("seed", int, 0, "random seed"),
+         Param("be_batch", int, 16, "BE requests per batch"),
+         Param("ttft_slo", float, 0.4, "RT time-to-first-token SLO, seconds"),
+         Param("tpot_slo", float, 0.2, "RT time-per-output-token SLO, seconds")),
+    ),
 }
+
+
+def _bros(**kw) -> Instance:
+    from .hybrid import bros_workload
+
+    return bros_workload(**kw)
 
 
 def generate(kind: str, **kwargs) -> Instance:

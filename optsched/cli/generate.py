@@ -41,6 +41,9 @@ def register(sub) -> None:
     g.add_argument("--seed", type=seed_arg, help="random seed (default 0)")
     g.add_argument("--rate", type=float, help="arrival rate (req/s; per round for online-paper)")
     g.add_argument("--arrival", choices=("offline", "poisson"), help="online-paper arrivals")
+    g.add_argument("--be-batch", type=int, help="BE requests per batch (bros)")
+    g.add_argument("--ttft-slo", type=float, help="RT TTFT SLO in seconds (bros; default 0.4)")
+    g.add_argument("--tpot-slo", type=float, help="RT TPOT SLO in seconds (bros; default 0.2)")
     t = p.add_argument_group("trace options (azure, vidur, arxiv; --trace for poisson-trace)")
     t.add_argument("--trace", help="trace CSV file")
     t.add_argument("--limit", type=int, help="first N requests")
@@ -56,6 +59,8 @@ def register(sub) -> None:
     lim.add_argument("--kv-capacity", type=int, help="M in tokens (default 100000)")
     lim.add_argument("--max-batch-tokens", type=int, help="C (default 4096)")
     lim.add_argument("--max-prefill-tokens", type=int, help="P (default none)")
+    lim.add_argument("--host-capacity", type=int,
+                     help="host tokens for swapped KV (enables swapping; bros default 4 M)")
     lim.add_argument("--cost-model", help="preset name or 'unit' (default: the InferMax Llama-2-7B preset)")
     p.set_defaults(func=run_generate)
 
@@ -120,6 +125,7 @@ def _limits(args) -> Limits:
         max_batch_tokens=(args.max_batch_tokens if args.max_batch_tokens is not None
                           else DEFAULT_MAX_BATCH_TOKENS),
         max_prefill_tokens=args.max_prefill_tokens,
+        host_capacity=args.host_capacity,
     )
 
 
@@ -141,7 +147,8 @@ def _window(s: str | None) -> tuple[float | None, float | None]:
         raise InstanceError(f"--window must be START:END (seconds), got {s!r}") from None
 
 
-_GEN_FLAGS = ("n", "prompt", "output", "mix", "seed", "rate", "arrival", "trace")
+_GEN_FLAGS = ("n", "prompt", "output", "mix", "seed", "rate", "arrival", "trace", "be_batch",
+              "ttft_slo", "tpot_slo")
 _TRACE_FLAGS = ("limit", "sample", "window")
 
 
@@ -198,7 +205,8 @@ def _generate_family(args, g) -> Instance:
     if g.takes_limits:
         limits, cost = _limits(args), _cost(args.cost_model)
     else:
-        given = _given(args, ("kv_capacity", "max_batch_tokens", "max_prefill_tokens", "cost_model"))
+        given = _given(args, ("kv_capacity", "max_batch_tokens", "max_prefill_tokens", "cost_model",
+                              "host_capacity"))
         if given:
             raise InstanceError(f"kind {g.name!r} fixes its own limits and cost model; "
                                 f"drop --{', --'.join(x.replace('_', '-') for x in given)}")
@@ -211,7 +219,7 @@ def _generate_trace(args, kind: str) -> Instance:
 
     if args.trace is None:
         raise InstanceError(f"kind {kind!r} needs --trace FILE")
-    bad = _given(args, ("n", "prompt", "output", "mix", "arrival"))
+    bad = _given(args, ("n", "prompt", "output", "mix", "arrival", "be_batch", "ttft_slo", "tpot_slo"))
     if args.rate is not None and kind != "arxiv":
         bad.append("rate")
     if bad:

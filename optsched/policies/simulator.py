@@ -102,6 +102,13 @@ class SimView:
         self.prompt = _ro(inst.prompt)
         self.arrival = _ro(inst.arrival)
         self.known_output = _ro(known_output)
+        #: request classes ("rt", "be" or "") and SLOs (NaN where none): known at arrival,
+        #: used by the hybrid policies (bros); every other policy ignores them
+        self.cls = tuple(r.cls or "" for r in inst.requests)
+        self.ttft_slo = _ro(np.array([math.nan if r.ttft_slo is None else r.ttft_slo
+                                      for r in inst.requests], np.float64))
+        self.tpot_slo = _ro(np.array([math.nan if r.tpot_slo is None else r.tpot_slo
+                                      for r in inst.requests], np.float64))
         self.S = _ro(sim.S)
         self.m = _ro(sim.m)
         self.g = _ro(sim.g)
