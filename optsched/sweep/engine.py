@@ -1,7 +1,10 @@
 """The engine interface: run a function over independent items, yield results as they finish.
 
-An engine registers by name with :func:`register_engine`; every module in
-``optsched/sweep/engines/`` is imported on first use, so a new engine is one new file::
+An engine registers by name with :func:`register_engine` in :data:`ENGINES`, a registry of
+the one plug-in mechanism (:class:`optsched.plugins.Registry`): every module in
+``optsched/sweep/engines/`` is imported on first use, installed distributions add theirs
+through the ``optsched.engines`` entry-point group, and ``--engine path/file.py:Class`` loads
+one on demand -- so a new engine is one new file::
 
     @register_engine("myengine")
     class MyEngine:
@@ -16,13 +19,12 @@ keep at most a bounded number of items in flight, so an interrupted run loses on
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import OptschedError
+from ..plugins import Registry
 
 
 class EngineError(OptschedError):
@@ -44,44 +46,34 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
-_ENGINES: dict[str, Callable[..., Engine]] = {}
-_loaded = False
+ENGINES: Registry[Any] = Registry("sweep engine", packages=("optsched.sweep.engines",),
+                                  group="optsched.engines", error=EngineError)
 
 
 def register_engine(name: str):
+    """Class decorator: the engine class under ``name`` (``cls(workers=, address=)``)."""
+
     def deco(cls):
-        if name in _ENGINES:
-            raise EngineError(f"engine {name!r} is already registered")
         cls.name = name
-        _ENGINES[name] = cls
+        ENGINES.add(name, cls, cls)
         return cls
 
     return deco
 
 
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    from . import engines
-
-    for mod in pkgutil.iter_modules(engines.__path__):
-        importlib.import_module(f"{engines.__name__}.{mod.name}")
-
-
 def engine_names() -> list[str]:
-    _load()
-    return sorted(_ENGINES)
+    return ENGINES.names()
 
 
 def make_engine(name: str, *, workers: int | None = None, address: str | None = None) -> Engine:
-    _load()
-    if name not in _ENGINES:
-        raise EngineError(f"--engine {name!r}: unknown engine; known: {', '.join(sorted(_ENGINES))}")
+    """An engine instance; unknown names and bad ``workers`` are :class:`EngineError`."""
+    try:
+        cls = ENGINES.get(name)
+    except EngineError as e:
+        raise EngineError(f"--engine: {e}") from None
     if workers is not None and workers < 1:
         raise EngineError(f"--workers {workers}: expected an integer >= 1")
-    return _ENGINES[name](workers=workers, address=address)
+    return cls(workers=workers, address=address)
 
 
-__all__ = ["Engine", "Outcome", "EngineError", "register_engine", "make_engine", "engine_names"]
+__all__ = ["ENGINES", "Engine", "Outcome", "EngineError", "register_engine", "make_engine", "engine_names"]
