@@ -53,7 +53,7 @@ test-slow: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS) -m slow || [ $$? -eq 5 ]
 
 lint: $(STAMP)
-	$(BIN)/ruff check optsched tests
+	$(BIN)/ruff check optsched tests notebooks
 
 lock: $(UV)
 	$(UV) lock --python $(PY)

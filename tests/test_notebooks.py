@@ -1,5 +1,6 @@
-"""The notebooks of ``notebooks/``: committed without outputs, equal to what
-``notebooks/_build.py`` writes, and executed end to end in FAST mode (``OPTSCHED_FAST=1``).
+"""The notebooks of ``notebooks/``: Jupytext percent-format text (``NN-name.py``, read by ruff
+and reviewers as code, opened as notebooks by Jupytext), canonical in that format, and executed
+end to end in FAST mode (``OPTSCHED_FAST=1``).
 
 Each notebook is its own test so that pytest-xdist spreads them over the workers. The kernel is
 a kernel spec written at test time into a temporary ``JUPYTER_PATH`` whose ``argv`` is this
@@ -8,7 +9,6 @@ test process's Python (``sys.executable``), so the notebooks run in the same ven
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -18,49 +18,35 @@ from pathlib import Path
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
+jupytext = pytest.importorskip("jupytext")
 
 ROOT = Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
-NOTEBOOKS = sorted(NB_DIR.glob("[0-9]*.ipynb"))
+NOTEBOOKS = sorted(NB_DIR.glob("[0-9]*.py"))
 KERNEL = "optsched-test-python"
-
-
-def _build_module():
-    spec = importlib.util.spec_from_file_location("_nb_build", NB_DIR / "_build.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_the_six_notebooks_exist():
     names = [p.name for p in NOTEBOOKS]
-    assert names == ["01-quickstart.ipynb", "02-eviction-hypothesis.ipynb", "03-mcsf-vs-hindsight.ipynb",
-                     "04-heuristics-vs-optimum.ipynb", "05-real-trace.ipynb", "06-ecoserve.ipynb"]
+    assert names == ["01-quickstart.py", "02-eviction-hypothesis.py", "03-mcsf-vs-hindsight.py",
+                     "04-heuristics-vs-optimum.py", "05-real-trace.py", "06-ecoserve.py"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_committed_notebook_has_no_outputs(path):
-    book = nbformat.read(path, as_version=4)
-    for i, cell in enumerate(book.cells):
-        if cell.cell_type == "code":
-            assert cell.outputs == [], f"{path.name} cell {i} has outputs (strip them)"
-            assert cell.execution_count is None, f"{path.name} cell {i} has an execution count"
+def test_notebook_is_canonical_percent_text(path):
+    """Reading and writing the file back gives the same text, so an edit made in Jupyter (with
+    Jupytext) or in an editor leaves nothing to review but the edit; no outputs can be stored."""
     text = path.read_text()
-    assert "image/png" not in text
-
-
-def test_notebooks_match_build_script():
-    built = _build_module().build_all()
-    assert sorted(built) == [p.name for p in NOTEBOOKS]
-    mod = _build_module()
-    for name, book in built.items():
-        assert (NB_DIR / name).read_text() == mod.render(book), (
-            f"{name} differs from notebooks/_build.py: run `python notebooks/_build.py`")
+    book = jupytext.reads(text, fmt="py:percent")
+    assert text.startswith("# %% [markdown]\n# # "), f"{path.name}: starts with its title cell"
+    assert sum(c.cell_type == "code" for c in book.cells) >= 3
+    assert jupytext.writes(book, fmt="py:percent") == text, (
+        f"{path.name} is not in canonical percent format: run `jupytext --to py:percent {path.name}`")
 
 
 def test_every_notebook_has_fast_switch_and_verdict():
     for path in NOTEBOOKS:
-        book = nbformat.read(path, as_version=4)
+        book = jupytext.read(path)
         src = "\n".join(c.source for c in book.cells)
         assert 'os.environ.get("OPTSCHED_FAST", "1") == "1"' in src, path.name
         if not path.name.startswith("01"):
@@ -113,7 +99,7 @@ def test_notebook_executes_in_fast_mode(path, kernel_name, monkeypatch):
     monkeypatch.setenv("OPTSCHED_FAST", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.delenv("OPTSCHED_TIME_LIMIT", raising=False)
-    book = nbformat.read(path, as_version=4)
+    book = jupytext.read(path)
     t0 = time.perf_counter()
     done = _execute(book, kernel_name)
     elapsed = time.perf_counter() - t0
