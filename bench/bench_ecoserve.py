@@ -10,8 +10,9 @@ Llama-2-7B/A100 cost preset, the trace's own arrival times (or ``--rate`` Poisso
 
     .venv/bin/python bench/bench_ecoserve.py [--limit N] [--rate R] [--repeat K]
 
-Wall times on a shared machine are inflated by other jobs; the CPU time of the simulation
-is printed next to them. Skips with a message when ``../shared/data`` is missing.
+Wall times on a shared machine are inflated by other jobs, so the ratios use CPU time
+(``time.process_time`` for the whole simulation, ``SimStats.decision_cpu_seconds`` for the
+policy's hooks). Skips with a message when ``../shared/data`` is missing.
 """
 
 from __future__ import annotations
@@ -54,9 +55,9 @@ def main(argv=None) -> int:
     print(f"{Path(args.trace).name}: {inst.n} requests, M=100,000, C=4,096, "
           f"{'Poisson ' + str(args.rate) + ' req/s' if args.rate else 'trace arrivals'}; "
           f"shared machine: wall times include other jobs' load")
-    head = (f"{'policy':<16} {'batches':>8} {'sim s':>7} {'sim cpu s':>9} {'decide s':>8} "
-            f"{'us/batch':>8} {'sim/vllm':>8} {'dec/vllm':>8} {'us/b / vllm':>11} "
-            f"{'feasible':>8}")
+    head = (f"{'policy':<16} {'batches':>8} {'sim s':>7} {'sim cpu s':>9} {'decide cpu s':>12} "
+            f"{'cpu us/batch':>12} {'sim cpu/vllm':>12} {'decide cpu/vllm':>15} "
+            f"{'us/batch / vllm':>15} {'feasible':>8}")
     print(head)
     print("-" * len(head))
     base = None
@@ -73,16 +74,15 @@ def main(argv=None) -> int:
                 best = (s, wall, cpu, stats)
         s, wall, cpu, stats = best
         ev = evaluate(inst, s)
-        per = 1e6 * stats.decision_seconds / max(stats.batches, 1)
+        dec = stats.decision_cpu_seconds
+        per = 1e6 * dec / max(stats.batches, 1)
         if base is None and policy == "vllm":
-            base = (wall, stats.decision_seconds, per)
-        r = (lambda x, y: f"{x / y:8.2f}") if base else (lambda x, y: f"{'-':>8}")
-        print(f"{policy:<16} {stats.batches:>8} {wall:>7.2f} {cpu:>9.2f} "
-              f"{stats.decision_seconds:>8.2f} {per:>8.1f} "
-              f"{r(wall, base[0]) if base else '       -'} "
-              f"{r(stats.decision_seconds, base[1]) if base else '       -'} "
-              f"{(per / base[2]) if base else float('nan'):>11.2f} {str(ev.feasible):>8}",
-              flush=True)
+            base = (cpu, dec, per)
+        nan = float("nan")
+        print(f"{policy:<16} {stats.batches:>8} {wall:>7.2f} {cpu:>9.2f} {dec:>12.2f} "
+              f"{per:>12.1f} {cpu / base[0] if base else nan:>12.2f} "
+              f"{dec / base[1] if base else nan:>15.2f} {per / base[2] if base else nan:>15.2f} "
+              f"{str(ev.feasible):>8}", flush=True)
     return 0
 
 
