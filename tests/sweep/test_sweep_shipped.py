@@ -15,6 +15,7 @@ SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 #: spec -> cells: instances x methods, counted from each spec's grid by hand
 EXPECTED = {
     "online-paper.toml": 2 * 3 * 200 * 4,      # 2 arrival models x n in {40,50,60} x 200 seeds x 4
+    "online-paper-bounds.toml": 2 * 3 * 200 * 3,  # the same grid x (mcsf, fcfs, bound)
     "online-paper-fast.toml": 2 * 1 * 3 * 4,   # 2 arrival models x n = 6 x 3 seeds x 4 methods
     "infermax-mixes.toml": 4 * 2 * 5 * 10,     # 4 mixes x 2 capacities x 5 seeds x 10 methods
 }
