@@ -93,6 +93,12 @@ def kv_bytes_per_token(
                 raise InstanceError(f"kv-capacity: hidden {hidden} is not divisible by "
                                     f"n_heads {n_heads}")
             head_dim = hidden // n_heads
+        if n_heads is not None:
+            _pos("n_heads", n_heads, True)
+            if kv_heads > n_heads:
+                raise InstanceError(f"kv-capacity: kv_heads {kv_heads} exceeds n_heads {n_heads} "
+                                    "(grouped-query attention shares each KV head among "
+                                    "several query heads)")
         _pos("head_dim", head_dim, True)
         kv_dim = kv_heads * head_dim
     b = 2 * layers * kv_dim * dtype_bytes

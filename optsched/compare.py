@@ -249,13 +249,19 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
             time_limit: float | None = 60.0, threads: int | None = None) -> Comparison:
     """Simulate ``policies``, evaluate ``schedules`` (label -> schedule) and, with
     ``optimal``, solve ``formulation``; every feasible row gets its gap to the reference.
-    ``schedules`` may also be ``(label, schedule)`` pairs (labels need not be unique)."""
+    ``schedules`` may also be ``(label, schedule)`` pairs. Every row label (policy name or
+    schedule label) must be unique: rows are reported, charted and filed by label."""
     if objective not in OBJECTIVES:
         raise CompareInputError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     names = policy_names(policies)
     pairs = list(schedules.items()) if isinstance(schedules, Mapping) else list(schedules)
     if not names and not pairs and not optimal:
         raise CompareInputError("nothing to compare: give --policies, --schedule or --optimal")
+    labels = names + [label for label, _ in pairs]
+    twice = sorted({x for x in labels if labels.count(x) > 1})
+    if twice:
+        raise CompareInputError(f"row label {twice[0]!r} is given twice (policies and --schedule "
+                                "labels name the rows; each must be unique)")
     from .bounds import Budget, lower_bound
 
     budget = Budget.seconds(time_limit)

@@ -52,7 +52,8 @@ def layers_for(model: str) -> int:
         return 80
     if re.search(r"(^|[^0-9])[78]b", m):
         return 32
-    raise InstanceError(f"fit: unknown layer count for model {model!r}; pass layers=")
+    raise InstanceError(f"fit: unknown layer count for model {model!r}; give it with --layers "
+                        "(layers= in Python)")
 
 
 # -- non-negative least squares ------------------------------------------------------------
@@ -262,6 +263,9 @@ def fit_linear_cost(
     ``attention_samples_<gpu>_<model>.csv``, or the file ``attention``) and return a
     :class:`FitResult` in seconds."""
     d = Path(profiling)
+    if layers is not None and (isinstance(layers, bool) or not isinstance(layers, int)
+                               or layers < 1):
+        raise InstanceError(f"fit: --layers must be an integer >= 1, got {layers!r}")
     L = layers if layers is not None else layers_for(model)
     mlp = fit_mlp(d / f"mlp_{gpu}_{model}.csv", tp=tp, nonneg=nonneg, weighting=weighting)
     attn = Path(attention) if attention is not None else d / f"attention_samples_{gpu}_{model}.csv"
@@ -281,7 +285,7 @@ def fit_linear_cost(
     if neg:
         raise InstanceError(
             f"fit: the unconstrained fit gives negative coefficients {neg} (per-layer ms), "
-            "which LinearCost rejects; use nonneg=True"
+            "which LinearCost rejects; fit without --unconstrained (nonneg=True in Python)"
         )
     s = L / 1000.0
     cost = LinearCost(

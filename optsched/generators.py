@@ -159,7 +159,8 @@ def poisson_trace(
         raise InstanceError(f"generator: no (prompt, output) pair of {src} fits M = {lim.kv_capacity}")
     if not replace and n > P.size:
         raise InstanceError(
-            f"generator: cannot draw {n} pairs without replacement from {P.size}; pass replace=True"
+            f"generator: cannot draw {n} pairs without replacement from {P.size}; ask for at "
+            f"most {P.size} requests or draw with replacement (--replace; replace=True in Python)"
         )
     rng = np.random.default_rng(seed)
     idx = rng.choice(P.size, size=n, replace=replace)
@@ -294,7 +295,8 @@ GENERATORS: dict[str, GeneratorKind] = {
         (Param("trace", str, REQUIRED, "trace CSV (azure/vidur/arxiv) or instance JSON"),
          Param("n", int, REQUIRED, "number of requests"),
          Param("rate", float, REQUIRED, "arrival rate, requests per second"),
-         Param("seed", int, 0, "random seed")),
+         Param("seed", int, 0, "random seed"),
+         Param("replace", bool, False, "draw the pairs with replacement")),
     ),
     "online-paper": GeneratorKind(
         "online-paper", online_paper_random,

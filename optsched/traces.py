@@ -408,7 +408,8 @@ def trace_to_instance(
             raise InstanceError(
                 f"{trace.path}: request r{int(trace.row[k])} (data row {int(trace.row[k])}): "
                 f"prompt + output - 1 = {int(peak[k])} exceeds kv_capacity M = {M} "
-                f"({count} such request(s); use too_long / --too-long 'drop' or 'clip')"
+                f"({count} such request(s); --too-long drop or clip (too_long= in Python) "
+                f"drops or shortens them)"
             )
         if too_long == "drop":
             t = trace.subset(~over)

@@ -44,6 +44,8 @@ def register(sub) -> None:
     g.add_argument("--be-batch", type=int, help="BE requests per batch (bros)")
     g.add_argument("--ttft-slo", type=float, help="RT TTFT SLO in seconds (bros; default 0.4)")
     g.add_argument("--tpot-slo", type=float, help="RT TPOT SLO in seconds (bros; default 0.2)")
+    g.add_argument("--replace", action="store_true", default=None,
+                   help="poisson-trace: draw the (prompt, output) pairs with replacement")
     t = p.add_argument_group("trace options (azure, vidur, arxiv; --trace for poisson-trace)")
     t.add_argument("--trace", help="trace CSV file")
     t.add_argument("--limit", type=int, help="first N requests")
@@ -51,9 +53,9 @@ def register(sub) -> None:
     t.add_argument("--window", help="time window START:END in seconds (either may be empty)")
     t.add_argument("--rate-scale", type=float, default=1.0,
                    help="divide arrivals by this factor (2 = twice the rate)")
-    t.add_argument("--zero-tokens", choices=("drop", "clamp", "error"), default="drop",
+    t.add_argument("--zero-tokens", choices=("drop", "clamp", "error"),
                    help="rows with 0 prompt/output tokens (default drop, with a count)")
-    t.add_argument("--too-long", choices=("error", "drop", "clip"), default="error",
+    t.add_argument("--too-long", choices=("error", "drop", "clip"),
                    help="requests with I + O - 1 > M (default error)")
     lim = p.add_argument_group("limits and cost model")
     lim.add_argument("--kv-capacity", type=int, help="M in tokens (default 100000)")
@@ -148,8 +150,8 @@ def _window(s: str | None) -> tuple[float | None, float | None]:
 
 
 _GEN_FLAGS = ("n", "prompt", "output", "mix", "seed", "rate", "arrival", "trace", "be_batch",
-              "ttft_slo", "tpot_slo")
-_TRACE_FLAGS = ("limit", "sample", "window")
+              "ttft_slo", "tpot_slo", "replace")
+_TRACE_FLAGS = ("limit", "sample", "window", "zero_tokens", "too_long")
 
 
 def _given(args, names) -> list[str]:
@@ -179,6 +181,10 @@ def run_generate(args) -> int:
             )
     for w in caught:
         print(f"optsched generate: warning: {w.message}", file=sys.stderr)
+    if inst.n == 0:
+        raise InstanceError(f"kind {kind!r}: no request left to write (the trace, --window, "
+                            f"--limit/--sample or the dropped rows selected none); "
+                            f"{args.out} not written")
     try:
         inst.save(args.out)
     except OSError as e:
@@ -219,7 +225,8 @@ def _generate_trace(args, kind: str) -> Instance:
 
     if args.trace is None:
         raise InstanceError(f"kind {kind!r} needs --trace FILE")
-    bad = _given(args, ("n", "prompt", "output", "mix", "arrival", "be_batch", "ttft_slo", "tpot_slo"))
+    bad = _given(args, ("n", "prompt", "output", "mix", "arrival", "be_batch", "ttft_slo",
+                        "tpot_slo", "replace"))
     if args.rate is not None and kind != "arxiv":
         bad.append("rate")
     if bad:
@@ -229,10 +236,10 @@ def _generate_trace(args, kind: str) -> Instance:
 
     cost = _cost(args.cost_model) or preset(DEFAULT_PRESET)
     return load_trace_instance(
-        args.trace, _limits(args), cost, name=args.name, too_long=args.too_long,
+        args.trace, _limits(args), cost, name=args.name, too_long=args.too_long or "error",
         format=kind, limit=args.limit, sample=args.sample,
         seed=args.seed if args.seed is not None else 0, start=start, end=end,
-        rate_scale=args.rate_scale, zero_tokens=args.zero_tokens, rate=args.rate,
+        rate_scale=args.rate_scale, zero_tokens=args.zero_tokens or "drop", rate=args.rate,
     )
 
 

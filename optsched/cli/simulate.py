@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 
 from ..cost import DEFAULT_PRESET, PRESETS, preset
 from ..errors import InputFileError
@@ -40,8 +41,10 @@ def register(sub) -> None:
     t.add_argument("--kv-capacity", type=int, help="M, KV capacity in tokens")
     t.add_argument("--max-batch-tokens", type=int, help="C, tokens per batch")
     t.add_argument("--max-prefill-tokens", type=int, help="P, prefill tokens per batch")
-    t.add_argument("--block-size", type=int, default=1, help="KV block size (default 1)")
-    t.add_argument("--cost-model", default=DEFAULT_PRESET,
+    t.add_argument("--block-size", type=int, help="KV block size (default 1)")
+    t.add_argument("--too-long", choices=("error", "drop", "clip"), default=None,
+                   help="requests with I + O - 1 > M: error (default), drop or clip the output")
+    t.add_argument("--cost-model",
                    help=f"cost-model preset (default {DEFAULT_PRESET}; "
                    f"known: {', '.join(sorted(PRESETS))})")
     p.set_defaults(func=run_simulate)
@@ -64,12 +67,20 @@ def _instance(args):
             kv_capacity=args.kv_capacity,
             max_batch_tokens=args.max_batch_tokens,
             max_prefill_tokens=args.max_prefill_tokens,
-            block_size=args.block_size,
+            block_size=args.block_size if args.block_size is not None else 1,
         )
-        return load_trace_instance(args.trace, limits, preset(args.cost_model), limit=args.limit)
+        with warnings.catch_warnings(record=True) as caught:  # dropped/clipped counts
+            warnings.simplefilter("always")
+            inst = load_trace_instance(args.trace, limits,
+                                       preset(args.cost_model or DEFAULT_PRESET),
+                                       limit=args.limit, too_long=args.too_long or "error")
+        for w in caught:
+            print(f"optsched simulate: warning: {w.message}", file=sys.stderr)
+        return inst
     if not args.instance:
         raise InputFileError("give an INSTANCE file or --trace FILE")
-    for opt in ("limit", "kv_capacity", "max_batch_tokens", "max_prefill_tokens"):
+    for opt in ("limit", "kv_capacity", "max_batch_tokens", "max_prefill_tokens", "block_size",
+                "too_long", "cost_model"):
         if getattr(args, opt) is not None:
             raise InputFileError(f"--{opt.replace('_', '-')} only applies with --trace")
     return load_instance(args.instance)
