@@ -1,14 +1,18 @@
 """InferMax eviction family (paper section 5.1) with the ``infermax`` formulation.
 
 B = O = 4 identical requests, M = max(2I, I + O - 1), C = 4096, preset
-``infermax-llama2-7b-a100``, objective ``makespan``; I in {1, 2, 4, ..., 1024}. Each
+``infermax-llama2-7b-a100`` (``kpm = 2 kpq``) and, with ``--costs preset,fitted``, the cost
+model ``optsched fit`` gives on ``--profiling`` (Llama-2-7B, A100: ``kpm < 2 kpq``, so the flow
+model prices continuing chunks on direct arcs, formulations/infermax.md F2b), objective
+``makespan``; I in {1, 2, 4, ..., 1024}. Each
 instance is solved with the default ``auto`` variant (the flow model of
 ``formulations/infermax.md`` section 9 when it is small enough, else tight) and the plain
-transcription (HiGHS, 2 threads, 60 s each) and, for reference, with ``--no-evictions``. The table prints, per I and variant:
-status, objective, bound, gap, seconds, evictions in the answer, and the makespans of vLLM
+transcription (HiGHS, 2 threads, 60 s each) and, for reference, with ``--no-evictions``.
+The table prints, per cost model, I and variant: status, objective, bound, gap, seconds, evictions in the answer, and the makespans of vLLM
 and of the eviction-free optimum.
 
     .venv/bin/python bench/bench_infermax_family.py [--sizes 1,2,4] [--variants auto,plain,tight,flow]
+        [--costs preset,fitted] [--profiling ../shared/data/profiling]
         [--time-limit 60] [--threads 2] [--json out.json]
 """
 
@@ -16,20 +20,43 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
 from optsched.cost import preset
 from optsched.evaluate import evaluate
+from optsched.fit import fit_linear_cost
 from optsched.formulations import Hypotheses, SolveOptions, solve
 from optsched.generators import infermax_fixed
 from optsched.instance import Limits
 from optsched.policies import simulate
 
 
-def family(I: int, B: int = 4, O: int = 4, C: int = 4096):
+def family(I: int, B: int = 4, O: int = 4, C: int = 4096, cost=None):
     return infermax_fixed(B, I, O, limits=Limits(kv_capacity=max(2 * I, I + O - 1),
                                                  max_batch_tokens=C),
-                          cost_model=preset("infermax-llama2-7b-a100"), name=f"evict-family-I{I}")
+                          cost_model=cost if cost is not None else preset("infermax-llama2-7b-a100"),
+                          name=f"evict-family-I{I}")
+
+
+def cost_models(names: str, profiling: str) -> dict:
+    out = {}
+    for name in names.split(","):
+        if name == "preset":
+            out[name] = preset("infermax-llama2-7b-a100")
+        elif name == "fitted":
+            if not Path(profiling).is_dir():
+                print(f"skipping the fitted cost model: no profiling data at {profiling}",
+                      file=sys.stderr)
+                continue
+            out[name] = fit_linear_cost(profiling, "Llama-2-7b-hf", "a100").cost
+            c = out[name]
+            print(f"fitted cost model: kpq = {c.kpq:.4g}, kpm = {c.kpm:.4g} "
+                  f"(2 kpq = {2 * c.kpq:.4g})", file=sys.stderr)
+        else:
+            raise SystemExit(f"unknown cost model {name!r}: choose preset or fitted")
+    return out
 
 
 def main(argv=None) -> int:
@@ -41,14 +68,20 @@ def main(argv=None) -> int:
     ap.add_argument("--no-ef", action="store_true", help="skip the eviction-free reference solve")
     ap.add_argument("--ef-time-limit", type=float, default=20.0,
                     help="time limit of the eviction-free reference solve (* = not proven)")
+    ap.add_argument("--costs", default="preset",
+                    help="comma-separated cost models: preset (InferMax's) and/or fitted")
+    ap.add_argument("--profiling",
+                    default=str(Path(__file__).resolve().parents[1].parent / "shared/data/profiling"),
+                    help="profiling directory for the fitted cost model")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    costs = cost_models(args.costs, args.profiling)
     rows = []
-    hdr = (f"{'I':>5} {'variant':>7} {'status':>9} {'objective ms':>13} {'bound ms':>10} "
+    hdr = (f"{'cost':>6} {'I':>5} {'variant':>7} {'status':>9} {'objective ms':>13} {'bound ms':>10} "
            f"{'gap':>8} {'sec':>6} {'evict':>5} {'vllm ms':>9} {'EF-opt ms':>10}")
     print(hdr, flush=True)
-    for I in (int(s) for s in args.sizes.split(",")):
-        inst = family(I)
+    for I, (cname, cost) in ((int(s), c) for s in args.sizes.split(",") for c in costs.items()):
+        inst = family(I, cost=cost)
         vllm = evaluate(inst, simulate(inst, "vllm")).objective("makespan")
         ef = None
         if not args.no_ef:
@@ -63,7 +96,7 @@ def main(argv=None) -> int:
                                            progress=False, params={"variant": variant}))
             dt = time.perf_counter() - t0
             ev = r.evaluation.metrics["evictions"] if r.evaluation is not None else None
-            row = dict(I=I, variant=variant, status=r.status, objective=r.objective,
+            row = dict(cost=cname, I=I, variant=variant, status=r.status, objective=r.objective,
                        bound=r.bound, gap=r.gap, seconds=dt, evictions=ev, vllm=vllm,
                        ef_opt=None if ef is None else ef[0],
                        ef_status=None if ef is None else ef[1], message=r.message,
@@ -75,7 +108,7 @@ def main(argv=None) -> int:
 
             gap = "-" if r.gap is None else f"{100 * r.gap:.2f}%"
             efs = "-" if ef is None else ms(ef[0]) + ("" if ef[1] == "optimal" else "*")
-            print(f"{I:>5} {variant:>7} {r.status:>9} {ms(r.objective):>13} {ms(r.bound):>10} "
+            print(f"{cname:>6} {I:>5} {variant:>7} {r.status:>9} {ms(r.objective):>13} {ms(r.bound):>10} "
                   f"{gap:>8} {dt:>6.1f} {str(ev):>5} {ms(vllm):>9} {efs:>10}", flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -16,8 +16,10 @@ batch ``j``. A chunk ``m -> m'`` (prefill entry with ``c = m' - m``) is a path t
 step per token priced ``k1 + kpq*((k+1)^2 - k^2)``. The steps telescope to
 ``k1*c + kpq*(m'^2 - m^2) = k1*c + kpq*c^2 + 2*kpq*c*m`` -- exactly the evaluator's price
 when ``kpm = 2*kpq`` (every shipped preset; unit cost and the BLIS presets have
-``kpq = kpm = 0``). Decode arcs (``R(g) -> R(g+1)``) cost ``k1 + kdm*(S-1) + kdr``. So
-every arc has a *constant* price, token count and KV footprint: the model has no
+``kpq = kpm = 0``). For any other ``kpm`` (every fitted cost model) a chunk from
+``m = 0`` is still priced exactly by the chain, and a chunk that continues a partial fill
+gets direct arcs ``P(g, m) -> (g, m')`` priced exactly (F2b). Decode arcs
+(``R(g) -> R(g+1)``) cost ``k1 + kdm*(S-1) + kdr``. So every arc has a *constant* price, token count and KV footprint: the model has no
 products at all, and memory, token and batch-size limits are constant-coefficient rows.
 
 Batch indicators ``y, ap, ad`` (non-empty / has a prefill / has a decode) are exact both
@@ -48,8 +50,14 @@ from ..schedule import Schedule, ScheduleBuilder
 from .base import FormulationError, Hypotheses
 
 # arc kinds
-IDLE, START, STEP, END, DECODE, EVICT, EVREFILL = range(7)
-KIND_NAMES = ("idle", "start", "step", "end", "decode", "evict", "evict-refill")
+IDLE, START, STEP, END, DECODE, EVICT, EVREFILL, CHUNK = range(8)
+KIND_NAMES = ("idle", "start", "step", "end", "decode", "evict", "evict-refill", "chunk")
+#: arcs that are a request's entry in the batch / a prefill entry / carry prefill tokens
+ENTRY_KINDS = (START, DECODE, EVREFILL, CHUNK)
+PREFILL_KINDS = (START, EVREFILL, CHUNK)
+PREFILL_TOKEN_KINDS = (START, STEP, EVREFILL, CHUNK)
+#: arcs that end in the next batch's layer state (KV held after the batch)
+LAYER_IN_KINDS = (IDLE, END, DECODE, EVICT, CHUNK)
 
 
 def applicable(inst: Instance, objective: str, hyp: Hypotheses) -> str | None:
@@ -62,8 +70,6 @@ def applicable(inst: Instance, objective: str, hyp: Hypotheses) -> str | None:
     if hyp.force or hyp.forbid or hyp.order:
         return "flow variant does not support force/forbid/order hypotheses"
     cm = inst.cost_model
-    if isinstance(cm, LinearCost) and abs(cm.kpm - 2 * cm.kpq) > 1e-12 * max(1.0, abs(cm.kpm)):
-        return "flow variant needs kpm = 2*kpq (telescoping chunk prices)"
     if not isinstance(cm, (LinearCost, UnitCost)):
         return f"flow variant does not know cost model {type(cm).__name__}"
     return None
@@ -100,12 +106,31 @@ class _Class:
 
 def _coef(cm) -> dict[str, float]:
     if isinstance(cm, UnitCost):
-        return dict(k0=1.0, k1=0.0, kpq=0.0, kpl=0.0, kpr=0.0, kdm=0.0, kdr=0.0, kpb=0.0, kdb=0.0)
-    return dict(k0=cm.k0, k1=cm.k1, kpq=cm.kpq, kpl=cm.kpl, kpr=cm.kpr, kdm=cm.kdm, kdr=cm.kdr,
-                kpb=cm.kpb, kdb=cm.kdb)
+        return dict(k0=1.0, k1=0.0, kpq=0.0, kpm=0.0, kpl=0.0, kpr=0.0, kdm=0.0, kdr=0.0, kpb=0.0,
+                    kdb=0.0)
+    return dict(k0=cm.k0, k1=cm.k1, kpq=cm.kpq, kpm=cm.kpm, kpl=cm.kpl, kpr=cm.kpr, kdm=cm.kdm,
+                kdr=cm.kdr, kpb=cm.kpb, kdb=cm.kdb)
 
 
-def _build_class(ids, I, O, arrival, k, limits: Limits, allow_evict: bool) -> _Class:
+def telescopes(cm) -> bool:
+    """True when ``kpm = 2 kpq`` (F2): a chunk's price telescopes along the token chain from
+    any start ``m``; otherwise only chunks from ``m = 0`` do, and chunks that continue a
+    partial fill (``m >= 1``) get direct arcs priced exactly (F2b)."""
+    k = _coef(cm)
+    return abs(k["kpm"] - 2 * k["kpq"]) <= 1e-12 * max(1.0, abs(k["kpm"]), abs(k["kpq"]))
+
+
+def chunk_price(k: dict[str, float], m: int, c: int) -> float:
+    """The price (docs/semantics.md section 5) of one prefill entry of ``c`` tokens over ``m`` cached ones (without
+    the batch-level ``k0``, ``kpb``)."""
+    return k["kpr"] + k["kpl"] * m + k["k1"] * c + k["kpq"] * c * c + k["kpm"] * c * m
+
+
+def _build_class(ids, I, O, arrival, k, limits: Limits, allow_evict: bool,
+                 chain_continues: bool = True) -> _Class:
+    """The arcs of one class (F1); ``chain_continues=False`` gives chunks that continue a
+    partial fill direct arcs ``P(g, m) -> (g, m')`` priced exactly (F2b) instead of the
+    token chain."""
     fp = limits.kv_footprint
     U = I + O - 1
     states: list[tuple[str, int, int]] = []
@@ -146,9 +171,16 @@ def _build_class(ids, I, O, arrival, k, limits: Limits, allow_evict: bool) -> _C
         S = I + g
         kv_here = fp(m) if kd_ in ("P", "R") else 0
         arc(si, si, IDLE, 0, 0.0, kv_here)
-        if kd_ in ("W", "P"):
+        if kd_ == "W" or (kd_ == "P" and chain_continues):
             arc(si, qidx[(g, m + 1)], START, 1,
                 k["kpr"] + k["kpl"] * m + k["k1"] + k["kpq"] * (2 * m + 1), 0)
+        elif kd_ == "P":  # F2b: one arc per chunk end m2, priced exactly
+            for m2 in range(m + 1, S + 1):
+                if m2 < S:
+                    arc(si, state_after(g, m2), CHUNK, m2 - m, chunk_price(k, m, m2 - m), fp(m2))
+                else:
+                    nxt, kvn, f = generated(g)
+                    arc(si, nxt, CHUNK, m2 - m, chunk_price(k, m, m2 - m), kvn, f)
         elif kd_ == "R":
             nxt, kvn, f = generated(g)
             arc(si, nxt, DECODE, 1, k["k1"] + k["kdm"] * (S - 1) + k["kdr"], kvn, f)
@@ -179,8 +211,13 @@ def classes_of(inst: Instance) -> list[tuple[list[str], int, int, float]]:
 def size_estimate(inst: Instance, J: int) -> int:
     """Number of arc variables the flow model would have with ``J`` batches."""
     tot = 0
+    direct = not telescopes(inst.cost_model)
     for _, I, O, _ in classes_of(inst):
         per = sum(3 * (I + g) + 4 for g in range(O))
+        if direct:  # F2b: sum over partial states P(g, m) of the chunk ends m + 1 .. S
+            for g in range(O):
+                S, top = I + g, (I + g - 2 if g >= 1 else I - 1)
+                per += sum(S - m for m in range(1, top + 1))
         tot += per
     return tot * J
 
@@ -199,7 +236,9 @@ class FlowModel:
         one = cm.batch_time([1], [0], [False])
         self.scale = 1.0 / one if one > 0 else 1.0
         allow_evict = not hyp.no_evictions
-        self.classes = [_build_class(ids, I, O, a, k, lim, allow_evict)
+        self.chain_continues = telescopes(cm)
+        self.classes = [_build_class(ids, I, O, a, k, lim, allow_evict,
+                                     self.chain_continues)
                         for ids, I, O, a in classes_of(inst)]
         self.online = any(c.arrival > 0 for c in self.classes)
         sc = self.scale
@@ -218,7 +257,7 @@ class FlowModel:
             f = self.f[ci]
             A = c.src.size
             nS = len(c.states)
-            layer_in = np.isin(c.kind, (IDLE, END, DECODE, EVICT)) & (c.dst < nS)
+            layer_in = np.isin(c.kind, LAYER_IN_KINDS) & (c.dst < nS)
             # (a) out of layer state s in batch j == into s in batch j-1 (j >= 1)
             rows, cols, vals = [], [], []
             for j in range(J):
@@ -264,13 +303,13 @@ class FlowModel:
                 return np.zeros(0, int), np.zeros(0, int), np.zeros(0)
             return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
 
-        entry = lambda c: np.isin(c.kind, (START, DECODE, EVREFILL))  # noqa: E731
-        pre_tok = lambda c: np.isin(c.kind, (START, STEP, EVREFILL))  # noqa: E731
+        entry = lambda c: np.isin(c.kind, ENTRY_KINDS)  # noqa: E731
+        pre_tok = lambda c: np.isin(c.kind, PREFILL_TOKEN_KINDS)  # noqa: E731
         ones = lambda c: np.ones(c.src.size)  # noqa: E731
         r, cc, v = per_batch(lambda c: c.tokens > 0, lambda c: c.tokens.astype(float))
         m.add_constraints(r, cc, v, hi=float(lim.max_batch_tokens), name="C")
         if lim.max_prefill_tokens is not None:
-            r, cc, v = per_batch(pre_tok, ones)
+            r, cc, v = per_batch(pre_tok, lambda c: c.tokens.astype(float))
             m.add_constraints(r, cc, v, hi=float(lim.max_prefill_tokens), name="P")
         if lim.max_batch_size is not None:
             r, cc, v = per_batch(entry, ones)
@@ -293,7 +332,7 @@ class FlowModel:
                 continue
             for ind, mask, nm in (
                 (self.y, lambda c, v_q=v_q: c.kv >= v_q, "card"),
-                (self.ap, lambda c, v_q=v_q: (c.kind == END) & (c.kv >= v_q), "cardp"),
+                (self.ap, lambda c, v_q=v_q: np.isin(c.kind, (END, CHUNK)) & (c.kv >= v_q), "cardp"),
                 (self.ad, lambda c, v_q=v_q: (c.kind == DECODE) & (c.kv >= v_q), "cardd"),
             ):
                 if q == ntot and nm == "card":
@@ -323,7 +362,7 @@ class FlowModel:
         m.add_constraints(np.repeat(jj, 3), np.stack([self.ap[:], self.ad[:], self.y[:]], 1).ravel(),
                           np.tile([1.0, 1.0, -1.0], J), lo=0.0, name="phase")
         # indicators exact both ways: ind >= f/n (each arc), ind <= sum f
-        for ind, mask in ((self.y, entry), (self.ap, lambda c: np.isin(c.kind, (START, EVREFILL))),
+        for ind, mask in ((self.y, entry), (self.ap, lambda c: np.isin(c.kind, PREFILL_KINDS)),
                           (self.ad, lambda c: c.kind == DECODE)):
             for ci, c in enumerate(self.classes):
                 sel = np.flatnonzero(mask(c))
@@ -404,6 +443,7 @@ class FlowModel:
         T = k["k0"] + k["kpb"] + k["kdb"]
         for c in self.classes:
             T += c.n * max(float(c.price[c.kind == DECODE].max(initial=0.0)),
+                           float(c.price[c.kind == CHUNK].max(initial=0.0)),
                            float(c.price[np.isin(c.kind, (START, STEP, EVREFILL))].sum()))
         T *= sc
         self.T = T
@@ -466,8 +506,8 @@ class FlowModel:
                     _, g, m0 = c.states[s]
                     if kd == IDLE:
                         nxt[s] += take
-                    elif kd == DECODE:
-                        entries += [(pos[r], 1) for r in take]
+                    elif kd in (DECODE, CHUNK):
+                        entries += [(pos[r], int(c.tokens[a])) for r in take]
                         nxt[c.dst[a]] += take
                     elif kd == EVICT:
                         evict += [pos[r] for r in take]
@@ -577,6 +617,14 @@ class FlowModel:
                     add(here, nxt, DECODE)
                     g[rid], mm[rid] = gg + 1, S
                     continue
+                elif m0 >= 1 and not self.chain_continues:  # F2b direct chunk arc
+                    top = m0 + cnt
+                    add(here, node(gg + 1, S) if top == S else node(gg, top), CHUNK)
+                    if top == S:
+                        g[rid], mm[rid] = gg + 1, S
+                    else:
+                        mm[rid] = top
+                    continue
                 else:
                     first = (here, c.qidx[(gg, m0 + 1)], START)
                 add(*first)
@@ -611,8 +659,8 @@ class FlowModel:
         k = _coef(self.inst.cost_model)
         for ci, c in enumerate(self.classes):
             cnt = counts[ci]
-            ent += cnt[:, np.isin(c.kind, (START, DECODE, EVREFILL))].sum(1)
-            pre += cnt[:, np.isin(c.kind, (START, EVREFILL))].sum(1)
+            ent += cnt[:, np.isin(c.kind, ENTRY_KINDS)].sum(1)
+            pre += cnt[:, np.isin(c.kind, PREFILL_KINDS)].sum(1)
             dec += cnt[:, c.kind == DECODE].sum(1)
             t += cnt @ (c.price * self.scale)
         y = (ent > 0).astype(float)

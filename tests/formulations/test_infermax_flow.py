@@ -17,11 +17,17 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from strategies import instances, valid_schedules  # noqa: E402
 
-from optsched.cost import PRESETS  # noqa: E402
+from optsched.cost import PRESETS, LinearCost  # noqa: E402
 from optsched.evaluate import evaluate  # noqa: E402
 from optsched.formulations import Hypotheses, SolveOptions, solve  # noqa: E402
 from optsched.formulations.infermax import canonical  # noqa: E402
-from optsched.formulations.infermax_flow import FlowModel, applicable, entry_batches  # noqa: E402
+from optsched.formulations.infermax_flow import (  # noqa: E402
+    CHUNK,
+    FlowModel,
+    applicable,
+    entry_batches,
+    telescopes,
+)
 from optsched.generators import infermax_fixed  # noqa: E402
 from optsched.instance import Limits  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
@@ -34,11 +40,26 @@ def family(I: int, n: int = 4, O: int = 4):
                           cost_model=PRESETS["infermax-llama2-7b-a100"])
 
 
+@st.composite
+def linear_costs(draw):
+    """Random linear cost models: ``kpm`` below, at and above ``2 kpq``, and ``kpq = 0``."""
+    kpq = draw(st.one_of(st.just(0.0), st.floats(1e-5, 1e-2)))
+    kpm = draw(st.one_of(st.just(2 * kpq), st.just(0.0), st.floats(1e-5, 3e-2),
+                         st.floats(0.1, 1.9).map(lambda r: r * kpq),
+                         st.floats(2.1, 10.0).map(lambda r: r * kpq)))
+    small = st.one_of(st.just(0.0), st.floats(1e-4, 1e-1))
+    return LinearCost(k0=draw(st.floats(0.01, 1.0)), k1=draw(small), kpq=kpq, kpm=kpm,
+                      kpl=draw(small), kpr=draw(small), kdm=draw(small), kdr=draw(small),
+                      kpb=draw(small), kdb=draw(small))
+
+
 @SET
-@given(st.data(), st.sampled_from(["makespan", "total-latency"]))
-def test_every_feasible_schedule_encodes_and_satisfies_every_cut(data, objective):
+@given(st.data(), st.sampled_from(["makespan", "total-latency"]), st.booleans())
+def test_every_feasible_schedule_encodes_and_satisfies_every_cut(data, objective, random_cost):
     online = None if objective == "makespan" else False
     inst = data.draw(instances(max_requests=5, max_prompt=8, max_output=4, online=online))
+    if random_cost:  # any linear cost model (infermax.md F2b), not only kpm = 2 kpq
+        inst = inst.replace(cost_model=data.draw(linear_costs()))
     trace = data.draw(valid_schedules(inst))
     assume(len(trace.completion_batch) == inst.n)
     assert applicable(inst, objective, Hypotheses()) is None
@@ -50,6 +71,10 @@ def test_every_feasible_schedule_encodes_and_satisfies_every_cut(data, objective
     x = fm.encode(s)
     assert fm.model.check(x) == []
     assert fm.objective_seconds(x) == pytest.approx(ev.objective(objective), rel=1e-9)
+    # the direct chunk arcs exist exactly when the chain prices do not telescope
+    has_chunk_arcs = any((c.kind == CHUNK).any() for c in fm.classes)
+    has_partial = any(state[0] == "P" for c in fm.classes for state in c.states)
+    assert has_chunk_arcs == (not telescopes(inst.cost_model) and has_partial)
     # decode(encode(s)) replays to the same batches with entries and the same makespan
     d = fm.decode(x)
     ev_d = evaluate(inst, d)
@@ -70,10 +95,12 @@ def _solve(inst, formulation, objective="makespan", **params):
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(["makespan", "total-latency"]), st.data())
-def test_flow_optimum_equals_exhaustive_search(objective, data):
+@given(st.sampled_from(["makespan", "total-latency"]), st.data(), st.booleans())
+def test_flow_optimum_equals_exhaustive_search(objective, data, random_cost):
     online = None if objective == "makespan" else False
     inst = data.draw(instances(max_requests=3, max_prompt=4, max_output=3, online=online))
+    if random_cost:
+        inst = inst.replace(cost_model=data.draw(linear_costs()))
     ex = _solve(inst, "exhaustive", objective, max_states=200_000)
     assume(ex.status == "optimal")
     fl = _solve(inst, "infermax", objective, variant="flow")
