@@ -19,7 +19,8 @@ when ``kpm = 2*kpq`` (every shipped preset; unit cost and the BLIS presets have
 ``kpq = kpm = 0``). For any other ``kpm`` (every fitted cost model) a chunk from
 ``m = 0`` is still priced exactly by the chain, and a chunk that continues a partial fill
 gets direct arcs ``P(g, m) -> (g, m')`` priced exactly (F2b). Decode arcs
-(``R(g) -> R(g+1)``) cost ``k1 + kdm*(S-1) + kdr``. So every arc has a *constant* price, token count and KV footprint: the model has no
+(``R(g) -> R(g+1)``) cost ``k1 + kdm*(S-1) + kdr``. So every arc has a *constant* price,
+token count and KV footprint: the model has no
 products at all, and memory, token and batch-size limits are constant-coefficient rows.
 
 Batch indicators ``y, ap, ad`` (non-empty / has a prefill / has a decode) are exact both
