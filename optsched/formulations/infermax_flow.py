@@ -122,8 +122,8 @@ def telescopes(cm) -> bool:
 
 
 def chunk_price(k: dict[str, float], m: int, c: int) -> float:
-    """The price (docs/semantics.md section 5) of one prefill entry of ``c`` tokens over ``m`` cached ones (without
-    the batch-level ``k0``, ``kpb``)."""
+    """The price (docs/semantics.md section 5) of one prefill entry of ``c`` tokens over ``m``
+    cached ones (without the batch-level ``k0``, ``kpb``)."""
     return k["kpr"] + k["kpl"] * m + k["k1"] * c + k["kpq"] * c * c + k["kpm"] * c * m
 
 
