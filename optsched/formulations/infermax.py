@@ -1052,6 +1052,13 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
                                   if jmax is not None else ""))
     fm = fl.FlowModel(inst, J, hyp, ub, objective)
     res = _solve_built(fm, ws, options, notes)
+    if ws is not None and _values_disagree(fm, res):
+        # seen with HiGHS 1.16: a MIP start accepted "in the reduced space" at a lower
+        # objective than its own, and the start's values returned with that objective
+        notes.append(f"{res.solver}: returned values priced {fm.objective_seconds(res.values):.10g} "
+                     f"against its objective {res.objective / fm.scale:.10g}; re-solved without "
+                     "the warm start")
+        res = _solve_built(fm, None, options, notes)
     sched, obj = None, None
     if res.values is not None and res.status in ("optimal", "feasible"):
         sched = fm.decode(res.values)
@@ -1065,7 +1072,22 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
                 obj = fm.objective_seconds(x2)
         except FormulationError as exc:
             notes.append(f"objective not polished: {exc}")
-    return _raw(res, fm.scale, sched, obj, notes, J, jmax, J_param)
+    raw = _raw(res, fm.scale, sched, obj, notes, J, jmax, J_param)
+    if raw.status == "optimal" and obj is not None and raw.bound is not None \
+            and obj > raw.bound + 1e-6 * max(1.0, abs(obj)):  # never claim a proof we lack
+        raw = replace(raw, status="feasible", notes=raw.notes + (
+            f"decoded schedule {obj:.10g} is above the solver's bound {raw.bound:.10g}: "
+            "reported as feasible",))
+    return raw
+
+
+def _values_disagree(fm, res) -> bool:
+    """True when the solver's values are not priced at the objective it reports."""
+    if res.values is None or res.objective is None or res.status not in ("optimal", "feasible"):
+        return False
+    own = fm.objective_seconds(res.values)
+    rep = res.objective / fm.scale
+    return abs(own - rep) > 1e-6 * max(1.0, abs(rep))
 
 
 __all__ = ["InfermaxModel", "build", "canonical", "run", "VARIANTS",
