@@ -410,17 +410,23 @@ class FlowModel:
                 m.add_constraints(np.repeat(np.arange(J - 1), 2),
                                   np.stack([self.start[1:], self.end[:-1]], 1).ravel(),
                                   np.tile([1.0, -1.0], J - 1), lo=0.0, name="seq")
+            self.act = {}
             for ci, c in enumerate(self.classes):
                 if c.arrival <= 0:
                     continue
+                # act[k, j] = 1 when a request of class k moves in batch j: act >= f/n for
+                # every non-idle arc, start_j >= a_k act (f/n alone would let one request of
+                # a class of n start at a_k / n)
+                act = self.act[ci] = m.add_vars(f"act{ci}", (J,), vtype="B")
                 sel = np.flatnonzero(c.kind != IDLE)
                 R = np.arange(J * sel.size)
-                # start_j >= a_k * f/n for every non-idle arc of the class
                 m.add_constraints(np.concatenate([R, R]),
-                                  np.concatenate([np.repeat(self.start[:], sel.size),
+                                  np.concatenate([np.repeat(act[:], sel.size),
                                                   self.f[ci][:, sel].ravel()]),
-                                  np.concatenate([np.ones(R.size), np.full(R.size, -c.arrival * sc / c.n)]),
-                                  lo=0.0, name=f"arrive{ci}")
+                                  np.concatenate([np.ones(R.size), np.full(R.size, -1.0 / c.n)]),
+                                  lo=0.0, name=f"active{ci}")
+                m.add_constraints(np.repeat(jj, 2), np.stack([self.start[:], act[:]], 1).ravel(),
+                                  np.tile([1.0, -c.arrival * sc], J), lo=0.0, name=f"arrive{ci}")
             obj_col = self.end[J - 1]
             m.set_objective([obj_col], [1.0])
         elif objective == "total-latency":
@@ -686,6 +692,8 @@ class FlowModel:
             arr_touch = np.zeros(J)
             for ci, c in enumerate(self.classes):
                 act = counts[ci][:, c.kind != IDLE].sum(1) > 0
+                if ci in self.act:
+                    x[self.act[ci][:]] = act
                 arr_touch = np.maximum(arr_touch, np.where(act, c.arrival * self.scale, 0.0))
             st = np.zeros(J)
             en = np.zeros(J)
