@@ -1,0 +1,118 @@
+"""BROS (paper 003): the bidirectional block table by hand, the deadline rule, and
+feasibility of bros, bros-rr and the existing policies on random RT/BE workloads."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from optsched.cost import LinearCost
+from optsched.evaluate import evaluate
+from optsched.hybrid import hybrid_metrics
+from optsched.instance import Instance, Limits, Request
+from optsched.policies import list_policies, simulate
+from optsched.policies.bros import BidirectionalBlocks
+
+
+def test_rt_shares_a_be_block_from_the_left():
+    # 2 blocks of 4 slots. BE b (id 1) takes 5 slots: block 0 full (4), block 1 holds 1 from
+    # the right. RT a (id 0) needs 3: no empty block, so FindPreemptBlock gives block 1
+    # (3 empty slots) and a fills it from the left: 1 + 3 = 4, nothing overwritten.
+    t = BidirectionalBlocks(2, 4)
+    assert t.grow(1, 5, rt=False, protected=set()) == []
+    assert t.blocks[1] == [0, 1] and t.be_n.tolist() == [4, 1]
+    assert t.grow(0, 3, rt=True, protected=set()) == []
+    assert t.rt_owner.tolist() == [-1, 0] and t.rt_n.tolist() == [0, 3]
+    assert t.held(0) == 3 and t.held(1) == 5
+
+
+def test_lazy_checkpoint_overwrites_only_the_slots_needed():
+    # continuing: a needs 2 more slots, none is free (4 + 4 used of 8), so a overwrites 2 of
+    # b's slots -- in block 0 (b's fullest block, 4 slots) -- and only those 2 are
+    # checkpointed: b keeps 3 slots on the GPU (2 in block 0, 1 in block 1).
+    t = BidirectionalBlocks(2, 4)
+    t.grow(1, 5, rt=False, protected=set())
+    t.grow(0, 3, rt=True, protected=set())
+    t.host_free = 10
+    assert t.grow(0, 2, rt=True, protected=set()) == [(1, 2)]
+    assert t.held(1) == 3 and t.held(0) == 5
+    assert t.preempted == {0: (0, 1)}
+    assert t.host_free == 8
+
+
+def test_no_checkpoint_of_protected_be_and_rollback():
+    # b is in the batch (protected): a cannot overwrite it and the table is left unchanged
+    t = BidirectionalBlocks(2, 4)
+    t.grow(1, 8, rt=False, protected=set())
+    t.host_free = 10
+    before = (t.rt_n.tolist(), t.be_n.tolist())
+    assert t.grow(0, 1, rt=True, protected={1}) is None
+    assert (t.rt_n.tolist(), t.be_n.tolist()) == before and t.host_free == 10
+
+
+def test_be_never_overwrites():
+    t = BidirectionalBlocks(1, 4)
+    t.grow(0, 4, rt=True, protected=set())
+    assert t.grow(1, 1, rt=False, protected=set()) is None
+
+
+def _hybrid(reqs, M=4096, C=4096, host=4096, cost=None):
+    return Instance("h", Limits(kv_capacity=M, max_batch_tokens=C, host_capacity=host),
+                    cost or LinearCost(k0=0.01, k1=0.001), tuple(reqs))
+
+
+def test_deadline_rule_keeps_be_out_of_an_urgent_rt_iteration():
+    # cost: 0.01 s per batch + 0.001 s per token. RT a (prompt 100, TTFT 0.12 s) and BE b
+    # (prompt 200) arrive at 0. Alone, a's prefill takes 0.01 + 0.1 = 0.11 s <= 0.12 s; with
+    # b's whole prompt it would take 0.31 s, with half (100) 0.21 s, a quarter (50) 0.16 s,
+    # 25 tokens 0.135 s, 12 tokens 0.122 s, 6 tokens 0.116 s <= 0.12: so batch 0 holds a's
+    # 100 tokens and a 6-token chunk of b (the halving rule) and a meets its TTFT.
+    a = Request("a", 0, 100, 2, cls="rt", ttft_slo=0.12, tpot_slo=1.0)
+    b = Request("b", 0, 200, 2, cls="be")
+    inst = _hybrid([a, b])
+    s = simulate(inst, "bros")
+    assert s.batch(0).entries == [("a", 100), ("b", 6)]
+    ev = evaluate(inst, s)
+    assert ev.feasible and ev.ttft[0] == pytest.approx(0.116)
+
+
+def test_bros_rr_alternates_classes():
+    a = Request("a", 0, 10, 3, cls="rt", ttft_slo=1.0, tpot_slo=1.0)
+    b = Request("b", 0, 10, 3, cls="be")
+    s = simulate(_hybrid([a, b]), "bros-rr")
+    assert [sorted(r for r, _ in bt.entries) for bt in s][:4] == [["a"], ["b"], ["a"], ["b"]]
+
+
+@st.composite
+def hybrid_instances(draw):
+    n = draw(st.integers(1, 8))
+    M = draw(st.integers(64, 400))
+    reqs = []
+    for k in range(n):
+        rt = draw(st.booleans())
+        prompt = draw(st.integers(1, 40))
+        output = draw(st.integers(1, 12))
+        if prompt + output - 1 > M:
+            continue
+        reqs.append(Request(f"r{k}", float(draw(st.integers(0, 5))) * 0.05, prompt, output,
+                            cls="rt" if rt else "be",
+                            ttft_slo=draw(st.sampled_from([0.05, 0.4])) if rt else None,
+                            tpot_slo=0.2 if rt else None))
+    host = draw(st.sampled_from([0, 64, 1000]))
+    return _hybrid(reqs or [Request("x", 0, 1, 1)], M=M, C=draw(st.integers(40, 128)), host=host)
+
+
+POLICIES = [p.name for p in list_policies() if not p.hypothetical]
+
+
+@pytest.mark.parametrize("policy", ["bros", "bros-rr", "vllm", "sarathi", "fcfs"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=hybrid_instances())
+def test_feasible_on_random_rt_be_workloads(policy, inst):
+    ev = evaluate(inst, simulate(inst, policy))
+    assert ev.feasible, (policy, ev.violations[:3])
+    m = hybrid_metrics(inst, ev)
+    assert m["rt_requests"] + m["be_requests"] == inst.n
+    if m["rt_requests"]:
+        assert 0 <= m["rt_ttft_attainment"] <= 1 and 0 <= m["rt_tpot_attainment"] <= 1
