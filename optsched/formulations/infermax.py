@@ -22,6 +22,7 @@ Public helpers: :func:`build` -> :class:`InfermaxModel` with ``encode(schedule)`
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -1051,14 +1052,17 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
                      "entries" + (f" (a schedule within the bound could have up to {jmax})"
                                   if jmax is not None else ""))
     fm = fl.FlowModel(inst, J, hyp, ub, objective)
+    t_solve = time.perf_counter()
     res = _solve_built(fm, ws, options, notes)
-    if ws is not None and _values_disagree(fm, res):
+    left = None if options.time_limit is None else \
+        options.time_limit - (time.perf_counter() - t_solve)
+    if ws is not None and _values_disagree(fm, res) and (left is None or left >= 1.0):
         # seen with HiGHS 1.16: a MIP start accepted "in the reduced space" at a lower
         # objective than its own, and the start's values returned with that objective
         notes.append(f"{res.solver}: returned values priced {fm.objective_seconds(res.values):.10g} "
                      f"against its objective {res.objective / fm.scale:.10g}; re-solved without "
                      "the warm start")
-        res = _solve_built(fm, None, options, notes)
+        res = _solve_built(fm, None, replace(options, time_limit=left), notes)
     sched, obj = None, None
     if res.values is not None and res.status in ("optimal", "feasible"):
         sched = fm.decode(res.values)
