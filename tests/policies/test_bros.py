@@ -116,3 +116,34 @@ def test_feasible_on_random_rt_be_workloads(policy, inst):
     assert m["rt_requests"] + m["be_requests"] == inst.n
     if m["rt_requests"]:
         assert 0 <= m["rt_ttft_attainment"] <= 1 and 0 <= m["rt_tpot_attainment"] <= 1
+
+
+def test_bros_generator_shape_and_be_batches_follow_the_service_estimate(tmp_path):
+    from optsched.hybrid import BE_OUTPUT, BE_PROMPT, be_batch_service_time, bros_workload
+
+    src = Instance("src", Limits(kv_capacity=10_000, max_batch_tokens=4096), requests=(
+        Request("x", 0, 100, 20), Request("y", 0, 50, 10)))
+    cost = LinearCost(k0=0.01, k1=0.0001)
+    inst = bros_workload(src, 20, 5.0, seed=3, be_batch=4,
+                         limits=Limits(kv_capacity=10_000, max_batch_tokens=4096), cost_model=cost)
+    rt = [r for r in inst.requests if r.cls == "rt"]
+    be = [r for r in inst.requests if r.cls == "be"]
+    assert len(rt) == 20 and all(r.ttft_slo == 0.4 and r.tpot_slo == 0.2 for r in rt)
+    assert {(r.prompt, r.output) for r in rt} <= {(100, 20), (50, 10)}
+    assert all(BE_PROMPT[0] <= r.prompt <= BE_PROMPT[1] and BE_OUTPUT[0] <= r.output <= BE_OUTPUT[1]
+               for r in be)
+    assert inst.limits.host_capacity == 40_000
+    # batch k + 1 arrives when batch k would finish alone (the estimate, recomputed here)
+    times = sorted({r.arrival for r in be})
+    assert times[0] == 0.0 and len(be) == 4 * len(times)
+    first = [r for r in be if r.arrival == times[0]]
+    import numpy as np
+
+    est = be_batch_service_time(np.array([r.prompt for r in first]),
+                                np.array([r.output for r in first]), cost, 4096)
+    assert times[1] == pytest.approx(est)
+    # and the estimate by hand for one tiny batch: prompts 3000 and 2000 packed in order into
+    # C = 4096-token batches (3000 + the first 1096 of 2000; then the other 904), then one
+    # decode batch of 2 (O = 2): (0.01 + 1e-4 * 4096) + (0.01 + 1e-4 * 904) + (0.01 + 2e-4)
+    assert be_batch_service_time(np.array([3000, 2000]), np.array([2, 2]), cost, 4096) == \
+        pytest.approx(0.01 + 0.4096 + 0.01 + 0.0904 + 0.0102)
