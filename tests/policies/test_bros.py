@@ -147,3 +147,22 @@ def test_bros_generator_shape_and_be_batches_follow_the_service_estimate(tmp_pat
     # decode batch of 2 (O = 2): (0.01 + 1e-4 * 4096) + (0.01 + 1e-4 * 904) + (0.01 + 2e-4)
     assert be_batch_service_time(np.array([3000, 2000]), np.array([2, 2]), cost, 4096) == \
         pytest.approx(0.01 + 0.4096 + 0.01 + 0.0904 + 0.0102)
+
+
+def test_iteration_ip_by_hand_matches_the_deadline_rule():
+    from optsched.bros_ip import Entry, best_batch
+
+    # the deadline case above as the IP sees it: RT a (100 tokens, residual 0.12 s) and BE b's
+    # options 200, 100, ..., 6 tokens; T = 0.01 + 0.001 * tokens. Only the 6-token chunk fits
+    # with a (0.116 s <= 0.12); b's options exclude each other, so the best batch is {a, b:6}.
+    cost = LinearCost(k0=0.01, k1=0.001, kswap=0.0)
+    es = [Entry(0, True, 100, 0, False, 0.12)]
+    es += [Entry(1, False, c, 0, False, float("inf")) for c in (200, 100, 50, 25, 12, 6)]
+    chosen, status = best_batch(es, cost, cap=4, max_tokens=4096, free_slots=10_000)
+    assert status == "optimal" and chosen == [0, 6]
+    # without the RT request the whole 200-token prefill is best (one option per request)
+    chosen, _ = best_batch(es[1:], cost, cap=4, max_tokens=4096, free_slots=10_000)
+    assert chosen == [0]
+    # (8): 150 free slots leave 100 as the largest chunk of b
+    chosen, _ = best_batch(es[1:], cost, cap=4, max_tokens=4096, free_slots=150)
+    assert chosen == [1]
