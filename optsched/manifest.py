@@ -43,7 +43,8 @@ def shipped_instance_files() -> list[Path]:
 
     files = sorted(p for p in INSTANCES.glob("*.json")
                    if p.name != "manifest.json" and not p.name.endswith(".schedules.json"))
-    files += [embedded_instance_path(n) for n in embedded_instance_names()]
+    shipped = (embedded_instance_path(n) for n in embedded_instance_names())
+    files += [p for p in shipped if p is not None]
     return files
 
 

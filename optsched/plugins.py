@@ -21,6 +21,7 @@ from Python, and ``optsched policies`` / ``optsched formulations`` list it.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import importlib
 import importlib.util
@@ -61,7 +62,7 @@ class ParamSpec:
     """
 
     name: str
-    type: type
+    type: builtins.type
     default: Any = None
     help: str = ""
     check: Callable[[Any], str | None] | None = None
@@ -88,7 +89,8 @@ class ParamSpec:
             return f"{word} <= {_num_text(self.hi)}"
         return word
 
-    def parse(self, value: Any, owner: str = "", error: type[Exception] = PluginError) -> Any:
+    def parse(self, value: Any, owner: str = "",
+              error: builtins.type[Exception] = PluginError) -> Any:
         """``value`` converted to ``type`` and checked; raises ``error`` naming ``owner``
         (e.g. ``"policy 'vllm'"``), the parameter and the value."""
         if value is None:
@@ -379,7 +381,7 @@ class Registry(Generic[E]):
         if known is not None:
             return known
         if self._adapt is None:
-            return obj  # type: ignore[no-any-return]
+            return obj
         return self._adapt(label, obj)
 
     def get(self, name: str) -> E:

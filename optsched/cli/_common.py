@@ -91,7 +91,8 @@ def image_file(path: str, option: str = "-o") -> str:
     if fmt not in known:
         raise InputFileError(f"{option} {path}: image format {fmt!r} is not supported; "
                              f"use one of {', '.join('.' + k for k in sorted(known))}")
-    return output_file(str(p), option, make_dirs=True)
+    output_file(str(p), option, make_dirs=True)
+    return str(p)
 
 
 def print_json(obj: Any) -> None:

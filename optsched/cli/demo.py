@@ -30,6 +30,8 @@ def register(sub) -> None:
 
 def run(args) -> int:
     path = embedded_instance_path(DEMO_INSTANCE)
+    if path is None:  # a broken installation, not bad input
+        raise RuntimeError(f"the shipped instance {DEMO_INSTANCE!r} is missing")
     print(f"optsched demo: InferMax eviction experiment (section 5.1) on {path.name}")
     print("  4 requests, prompt 16, output 4, KV capacity 32, InferMax Llama-2-7B cost model")
     print(f"  policies: {DEMO_POLICIES}; optimum: InferMax model (formulations/infermax.md) "
@@ -49,7 +51,7 @@ def run(args) -> int:
     ef = solve(Instance.load(path), "infermax", "makespan",
                options=SolveOptions(time_limit=args.time_limit, progress=False),
                hypotheses=Hypotheses(no_evictions=True))
-    if best is not None and ef.status == "optimal":
+    if best is not None and ef.status == "optimal" and ef.objective is not None:
         slower = (ef.objective - best["objective"]) / ef.objective
         print(f"\nproof by example: the best eviction-free schedule takes {ef.objective * 1000:.3f} "
               f"ms, {100 * slower:.1f}% slower than the optimum ({best['objective'] * 1000:.3f} ms, "

@@ -69,6 +69,10 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
             status, msg = "infeasible", f"no schedule with objective <= {hypotheses.at_most}"
         return RawSolution(status=status, runtime=res.runtime, solver="exhaustive",
                            nodes=res.expanded, notes=tuple(notes), message=msg)
+    if res.schedule is None or res.objective is None:
+        return RawSolution(status="error", runtime=res.runtime, solver="exhaustive",
+                           nodes=res.expanded, notes=tuple(notes),
+                           message="exhaustive: internal error: optimal without a schedule")
     ev = evaluate(instance, res.schedule)
     true = ev.objective(objective)
     if not ev.feasible or abs(true - res.objective) > 1e-6 * max(1.0, abs(true)):

@@ -89,7 +89,7 @@ def _rows_out(model: Model, split_ranges: bool):
     """Yield (name, type, rhs, range, global row) for the rows that are written."""
     a = model.arrays()
     names = row_names(model)
-    out = []
+    out: list[tuple[str, str, float, float | None, int]] = []
     for i in range(a.num_rows):
         lo, hi = float(a.row_lo[i]), float(a.row_hi[i])
         fin_lo, fin_hi = np.isfinite(lo), np.isfinite(hi)

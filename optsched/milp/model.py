@@ -619,8 +619,10 @@ class Model:
         return arrays
 
     # ------------------------------------------------------------------ solutions
-    def value(self, block: str | VarBlock, values: Any, round_integers: bool = True) -> np.ndarray:
-        """Block-shaped solution values (integer blocks rounded to the nearest integer)."""
+    def value(self, block: str | VarBlock, values: Any,
+              round_integers: bool = True) -> np.ndarray | float:
+        """Block-shaped solution values (integer blocks rounded to the nearest integer); a
+        scalar block gives a float."""
         blk = self.block(block)
         x = self._values_vector(values)
         out = x[blk.start:blk.stop].reshape(blk.shape)

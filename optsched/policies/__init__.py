@@ -31,10 +31,12 @@ def simulate(instance: Instance, policy: str | Policy, *, stats: SimStats | None
     built fresh with ``params``, or a policy object)
     over ``instance`` and return its schedule; ``stats`` receives the decision time."""
     if isinstance(policy, str):
-        policy = get_policy(policy, **params)
+        obj: Policy = get_policy(policy, **params)
     elif params:
         raise PolicyError("parameters can only be given with a policy name")
-    return simulate_policy(instance, policy, stats=stats)
+    else:
+        obj = policy
+    return simulate_policy(instance, obj, stats=stats)
 
 
 __all__ = [

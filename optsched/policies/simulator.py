@@ -69,9 +69,9 @@ class Plan(NamedTuple):
     Indices are 0-based instance positions. Arrays or lists of ints are accepted.
     """
 
-    req: np.ndarray
-    tokens: np.ndarray
-    evict: np.ndarray
+    req: np.ndarray | Sequence[int]
+    tokens: np.ndarray | Sequence[int]
+    evict: np.ndarray | Sequence[int]
     swap_out: Sequence[int] = ()
     swap_out_tokens: Sequence[int] = ()
     swap_in: Sequence[int] = ()

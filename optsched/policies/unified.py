@@ -99,6 +99,18 @@ _RESERVES = ("input", "full", "histogram")
 class UnifiedScheduler(Policy):
     """InferMax Algorithm 1 with a configuration (see the module docstring)."""
 
+    # the batch being planned (reset by next_batch)
+    blocks: list[np.ndarray]
+    cur: list[int]
+    btok: list[int]
+    ev: list[int]
+    admitted: list[int]
+    pre_entries: list[int]
+    tok: int
+    pre: int
+    nb: int
+    phase: int
+
     def __init__(
         self,
         *,
@@ -154,6 +166,7 @@ class UnifiedScheduler(Policy):
         # vLLM: watermark_blocks = int(watermark * num_blocks), kept free at admission
         self.wm = int(self.watermark * (self.M // self.b)) * self.b
         idx = np.arange(n)
+        keys: tuple[np.ndarray, ...]
         if self.key == "arrival":
             keys = (idx, view.arrival)
         elif self.key == "prompt":
@@ -401,12 +414,12 @@ class UnifiedScheduler(Policy):
         self.in_rank_order = self.decode_sort is None and (
             not self.partial or self.order == "single")
         # entry requests in order: numpy blocks (decode fast path) and single entries
-        self.blocks: list[np.ndarray] = []
-        self.cur: list[int] = []
-        self.btok: list[int] = []
-        self.ev: list[int] = []
-        self.admitted: list[int] = []
-        self.pre_entries: list[int] = []
+        self.blocks = []
+        self.cur = []
+        self.btok = []
+        self.ev = []
+        self.admitted = []
+        self.pre_entries = []
         self.tok = self.pre = self.nb = 0
         self.phase = _NONE
 
