@@ -48,6 +48,8 @@ class Batch(NamedTuple):
     swap_in: Sequence[str] = ()
 
 
+#: the default of the swap arrays: replaced by empty arrays of the schedule's shape
+_NO_SWAPS: np.ndarray = np.zeros(0, np.int64)
 _SWAP_ARRAYS = ("swap_out_ptr", "swap_out_req", "swap_out_tokens", "swap_in_ptr", "swap_in_req")
 
 
@@ -62,19 +64,19 @@ class Schedule:
     evict_ptr: np.ndarray
     evict_req: np.ndarray
     start: np.ndarray
-    # swap preemption (optional; None = no swaps): swap-outs (request, tokens) and swap-ins
-    swap_out_ptr: np.ndarray | None = None
-    swap_out_req: np.ndarray | None = None
-    swap_out_tokens: np.ndarray | None = None
-    swap_in_ptr: np.ndarray | None = None
-    swap_in_req: np.ndarray | None = None
+    # swap preemption (optional; not given = no swaps): swap-outs (request, tokens) and swap-ins
+    swap_out_ptr: np.ndarray = _NO_SWAPS
+    swap_out_req: np.ndarray = _NO_SWAPS
+    swap_out_tokens: np.ndarray = _NO_SWAPS
+    swap_in_ptr: np.ndarray = _NO_SWAPS
+    swap_in_req: np.ndarray = _NO_SWAPS
 
     def __post_init__(self):
         ids = tuple(self.ids)
         object.__setattr__(self, "ids", ids)
         nb0 = np.asarray(self.start).size
         for name in _SWAP_ARRAYS:
-            if getattr(self, name) is None:
+            if getattr(self, name) is _NO_SWAPS or getattr(self, name) is None:
                 empty = np.zeros(nb0 + 1 if name.endswith("_ptr") else 0, np.int64)
                 object.__setattr__(self, name, empty)
         conv = {
@@ -220,7 +222,7 @@ class Schedule:
             return tuple(out)
 
         starts = tuple(None if math.isnan(s) else float(s) for s in self.start)
-        out = (
+        out: tuple[Any, ...] = (
             per_batch(self.batch_ptr, self.entry_req, self.entry_tokens),
             per_batch(self.evict_ptr, self.evict_req),
             starts,

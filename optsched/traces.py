@@ -274,14 +274,14 @@ def read_trace(
     prompt = _parse_ints(_column(rows, lines, i_idx, icol, p), lines, icol, p)
     output = _parse_ints(_column(rows, lines, o_idx, ocol, p), lines, ocol, p)
     n = len(rows)
-    if fmt == "azure":
+    if tcol is None:  # arxiv: no timestamps in the file
+        arrival = poisson_arrivals(n, rate, seed) if rate is not None else np.zeros(n)
+    elif fmt == "azure":
         arrival = _parse_timestamps(_column(rows, lines, 0, tcol, p), lines, tcol, p)
-    elif fmt == "vidur":
+    else:
         arrival = _parse_seconds(_column(rows, lines, 0, tcol, p), lines, tcol, p)
         if n:
             arrival = arrival - arrival.min()
-    else:
-        arrival = poisson_arrivals(n, rate, seed) if rate is not None else np.zeros(n)
     row = np.arange(n, dtype=np.int64)
     notes: list[str] = []
     zero = (prompt == 0) | (output == 0)
