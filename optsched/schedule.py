@@ -25,7 +25,7 @@ import json
 import math
 import zipfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -50,6 +50,12 @@ class Batch(NamedTuple):
 
 #: the default of the swap arrays: replaced by empty arrays of the schedule's shape
 _NO_SWAPS: np.ndarray = np.zeros(0, np.int64)
+
+
+def _no_swaps() -> np.ndarray:
+    return _NO_SWAPS
+
+
 _SWAP_ARRAYS = ("swap_out_ptr", "swap_out_req", "swap_out_tokens", "swap_in_ptr", "swap_in_req")
 
 
@@ -65,11 +71,11 @@ class Schedule:
     evict_req: np.ndarray
     start: np.ndarray
     # swap preemption (optional; not given = no swaps): swap-outs (request, tokens) and swap-ins
-    swap_out_ptr: np.ndarray = _NO_SWAPS
-    swap_out_req: np.ndarray = _NO_SWAPS
-    swap_out_tokens: np.ndarray = _NO_SWAPS
-    swap_in_ptr: np.ndarray = _NO_SWAPS
-    swap_in_req: np.ndarray = _NO_SWAPS
+    swap_out_ptr: np.ndarray = field(default_factory=_no_swaps)
+    swap_out_req: np.ndarray = field(default_factory=_no_swaps)
+    swap_out_tokens: np.ndarray = field(default_factory=_no_swaps)
+    swap_in_ptr: np.ndarray = field(default_factory=_no_swaps)
+    swap_in_req: np.ndarray = field(default_factory=_no_swaps)
 
     def __post_init__(self):
         ids = tuple(self.ids)
