@@ -171,8 +171,11 @@ def solve_within(instance: Instance, formulation: str, objective: str, *, option
 
     from .bounds import BoundResult, Budget, lower_bound
     from .formulations import SolveReport, solve
-    from .formulations.base import _warm_start
+    from .formulations.base import _warm_start, refuse_swaps
+    from .schedule import Schedule
 
+    # no formulation or bound here models swap preemption (docs/semantics.md section 6)
+    refuse_swaps(formulation, instance, warm_start if isinstance(warm_start, Schedule) else None)
     t0 = time.perf_counter()
     budget = Budget.seconds(time_limit)
     ws, ws_info = _warm_start(instance, objective, warm_start, hypotheses)

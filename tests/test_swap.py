@@ -176,3 +176,17 @@ def test_direct_entry_points_refuse_swaps():
         hindsight.check_instance(inst)
     with pytest.raises(FormulationError, match="infermax: cannot represent swap"):
         infermax.build(inst, J=2)
+
+
+def test_cli_solve_refuses_a_swapping_instance(tmp_path):
+    import subprocess
+    import sys
+
+    inst = Instance("t", Limits(kv_capacity=8, max_batch_tokens=8, host_capacity=8), UnitCost(),
+                    (Request("a", 0, 2, 2),))
+    p = tmp_path / "i.json"
+    inst.save(p)
+    out = subprocess.run([sys.executable, "-m", "optsched", "solve", str(p), "--time-limit", "5"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr
+    assert "cannot represent swap preemption" in out.stderr and "Traceback" not in out.stderr
