@@ -208,6 +208,7 @@ def _generate_family(args, g) -> Instance:
             f"it takes --{', --'.join(sorted(accepted))}"
         )
     params = {n: getattr(args, n) for n in accepted if getattr(args, n) is not None}
+    limits: Limits | None
     if g.takes_limits:
         limits, cost = _limits(args), _cost(args.cost_model)
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from typing import Any
 
 from ..cost import DEFAULT_PRESET, PRESETS, preset
 from ..errors import InputFileError
@@ -96,7 +97,7 @@ def run_simulate(args) -> int:
     if args.output:
         schedule.save(args.output)
     if args.json:
-        out = {"policy": spec.name, "evaluation": ev.to_dict()}
+        out: dict[str, Any] = {"policy": spec.name, "evaluation": ev.to_dict()}
         if schedule.n_entries <= JSON_SCHEDULE_LIMIT or args.with_schedule:
             out["schedule"] = schedule.to_dict()
         else:

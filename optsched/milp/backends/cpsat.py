@@ -242,12 +242,13 @@ class _Worker:
             proc, cls._proc = cls._proc, None
         if proc is not None and proc.poll() is None:
             try:
-                proc.stdin.close()
+                if proc.stdin is not None:
+                    proc.stdin.close()
                 proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 proc.kill()
                 proc.wait()
-        if proc is not None:
+        if proc is not None and proc.stdout is not None:
             proc.stdout.close()
 
     @classmethod
@@ -259,13 +260,16 @@ class _Worker:
                     cls._atexit = True
                 cls._proc = cls._start()
             proc = cls._proc
+            send, receive = proc.stdin, proc.stdout
+            if send is None or receive is None:
+                raise RuntimeError("the CP-SAT worker was started without pipes")
             ok = False
             try:
-                pickle.dump(payload, proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-                proc.stdin.flush()
+                pickle.dump(payload, send, protocol=pickle.HIGHEST_PROTOCOL)
+                send.flush()
                 while True:
                     try:
-                        msg = pickle.load(proc.stdout)
+                        msg = pickle.load(receive)
                     except EOFError:
                         raise RuntimeError(
                             f"the CP-SAT worker process died (exit code {proc.wait()})"
