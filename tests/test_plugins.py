@@ -140,6 +140,7 @@ def test_policy_from_an_entry_point(tmp_path, monkeypatch):
     _distribution(tmp_path, "optsched.policies", "one-at-a-time", "user_plugins:OneAtATime")
     monkeypatch.syspath_prepend(str(HERE))
     monkeypatch.syspath_prepend(str(tmp_path))
+    POLICIES.discover()  # built-ins register once, on import: take them into the copy
     monkeypatch.setattr(POLICIES, "_entries", dict(POLICIES._entries))
     monkeypatch.setattr(POLICIES, "_discovered", False)
     assert "one-at-a-time" in {s.name for s in list_policies()}
@@ -151,6 +152,7 @@ def test_policy_from_an_entry_point(tmp_path, monkeypatch):
 def test_a_broken_entry_point_warns_and_the_rest_still_load(tmp_path, monkeypatch):
     _distribution(tmp_path, "optsched.policies", "broken", "optsched_no_such_module:X")
     monkeypatch.syspath_prepend(str(tmp_path))
+    POLICIES.discover()  # built-ins register once, on import: take them into the copy
     monkeypatch.setattr(POLICIES, "_entries", dict(POLICIES._entries))
     monkeypatch.setattr(POLICIES, "_discovered", False)
     with pytest.warns(UserWarning, match="policy plug-in 'broken'"):
