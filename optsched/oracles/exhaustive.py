@@ -132,7 +132,9 @@ class _Timeout(Exception):
 
 
 class _Search:
-    def __init__(self, inst: Instance, objective: str, opts: SearchOptions):
+    def __init__(self, inst: Instance, objective: str, opts: SearchOptions,
+                 start: list[tuple[int, int]] | None = None,
+                 goal: list[tuple[int, int]] | None = None):
         if objective not in OBJECTIVES:
             raise FormulationError(f"exhaustive: unknown objective {objective!r}")
         self.inst, self.obj, self.opts = inst, objective, opts
@@ -185,6 +187,15 @@ class _Search:
         self.early_ttft_goal = objective == "mean-ttft" and not opts.restricted
         self.unit_r8 = opts.pruning and isinstance(cm, UnitCost)
         self._opt_cache: dict[tuple[int, int], list] = {}
+        self.root = tuple(self._code(p, start) for p in range(inst.n)) if start else (0,) * inst.n
+        self.goal = None if goal is None else tuple(self._code(p, goal) for p in range(inst.n))
+        if goal is not None:
+            self.early_ttft_goal = False
+
+    def _code(self, p: int, states: list[tuple[int, int]]) -> int:
+        """Code of position ``p`` from per-request (instance order) states ``(g, m)``."""
+        g, m = states[self.pos_req[p]]
+        return self.done_code[p] if g >= self.O[p] else g * self.W + m
 
     # -- helpers --------------------------------------------------------------------
     def fp(self, m: int) -> int:
@@ -294,6 +305,8 @@ class _Search:
         if self.early_ttft_goal:
             W = self.W
             return all(c // W >= 1 for c in codes)
+        if self.goal is not None:
+            return codes == self.goal
         return all(c == d for c, d in zip(codes, self.done_code))
 
     # -- edges ----------------------------------------------------------------------
@@ -467,8 +480,7 @@ class _Search:
     def run(self) -> SearchResult:
         t0 = time.perf_counter()
         opts = self.opts
-        n = self.inst.n
-        root = tuple([0] * n)
+        root = self.root
         rkey = self.key(root, 0.0)
         # node: key -> [cost, clock, parent key, edge, codes, closed]
         nodes: dict[Any, list] = {rkey: [0.0, 0.0, None, None, root, False]}
@@ -608,3 +620,23 @@ def search(instance: Instance, objective: str = "makespan", options: SearchOptio
     """Exact minimum of ``objective`` over all schedules of ``instance`` (module docstring)."""
     refuse_swaps("exhaustive", instance)
     return _Search(instance, objective, options or SearchOptions()).run()
+
+
+def search_between(instance: Instance, objective: str, start: list[tuple[int, int]],
+                   goal: list[tuple[int, int]], options: SearchOptions | None = None
+                   ) -> SearchResult:
+    """Exact minimum cost of going from per-request states ``start`` to exactly ``goal``
+    (``(g, m)`` per request, instance order; semantics section 3), clock 0 at the start.
+
+    The path cost is the module docstring's edge cost summed up to the goal (for the latency
+    objectives a request whose goal is unfinished accrues until the goal is reached). Used by
+    large-neighbourhood search (:mod:`optsched.lns`) to re-solve a window of batches. Pruning
+    is off: R3 (postpone an eviction) and R4 (interchange identical requests) do not hold when
+    the goal fixes who is evicted and which request ends in which state, and the A* heuristic
+    bounds the cost to *completion*, not to ``goal``; so this is plain Dijkstra."""
+    refuse_swaps("exhaustive", instance)
+    if len(start) != instance.n or len(goal) != instance.n:
+        raise FormulationError("exhaustive: start and goal need one state per request")
+    opts = options or SearchOptions()
+    opts = SearchOptions(max_states=opts.max_states, time_limit=opts.time_limit, pruning=False)
+    return _Search(instance, objective, opts, start, goal).run()

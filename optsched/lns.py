@@ -1,0 +1,259 @@
+"""Large-neighbourhood search: improve a feasible schedule by re-solving windows exactly.
+
+Starting from a feasible schedule (a policy's, or a file), repeatedly pick a *window* -- a
+span of consecutive batches ``[j0, j1)`` touching at most ``max_requests`` requests -- and
+re-solve it exactly with the exhaustive search
+(:func:`optsched.oracles.exhaustive.search_between`) while every other batch stays as it is:
+
+* the replay (docs/semantics.md section 3) gives each touched request's state ``(g, m)``
+  before batch ``j0`` and after batch ``j1 - 1``;
+* the subproblem is the touched requests with arrivals shifted by the previous batch's end
+  ``t`` (``max(0, a - t)``), the KV capacity lowered by the footprint of every *untouched*
+  resident request (it holds its ``m`` tokens throughout the window), and the task "go from
+  the start states to exactly the end states at least cost" -- reaching the *same* states
+  means every later batch sees the state it saw before, so it stays valid;
+* the window's batches are replaced by the solution, every start is left to "as early as
+  possible" (semantics section 4), and the whole schedule is replayed by
+  :func:`optsched.evaluate.evaluate`; it is kept only if feasible and strictly better.
+
+The subproblem is exact for its own cost (the objective's path cost inside the window,
+``optsched/oracles/exhaustive.py``), which for makespan is the window's duration; the
+global objective is judged by ``evaluate`` alone, so the result is never worse than the
+start. Seeded (one ``random.Random(seed)``); honours a time limit.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import random
+import sys
+import time
+from dataclasses import dataclass, field, replace
+
+from .errors import OptschedError
+from .evaluate import evaluate
+from .instance import Instance, Request
+from .oracles.exhaustive import SearchOptions, search_between
+from .schedule import Batch, Schedule
+
+State = tuple[int, int]  # (g, m): generated tokens, cached tokens (semantics section 3)
+
+
+class LNSError(OptschedError):
+    """The start schedule cannot be improved (infeasible, swaps, bad options)."""
+
+
+@dataclass(frozen=True)
+class LNSOptions:
+    """Knobs of :func:`improve`."""
+
+    time_limit: float = 10.0
+    seed: int = 0
+    max_window: int = 4  # batches per window
+    max_requests: int = 4  # requests touched by a window
+    window_time: float = 1.0  # seconds per exact sub-search at most
+    max_states: int = 20_000
+    #: stop after this many windows (with it, a run is reproducible whatever the machine's speed)
+    max_iterations: int | None = None
+    progress: bool = True
+
+    def __post_init__(self):
+        if not self.time_limit > 0:
+            raise LNSError(f"lns: time limit must be > 0 seconds, got {self.time_limit:g}")
+        for name in ("max_window", "max_requests", "max_states"):
+            if getattr(self, name) < 1:
+                raise LNSError(f"lns: {name} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class LNSResult:
+    """Outcome of :func:`improve`: the best schedule found and how the search went."""
+
+    schedule: Schedule
+    objective: float
+    start_objective: float
+    objective_kind: str
+    iterations: int
+    windows_solved: int
+    improvements: int
+    runtime: float
+    seed: int
+    history: list[tuple[float, float]] = field(default_factory=list)  # (seconds, objective)
+
+    def to_dict(self) -> dict:
+        return {"objective": self.objective, "start_objective": self.start_objective,
+                "objective_kind": self.objective_kind, "iterations": self.iterations,
+                "windows_solved": self.windows_solved, "improvements": self.improvements,
+                "runtime": self.runtime, "seed": self.seed,
+                "improvement": self.start_objective - self.objective}
+
+
+class _Replay:
+    """Per-request states around every batch that touches it (semantics section 3: a batch
+    first evicts, then processes ``c`` tokens; ``m = S`` generates a token, ``g = O`` frees)."""
+
+    def __init__(self, inst: Instance, s: Schedule):
+        I = [r.prompt for r in inst.requests]
+        O = [r.output for r in inst.requests]
+        state: list[State] = [(0, 0)] * inst.n
+        self.batches: list[list[int]] = [[] for _ in range(inst.n)]  # batches touching r
+        self.after: list[list[State]] = [[] for _ in range(inst.n)]
+        for j in range(s.n_batches):
+            ea, eb = s.evict_ptr[j], s.evict_ptr[j + 1]
+            touched = {}
+            for r in s.evict_req[ea:eb].tolist():
+                state[r] = (state[r][0], 0)
+                touched[r] = True
+            a, b = s.batch_ptr[j], s.batch_ptr[j + 1]
+            for r, c in zip(s.entry_req[a:b].tolist(), s.entry_tokens[a:b].tolist()):
+                g, m = state[r]
+                m += c
+                if m == I[r] + g:
+                    g += 1
+                    m = 0 if g == O[r] else m
+                state[r] = (g, m)
+                touched[r] = True
+            for r in touched:
+                self.batches[r].append(j)
+                self.after[r].append(state[r])
+
+    def state_before(self, r: int, j: int) -> State:
+        """Request ``r``'s state before batch ``j``."""
+        k = bisect.bisect_left(self.batches[r], j)
+        return (0, 0) if k == 0 else self.after[r][k - 1]
+
+
+def _touched(s: Schedule, j0: int, j1: int) -> list[int]:
+    a, b = s.batch_ptr[j0], s.batch_ptr[j1]
+    ea, eb = s.evict_ptr[j0], s.evict_ptr[j1]
+    return sorted(set(s.entry_req[a:b].tolist()) | set(s.evict_req[ea:eb].tolist()))
+
+
+def _held_kv(inst: Instance, rep: _Replay, j0: int, skip: set[int]) -> int:
+    """KV footprint held through the window by resident requests it does not touch."""
+    fp = inst.limits.kv_footprint
+    return sum(fp(m) for r in range(inst.n) if r not in skip
+               for g, m in [rep.state_before(r, j0)] if m > 0)
+
+
+def _subproblem(inst: Instance, rep: _Replay, touched: list[int], j0: int, j1: int,
+                t_prev: float) -> tuple[Instance, list[State], list[State]] | None:
+    """The window's touched requests as an instance of their own (module docstring)."""
+    M = inst.limits.kv_capacity - _held_kv(inst, rep, j0, set(touched))
+    if M < 1:
+        return None
+    reqs = tuple(Request(inst.requests[r].id, max(0.0, inst.requests[r].arrival - t_prev),
+                         inst.requests[r].prompt, inst.requests[r].output) for r in touched)
+    try:
+        sub = inst.replace(requests=reqs, limits=replace(inst.limits, kv_capacity=M))
+    except OptschedError:  # some touched request's peak no longer fits: nothing to gain
+        return None
+    start = [rep.state_before(r, j0) for r in touched]
+    goal = [rep.state_before(r, j1) for r in touched]
+    return sub, start, goal
+
+
+def _splice(s: Schedule, j0: int, j1: int, window: Schedule) -> Schedule:
+    """``s`` with batches ``[j0, j1)`` replaced by ``window``'s, every start left free."""
+    def free(b: Batch) -> Batch:
+        return Batch(b.entries, b.evict, None)
+    batches = [free(b) for b in s]
+    return Schedule.from_batches(batches[:j0] + [free(b) for b in window] + batches[j1:])
+
+
+def _free_starts(s: Schedule) -> Schedule:
+    """Semantics section 4: a batch without a stated start runs as early as possible; for a
+    fixed batch sequence this never delays any end (exhaustive.py, R5)."""
+    return Schedule.from_batches([Batch(b.entries, b.evict, None) for b in s])
+
+
+class _LNS:
+    def __init__(self, inst: Instance, objective: str, opts: LNSOptions):
+        self.inst, self.obj, self.opts = inst, objective, opts
+        self.rng = random.Random(opts.seed)
+        self.t0 = time.perf_counter()
+        self.deadline = self.t0 + opts.time_limit
+
+    def _log(self, msg: str) -> None:
+        if self.opts.progress:
+            print(f"lns: {msg}", file=sys.stderr, flush=True)
+
+    def _window(self, s: Schedule) -> tuple[int, int, list[int]] | None:
+        """A random span of batches touching at most ``max_requests`` requests."""
+        j0 = self.rng.randrange(s.n_batches)
+        j1 = min(s.n_batches, j0 + self.rng.randint(1, self.opts.max_window))
+        while j1 > j0:
+            touched = _touched(s, j0, j1)
+            if len(touched) <= self.opts.max_requests:
+                return j0, j1, touched
+            j1 -= 1
+        return None
+
+    def _try(self, s: Schedule, ev, rep: _Replay):
+        """Re-solve one window; the spliced schedule and its evaluation, or None."""
+        win = self._window(s)
+        if win is None:
+            return None
+        j0, j1, touched = win
+        t_prev = float(ev.batch_end[j0 - 1]) if j0 else 0.0
+        sp = _subproblem(self.inst, rep, touched, j0, j1, t_prev)
+        left = self.deadline - time.perf_counter()
+        if sp is None or left <= 0:
+            return None
+        sub, start, goal = sp
+        res = search_between(sub, self.obj, start, goal, SearchOptions(
+            max_states=self.opts.max_states, time_limit=min(self.opts.window_time, left)))
+        if res.status != "optimal":
+            return None
+        self.solved += 1
+        cand = _splice(s, j0, j1, res.schedule)
+        cev = evaluate(self.inst, cand)
+        return (cand, cev) if cev.feasible else None
+
+    def run(self, schedule: Schedule) -> LNSResult:
+        s = _free_starts(schedule)
+        ev = evaluate(self.inst, s)
+        start_obj = evaluate(self.inst, schedule).objective(self.obj)
+        best = ev.objective(self.obj)
+        rep = _Replay(self.inst, s)
+        it, self.solved, imp, last_log = 0, 0, 0, self.t0
+        history = [(0.0, best)]
+        cap = self.opts.max_iterations
+        while time.perf_counter() < self.deadline and s.n_batches and (cap is None or it < cap):
+            it += 1
+            got = self._try(s, ev, rep)
+            if got is not None and got[1].objective(self.obj) < best - 1e-9 * max(1.0, abs(best)):
+                s, ev = got
+                best = ev.objective(self.obj)
+                rep = _Replay(self.inst, s)
+                imp += 1
+                history.append((time.perf_counter() - self.t0, best))
+                self._log(f"iteration {it}: improved to {best:.6g} ({s.n_batches} batches)")
+            if time.perf_counter() - last_log > 5:
+                last_log = time.perf_counter()
+                self._log(f"{it} iterations, {self.solved} windows solved, {imp} improvements, "
+                          f"objective {best:.6g}")
+        if best > start_obj:  # freeing the starts can only help (R5); keep the original if not
+            s, best = schedule, start_obj
+        self._log(f"done: {it} iterations, {self.solved} windows solved, {imp} improvements, "
+                  f"objective {start_obj:.6g} -> {best:.6g}")
+        return LNSResult(s, best, start_obj, self.obj, it, self.solved, imp,
+                         time.perf_counter() - self.t0, self.opts.seed, history)
+
+
+def improve(instance: Instance, schedule: Schedule, objective: str = "makespan",
+            options: LNSOptions | None = None) -> LNSResult:
+    """Large-neighbourhood search from ``schedule`` (module docstring); the result is
+    replayed by :func:`optsched.evaluate.evaluate` and never worse than ``schedule``."""
+    if schedule.has_swaps or instance.limits.swapping:
+        raise LNSError("lns: schedules with swap preemption are not supported")
+    ev = evaluate(instance, schedule)
+    if not ev.feasible:
+        raise LNSError(f"lns: the start schedule is infeasible: {ev.violations[0]}")
+    if math.isnan(ev.objective(objective)):
+        raise LNSError(f"lns: the start schedule has no {objective} value")
+    return _LNS(instance, objective, options or LNSOptions()).run(schedule)
+
+
+__all__ = ["LNSError", "LNSOptions", "LNSResult", "improve"]
