@@ -11,7 +11,10 @@ slices of the first 100 / 1,000 / 10,000 requests, Llama-2-7B preset
   ``M = 30,000`` (memory binds: ~24 conversation requests fit), total latency and mean TTFT.
 
 Per cell: the ``combinatorial`` bound and the rung that gave it, each policy's objective
-(every schedule replayed by ``evaluate``), the best, gap = (best - bound) / best, times.
+(every schedule replayed by ``evaluate``), the best, the large-neighbourhood search's result
+from the best policy's schedule (``optsched/lns.py``, ``--lns-seconds`` per cell on the
+``--lns-sizes`` slices, replayed by ``evaluate``), gap = (best upper - bound) / best upper
+with best upper = min(best policy, LNS), times.
 Then the time of the combinatorial bounds on the full traces (target <= 2 s).
 
 Part 2 (``--part rungs``): each rung's bound as a fraction of the proven optimum on every
@@ -42,6 +45,7 @@ from optsched.bounds import bound_methods, lower_bound  # noqa: E402
 from optsched.cost import preset  # noqa: E402
 from optsched.evaluate import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits, Request  # noqa: E402
+from optsched.lns import LNSOptions, improve  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
 from optsched.traces import load_azure  # noqa: E402
 
@@ -72,29 +76,46 @@ def trace_instance(trace: str, n: int | None, online: bool) -> Instance:
                                        for r in inst.requests))
 
 
-def cell(inst: Instance, objective: str, policies: list[str]) -> dict:
+def lns_from(inst: Instance, objective: str, schedule, seconds: float, seed: int) -> dict:
+    """Large-neighbourhood search from the best policy's schedule (optsched/lns.py)."""
+    res = improve(inst, schedule, objective,
+                  LNSOptions(time_limit=seconds, seed=seed, progress=False))
+    ev = evaluate(inst, res.schedule)
+    assert ev.feasible and abs(ev.objective(objective) - res.objective) <= 1e-9 * res.objective
+    return {"objective": res.objective, "iterations": res.iterations,
+            "windows_solved": res.windows_solved, "improvements": res.improvements,
+            "seconds": res.runtime}
+
+
+def cell(inst: Instance, objective: str, policies: list[str], lns_seconds: float = 0.0,
+         seed: int = 0) -> dict:
     t0 = time.perf_counter()
     lb = lower_bound(inst, objective, "combinatorial")
     t_lb = time.perf_counter() - t0
-    pol = {}
+    pol, scheds = {}, {}
     for name in policies:
         t0 = time.perf_counter()
-        ev = evaluate(inst, simulate(inst, name))
+        scheds[name] = simulate(inst, name)
+        ev = evaluate(inst, scheds[name])
         pol[name] = {"objective": ev.objective(objective) if ev.feasible else None,
                      "seconds": time.perf_counter() - t0}
     ok = {k: v["objective"] for k, v in pol.items() if v["objective"] is not None}
     best = min(ok, key=ok.get) if ok else None
     up = ok[best] if best else None
+    lns = (lns_from(inst, objective, scheds[best], lns_seconds, seed)
+           if best and lns_seconds > 0 else None)
+    top = min(up, lns["objective"]) if lns else up
     return {"requests": inst.n, "objective": objective, "bound": lb.value, "method": lb.method,
             "ladder": lb.ladder, "bound_seconds": t_lb, "policies": pol, "best_policy": best,
-            "best": up, "lns": None,
-            "gap": None if up is None else (up - lb.value) / up}
+            "best": up, "lns": lns,
+            "gap": None if top is None else (top - lb.value) / top}
 
 
 def part_trace(args) -> list[dict]:
     rows = []
     print(f"{'trace':5} {'n':>6} {'setting':8} {'objective':14} {'bound':>11} {'rung':8} "
-          f"{'best policy':12} {'best':>11} {'gap':>7} {'bound s':>8} {'policies s':>10}",
+          f"{'best policy':12} {'best':>11} {'LNS':>11} {'gap':>7} {'bound s':>8} "
+          f"{'policies s':>10}",
           flush=True)
     for trace in args.traces.split(","):
         for n in (int(x) for x in args.sizes.split(",")):
@@ -104,14 +125,18 @@ def part_trace(args) -> list[dict]:
                 pols = args.policies.split(",")
                 if n > 2000 and args.large_policies:
                     pols = args.large_policies.split(",")
-                r = cell(inst, objective, pols)
+                lns_s = args.lns_seconds if str(n) in args.lns_sizes.split(",") else 0.0
+                r = cell(inst, objective, pols, lns_s, args.seed)
                 r.update(trace=trace, setting="online" if online else "offline")
                 rows.append(r)
                 pt = sum(p["seconds"] for p in r["policies"].values())
                 print(f"{trace:5} {inst.n:>6} {r['setting']:8} {objective:14} {r['bound']:>11.5g} "
                       f"{r['method']:8} {str(r['best_policy']):12} {r['best']:>11.5g} "
+                      f"{r['lns']['objective'] if r['lns'] else float('nan'):>11.5g} "
                       f"{100 * r['gap']:>6.2f}% {r['bound_seconds']:>8.3f} {pt:>10.1f}",
                       flush=True)
+    if not args.full:
+        return rows
     print("\ncombinatorial bounds on the full traces (all requests):", flush=True)
     for trace in args.traces.split(","):
         for online, objective in ((False, "makespan"), (True, "total-latency"),
@@ -180,6 +205,12 @@ def main(argv=None) -> int:
     ap.add_argument("--policies", default="vllm,vllm-ef,sarathi,sarathi-ef,mcsf")
     ap.add_argument("--large-policies", default="vllm-ef,sarathi-ef,mcsf",
                     help="policies for slices above 2,000 requests (each takes tens of seconds)")
+    ap.add_argument("--lns-seconds", type=float, default=60.0,
+                    help="large-neighbourhood search from the best policy, per cell (0: none)")
+    ap.add_argument("--lns-sizes", default="100,1000", help="slice sizes that get the LNS")
+    ap.add_argument("--seed", type=int, default=0, help="LNS seed")
+    ap.add_argument("--full", action=argparse.BooleanOptionalAction, default=True,
+                    help="also time the combinatorial bounds on the full traces")
     ap.add_argument("--prove", action="store_true", help="re-prove the family optima (slow)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)

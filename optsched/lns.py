@@ -31,6 +31,8 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from .errors import OptschedError
 from .evaluate import evaluate
 from .instance import Instance, Request
@@ -174,14 +176,20 @@ class _LNS:
         self.rng = random.Random(opts.seed)
         self.t0 = time.perf_counter()
         self.deadline = self.t0 + opts.time_limit
+        self._small: np.ndarray | None = None  # batches a window may start at (per schedule)
 
     def _log(self, msg: str) -> None:
         if self.opts.progress:
             print(f"lns: {msg}", file=sys.stderr, flush=True)
 
     def _window(self, s: Schedule) -> tuple[int, int, list[int]] | None:
-        """A random span of batches touching at most ``max_requests`` requests."""
-        j0 = self.rng.randrange(s.n_batches)
+        """A random span of batches touching at most ``max_requests`` requests, starting at a
+        batch that touches at most that many (a request is processed or evicted at most once
+        per batch, semantics section 3, so entries + evictions count the requests)."""
+        small = self._small_batches(s)
+        if not small.size:
+            return None
+        j0 = int(small[self.rng.randrange(small.size)])
         j1 = min(s.n_batches, j0 + self.rng.randint(1, self.opts.max_window))
         while j1 > j0:
             touched = _touched(s, j0, j1)
@@ -189,6 +197,12 @@ class _LNS:
                 return j0, j1, touched
             j1 -= 1
         return None
+
+    def _small_batches(self, s: Schedule) -> np.ndarray:
+        if self._small is None:
+            count = np.diff(s.batch_ptr) + np.diff(s.evict_ptr)
+            self._small = np.flatnonzero(count <= self.opts.max_requests)
+        return self._small
 
     def _try(self, s: Schedule, ev, rep: _Replay):
         """Re-solve one window; the spliced schedule and its evaluation, or None."""
@@ -220,13 +234,17 @@ class _LNS:
         it, self.solved, imp, last_log = 0, 0, 0, self.t0
         history = [(0.0, best)]
         cap = self.opts.max_iterations
-        while time.perf_counter() < self.deadline and s.n_batches and (cap is None or it < cap):
+        if not self._small_batches(s).size:
+            self._log(f"no batch touches <= {self.opts.max_requests} requests: nothing to re-solve")
+        while (time.perf_counter() < self.deadline and self._small_batches(s).size
+               and (cap is None or it < cap)):
             it += 1
             got = self._try(s, ev, rep)
             if got is not None and got[1].objective(self.obj) < best - 1e-9 * max(1.0, abs(best)):
                 s, ev = got
                 best = ev.objective(self.obj)
                 rep = _Replay(self.inst, s)
+                self._small = None
                 imp += 1
                 history.append((time.perf_counter() - self.t0, best))
                 self._log(f"iteration {it}: improved to {best:.6g} ({s.n_batches} batches)")

@@ -29,6 +29,7 @@ UNIT_INSTANCE = "tiny"  # shipped: 1 request, unit time (the hindsight IP needs 
 #: per command: the argument lists (besides positionals) it is run with, one run each
 EXTRA_ARGS: dict[tuple[str, ...], list[list[str]]] = {
     ("simulate",): [["--policy", "vllm"]],
+    ("improve",): [["--from", "vllm", "--time-limit", "2"]],
     ("solve",): [
         ["--time-limit", "20", "--warm-start", "vllm"],  # HiGHS, the InferMax model
         *[["--solver", s, "--formulation", "hindsight", "--time-limit", "20", "@" + UNIT_INSTANCE]

@@ -400,7 +400,9 @@ class _Search:
             chosen[k] = 0
 
         rec(0, 0, 0, 0, 0)
-        for ch, mem in leaves:
+        for n_leaf, (ch, mem) in enumerate(leaves):
+            if deadline is not None and (n_leaf & 1023) == 1023 and time.perf_counter() > deadline:
+                raise _Timeout
             edge = []
             sig = []
             refills = []
