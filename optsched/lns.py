@@ -145,15 +145,22 @@ def _subproblem(inst: Instance, rep: _Replay, touched: list[int], j0: int, j1: i
     M = inst.limits.kv_capacity - _held_kv(inst, rep, j0, set(touched))
     if M < 1:
         return None
-    reqs = tuple(Request(inst.requests[r].id, max(0.0, inst.requests[r].arrival - t_prev),
-                         inst.requests[r].prompt, inst.requests[r].output) for r in touched)
+    goal = [rep.state_before(r, j1) for r in touched]
+    reqs = tuple(_windowed(inst.requests[r], g, t_prev) for r, (g, _) in zip(touched, goal))
     try:
         sub = inst.replace(requests=reqs, limits=replace(inst.limits, kv_capacity=M))
     except OptschedError:  # some touched request's peak no longer fits: nothing to gain
         return None
     start = [rep.state_before(r, j0) for r in touched]
-    goal = [rep.state_before(r, j1) for r in touched]
     return sub, start, goal
+
+
+def _windowed(r: Request, g_goal: int, t_prev: float) -> Request:
+    """``r`` as seen by a window ending with ``g_goal`` tokens generated: arrival shifted by
+    ``t_prev``; if it does not finish in the window, output ``g_goal + 1`` (it never holds more
+    than ``I + g_goal`` tokens there, and the instance checks that peak, not the real one)."""
+    out = r.output if g_goal >= r.output else g_goal + 1
+    return Request(r.id, max(0.0, r.arrival - t_prev), r.prompt, out)
 
 
 def _splice(s: Schedule, j0: int, j1: int, window: Schedule) -> Schedule:
