@@ -184,7 +184,7 @@ def run_optimum(inst: Instance, candidates: Sequence[Row], *, formulation: str =
     rep = solve(inst, formulation, objective, options=opts, warm_start=ws)
     extra = {"solver_status": rep.status, "bound": _num(rep.bound), "solver_gap": _num(rep.gap),
              "formulation": rep.formulation, "solver": rep.solver,
-             "bound_global": bound_is_global(rep)}
+             "bound_global": bound_is_global(rep), "restricted": rep.restricted}
     solved = rep.status in ("optimal", "feasible")
     if rep.status == "optimal":
         label, status = f"optimal ({formulation})", "optimal"
@@ -202,9 +202,10 @@ def run_optimum(inst: Instance, candidates: Sequence[Row], *, formulation: str =
 
 def bound_is_global(rep: SolveReport) -> bool:
     """A solver's bound is a bound on the true optimum unless its formulation solved a
-    restricted problem (fewer batch slots, no preemption...), which formulations state in a
-    note containing "restrict"; such a bound is never used as a gap reference."""
-    return rep.bound is not None and not any("restrict" in n.lower() for n in rep.notes)
+    restricted problem (fewer batch slots, no preemption, unit slots...; the formulation
+    sets :attr:`SolveReport.restricted` and says which in its notes); such a bound, and such
+    a "proven optimum", is never used as a gap reference."""
+    return rep.global_bound is not None
 
 
 def _objective_of(row: Row) -> float:
@@ -218,7 +219,8 @@ def reference(opt: Row | None, lower: BoundResult | None = None
     The proven optimum when the solve proved one; else the largest *global* lower bound:
     the solver's bound unless its model was a restriction (:func:`bound_is_global`), or the
     certified bound of ``optsched.bounds``."""
-    if opt is not None and opt.extra.get("solver_status") == "optimal" and opt.objective is not None:
+    if (opt is not None and opt.extra.get("solver_status") == "optimal" and opt.objective is not None
+            and not opt.extra.get("restricted")):
         return opt.objective, "optimum", f"proven optimum ({opt.extra.get('formulation')})"
     cands: list[tuple[float, str]] = []
     if lower is not None and math.isfinite(lower.value):

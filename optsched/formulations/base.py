@@ -123,6 +123,11 @@ class RawSolution:
     #: True if ``objective`` prices the schedule exactly like evaluate; False if the
     #: model relaxes a term (then ``objective``/``bound`` are lower bounds, say so in notes)
     exact: bool = True
+    #: True if the model solves a *restriction* of the problem of docs/semantics.md (fewer
+    #: batch slots, no preemption, unit time slots, a pruned search...): its optimum is then
+    #: only an upper bound on the true optimum and its bound is a bound on the restriction,
+    #: never a lower bound on the true optimum (say which restriction in ``notes``)
+    restricted: bool = False
     notes: tuple[str, ...] = ()
     message: str | None = None
     #: solver progress ``(elapsed, incumbent, bound)``, e.g. ``SolveResult.history``
@@ -148,6 +153,15 @@ class SolveReport:
     message: str | None = None
     nodes: int | None = None
     history: tuple = ()
+    #: the model (or the hypotheses) restrict the problem: ``bound`` and a proven optimum
+    #: hold for the restriction only (see :attr:`RawSolution.restricted`)
+    restricted: bool = False
+
+    @property
+    def global_bound(self) -> float | None:
+        """``bound`` when it is a lower bound on the optimum of docs/semantics.md's problem,
+        else None (restricted model or hypotheses)."""
+        return None if self.restricted else self.bound
 
     def to_dict(self, *, include_schedule: bool = True, max_entries: int = 10_000) -> dict[str, Any]:
         sched = None
@@ -169,6 +183,7 @@ class SolveReport:
             "notes": list(self.notes),
             "message": self.message,
             "history": [list(h) for h in self.history],
+            "restricted": self.restricted,
         }
 
 
@@ -392,6 +407,7 @@ def _check(instance, formulation, objective, hyp, raw: RawSolution, ws_info, ela
         message=message,
         nodes=raw.nodes,
         history=tuple(raw.history),
+        restricted=raw.restricted or hyp.any,
     )
 
 

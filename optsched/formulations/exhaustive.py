@@ -83,4 +83,4 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
                                    f"evaluator gives {true} (feasible={ev.feasible})")
     return RawSolution(status="optimal", objective=true, bound=true, schedule=res.schedule,
                        runtime=res.runtime, solver="exhaustive", nodes=res.expanded,
-                       notes=tuple(notes))
+                       restricted=so.restricted, notes=tuple(notes))

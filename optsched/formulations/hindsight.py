@@ -939,7 +939,8 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
     if not np.all(instance.arrival == np.round(instance.arrival)):
         notes.append("fractional arrivals: requests start at integer slots >= ceil(arrival) (H7)")
     if instance.n == 0:
-        return RawSolution("optimal", 0.0, 0.0, Schedule.empty(), solver=options.solver, notes=tuple(notes))
+        return RawSolution("optimal", 0.0, 0.0, Schedule.empty(), solver=options.solver,
+                           restricted=True, notes=tuple(notes))
     search = p.search
     if search is None:  # small instances close in seconds from the list schedules alone
         search = 0.0 if instance.n < 8 else instance.n / 4
@@ -988,10 +989,12 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
         nodes += res.nodes or 0
         notes.append(f"round {rnd}: {res.summary()}; model {hm.sizes}")
         if res.status == "error":
-            return RawSolution("error", solver=solver_name, message=res.message, notes=tuple(notes),
+            return RawSolution("error", solver=solver_name, restricted=True, message=res.message,
+                               notes=tuple(notes),
                                runtime=time.perf_counter() - t0)
         if res.status == "infeasible":  # every model is a relaxation of all longer horizons (H12)
-            return RawSolution("infeasible", solver=solver_name, notes=tuple(notes), nodes=nodes,
+            return RawSolution("infeasible", solver=solver_name, restricted=True, notes=tuple(notes),
+                               nodes=nodes,
                                runtime=time.perf_counter() - t0)
         b = res.bound
         if b is not None and step is not None:
@@ -1020,14 +1023,15 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
             continue
         break  # time limit
     if best is None:
-        return RawSolution("no_solution", bound=bound, solver=solver_name, notes=tuple(notes),
-                           nodes=nodes, runtime=time.perf_counter() - t0)
+        return RawSolution("no_solution", bound=bound, solver=solver_name, restricted=True,
+                           notes=tuple(notes), nodes=nodes, runtime=time.perf_counter() - t0)
     if status != "optimal":
         status = "feasible"
         if bound is not None and best[0] - bound <= (step or 0) * 0.999 + 1e-9 * max(1, best[0]):
             status = "optimal"
     sched = schedule_from_starts(instance, best[1])
     return RawSolution(status, best[0], min(bound, best[0]) if bound is not None else None, sched,
+                       restricted=True,
                        runtime=time.perf_counter() - t0, solver=solver_name, nodes=nodes,
                        notes=tuple(notes))
 

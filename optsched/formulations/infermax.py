@@ -916,7 +916,8 @@ def _raw(res, scale: float, sched, obj, notes: list[str], J: int, jmax, J_param)
     sec = lambda v: None if v is None else v / scale  # noqa: E731
     return RawSolution(status=status, objective=obj, bound=sec(res.bound), schedule=sched,
                        runtime=res.runtime or 0.0, solver=res.solver, nodes=res.nodes,
-                       exact=True, notes=tuple(notes), message=res.message,
+                       exact=True, restricted=jmax is None or J < jmax,
+                       notes=tuple(notes), message=res.message,
                        history=tuple((t, sec(a), sec(b)) for t, a, b in res.history))
 
 

@@ -99,6 +99,7 @@ def run_formulation(instance: Instance, method: MethodSpec) -> dict[str, Any]:
             "bound": _num(rep.bound),
             "gap": _num(rep.gap),
             "feasible": bool(ev.feasible) if ev is not None else None,
+            "restricted": bool(rep.restricted),
             "evictions": int(ev.metrics["evictions"]) if has_schedule else None,
             "solver": rep.solver or o["solver"],
             "solver_version": solver_version(rep.solver or o["solver"]),

@@ -57,7 +57,7 @@ def schema():
         ("seed", i), ("generator", s), ("generator_params", s),
         ("method", s), ("method_kind", s), ("method_name", s), ("method_params", s),
         ("objective_kind", s), ("status", s), ("objective", f), ("bound", f), ("gap", f),
-        ("feasible", b), ("evictions", i), ("runtime", f), ("error", s),
+        ("feasible", b), ("restricted", b), ("evictions", i), ("runtime", f), ("error", s),
         ("optsched_version", s), ("solver", s), ("solver_version", s), ("host", s), ("pid", i),
         ("engine", s), ("started_at", ts), ("finished_at", ts),
     ])

@@ -42,7 +42,8 @@ def test_report_ratios_and_files(tmp_path, capsys):
     captured = capsys.readouterr()
     assert code == 0, captured.err
     s = json.loads(captured.out)  # exactly one JSON document
-    assert s["references"] == {"optimum": 1, "bound": 1, "none": 0}
+    assert s["references"] == {"optimum": 1, "bound": 1, "restricted optimum": 0,
+                               "restricted bound": 0, "none": 0}
     m = {x["method"]: x for x in s["methods"]}
     assert m["p"]["ratio"]["mean"] == pytest.approx(1.10) and m["p"]["with_ratio"] == 2
     assert m["q"]["ratio"]["max"] == pytest.approx(0.95) and m["q"]["failed"] == 1

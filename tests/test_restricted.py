@@ -1,0 +1,47 @@
+"""A restricted model's optimum is never taken for the optimum of docs/semantics.md.
+
+``seq-unit-3`` (makespan): the hindsight IP (no preemption, no chunking, unit slots) proves
+6, while pausing a request gives 5 (instances/manifest.json records both, proved by the
+exhaustive search and the InferMax MILP). Its "optimum" and its bound must therefore not
+serve as a gap reference or a lower bound.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from optsched.compare import bound_is_global, compare
+from optsched.formulations import SolveOptions, solve
+from optsched.instance import Instance
+
+ROOT = Path(__file__).resolve().parents[1]
+SEQ = Instance.load(ROOT / "instances" / "seq-unit-3.json")
+OPTS = SolveOptions(time_limit=30, progress=False)
+
+
+def test_hindsight_optimum_is_flagged_restricted_and_lies_above_the_true_optimum():
+    rep = solve(SEQ, "hindsight", "makespan", options=OPTS)
+    true = solve(SEQ, "exhaustive", "makespan", options=OPTS)
+    assert rep.status == "optimal" and true.status == "optimal"
+    assert rep.restricted and rep.global_bound is None and not bound_is_global(rep)
+    assert not true.restricted and true.global_bound == true.objective
+    # the restriction costs something here, so using it as a lower bound would be wrong
+    assert rep.objective > true.objective
+    assert rep.to_dict()["restricted"] is True
+
+
+def test_compare_never_measures_gaps_against_a_restricted_optimum():
+    cmp = compare(SEQ, ["fcfs"], optimal=True, formulation="hindsight", objective="makespan",
+                  time_limit=30)
+    assert cmp.optimum is not None and cmp.optimum.objective is not None
+    assert cmp.reference_kind == "bound" and cmp.reference is not None
+    assert cmp.reference <= solve(SEQ, "exhaustive", "makespan", options=OPTS).objective + 1e-9
+    assert all(r.gap is None or r.gap >= -1e-9 for r in cmp.rows)
+
+
+def test_hypotheses_restrict_the_problem():
+    from optsched.formulations import Hypotheses
+
+    rep = solve(SEQ, "exhaustive", "makespan", hypotheses=Hypotheses(no_evictions=True),
+                options=OPTS)
+    assert rep.restricted and rep.global_bound is None
