@@ -70,7 +70,7 @@ def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
     if budget.left() < MIN_SECONDS:
         raise BoundError(f"exact: {reason}; no time left for the flow model")
     rep = _solve(instance, "infermax", objective, budget.left(), {"variant": "flow"})
-    if rep.bound is None or not any("optimum is global" in n for n in rep.notes):
+    if rep.global_bound is None:
         raise BoundError(f"exact: {reason}; flow model gave no global bound ({rep.status})")
     return BoundResult(rep.bound, "exact", objective,
                        notes=(f"infermax flow model: {rep.status}, bound {rep.bound:.6g}",))
