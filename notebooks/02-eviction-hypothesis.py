@@ -171,15 +171,22 @@ from matplotlib.figure import Figure
 fig = Figure(figsize=(8, 3.6), layout="constrained")
 ax = fig.subplots()
 Is = [r["I"] for r in results]
-base = np.array([r["ef"].objective for r in results])
+
+
+def rel(value, base):
+    """value / base, NaN (a gap in the line) when a short solve gave no value or no bound."""
+    return np.nan if value is None or base is None else value / base
+
+
+base = [r["ef"].objective for r in results]
 ax.plot(Is, np.ones(len(Is)), "k--", lw=1, label="eviction-free optimum = 1")
-ax.plot(Is, [r["ev"].objective / b for r, b in zip(results, base)], "o-", color="tab:green",
+ax.plot(Is, [rel(r["ev"].objective, b) for r, b in zip(results, base)], "o-", color="tab:green",
         label="with evictions (best found / optimum)")
-ax.fill_between(Is, [r["ev"].bound / b for r, b in zip(results, base)],
-                [r["ev"].objective / b for r, b in zip(results, base)], color="tab:green", alpha=0.15,
+ax.fill_between(Is, [rel(r["ev"].bound, b) for r, b in zip(results, base)],
+                [rel(r["ev"].objective, b) for r, b in zip(results, base)], color="tab:green", alpha=0.15,
                 label="solver gap (bound .. best found)")
-ax.plot(Is, [r["vllm"] / b for r, b in zip(results, base)], "s-", color="tab:red", label="vLLM")
-ax.plot(Is, [r["vllm_ef"] / b for r, b in zip(results, base)], "^-", color="tab:blue", label="vLLM-EF")
+ax.plot(Is, [rel(r["vllm"], b) for r, b in zip(results, base)], "s-", color="tab:red", label="vLLM")
+ax.plot(Is, [rel(r["vllm_ef"], b) for r, b in zip(results, base)], "^-", color="tab:blue", label="vLLM-EF")
 ax.set_xscale("log", base=2)
 ax.set_xlabel("prompt length I")
 ax.set_ylabel("makespan / eviction-free optimum")
