@@ -44,7 +44,7 @@ class Row:
     """One compared schedule (or a failed attempt to get one)."""
 
     label: str
-    kind: str  # "policy", "schedule" or "optimum"
+    kind: str  # "policy", "schedule", "lns" or "optimum"
     status: str  # feasible / infeasible / optimal / best found / error / no_solution ...
     schedule: Schedule | None = None
     evaluation: Evaluation | None = None
@@ -248,11 +248,14 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
             schedules: Mapping[str, Schedule] | Sequence[tuple[str, Schedule]] = (), *,
             optimal: bool = False,
             formulation: str = "infermax", objective: str = "makespan", solver: str = "highs",
-            time_limit: float | None = 60.0, threads: int | None = None) -> Comparison:
+            time_limit: float | None = 60.0, threads: int | None = None,
+            improve_seconds: float = 0.0, seed: int = 0) -> Comparison:
     """Simulate ``policies``, evaluate ``schedules`` (label -> schedule) and, with
     ``optimal``, solve ``formulation``; every feasible row gets its gap to the reference.
     ``schedules`` may also be ``(label, schedule)`` pairs. Every row label (policy name or
-    schedule label) must be unique: rows are reported, charted and filed by label."""
+    schedule label) must be unique: rows are reported, charted and filed by label. With
+    ``improve_seconds`` > 0, large-neighbourhood search (:mod:`optsched.lns`) runs that long
+    (within the budget) from the best feasible row and adds an ``lns`` row."""
     if objective not in OBJECTIVES:
         raise CompareInputError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     names = policy_names(policies)
@@ -271,6 +274,8 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
     rows += [evaluated_row(label, "schedule", instance, s, objective, None)
              for label, s in pairs]
     notes: list[str] = []
+    if improve_seconds > 0:
+        rows += _lns_row(instance, rows, objective, min(improve_seconds, budget.left()), seed)
     lower = lower_bound(instance, objective, "combinatorial", budget=budget)
     opt, rep = None, None
     if optimal:
@@ -283,6 +288,22 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
             r.gap = gap(r.objective, ref)
     return Comparison(instance, objective, rows, opt, rep, ref_kind, ref, time_limit, solver,
                       lower, source, notes)
+
+
+def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float,
+             seed: int) -> list[Row]:
+    """An ``lns`` row improving the best feasible row (none without one or without time)."""
+    from .lns import LNSOptions, improve
+
+    feas = [r for r in rows if r.evaluation is not None and r.evaluation.feasible
+            and r.schedule is not None and not r.schedule.has_swaps
+            and r.objective is not None and math.isfinite(r.objective)]
+    if not feas or not seconds > 0 or instance.limits.swapping:
+        return []
+    best = min(feas, key=_objective_of)
+    res = improve(instance, best.schedule, objective, LNSOptions(time_limit=seconds, seed=seed))
+    return [evaluated_row(f"lns ({best.label})", "lns", instance, res.schedule, objective,
+                          res.runtime)]
 
 
 def _optimum_within(instance: Instance, rows: list[Row], budget: Any, notes: list[str], *,

@@ -98,3 +98,13 @@ def test_cli_improve_json(tmp_path, capsys):
 def test_cli_improve_bad_from(capsys):
     assert main(["improve", "demo", "--from", "no-such-policy"]) == 2
     assert "--from no-such-policy" in capsys.readouterr().err
+
+
+def test_compare_adds_an_lns_row(tmp_path):
+    from optsched.compare import compare
+
+    inst, sched = _three_singletons()
+    cmp = compare(inst, schedules=[("singletons", sched)], time_limit=5, improve_seconds=2)
+    lns = [r for r in cmp.rows if r.kind == "lns"]
+    assert len(lns) == 1 and lns[0].label == "lns (singletons)"
+    assert lns[0].evaluation.feasible and lns[0].objective == 2  # the hand-worked optimum above

@@ -47,6 +47,9 @@ def register(sub) -> None:
     p.add_argument("--solver", default="highs",
                    help="highs (default), gurobi, cbc, cpsat, auto, or an installed backend")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--improve", type=float, default=0.0, metavar="SECONDS",
+                   help="also run large-neighbourhood search this long from the best schedule "
+                        "(optsched/lns.py; within --time-limit)")
     p.add_argument("--max-rows", type=int, default=300, help="Gantt rows per figure (0 = all)")
     p.add_argument("--no-gantt", action="store_true", help="skip the per-schedule Gantt charts")
     p.add_argument("-o", "--output", required=True, metavar="REPORT_DIR", help="report directory")
@@ -65,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         files.append((label, load_schedule(path)))
     cmp = compare(inst, names, files, optimal=args.optimal, formulation=args.formulation,
                   objective=args.objective, solver=args.solver, time_limit=args.time_limit,
-                  threads=args.threads)
+                  threads=args.threads, improve_seconds=args.improve)
     out = Path(args.output)
     write_report(out, cmp, gantt_charts=not args.no_gantt, max_rows=args.max_rows or None,
                  title=args.instance)
