@@ -104,6 +104,8 @@ def _instances(ispec: InstanceSpec, default_seeds: tuple[int, ...]):
         return
     from ..generators import GENERATORS
 
+    if ispec.generator is None:  # the spec parser requires exactly one of file/generator
+        raise SpecError(f"{where}: give exactly one of generator = \"KIND\" or file = \"PATH\"")
     g = GENERATORS[ispec.generator]
     seeded = any(p.name == "seed" for p in g.params)
     seeds = ispec.seeds or default_seeds

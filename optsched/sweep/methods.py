@@ -100,7 +100,7 @@ def run_formulation(instance: Instance, method: MethodSpec) -> dict[str, Any]:
             "gap": _num(rep.gap),
             "feasible": bool(ev.feasible) if ev is not None else None,
             "restricted": bool(rep.restricted),
-            "evictions": int(ev.metrics["evictions"]) if has_schedule else None,
+            "evictions": int(ev.metrics["evictions"]) if has_schedule and ev is not None else None,
             "solver": rep.solver or o["solver"],
             "solver_version": solver_version(rep.solver or o["solver"]),
             "error": rep.message if rep.status == "error" else None}

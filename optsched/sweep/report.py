@@ -113,7 +113,7 @@ def summarise(rows: list[dict]) -> dict[str, Any]:
         m["solver_gap_mean"] = float(np.mean(gaps)) if gaps else None
         m["_ratios"] = ratios
         out_methods.append(m)
-    kinds = defaultdict(int)
+    kinds: defaultdict[str, int] = defaultdict(int)
     for _, k in refs.values():
         kinds[k] += 1
     n_groups = len({(r["instance_hash"], r["objective_kind"]) for r in rows})

@@ -66,8 +66,9 @@ def schema():
 def _normalise(row: dict[str, Any]) -> dict[str, Any]:
     out = {name: row.get(name) for name in schema().names}
     for k in ("started_at", "finished_at"):
-        if isinstance(out[k], (int, float)):
-            out[k] = int(out[k] * 1000)
+        v = out[k]
+        if isinstance(v, (int, float)):
+            out[k] = int(v * 1000)
     return out
 
 
@@ -124,6 +125,8 @@ class ResultStore:
             return
         os.close(self._fd)
         journal, self._fd, self._journal, self._rows = self._journal, None, None, 0
+        if journal is None:  # an open fd always comes with its journal path
+            raise RuntimeError("result store: journal descriptor open without a journal path")
         self._journal_to_part(journal)
 
     def recover(self) -> int:
@@ -195,7 +198,7 @@ class ResultStore:
 
 
 def _journal_rows(journal: Path) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     try:
         text = journal.read_text()
     except FileNotFoundError:  # flushed by its run meanwhile: the part has the rows
