@@ -124,6 +124,8 @@ class EcoServe(Policy):
         self.maxbs = lim.max_batch_size or _BIG
         self.tfs = min(self.tfs_param or default_tfs(view.cost_model, self.C), self.C)
         self.gt_cap = self.M - int(self.reserve_frac * self.M)
+        if view.predict_remaining is None:  # bind_predictor sets it: we have a predictor
+            raise RuntimeError(f"policy {self.name!r}: the simulator bound no length predictor")
         self.predict = view.predict_remaining
         self.state = np.zeros(n, np.int8)
         self.res = np.zeros(n, np.int64)  # own reservation (block-charged tokens)
@@ -339,7 +341,7 @@ class EcoServe(Policy):
         """Up to ``want`` queued GTs with the largest ``L <= target``."""
         sl = self.sorted_len
         k = bisect_right(sl, (target, _BIG)) - 1
-        out = []
+        out: list[int] = []
         room = self._room()
         while k >= 0 and len(out) < min(want, room):
             out.append(sl[k][1])

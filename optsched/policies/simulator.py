@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -116,7 +116,8 @@ class SimView:
         #: ``h > 0`` must be swapped in before it is processed
         self.h = _ro(sim.h)
         self._sim = sim
-        self.predict_remaining = None  # set by the simulator for a policy with a predictor
+        # set by the simulator for a policy with a predictor
+        self.predict_remaining: Callable[[np.ndarray], np.ndarray] | None = None
 
     @property
     def now(self) -> float:
