@@ -113,10 +113,19 @@ def request_work_lower_bound(inst: Instance) -> np.ndarray:
     return g("k1") * (I + O - 1) + g("kpr") + quad + (O - 1) * per_gen_i
 
 
+def _built(block: milp.VarBlock | None, what: str) -> milp.VarBlock:
+    """``block``, which the builder created for the reason ``what`` names."""
+    if block is None:
+        raise FormulationError(f"infermax build: variable block {what} was not created")
+    return block
+
+
 def batch_overhead_lower_bound(inst: Instance) -> float:
     """Every batch with an entry costs at least this beyond its entries (eq. 21)."""
     if isinstance(inst.cost_model, UnitCost):
         return 1.0
+    if not isinstance(inst.cost_model, LinearCost):
+        raise FormulationError(f"infermax: unsupported cost model {type(inst.cost_model).__name__}")
     k = inst.cost_model.coefficients
     return k["k0"] + min(k["kpb"], k["kdb"])
 
@@ -312,7 +321,7 @@ class InfermaxModel:
         inst, J, v = self.instance, self.J, self.v
         rp = _replay(inst, s, J)
         O = inst.output[:, None]
-        vals: dict[str, np.ndarray] = {}
+        vals: dict[str, Any] = {}  # arrays or numpy scalars; start_vector takes np.asarray of each
         mb = rp.m[:, :-1]
         ma = rp.m[:, 1:]
         ma = rp.m[:, 1:]
@@ -381,15 +390,15 @@ class InfermaxModel:
     def decode(self, values: np.ndarray) -> Schedule:
         """The schedule the solution describes (stated starts only where the model idles)."""
         inst, md = self.instance, self.model
-        x = md.value("x", values) > 0.5
-        c = md.value("c", values).astype(np.int64)
-        e = md.value("e", values) > 0.5
+        x = np.asarray(md.value("x", values)) > 0.5
+        c = np.asarray(md.value("c", values)).astype(np.int64)
+        e = np.asarray(md.value("e", values)) > 0.5
         J = self.J
-        active = x.any(axis=0) | e.any(axis=0)
+        active = np.asarray(x.any(axis=0) | e.any(axis=0))
         starts = np.full(J, np.nan)
         if "start" in self.v:
-            mstart = md.value("start", values) / self.scale
-            mdur = md.value("t", values) / self.scale
+            mstart = np.asarray(md.value("start", values)) / self.scale
+            mdur = np.asarray(md.value("t", values)) / self.scale
             prev_end = 0.0
             arr = inst.arrival
             for j in range(J):
@@ -683,7 +692,7 @@ def build(inst: Instance, objective: str = "makespan", hyp: Hypotheses | None = 
     t = md.add_vars("t", J, ub=tmax)
     v["t"] = t
     jj = np.arange(J)
-    terms = [(jj, t.ids, 1.0), (jj, y.ids, -ks["k0"])]
+    terms: list[tuple[Any, Any, Any]] = [(jj, t.ids, 1.0), (jj, y.ids, -ks["k0"])]
     if not unit:
         terms += [(pj, Cv, -ks["k1"]), (pj, Pre, -ks["kpr"]), (pj, Dec, -ks["kdr"])]
         if "qq" in v:
@@ -691,15 +700,16 @@ def build(inst: Instance, objective: str = "makespan", hyp: Hypotheses | None = 
         if "vq" in v:
             terms += [(pj[:, :, None], v["vq"].ids, -ks["kpq"] * pw), (pj, Dec, ks["kpq"])]
         if "w" in v:
-            terms += [(pj[:, :, None], v["w"].ids, -ks["kpm"] * pw), (pj, dmv.ids, ks["kpm"])]
+            terms += [(pj[:, :, None], v["w"].ids, -ks["kpm"] * pw),
+                      (pj, _built(dmv, "dm (w needs it)").ids, ks["kpm"])]
         if pmv is not None:
             terms += [(pj, pmv.ids, -ks["kpl"])]
         if dmv is not None and ks["kdm"]:
             terms += [(pj, dmv.ids, -ks["kdm"])]
         if ks["kpb"]:
-            terms += [(jj, ap.ids, -ks["kpb"])]
+            terms += [(jj, _built(ap, "ap (kpb > 0)").ids, -ks["kpb"])]
         if ks["kdb"]:
-            terms += [(jj, ad.ids, -ks["kdb"])]
+            terms += [(jj, _built(ad, "ad (kdb > 0)").ids, -ks["kdb"])]
     R.add("time", J, terms, 0, 0)
 
     # ---- clock, completion, first token (eq. 12) -------------------------------------------
@@ -813,6 +823,7 @@ def build(inst: Instance, objective: str = "makespan", hyp: Hypotheses | None = 
         if kfin < n:
             R.add("clique_fin", J, [(pj, Fa, 1), (pj, Fb, -1), (jj, y.ids, -kfin)], hi=0)
         # eq. 22: every batch with an entry has a prefill or a decode entry
+        ap, ad = _built(ap, "ap (tight)"), _built(ad, "ad (tight)")
         R.add("y_phase", J, [(jj, ap.ids, 1), (jj, ad.ids, 1), (jj, y.ids, -1)], lo=0)
         R.add("ap_y", J, [(jj, ap.ids, 1), (jj, y.ids, -1)], hi=0)
         R.add("ad_y", J, [(jj, ad.ids, 1), (jj, y.ids, -1)], hi=0)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -363,10 +364,10 @@ class FlowModel:
         m.add_constraints(np.repeat(jj, 3), np.stack([self.ap[:], self.ad[:], self.y[:]], 1).ravel(),
                           np.tile([1.0, 1.0, -1.0], J), lo=0.0, name="phase")
         # indicators exact both ways: ind >= f/n (each arc), ind <= sum f
-        for ind, mask in ((self.y, entry), (self.ap, lambda c: np.isin(c.kind, PREFILL_KINDS)),
-                          (self.ad, lambda c: c.kind == DECODE)):
+        for ind, arc_mask in ((self.y, entry), (self.ap, lambda c: np.isin(c.kind, PREFILL_KINDS)),
+                              (self.ad, lambda c: c.kind == DECODE)):
             for ci, c in enumerate(self.classes):
-                sel = np.flatnonzero(mask(c))
+                sel = np.flatnonzero(arc_mask(c))
                 if sel.size == 0:
                     continue
                 R = np.arange(J * sel.size)
@@ -374,7 +375,7 @@ class FlowModel:
                                   np.concatenate([self.f[ci][:, sel].ravel(), np.repeat(ind[:], sel.size)]),
                                   np.concatenate([np.full(R.size, 1.0 / c.n), np.full(R.size, -1.0)]),
                                   hi=0.0, name=f"{ind.name}_lb{ci}")
-            r, cc, v = per_batch(mask, ones)
+            r, cc, v = per_batch(arc_mask, ones)
             r = np.concatenate([r, jj])
             cc = np.concatenate([cc, ind[:]])
             v = np.concatenate([v, -np.ones(J)])
@@ -435,10 +436,10 @@ class FlowModel:
             m.set_objective(self.t[:], np.ones(J))
         if ub is not None:
             if objective == "total-latency":
-                cols = self.w[:, :].ravel()
+                ub_cols = self.w[:, :].ravel()
             else:
-                cols = [self.end[J - 1]] if self.online else self.t[:]
-            m.add_constraint(cols, np.ones(len(cols)), hi=ub * sc * (1 + 1e-9) + 1e-9, name="ub")
+                ub_cols = np.asarray([self.end[J - 1]] if self.online else self.t[:])
+            m.add_constraint(ub_cols, np.ones(len(ub_cols)), hi=ub * sc * (1 + 1e-9) + 1e-9, name="ub")
 
     def _total_latency(self, k, sc) -> None:
         """(F10) offline total latency = sum_l t_l u_l, u_l = requests unfinished before batch
@@ -481,9 +482,9 @@ class FlowModel:
         """Counts -> request ids, batch by batch (``formulations/infermax.md`` F9)."""
         J = self.J
         flows = [np.rint(self.model.value(f, values)).astype(int) for f in self.f]
-        where = []  # per class: node -> list of ids
+        where: list[dict[int, list[str]]] = []  # per class: node -> list of ids
         for c in self.classes:
-            w = {i: [] for i in range(len(c.states))}
+            w: dict[int, list[str]] = {i: [] for i in range(len(c.states))}
             w[c.sidx[("W", 0, 0)]] = sorted(c.ids)
             where.append(w)
         b = ScheduleBuilder(ids=self.inst.ids)
@@ -495,7 +496,7 @@ class FlowModel:
             for ci, c in enumerate(self.classes):
                 fl = flows[ci][j]
                 nS = len(c.states)
-                nxt = {i: [] for i in range(nS)}
+                nxt: dict[int, list[str]] = {i: [] for i in range(nS)}
                 chunk_start: dict[str, int] = {}
                 at_q: dict[int, list[str]] = {}
                 # arcs out of layer states
@@ -526,7 +527,7 @@ class FlowModel:
                             pre_evict += [pos[r] for r in take]
                         at_q.setdefault(c.dst[a], []).extend(take)
                 # walk chunk nodes in increasing token order
-                qarcs = {}
+                qarcs: dict[int, list[Any]] = {}  # chunk node -> its arc indices (numpy ints)
                 for a in np.flatnonzero((fl > 0) & (c.src >= nS)):
                     qarcs.setdefault(c.src[a], []).append(a)
                 for (g, kk), qi in sorted(c.qidx.items(), key=lambda t: (t[0][0], t[0][1])):
