@@ -204,7 +204,7 @@ def solve_within(instance: Instance, formulation: str, objective: str, *, option
                         "objective": ws_obj, "gap": upper_gap(ws_obj, lower.value)}
     from .compare import bound_is_global
 
-    if bound_is_global(rep) and rep.bound > lower.value:
+    if bound_is_global(rep) and rep.bound is not None and rep.bound > lower.value:
         lower = BoundResult(rep.bound, f"solver ({formulation})", objective, lower.runtime,
                             {**lower.ladder, f"solver ({formulation})": rep.bound}, lower.notes)
     return BudgetedSolve(rep, lower, plan, fallback)

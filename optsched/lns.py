@@ -225,7 +225,7 @@ class _LNS:
         sub, start, goal = sp
         res = search_between(sub, self.obj, start, goal, SearchOptions(
             max_states=self.opts.max_states, time_limit=min(self.opts.window_time, left)))
-        if res.status != "optimal":
+        if res.status != "optimal" or res.schedule is None:
             return None
         self.solved += 1
         cand = _splice(s, j0, j1, res.schedule)

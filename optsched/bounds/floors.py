@@ -128,6 +128,7 @@ class Floors:
             kk = np.clip(cand, kmin, I)
             v = kk * per_chunk + a * I * I / kk
             best = v if best is None else np.minimum(best, v)
+        assert best is not None  # the loop above runs over four candidates
         return base + best
 
     @cached_property

@@ -89,6 +89,8 @@ def srpt_bound(instance, objective: str, budget: Budget) -> BoundResult:
             best, best_mix = total, mix
         if budget.expired:
             break
+    if best_mix is None:  # MIXES is non-empty and every total is finite
+        raise RuntimeError("srpt bound: no sharing mix was evaluated")
     v = best - float(instance.arrival.sum())
     if objective == "mean-ttft":
         v /= instance.n

@@ -65,7 +65,7 @@ class SolveResult:
     @property
     def has_solution(self) -> bool:
         """True when ``values`` holds a feasible solution."""
-        return self.status.has_solution and self.values is not None
+        return Status(self.status).has_solution and self.values is not None
 
     def to_dict(self, include_values: bool = False) -> dict[str, Any]:
         """A JSON-able dict (``values`` as a list only when asked)."""

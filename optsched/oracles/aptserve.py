@@ -147,8 +147,8 @@ def exact_ip(prob: AptProblem, solver: str = "highs", time_limit: float | None =
                                                       abs_gap=1e-9))
     if res.status != "optimal":
         raise RuntimeError(f"aptserve IP: solver status {res.status}: {res.message}")
-    vk = model.value(xk, res.values)
-    vh = model.value(xh, res.values)
+    vk = np.asarray(model.value(xk, res.values))
+    vh = np.asarray(model.value(xh, res.values))
     choice = tuple(KV if vk[i] > 0.5 else HIDDEN if vh[i] > 0.5 else NONE for i in range(n))
     return _selection(prob, choice, f"exact (IP, {solver})")
 
@@ -264,7 +264,7 @@ def shrink(prob: AptProblem, variant: str) -> AptProblem:
                         continue
                     new = list(vals)
                     new[i] = float(smaller)
-                    kw = {"pending": cur.pending, "memory": cur.memory, "scale": cur.scale,
+                    kw: dict[str, Any] = {"pending": cur.pending, "memory": cur.memory, "scale": cur.scale,
                           "capacity": cur.capacity}
                     kw[field_name] = tuple(new) if field_name != "capacity" else new[0]
                     cand = AptProblem(**kw)

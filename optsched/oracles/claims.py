@@ -160,6 +160,8 @@ def _run_trial(inst: Instance, max_states: int, time_limit: float, unrestricted:
                                                          **PAPER_MODEL))
     if paper.status != "optimal":
         return None
+    if paper.objective is None or paper.schedule is None:  # an optimal search always has both
+        raise RuntimeError("paper-model search reported optimal without a schedule")
     free = None
     if unrestricted:
         free = search(inst, "total-latency", SearchOptions(max_states=max_states, time_limit=time_limit))
@@ -269,7 +271,7 @@ def check_mcsf(trials: int = 200, seed: int = 0, max_requests: int = 4, max_stat
 
 def _mcsf_counterexample(tr: _Trial) -> dict[str, Any]:
     sched = {"mcsf": tr.mcsf_sched.to_dict(), "optimal_paper_model": tr.paper_sched.to_dict()}
-    obj = {"mcsf": tr.mcsf, "optimal_paper_model": tr.paper_opt}
+    obj: dict[str, float | None] = {"mcsf": tr.mcsf, "optimal_paper_model": tr.paper_opt}
     if tr.free_sched is not None:
         sched["optimal_unrestricted"] = tr.free_sched.to_dict()
         obj["optimal_unrestricted"] = tr.free_opt

@@ -423,9 +423,9 @@ class _Search:
             if not ok:
                 continue
             sig.sort()
-            sig = tuple(sig)
-            d = self.batch_time(sig)
-            if prune and refills and self._r8_dominated(sig, d, refills):
+            key = tuple(sig)
+            d = self.batch_time(key)
+            if prune and refills and self._r8_dominated(key, d, refills):
                 continue
             raw = list(codes)
             for k, idx in enumerate(ch):

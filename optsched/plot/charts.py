@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsFloat, TypeGuard
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -94,7 +94,7 @@ COMPARE_METRICS: tuple[tuple[str, str, float], ...] = (
 )
 
 
-def _finite(v: Any) -> bool:
+def _finite(v: Any) -> TypeGuard[SupportsFloat]:
     return v is not None and isinstance(v, (int, float, np.integer, np.floating)) and math.isfinite(v)
 
 

@@ -185,8 +185,10 @@ def gantt(
         color, label = styles[phase]
         y = ypos[r]
         verts = _rects(x0, x1, y, half if phase != "evicted" else half * 0.7)
+        # matplotlib's stubs say Sequence; PolyCollection documents (N, M, 2) arrays as accepted
         coll = PolyCollection(
-            verts, facecolors=color,
+            verts,  # type: ignore[arg-type]
+            facecolors=color,
             edgecolors="none" if dense else "white",
             linewidths=0 if dense else 0.6,
             zorder=2 if phase != "evicted" else 1,

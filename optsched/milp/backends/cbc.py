@@ -163,10 +163,12 @@ class CbcBackend(Backend):
             import pulp
 
             v = "unknown"
+            path = _cbc_path()
             try:
-                proc = subprocess.run([_cbc_path(), "-stop"], capture_output=True, text=True,
-                                      timeout=30, stdin=subprocess.DEVNULL)
-                v = parse_log(proc.stdout).version or v
+                if path is not None:  # no executable: the version stays unknown
+                    proc = subprocess.run([path, "-stop"], capture_output=True, text=True,
+                                          timeout=30, stdin=subprocess.DEVNULL)
+                    v = parse_log(proc.stdout).version or v
             except (OSError, subprocess.SubprocessError):
                 pass
             CbcBackend._version = f"{v} (pulp {pulp.__version__})"
