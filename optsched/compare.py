@@ -301,6 +301,8 @@ def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float
     if not feas or not seconds > 0 or instance.limits.swapping:
         return []
     best = min(feas, key=_objective_of)
+    if best.schedule is None:  # feas keeps only rows with a schedule
+        raise RuntimeError(f"compare: row {best.label!r} has no schedule to improve")
     res = improve(instance, best.schedule, objective, LNSOptions(time_limit=seconds, seed=seed))
     return [evaluated_row(f"lns ({best.label})", "lns", instance, res.schedule, objective,
                           res.runtime)]
