@@ -54,6 +54,7 @@ test-slow: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check optsched tests notebooks
+	$(BIN)/mypy optsched
 
 lock: $(UV)
 	$(UV) lock --python $(PY)
