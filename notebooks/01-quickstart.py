@@ -10,44 +10,10 @@
 # the InferMax Llama-2-7B/A100 cost model. Run with `OPTSCHED_FAST=0` for a longer solver limit.
 
 # %%
-import math
 import os
-from pathlib import Path
 
-from IPython.display import Image, Markdown, display
-
-# FAST (default) keeps every notebook within the test suite's budget;
-# OPTSCHED_FAST=0 runs the full settings that reproduce the figures.
-FAST = os.environ.get("OPTSCHED_FAST", "1") == "1"
-FIGDIR = Path("figures")  # gitignored
-FIGDIR.mkdir(exist_ok=True)
-
-
-def show(fig, name):
-    """Save a figure to notebooks/figures/ and display it (works with any matplotlib backend)."""
-    path = FIGDIR / f"{name}.png"
-    fig.savefig(path, dpi=80)
-    display(Image(filename=str(path)))
-
-
-def pct(x, digits=1):
-    return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.{digits}f}%"
-
-
-def describe(rep):
-    """A solve report in words: never call a number optimal unless the solver proved it."""
-    if rep.status == "optimal":
-        return f"optimal {rep.objective:.6g} (proven)"
-    if rep.status == "feasible":
-        return f"best found {rep.objective:.6g}, gap {pct(rep.gap)} (not proven optimal)"
-    return f"{rep.status}" + (f" ({rep.message})" if rep.message else "")
-
-
-def md_table(headers, rows):
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(str(v) for v in r) + " |" for r in rows]
-    return "\n".join(lines)
-
+from IPython.display import Markdown, display
+from nbsetup import FAST, describe, md_table, pct, show
 
 print(f"FAST = {FAST}")
 

@@ -16,66 +16,18 @@
 # FAST mode uses the first 2,000 requests; `OPTSCHED_FAST=0` uses the whole trace.
 
 # %%
-import math
-import os
 import time
 import warnings
-from pathlib import Path
 
-from IPython.display import Image, Markdown, display
-
-# FAST (default) keeps every notebook within the test suite's budget;
-# OPTSCHED_FAST=0 runs the full settings that reproduce the figures.
-FAST = os.environ.get("OPTSCHED_FAST", "1") == "1"
-FIGDIR = Path("figures")  # gitignored
-FIGDIR.mkdir(exist_ok=True)
-
-
-def show(fig, name):
-    """Save a figure to notebooks/figures/ and display it (works with any matplotlib backend)."""
-    path = FIGDIR / f"{name}.png"
-    fig.savefig(path, dpi=80)
-    display(Image(filename=str(path)))
-
-
-def pct(x, digits=1):
-    return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:.{digits}f}%"
-
-
-def describe(rep):
-    """A solve report in words: never call a number optimal unless the solver proved it."""
-    if rep.status == "optimal":
-        return f"optimal {rep.objective:.6g} (proven)"
-    if rep.status == "feasible":
-        return f"best found {rep.objective:.6g}, gap {pct(rep.gap)} (not proven optimal)"
-    return f"{rep.status}" + (f" ({rep.message})" if rep.message else "")
-
-
-def md_table(headers, rows):
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(str(v) for v in r) + " |" for r in rows]
-    return "\n".join(lines)
-
+from IPython.display import Markdown, display
+from nbsetup import FAST, md_table, pct, show, trace_path
 
 print(f"FAST = {FAST}")
 
 LIMIT = 2000 if FAST else None
 
 
-def repo_root():
-    p = Path.cwd().resolve()
-    for q in (p, *p.parents):
-        if (q / "pyproject.toml").exists() and (q / "optsched").is_dir():
-            return q
-    return p.parent
-
-
-DATA = Path(os.environ.get("OPTSCHED_DATA", repo_root().parent / "shared" / "data"))
-TRACE = DATA / "traces" / "AzureLLMInferenceTrace_conv.csv"
-HAVE_DATA = TRACE.exists()
-if not HAVE_DATA:
-    display(Markdown(f"**The trace is missing** (`{TRACE}`): this notebook skips its experiments. "
-                     "Put the shared data next to the repository (`../shared/data`) or set `OPTSCHED_DATA`."))
+TRACE, HAVE_DATA = trace_path()
 
 # %%
 from optsched.cost import PRESETS

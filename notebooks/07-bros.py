@@ -19,43 +19,20 @@
 
 # %%
 import math
-import os
 import time
-from pathlib import Path
 
 from IPython.display import Markdown, display
+from nbsetup import FAST, md_table, trace_path
 
 from optsched.evaluate import evaluate
 from optsched.hybrid import bros_workload, hybrid_metrics
 from optsched.instance import Limits
 from optsched.policies import simulate
 
-# FAST (default) keeps every notebook within the test suite's budget;
-# OPTSCHED_FAST=0 runs the full settings.
-FAST = os.environ.get("OPTSCHED_FAST", "1") == "1"
 print(f"FAST = {FAST}")
 
 
-def repo_root():
-    p = Path.cwd().resolve()
-    for q in (p, *p.parents):
-        if (q / "pyproject.toml").exists() and (q / "optsched").is_dir():
-            return q
-    return p.parent
-
-
-DATA = Path(os.environ.get("OPTSCHED_DATA", repo_root().parent / "shared" / "data"))
-TRACE = DATA / "traces" / "AzureLLMInferenceTrace_conv.csv"
-HAVE_DATA = TRACE.exists()
-if not HAVE_DATA:
-    display(Markdown(f"**The trace is missing** (`{TRACE}`): this notebook skips its experiments. "
-                     "Put the shared data next to the repository (`../shared/data`) or set `OPTSCHED_DATA`."))
-
-
-def md_table(headers, rows):
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(str(v) for v in r) + " |" for r in rows]
-    return "\n".join(lines)
+TRACE, HAVE_DATA = trace_path()
 
 
 def fmt(x, pct=False):
