@@ -45,3 +45,23 @@ def test_hypotheses_restrict_the_problem():
     rep = solve(SEQ, "exhaustive", "makespan", hypotheses=Hypotheses(no_evictions=True),
                 options=OPTS)
     assert rep.restricted and rep.global_bound is None
+
+
+def test_uncertified_batch_horizon_is_flagged_restricted():
+    """k0 = 1/64 per batch, kpr = 1/16 per prefill entry, all else free; q0 (I=1, O=1), q1 and
+    q2 (I=1, O=2), total latency. One request at a time in 5 batches ends at 5, 11, 17 (q0; q2's
+    prefill + decode; q1's): 33/64. The InferMax models' horizon is J = 4 batches, whose best is
+    q0 alone (5) then q1 and q2 together (prefill 9, decode 1): 5 + 15 + 15 = 35/64."""
+    from optsched.cost import LinearCost
+    from optsched.instance import Limits, Request
+
+    inst = Instance("horizon", Limits(kv_capacity=5, max_batch_tokens=3),
+                    LinearCost(k0=1 / 64, kpr=1 / 16),
+                    (Request("q0", 0.0, 1, 1), Request("q1", 0.0, 1, 2), Request("q2", 0.0, 1, 2)))
+    ex = solve(inst, "exhaustive", "total-latency", options=OPTS)
+    assert ex.status == "optimal" and ex.objective * 64 == 33
+    for variant in ("flow", "tight"):
+        rep = solve(inst, "infermax", "total-latency",
+                    options=SolveOptions(time_limit=30, progress=False, params={"variant": variant}))
+        assert rep.objective * 64 >= 35 - 1e-9
+        assert rep.restricted and rep.global_bound is None, variant

@@ -107,10 +107,18 @@ def test_flow_optimum_equals_exhaustive_search(objective, data, random_cost):
                options=SolveOptions(time_limit=20, progress=False, params={"variant": "flow"}))
     assert fl.status in ("optimal", "feasible"), (fl.status, fl.message, fl.notes)
     assert fl.bound <= fl.objective * (1 + 1e-9)
+    # any schedule the flow model returns is one of the search's candidates
+    assert fl.objective >= ex.objective * (1 - 1e-7)
+    if fl.restricted:
+        # the batch horizon J is not certified (e.g. k1 = kdr = 0, where running requests one by
+        # one in 5 batches beats J = 4: 33/64 against 35/64), so the model is optimal among
+        # schedules of at most J batches only and says so; its bound is not a global bound
+        assert fl.global_bound is None
+        return
     if fl.status == "feasible":
         # out of time (one 3-request linear-cost instance needs ~14 s of CPU; speed is measured
-        # in bench/, not here): the answer must still bracket the search's optimum
-        assert fl.bound <= ex.objective * (1 + 1e-7) and fl.objective >= ex.objective * (1 - 1e-7)
+        # in bench/, not here): the bound must still be below the search's optimum
+        assert fl.bound <= ex.objective * (1 + 1e-7)
         return
     assert fl.objective == pytest.approx(ex.objective, rel=1e-7)
 
