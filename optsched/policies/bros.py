@@ -372,8 +372,12 @@ class Bros(Policy):
         v = self.view
         host_free = (v.limits.host_capacity or 0) - int(v.h.sum())
         resident = [i for i in self.waiting if v.m[i] - v.h[i] > 0]
+        # the newest BE first (LIFO), but a request in the middle of its first prefill last: it
+        # is the one that just made progress, and evicting it only to refill the same chunk
+        # next iteration livelocks (found by Hypothesis: M = 66, a 28-token prompt refilled
+        # 26 tokens and was evicted again, forever)
         for j in sorted((i for i in resident if not self.is_rt[i]),
-                        key=lambda i: (-v.arrival[i], -i)):  # the newest BE first (LIFO)
+                        key=lambda i: (bool(v.g[i] == 0 and v.m[i] < v.S[i]), -v.arrival[i], -i)):
             t = int(v.m[j] - v.h[j])
             if 0 < t <= host_free and not self.round_robin:
                 self.table.release(j)

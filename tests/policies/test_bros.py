@@ -166,3 +166,17 @@ def test_iteration_ip_by_hand_matches_the_deadline_rule():
     # (8): 150 free slots leave 100 as the largest chunk of b
     chosen, _ = best_batch(es[1:], cost, cap=4, max_tokens=4096, free_slots=150)
     assert chosen == [1]
+
+
+def test_unblock_does_not_evict_the_request_it_just_refilled():
+    """Found by Hypothesis: M = 66 with 16-slot blocks, host 64. r2 (BE, prompt 28, output 1,
+    the newest) gets a 26-token chunk, nothing else fits, and the LIFO victim rule evicted r2
+    itself, so the next iteration refilled the same 26 tokens: a livelock. A request in the
+    middle of its first prefill is now the last victim, and the run finishes."""
+    reqs = [Request("r0", 0.0, 12, 7, cls="be"), Request("r1", 0.0, 25, 9, cls="be"),
+            Request("r2", 0.05, 28, 1, cls="be"), Request("r3", 0.0, 17, 11, cls="be"),
+            Request("r4", 0.0, 1, 1, cls="be"), Request("r5", 0.0, 13, 1, cls="be"),
+            Request("r6", 0.15, 12, 6, cls="rt", ttft_slo=0.05, tpot_slo=0.2)]
+    inst = _hybrid(reqs, M=66, C=43, host=64)
+    ev = evaluate(inst, simulate(inst, "bros"))
+    assert ev.feasible
