@@ -26,6 +26,7 @@ Predictors register by name in :data:`PREDICTORS` (one new class = one new predi
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -70,7 +71,7 @@ def sigma_for_accuracy(accuracy: float, padding: float) -> float:
 
 
 @dataclass(frozen=True)
-class Predictor:
+class Predictor(ABC):
     """Base class: ``bind(output, g)`` returns ``predict(idx) -> remaining lengths``.
 
     ``output`` holds the true lengths and ``g`` the live generated counts (read-only); the
@@ -82,8 +83,9 @@ class Predictor:
     #: True when the answers are the truth itself (the policy must be hypothetical)
     exact = False
 
+    @abstractmethod
     def bind(self, output: np.ndarray, g: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-        raise NotImplementedError
+        """The prediction function for this run (see the class docstring)."""
 
 
 @register_predictor
