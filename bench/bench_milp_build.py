@@ -1,10 +1,15 @@
 """Time building (and assembling) a MILP with about one million nonzeros.
 
     .venv/bin/python bench/bench_milp_build.py [--jobs 1000 --slots 500] [--highs] [--mps]
+    .venv/bin/python bench/bench_milp_build.py --formulations [--repeat 5]
 
 The model is an assignment toy: binary x[j, t] (job j starts in slot t), one "assign" row
 per job (sum_t x[j, t] == 1) and one "capacity" row per slot (sum_j size[j] x[j, t] <= C),
 so nonzeros = 2 * jobs * slots. Prints seconds per phase and the nonzero count.
+
+``--formulations`` instead times the project's own model builders (InferMax plain / tight /
+flow, hindsight tight / plain) on fixed generated instances: best of ``--repeat`` builds,
+with the model sizes, so a refactor of a builder can be checked for a build-time regression.
 """
 
 from __future__ import annotations
@@ -35,13 +40,58 @@ def build(jobs: int, slots: int, seed: int = 0) -> Model:
     return m
 
 
+def _formulation_cases():
+    """(label, build thunk) pairs: fixed instances, sizes of a few 10^4 - 10^5 nonzeros."""
+    from optsched.cost import UnitCost, preset
+    from optsched.formulations import Hypotheses, hindsight
+    from optsched.formulations import infermax as ix
+    from optsched.formulations.infermax.flow import FlowModel
+    from optsched.generators import infermax_mix, online_paper_random
+    from optsched.instance import Limits
+
+    lim = Limits(kv_capacity=2048, max_batch_tokens=1024)
+    mix = infermax_mix("SISO", 12, seed=1, limits=lim, cost_model=preset("infermax-llama2-7b-a100"))
+    unit = infermax_mix("SISO", 12, seed=1, limits=lim, cost_model=UnitCost())
+    paper = online_paper_random(40, seed=3)
+    return [
+        ("infermax plain  J=60 makespan", lambda: ix.build(mix, "makespan", J=60, variant="plain")),
+        ("infermax tight  J=60 makespan", lambda: ix.build(mix, "makespan", J=60, variant="tight")),
+        ("infermax tight  J=60 latency", lambda: ix.build(mix, "total-latency", J=60)),
+        ("infermax tight  J=60 unit", lambda: ix.build(unit, "makespan", J=60)),
+        ("infermax flow   J=40 makespan", lambda: FlowModel(mix, 40, Hypotheses(), None)),
+        ("hindsight tight n=40 latency", lambda: hindsight.build(paper, "total-latency")),
+        ("hindsight plain n=40 latency", lambda: hindsight.build(
+            paper, "total-latency", params=hindsight.HindsightParams(variant="plain"))),
+        ("hindsight tight n=40 makespan", lambda: hindsight.build(paper, "makespan")),
+    ]
+
+
+def bench_formulations(repeat: int) -> None:
+    for label, thunk in _formulation_cases():
+        best = float("inf")
+        built = None
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            built = thunk()
+            best = min(best, time.perf_counter() - t0)
+        m = built.model
+        print(f"{label:32s} {best * 1e3:8.1f} ms  ({m.num_vars} vars, {m.num_constraints} rows, "
+              f"{m.arrays().nnz} nonzeros)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--slots", type=int, default=500)
     ap.add_argument("--highs", action="store_true", help="also pass the model to HiGHS")
     ap.add_argument("--mps", action="store_true", help="also write an MPS file")
+    ap.add_argument("--formulations", action="store_true",
+                    help="time the InferMax / hindsight model builders instead")
+    ap.add_argument("--repeat", type=int, default=5, help="builds per case (best is shown)")
     args = ap.parse_args()
+    if args.formulations:
+        bench_formulations(args.repeat)
+        return
 
     t0 = time.perf_counter()
     m = build(args.jobs, args.slots)

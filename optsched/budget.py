@@ -78,8 +78,9 @@ def estimate_model(instance: Instance, formulation: str, objective: str, params:
     own time line)."""
     if formulation != "infermax":
         return None
-    from .formulations import Hypotheses, infermax_flow
+    from .formulations import Hypotheses
     from .formulations.infermax import FLOW_MAX_ARCS
+    from .formulations.infermax import flow as infermax_flow
 
     J = _horizon(instance, objective, warm_batches, warm_objective)
     variant = str(params.get("variant", "auto"))

@@ -50,7 +50,8 @@ def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
         reason = f"exhaustive search stopped ({rep.status}: {rep.message or 'no proof'})"
     else:
         reason = f"{instance.n} requests > {EXHAUSTIVE_MAX_REQUESTS} for the exhaustive search"
-    from ..formulations import Hypotheses, infermax_flow
+    from ..formulations import Hypotheses
+    from ..formulations.infermax import flow as infermax_flow
 
     why = infermax_flow.applicable(instance, objective, Hypotheses())
     if why is not None:

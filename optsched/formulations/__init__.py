@@ -4,7 +4,8 @@ Every module of this package registers its formulation with
 :func:`~optsched.formulations.base.register_formulation` and is discovered on first use
 (:data:`FORMULATIONS`, an :class:`optsched.plugins.Registry`), so adding one is one new file:
 
-* ``infermax``  -- InferMax Big-M batch-indexed model (``formulations/infermax.md``);
+* ``infermax``  -- InferMax Big-M batch-indexed model and its flow variant, a package
+  (``formulations/infermax.md``);
 * ``hindsight`` -- the online paper's hindsight-optimal time-indexed IP (``formulations/hindsight.md``);
 * ``exhaustive`` -- exact state-graph search for tiny instances (:mod:`optsched.oracles.exhaustive`).
 

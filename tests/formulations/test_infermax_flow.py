@@ -21,7 +21,7 @@ from optsched.cost import PRESETS, LinearCost  # noqa: E402
 from optsched.evaluate import evaluate  # noqa: E402
 from optsched.formulations import Hypotheses, SolveOptions, solve  # noqa: E402
 from optsched.formulations.infermax import canonical  # noqa: E402
-from optsched.formulations.infermax_flow import (  # noqa: E402
+from optsched.formulations.infermax.flow import (  # noqa: E402
     CHUNK,
     FlowModel,
     applicable,

@@ -1,5 +1,8 @@
 """InferMax, flow variant: identical requests aggregated on a per-batch state graph.
 
+This module owns the flow model (:class:`FlowModel`, with its own ``encode``/``decode``),
+its size estimate and when it applies.
+
 ``formulations/infermax.md`` section 9 (eqs. F1-F10). Every request of a *class* (equal
 arrival, prompt ``I``, output ``O``) moves through the states of semantics section 3 under
 the dominance restriction of eq. 13 (only caught-up requests are evicted):
@@ -44,12 +47,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import milp
-from ..cost import LinearCost, UnitCost
-from ..evaluate import evaluate
-from ..instance import Instance, Limits
-from ..schedule import Schedule, ScheduleBuilder
-from .base import FormulationError, Hypotheses
+from ... import milp
+from ...cost import LinearCost, UnitCost
+from ...evaluate import evaluate
+from ...instance import Instance, Limits
+from ...schedule import Schedule, ScheduleBuilder
+from ..base import FormulationError, Hypotheses
 
 # arc kinds
 IDLE, START, STEP, END, DECODE, EVICT, EVREFILL, CHUNK = range(8)

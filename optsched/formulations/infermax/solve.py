@@ -1,0 +1,256 @@
+"""The registered ``infermax`` formulation: choose the variant and ``J``, solve, decode, polish.
+
+``run`` is what :func:`optsched.formulations.solve` calls (``formulations/infermax.md``
+sections 4, 6, 7 and 9): it canonicalises the warm start, picks the horizon, builds the Big-M
+model (:mod:`.model`) or the flow model (:mod:`.flow`), solves it with the requested backend,
+decodes the solution and re-prices it at the exact re-encoded point.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from ... import milp
+from ...evaluate import evaluate
+from ...instance import Instance
+from ...plugins import ParamSpec, parse_params
+from ...schedule import Schedule
+from ...solve_types import WarmStart
+from ..base import (
+    FormulationError,
+    Hypotheses,
+    RawSolution,
+    SolveOptions,
+    register_formulation,
+)
+from .encode import canonical
+from .horizon import _horizon, _sequential_batches, entry_batches_upper_bound
+from .model import DEFAULT_SLACK, MAX_BATCH_SLOTS, VARIANTS, InfermaxModel, _identical_groups, build
+
+
+def _polish(im: InfermaxModel, sched: Schedule, obj: float | None, notes: list[str]):
+    """The model's objective at the exact point of the decoded schedule (section 7).
+
+    Continuous columns bounded only from one side (time, products) may carry solver slack;
+    re-encoding the decoded schedule and checking it against every row gives the model's
+    own price of that schedule, which is what ``solve`` compares with the evaluator.
+    """
+    try:
+        x = im.encode(sched)
+    except FormulationError as exc:
+        notes.append(f"objective not polished: {exc}")
+        return obj
+    bad = im.model.check(x)
+    if bad:
+        notes.append(f"objective not polished: re-encoded solution violates {bad[0]}")
+        return obj
+    val = im.model.objective_value(x) / im.scale
+    if obj is not None and abs(val - obj) > 1e-9 * max(1.0, abs(obj)):
+        notes.append(f"solver objective {obj:.10g} polished to {val:.10g} (slack removed)")
+    return val
+
+
+def _solve_built(built, ws: Schedule | None, options: SolveOptions, notes: list[str]):
+    """Encode the warm start, solve ``built.model`` (times scaled by ``built.scale``) with the
+    requested backend, and record sizes and solver notes (shared by every variant)."""
+    notes.append(f"model: {built.model.num_vars} variables ({built.model.num_integer} integer), "
+                 f"{built.model.num_constraints} constraints")
+    start = None
+    if ws is not None:
+        try:
+            start = built.encode(ws)
+        except FormulationError as exc:
+            notes.append(f"warm start not encodable: {exc}")
+    mopts = replace(options, abs_gap=options.abs_gap * built.scale)
+    res = milp.solve(built.model, options.solver, mopts, warm_start=start)
+    notes += [f"{options.solver}: {n_}" for n_ in res.notes]
+    return res
+
+
+def _raw(res, scale: float, sched, obj, notes: list[str], J: int, jmax, J_param) -> RawSolution:
+    """The solver result in seconds as a RawSolution (shared by every variant)."""
+    status = res.status if res.status in ("optimal", "feasible", "infeasible", "no_solution",
+                                          "error") else "error"
+    if status == "infeasible" and (J_param is not None or jmax is None or J < jmax):
+        notes.append(f"infeasible within J = {J} batch slots (a larger J might be feasible)")
+    sec = lambda v: None if v is None else v / scale  # noqa: E731
+    return RawSolution(status=status, objective=obj, bound=sec(res.bound), schedule=sched,
+                       runtime=res.runtime or 0.0, solver=res.solver, nodes=res.nodes,
+                       exact=True, restricted=jmax is None or J < jmax,
+                       notes=tuple(notes), message=res.message,
+                       history=tuple((t, sec(a), sec(b)) for t, a, b in res.history))
+
+
+#: the ``--param`` knobs
+PARAMS = (
+    ParamSpec("variant", str, "auto", "auto (flow model where it applies, else tight), flow, "
+              "tight or plain", choices=("auto", "flow") + VARIANTS),
+    ParamSpec("batches", int, None, "batch slots J (default: from the warm start)",
+              lo=1, hi=MAX_BATCH_SLOTS),
+    ParamSpec("slack", int, DEFAULT_SLACK, "batch slots added to the warm start's count",
+              lo=0, hi=MAX_BATCH_SLOTS),
+)
+
+
+@register_formulation(
+    "infermax",
+    "InferMax Big-M batch-indexed MILP (paper section 5), exact pricing; variant=tight|plain, "
+    "batches=J, slack=k (formulations/infermax.md)",
+    params=PARAMS,
+)
+def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptions,
+        warm_start: WarmStart | None) -> RawSolution:
+    """The registered ``infermax`` formulation (``formulations/infermax.md``)."""
+    params = parse_params(PARAMS, options.params, "formulation 'infermax'", FormulationError)
+    variant, J_param, slack = params["variant"], params["batches"], params["slack"]
+    inst = instance
+    if variant in ("flow", "auto"):
+        from . import flow as infermax_flow
+
+        why = infermax_flow.applicable(inst, objective, hyp)
+        if why is None and inst.n:
+            return _run_flow(inst, objective, hyp, options, warm_start, J_param, slack,
+                             forced=variant == "flow")
+        if variant == "flow":
+            raise FormulationError(f"infermax: {why}")
+        variant = "tight"
+    notes: list[str] = [f"infermax variant {variant}"]
+    if inst.n == 0:
+        return RawSolution("optimal", 0.0, 0.0, Schedule.empty(), solver=options.solver,
+                           notes=tuple(notes))
+    tight = variant == "tight"
+    named = {r for r, _ in (*hyp.force, *hyp.forbid)} | {r for pair in hyp.order for r in pair}
+    ws = None
+    ws_obj = None
+    if warm_start is not None:
+        ws, ev = warm_start.schedule, warm_start.evaluation
+        bad = hyp.broken_by(inst, ws, ev, objective) if ev.feasible else ["infeasible"]
+        if not ev.feasible or bad:
+            notes.append("warm start ignored: " + "; ".join(bad))
+            ws = None
+        elif tight:  # the canonical form is a new schedule: replayed once more
+            ws = canonical(inst, ws, dominance=not hyp.force and not hyp.order,
+                           symmetry=_identical_groups(inst, named),
+                           compact=not hyp.force and not hyp.forbid)
+            ev2 = evaluate(inst, ws)
+            if not ev2.feasible or hyp.broken_by(inst, ws, ev2, objective):
+                ws = None  # pragma: no cover - canonical keeps feasibility
+            else:
+                ev = ev2
+        if ws is not None:
+            ws_obj = ev.objective(objective)
+    ub = ws_obj
+    if hyp.at_most is not None:
+        ub = hyp.at_most if ub is None else min(ub, hyp.at_most)
+    jmax = entry_batches_upper_bound(inst, objective, ub)
+    base_J = ws.n_batches if ws is not None else _sequential_batches(inst)
+    forced = max((j for _, j in hyp.force), default=-1)
+    J = max(_horizon(base_J, jmax, J_param, slack), forced + 1)
+    if jmax is not None and J >= jmax:
+        notes.append(
+            f"J = {J} batch slots; any schedule with objective <= {ub:.6g} has at most "
+            f"{jmax} batches with entries (busy-time argument, formulations/infermax.md "
+            "section 6), so the optimum is global among schedules whose eviction-only "
+            "batches (no entries) fit in the remaining slots")
+    else:
+        notes.append(
+            f"restriction: optimal among schedules with at most J = {J} batches "
+            + (f"(a schedule within the bound could have up to {jmax} batches with entries)"
+               if jmax is not None else "(no bound on the batch count is known for this "
+               "objective)"))
+    im = build(inst, objective, hyp, J=J, variant=variant, ub=ub if tight else None)
+    if tight:
+        if im.dominance:
+            notes.append("tight: evictions restricted to caught-up requests (dominance, eq. 13)")
+        if im.symmetry:
+            notes.append(f"tight: symmetry breaking over {len(im.symmetry)} group(s) of "
+                         "identical requests (eq. 14)")
+    res = _solve_built(im, ws, options, notes)
+    sched = None
+    obj = None if res.objective is None else res.objective / im.scale
+    if res.values is not None and res.status in ("optimal", "feasible"):
+        sched = im.decode(res.values)
+        obj = _polish(im, sched, obj, notes)
+    return _raw(res, im.scale, sched, obj, notes, J, jmax, J_param)
+
+
+#: largest flow model (arc variables) the auto variant builds before falling back to tight
+FLOW_MAX_ARCS = 45_000
+
+
+def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOptions,
+              warm_start: WarmStart | None, J_param, slack: int, forced: bool) -> RawSolution:
+    """The flow variant (``formulations/infermax.md`` section 9)."""
+    from . import flow as fl
+
+    notes: list[str] = ["infermax variant flow (identical requests aggregated, eqs. F1-F10)"]
+    ws, ub = None, None
+    if warm_start is not None:
+        ev = warm_start.evaluation
+        if ev.feasible and not hyp.broken_by(inst, warm_start.schedule, ev, objective):
+            # the canonical form is a new schedule: replayed once more
+            ws = canonical(inst, warm_start.schedule, dominance=True, symmetry=None, compact=True)
+            ev2 = evaluate(inst, ws)
+            ub = ev2.objective(objective) if ev2.feasible else None
+            if ub is None:
+                ws = None
+    if hyp.at_most is not None:
+        ub = hyp.at_most if ub is None else min(ub, hyp.at_most)
+    jmax = entry_batches_upper_bound(inst, objective, ub)
+    base_J = fl.entry_batches(ws) if ws is not None else _sequential_batches(inst)
+    J = _horizon(base_J, jmax, J_param, slack)
+    size = fl.size_estimate(inst, J)
+    if not forced and size > FLOW_MAX_ARCS:
+        return run(inst, objective, hyp, replace(options, params={**options.params,
+                                                                  "variant": "tight"}), warm_start)
+    if jmax is not None and J >= jmax:
+        notes.append(f"J = {J} batch slots; any schedule with objective <= {ub:.6g} has at most "
+                     f"{jmax} batches with entries (formulations/infermax.md section 6) and "
+                     "eviction-only batches are represented by evict-refill arcs, so the "
+                     "optimum is global (under the eq. 13 dominance, which loses no optimum)")
+    else:
+        notes.append(f"restriction: optimal among schedules with at most J = {J} batches with "
+                     "entries" + (f" (a schedule within the bound could have up to {jmax})"
+                                  if jmax is not None else ""))
+    fm = fl.FlowModel(inst, J, hyp, ub, objective)
+    t_solve = time.perf_counter()
+    res = _solve_built(fm, ws, options, notes)
+    left = None if options.time_limit is None else \
+        options.time_limit - (time.perf_counter() - t_solve)
+    if ws is not None and _values_disagree(fm, res) and (left is None or left >= 1.0):
+        # seen with HiGHS 1.16: a MIP start accepted "in the reduced space" at a lower
+        # objective than its own, and the start's values returned with that objective
+        notes.append(f"{res.solver}: returned values priced {fm.objective_seconds(res.values):.10g} "
+                     f"against its objective {res.objective / fm.scale:.10g}; re-solved without "
+                     "the warm start")
+        res = _solve_built(fm, None, replace(options, time_limit=left), notes)
+    sched, obj = None, None
+    if res.values is not None and res.status in ("optimal", "feasible"):
+        sched = fm.decode(res.values)
+        obj = res.objective / fm.scale
+        try:  # polish: the model objective at the exact re-encoded point
+            x2 = fm.encode(sched)
+            bad = fm.model.check(x2)
+            if bad:
+                notes.append(f"objective not polished: re-encoded solution violates {bad[0]}")
+            else:
+                obj = fm.objective_seconds(x2)
+        except FormulationError as exc:
+            notes.append(f"objective not polished: {exc}")
+    raw = _raw(res, fm.scale, sched, obj, notes, J, jmax, J_param)
+    if raw.status == "optimal" and obj is not None and raw.bound is not None \
+            and obj > raw.bound + 1e-6 * max(1.0, abs(obj)):  # never claim a proof we lack
+        raw = replace(raw, status="feasible", notes=raw.notes + (
+            f"decoded schedule {obj:.10g} is above the solver's bound {raw.bound:.10g}: "
+            "reported as feasible",))
+    return raw
+
+
+def _values_disagree(fm, res) -> bool:
+    """True when the solver's values are not priced at the objective it reports."""
+    if res.values is None or res.objective is None or res.status not in ("optimal", "feasible"):
+        return False
+    own = fm.objective_seconds(res.values)
+    rep = res.objective / fm.scale
+    return abs(own - rep) > 1e-6 * max(1.0, abs(rep))
