@@ -297,8 +297,9 @@ def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float
 
     feas = [r for r in rows if r.evaluation is not None and r.evaluation.feasible
             and r.schedule is not None and not r.schedule.has_swaps
+            and not r.schedule.has_hidden
             and r.objective is not None and math.isfinite(r.objective)]
-    if not feas or not seconds > 0 or instance.limits.swapping:
+    if not feas or not seconds > 0 or instance.limits.swapping or instance.limits.hidden_cache:
         return []
     best = min(feas, key=_objective_of)
     if best.schedule is None:  # feas keeps only rows with a schedule

@@ -27,6 +27,14 @@ Swap transfers (semantics: swap preemption) are priced separately by
 memory, in either direction, added to the batch's compute time (the transfer is not
 overlapped with compute; BROS overlaps it asynchronously, so this model charges BROS's
 swaps at most what BROS pays, never less). See :data:`KSWAP_DEFAULT` for the default.
+
+Hidden cache (semantics: hidden cache; Apt-Serve eq. 6) is priced by
+:meth:`CostModel.hidden_times`: an entry whose request holds its cache as hidden states
+re-projects its ``m`` cached tokens to keys and values, ``rho * m`` seconds more, in every
+batch it joins. ``rho`` is **fitted** from the profiling data (:func:`optsched.fit.fit_rho`
+on the QKV projection timings; the paper profiles it in about 30 s) for each preset, stated
+in :data:`RHO_FITTED`; a linear model without a stated ``rho`` takes :data:`RHO_DEFAULT`
+(Llama-2-7B on one A100, the default preset's model); unit time takes 0 (a parameter).
 """
 
 from __future__ import annotations
@@ -58,6 +66,30 @@ PCIE4_BYTES_PER_SECOND = 25e9
 KSWAP_DEFAULT = kswap_from_hardware(32, 4096, PCIE4_BYTES_PER_SECOND)
 
 
+#: ``rho`` (seconds per cached hidden token per batch) fitted by :func:`optsched.fit.fit_rho`
+#: on ``shared/data/profiling`` (``attn_pre_proj`` median slope x K/V share x layers):
+#: Llama-2-7B A100 TP1 (0.000440 ms/token/layer x 2/3 x 32), Llama-2-70B A100 TP4
+#: (0.000180 x 0.2 x 80), Llama-3-8B A100 TP1 (0.000236 x 1/3 x 32). The data has no
+#: Llama-3-8B H100 profile: that one is the A100 value scaled by Llama-2-7B's H100/A100 ratio
+#: of the same fit (2.694e-6 / 9.390e-6), an estimate, not a fit.
+RHO_FITTED = {
+    "llama2-7b-a100": 9.390e-6,
+    "llama2-70b-4xa100": 2.887e-6,
+    "llama3-8b-a100": 2.516e-6,
+    "llama3-8b-h100": 2.516e-6 * 2.694 / 9.390,
+}
+#: ``rho`` of a linear model that states none: the default preset's model (Llama-2-7B, A100)
+RHO_DEFAULT = RHO_FITTED["llama2-7b-a100"]
+
+
+def _check_rho(v) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+            or not 0 <= v <= MAX_COEFFICIENT:
+        raise InstanceError(f"cost_model: rho must be a finite number in [0, {MAX_COEFFICIENT:g}] "
+                            f"(seconds per cached hidden token per batch), got {v!r}")
+    return float(v)
+
+
 def _check_kswap(v) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
             or not 0 <= v <= MAX_COEFFICIENT:
@@ -72,6 +104,16 @@ class CostModel(ABC):
     kind: ClassVar[str]
     #: seconds per KV token moved between GPU and host (swap preemption); see subclasses
     kswap: float = 0.0
+    #: seconds per cached token of a hidden-cache entry, per batch (Apt-Serve eq. 6)
+    rho: float = 0.0
+
+    def hidden_times(self, batch_of_entry: np.ndarray, cached: np.ndarray, hidden: np.ndarray,
+                     n_batches: int) -> np.ndarray:
+        """Hidden-cache extra time per batch: ``rho * sum m`` over the batch's entries whose
+        request holds hidden cache, ``m`` their cached tokens before the batch (semantics:
+        hidden cache, rule "extra compute"; Apt-Serve eq. 6 ``t = rho m``)."""
+        w = np.where(hidden, cached, 0).astype(np.float64)
+        return self.rho * np.bincount(batch_of_entry, weights=w, minlength=n_batches)
 
     def swap_times(self, batch_of_swap: np.ndarray, tokens: np.ndarray, n_batches: int
                    ) -> np.ndarray:
@@ -123,16 +165,19 @@ class UnitCost(CostModel):
 
     kind: ClassVar[str] = "unit"
     kswap: float = 0.0
+    rho: float = 0.0
 
     def __post_init__(self):
         object.__setattr__(self, "kswap", _check_kswap(self.kswap))
+        object.__setattr__(self, "rho", _check_rho(self.rho))
 
     def batch_times(self, batch_of_entry, tokens, cached, decode, n_batches):
         counts = np.bincount(batch_of_entry, minlength=n_batches)
         return (counts > 0).astype(np.float64)
 
     def to_dict(self):
-        return {"kind": "unit", **({"kswap": self.kswap} if self.kswap else {})}
+        return {"kind": "unit", **({"kswap": self.kswap} if self.kswap else {}),
+                **({"rho": self.rho} if self.rho else {})}
 
 
 _LINEAR_KEYS = ("k0", "k1", "kpq", "kpm", "kdm", "kpr", "kdr", "kpl", "kpb", "kdb")
@@ -158,10 +203,14 @@ class LinearCost(CostModel):
     kdb: float = 0.0
     #: seconds per KV token swapped (not a batch-time coefficient: see :meth:`swap_times`)
     kswap: float = KSWAP_DEFAULT
+    #: seconds per cached hidden token per batch (not a batch-time coefficient: see
+    #: :meth:`hidden_times`); fitted, see :data:`RHO_FITTED`
+    rho: float = RHO_DEFAULT
     preset: str | None = field(default=None, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "kswap", _check_kswap(self.kswap))
+        object.__setattr__(self, "rho", _check_rho(self.rho))
         for key in _LINEAR_KEYS:
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
@@ -221,16 +270,19 @@ class LinearCost(CostModel):
         d: dict[str, Any] = {"kind": "linear", **self.coefficients}
         if self.kswap != KSWAP_DEFAULT:  # instances without a stated kswap keep their JSON
             d["kswap"] = self.kswap
+        if self.rho != RHO_DEFAULT:
+            d["rho"] = self.rho
         if self.preset:
             d["preset"] = self.preset
         return d
 
 
 def _infermax(name: str, layers: int, a_p, b_p, a_d, b_d, a_o, b_o, s_p, s_d, m_p,
-              kswap: float) -> LinearCost:
+              kswap: float, rho: float) -> LinearCost:
     ms = layers / 1000.0  # per-layer milliseconds -> whole-model seconds
     return LinearCost(
         kswap=kswap,
+        rho=rho,
         k0=b_o * ms,
         k1=a_o * ms,
         kpq=a_p * ms,
@@ -245,10 +297,11 @@ def _infermax(name: str, layers: int, a_p, b_p, a_d, b_d, a_o, b_o, s_p, s_d, m_
     )
 
 
-def _blis(name: str, b0, b1, b2, kswap: float) -> LinearCost:
+def _blis(name: str, b0, b1, b2, kswap: float, rho: float) -> LinearCost:
     # step = b0 + b1*prefill_tokens + b2*decode_tokens (ms); a decode entry has c = 1,
     # so decode tokens cost k1 + kdr = b2.
-    return LinearCost(k0=b0 / 1000, k1=b1 / 1000, kdr=(b2 - b1) / 1000, kswap=kswap, preset=name)
+    return LinearCost(k0=b0 / 1000, k1=b1 / 1000, kdr=(b2 - b1) / 1000, kswap=kswap, rho=rho,
+                      preset=name)
 
 
 #: Named presets. Each is built from the reference coefficients in
@@ -258,7 +311,7 @@ PRESETS: dict[str, LinearCost] = {
     "infermax-llama2-7b-a100": _infermax(
         "infermax-llama2-7b-a100", 32,
         1.6773e-7, 0.0926, 8.513e-6, 0.01921, 0.00191, 0.06486, 0.001534, 0.00074, 9.224e-6,
-        KSWAP_DEFAULT,
+        KSWAP_DEFAULT, RHO_FITTED["llama2-7b-a100"],
     ),
     # Same, per-layer coefficients x 80 layers, Llama-2-70B on four A100s.
     "infermax-llama2-70b-4xa100": _infermax(
@@ -266,13 +319,16 @@ PRESETS: dict[str, LinearCost] = {
         4.309e-8, 0.2112, 1.222e-6, 0.081, 0.002, 0.159, 9.03e-4, 3.92e-4, 3.805e-7,
         # GQA: 8 KV heads x 128 = 1,024 dims, 80 layers, KV sharded over 4 links: 3.3e-6 s
         kswap_from_hardware(80, 1024, PCIE4_BYTES_PER_SECOND, links=4),
+        RHO_FITTED["llama2-70b-4xa100"],
     ),
     # BLIS whole-step fits (ms): Llama-3.1-8B TP1.
     # Llama-3.1-8B: GQA 8 KV heads x 128 = 1,024 dims, 32 layers; PCIe 4 (A100), 5 (H100)
     "blis-llama3.1-8b-a100": _blis("blis-llama3.1-8b-a100", 16.4, 0.0478, 0.0182,
-                                   kswap_from_hardware(32, 1024, PCIE4_BYTES_PER_SECOND)),
+                                   kswap_from_hardware(32, 1024, PCIE4_BYTES_PER_SECOND),
+                                   RHO_FITTED["llama3-8b-a100"]),
     "blis-llama3.1-8b-h100": _blis("blis-llama3.1-8b-h100", 5.75, 0.0173, 0.0060,
-                                   kswap_from_hardware(32, 1024, 2 * PCIE4_BYTES_PER_SECOND)),
+                                   kswap_from_hardware(32, 1024, 2 * PCIE4_BYTES_PER_SECOND),
+                                   RHO_FITTED["llama3-8b-h100"]),
 }
 
 DEFAULT_PRESET = "infermax-llama2-7b-a100"
@@ -303,17 +359,17 @@ def cost_model_from_dict(d: Any) -> CostModel:
         raise InstanceError("cost_model: missing field 'kind' (or 'preset')")
     kind = d["kind"]
     if kind == "unit":
-        extra = set(d) - {"kind", "kswap"}
+        extra = set(d) - {"kind", "kswap", "rho"}
         if extra:
             raise InstanceError(f"cost_model: unknown fields {sorted(extra)} for kind 'unit'")
-        return UnitCost(kswap=d.get("kswap", 0.0))
+        return UnitCost(kswap=d.get("kswap", 0.0), rho=d.get("rho", 0.0))
     if kind == "linear":
         names = {f.name for f in fields(LinearCost)}
         extra = set(d) - names - {"kind"}
         if extra:
             raise InstanceError(
                 f"cost_model: unknown fields {sorted(extra)}; linear takes {', '.join(_LINEAR_KEYS)}, "
-                "kswap"
+                "kswap, rho"
             )
         return LinearCost(**{k: v for k, v in d.items() if k != "kind"})
     raise InstanceError(f"cost_model: unknown kind {kind!r} (expected 'unit' or 'linear')")
@@ -321,6 +377,8 @@ def cost_model_from_dict(d: Any) -> CostModel:
 
 __all__ = [
     "KSWAP_DEFAULT",
+    "RHO_DEFAULT",
+    "RHO_FITTED",
     "kswap_from_hardware",
     "CostModel",
     "UnitCost",

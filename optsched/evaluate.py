@@ -71,6 +71,11 @@ CODES = {
     "SWAP_IN_NOT_SWAPPED": "a swap-in names a request with no KV on the host",
     "SWAPPED_OUT_REQUEST": "a request is processed or evicted while part of its KV is on the host",
     "HOST_OVERFLOW": "host KV in use after the batch exceeds limits.host_capacity (0 when unset)",
+    # hidden cache (semantics section 6)
+    "HIDDEN_CACHE_DISABLED": "an entry uses hidden cache but the instance does not enable it "
+                             "(limits.hidden_cache)",
+    "CACHE_TYPE_SWITCH": "an entry's cache type differs from the cache the request holds "
+                         "(a switch discards the cache: evict first, then recompute)",
 }
 
 #: At most this many violations of one code are kept as objects (all are counted).
@@ -246,6 +251,7 @@ class _Items:
     raw: np.ndarray  # position in the schedule's own id table
     tokens: np.ndarray  # c of an entry, 0 for an eviction
     ok: np.ndarray
+    hidden: np.ndarray  # an entry's cache type is hidden (False for an eviction)
 
 
 def _columns(inst: Instance, s: Schedule) -> tuple[_Items, _Items]:
@@ -253,9 +259,10 @@ def _columns(inst: Instance, s: Schedule) -> tuple[_Items, _Items]:
     e_r = idmap[s.entry_req] if s.n_entries else np.zeros(0, np.int64)
     v_r = idmap[s.evict_req] if s.evict_req.size else np.zeros(0, np.int64)
     entries = _Items("entry", s.batch_of_entry, e_r, s.entry_req, s.entry_tokens,
-                     np.ones(e_r.size, bool))
+                     np.ones(e_r.size, bool), s.entry_hidden.copy())
     evictions = _Items("eviction", s.batch_of_evict, v_r, s.evict_req,
-                       np.zeros(v_r.size, np.int64), np.ones(v_r.size, bool))
+                       np.zeros(v_r.size, np.int64), np.ones(v_r.size, bool),
+                       np.zeros(v_r.size, bool))
     return entries, evictions
 
 
@@ -342,6 +349,8 @@ class _Events:
     g_at_evict: np.ndarray  # g when an eviction opens its segment
     S0: np.ndarray  # tokens known when the event's residency segment began
     O: np.ndarray
+    hidden: np.ndarray  # cache type after the event (an entry's own; False after an eviction)
+    hidden_before: np.ndarray  # cache type of the m cached tokens before the event
 
     @property
     def size(self) -> int:
@@ -356,9 +365,21 @@ def _sorted_events(entries: _Items, evictions: _Items, nb: int):
     is_entry = np.concatenate([np.ones(ei.size, bool), np.zeros(vi.size, bool)])
     c = np.concatenate([entries.tokens[ei], np.zeros(vi.size, np.int64)])
     src = np.concatenate([ei, vi])
+    hidden = np.concatenate([entries.hidden[ei], np.zeros(vi.size, bool)])
     # one int64 sort key: request, then batch, then evictions before entries (unique after dedup)
     order = np.argsort((req * (nb + 1) + batch) * 2 + is_entry, kind="stable")
-    return req[order], batch[order], is_entry[order], c[order], src[order]
+    return req[order], batch[order], is_entry[order], c[order], src[order], hidden[order]
+
+
+def _hidden_before(req, is_entry, hidden, first):
+    """Cache type of the tokens cached before each event (semantics: hidden cache): the
+    previous event's when it is an entry of the same request, else the event's own (then
+    ``m = 0`` and the type does not matter)."""
+    before = hidden.copy()
+    if req.size:
+        prev_entry = ~first[1:] & is_entry[:-1]
+        before[1:] = np.where(prev_entry, hidden[:-1], hidden[1:])
+    return before
 
 
 def _cached_before(req, is_entry, c):
@@ -407,7 +428,7 @@ def _segment_start_tokens(req, is_entry, m_after, reset, I):
 def _replay(inst: Instance, entries: _Items, evictions: _Items, nb: int) -> _Events:
     """Apply every valid entry and eviction as given (section 3, steps 1-2)."""
     I = inst.prompt
-    req, batch, is_entry, c, src = _sorted_events(entries, evictions, nb)
+    req, batch, is_entry, c, src, hidden = _sorted_events(entries, evictions, nb)
     m_before, first, reset = _cached_before(req, is_entry, c)
     m_after = m_before + c
     g_start, seg = _segment_start_tokens(req, is_entry, m_after, reset, I)
@@ -420,10 +441,35 @@ def _replay(inst: Instance, entries: _Items, evictions: _Items, nb: int) -> _Eve
         g_after=g0 + np.maximum(0, m_after - S0 + 1),
         # an eviction opens a segment: it sees the g reached at the end of the previous one
         g_at_evict=np.where(first, 0, g0), S0=S0, O=inst.output[req],
+        hidden=hidden, hidden_before=_hidden_before(req, is_entry, hidden, first),
     )
 
 
 # --- rules on the replayed state (section 3) ----------------------------------------------
+
+
+def _check_hidden_enabled(entries: _Items, limits: Limits, V: _Violations) -> None:
+    """HIDDEN_CACHE_DISABLED: an entry states hidden cache on an instance without
+    ``limits.hidden_cache`` (section 6, hidden cache); reported, then applied as given."""
+    if limits.hidden_cache:
+        return
+    bad = np.flatnonzero(entries.ok & entries.hidden)
+    V.add_many("HIDDEN_CACHE_DISABLED", entries.batch[bad], entries.req[bad],
+               lambda k: "entry uses hidden cache but the instance does not enable it "
+                         "(limits.hidden_cache is false)")
+
+
+def _check_cache_type(ev: _Events, live: np.ndarray, V: _Violations) -> None:
+    """CACHE_TYPE_SWITCH: an entry keeps the cache type of the ``m > 0`` tokens its request
+    holds (section 6, hidden cache: a switch discards the cache, i.e. an eviction, and the
+    refill recomputes it in the new type); reported, then applied as given (the whole cache
+    takes the entry's type)."""
+    idx = np.flatnonzero(live & (ev.m_before > 0) & (ev.hidden != ev.hidden_before))
+    kind = lambda h: "hidden" if h else "kv"  # noqa: E731
+    V.add_many("CACHE_TYPE_SWITCH", ev.batch[idx], ev.req[idx],
+               lambda k: f"entry uses {kind(ev.hidden[idx[k]])} cache but the request holds "
+                         f"{int(ev.m_before[idx[k]])} tokens of {kind(ev.hidden_before[idx[k]])} "
+                         "cache (evict it first)")
 
 
 def _check_evictions(ev: _Events, V: _Violations) -> np.ndarray:
@@ -504,14 +550,18 @@ def _check_batch_limits(t: _BatchTotals, lim, V: _Violations) -> None:
 
 def _kv_in_use(ev: _Events, live, evicted, finish, limits: Limits, nb: int) -> np.ndarray:
     """KV after each batch (section 3, steps 3-4), in whole blocks: a running sum of ``+c``
-    per entry, ``-m`` at an eviction and ``-m`` one batch after a request finishes."""
-    fp = limits.kv_footprint
+    per entry, ``-m`` at an eviction and ``-m`` one batch after a request finishes; a hidden
+    cache counts half, in whole blocks (section 6, hidden cache)."""
+    fp = limits.footprint  # by cache type (semantics: hidden cache, rule "memory")
+    h, hb = ev.hidden, ev.hidden_before
 
     delta = (
-        np.bincount(ev.batch[live], weights=fp(ev.m_after[live]) - fp(ev.m_before[live]),
-                    minlength=nb + 1)
-        - np.bincount(ev.batch[evicted], weights=fp(ev.m_before[evicted]), minlength=nb + 1)
-        - np.bincount(ev.batch[finish] + 1, weights=fp(ev.m_after[finish]), minlength=nb + 1)
+        np.bincount(ev.batch[live], weights=fp(ev.m_after[live], h[live])
+                    - fp(ev.m_before[live], hb[live]), minlength=nb + 1)
+        - np.bincount(ev.batch[evicted], weights=fp(ev.m_before[evicted], hb[evicted]),
+                      minlength=nb + 1)
+        - np.bincount(ev.batch[finish] + 1, weights=fp(ev.m_after[finish], h[finish]),
+                      minlength=nb + 1)
     )
     return np.rint(np.cumsum(delta)[:nb]).astype(np.int64)
 
@@ -583,9 +633,11 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     _check_once_per_batch(entries, evictions, n, V)
     _check_evict_or_process(entries, evictions, n, V)
 
+    _check_hidden_enabled(entries, lim, V)
     ev = _replay(inst, entries, evictions, nb)
     evicted = _check_evictions(ev, V)
     live = _check_entries(ev, V)
+    _check_cache_type(ev, live, V)
     decode = _decode_entries(ev, live, inst.prompt)
     gen_first = live & (ev.g_before == 0) & (ev.g_after >= 1)
     finish = live & (ev.g_before < ev.O) & (ev.g_after >= ev.O)
@@ -594,6 +646,7 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     ent_live = np.zeros(entries.batch.size, bool)
     ent_decode = np.zeros(entries.batch.size, bool)
     ent_cached = np.zeros(entries.batch.size, np.int64)
+    ent_hidden = entries.hidden
     src_e = ev.src[ev.is_entry]
     ent_live[src_e] = live[ev.is_entry]
     ent_decode[src_e] = decode[ev.is_entry]
@@ -602,6 +655,8 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     L = np.flatnonzero(ent_live)
     lb, lc, lm, ld = entries.batch[L], entries.tokens[L], ent_cached[L], ent_decode[L]
     dur = inst.cost_model.batch_times(lb, lc, lm, ld, nb) if nb else np.zeros(0)
+    hidden_dur = inst.cost_model.hidden_times(lb, lm, ent_hidden[L], nb) if nb else np.zeros(0)
+    dur = dur + hidden_dur
     totals = _batch_totals(lb, lc, ld, nb)
     _check_batch_limits(totals, lim, V)
     kv = _kv_in_use(ev, live, evicted, finish, lim, nb)
@@ -625,12 +680,13 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     if ev.size:
         np.maximum.at(g_final, ev.req[live], np.minimum(ev.g_after[live], ev.O[live]))
     _check_complete(g_final, inst.output, V)
+    hidden = (ent_hidden[L], hidden_dur) if lim.hidden_cache or s.has_hidden else None
     return _evaluation(inst, V, ev, evicted, first_token, completion, g_final, end, dur, kv,
-                       totals, ent_decode, ent_cached, swaps)
+                       totals, ent_decode, ent_cached, swaps, hidden)
 
 
 def _evaluation(inst, V, ev, evicted, first_token, completion, g_final, end, dur, kv, totals,
-                ent_decode, ent_cached, swaps=None) -> Evaluation:
+                ent_decode, ent_cached, swaps=None, hidden=None) -> Evaluation:
     """Per-request and summary metrics (section 4) around the replay's arrays."""
     n, O = inst.n, inst.output
     n_evict = np.bincount(ev.req[evicted], minlength=n)
@@ -644,6 +700,9 @@ def _evaluation(inst, V, ev, evicted, first_token, completion, g_final, end, dur
                       end, dur, kv, totals.entries)
     if swaps is not None or inst.limits.swapping:
         metrics.update(_swap_metrics(swaps, dur.size))
+    if hidden is not None:  # section 6, hidden cache: how much of it, at what price
+        metrics["hidden_entries"] = int(hidden[0].sum())
+        metrics["hidden_time"] = float(hidden[1].sum())
     return Evaluation(
         feasible=not V.counts,
         violations=tuple(V.kept),
@@ -761,6 +820,7 @@ def _check_swaps(inst: Instance, s: Schedule, nb: int, ev: _Events, live, valid_
     lines = _swap_timelines(out, inn, ev, live, valid_evict)
     for r, line in lines.items():
         m = h = 0
+        hid = False  # the request's cache is hidden states (section 6: those are not swapped)
         finished_at = -1
         for b, _, kind, x in line:
             corr_before = fp(m - h) - fp(m)
@@ -769,6 +829,7 @@ def _check_swaps(inst: Instance, s: Schedule, nb: int, ev: _Events, live, valid_
                     V.add_many("SWAPPED_OUT_REQUEST", [b], [r], lambda _k, h=h:
                                f"request is processed while {h} of its KV tokens are on the host")
                 m = int(ev.m_after[x])
+                hid = bool(ev.hidden[x])
                 if ev.g_after[x] >= O[r]:
                     finished_at = b
             elif kind == "evict":
@@ -778,11 +839,13 @@ def _check_swaps(inst: Instance, s: Schedule, nb: int, ev: _Events, live, valid_
                                f"(swap it in first)")
                     host_delta[b] -= h
                     h = 0
-                m = 0
+                m, hid = 0, False
             elif kind == "swap_out":
                 on_gpu = m - h
                 if finished_at >= 0 and finished_at < b:
                     why = "request already finished"
+                elif hid:
+                    why = "request holds hidden cache, not KV (hidden cache is not swapped)"
                 elif not 1 <= x <= on_gpu:
                     why = f"swaps out {x} tokens but holds {on_gpu} on the GPU"
                 else:

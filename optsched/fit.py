@@ -299,3 +299,55 @@ def fit_linear_cost(
 
 __all__ = ["nnls", "GroupFit", "FitResult", "fit_mlp", "fit_attention", "fit_linear_cost",
            "layers_for", "LAYERS"]
+
+
+# -- hidden cache: Apt-Serve's rho (eq. 6) --------------------------------------------------
+@dataclass(frozen=True)
+class RhoFit:
+    """``rho`` (whole-model seconds per cached hidden token per batch) from the QKV projection
+    fit ``a + b * tokens`` (per-layer ms): ``rho = b * kv_share * layers / 1000``."""
+
+    rho: float
+    per_token_ms: float  # b: QKV projection, per layer, per token
+    kv_share: float  # K and V columns of the fused QKV projection: 2 kv / (heads + 2 kv)
+    layers: int
+    fit: GroupFit
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rho": self.rho, "per_token_ms": self.per_token_ms, "kv_share": self.kv_share,
+                "layers": self.layers, "rmse_ms": self.fit.rmse_ms,
+                "max_rel_error": self.fit.max_rel_error}
+
+
+def fit_rho(path: str | Path, tp: int = 1, layers: int | None = None) -> RhoFit:
+    """Fit Apt-Serve's ``rho`` (eq. 6: hidden-cache extra cost ``t = rho * m``) on Vidur's
+    ``attn_pre_proj`` timings (the fused Q, K, V projection, by ``num_tokens``). A hidden
+    cache re-projects its ``m`` cached hidden states to keys and values in every batch the
+    request joins (paper section 3.1, Fig. 3b): the K and V share of that projection, i.e.
+    ``2 * n_kv_head / (n_head + 2 * n_kv_head)`` of its per-token slope, per layer. The
+    slope is fitted (non-negative, relative error) on all rows at tensor-parallel degree
+    ``tp``; ``layers`` defaults to :func:`layers_for` of the file's model name."""
+    p = Path(path)
+    _, rows = _read_csv(p)
+    col = "time_stats.attn_pre_proj.median"
+    toks, ys, heads, kv_heads = [], [], set(), set()
+    for line, r in rows:
+        if int(_num(p, line, r, "num_tensor_parallel_workers")) != tp:
+            continue
+        toks.append(_num(p, line, r, "num_tokens"))
+        ys.append(_num(p, line, r, col))
+        heads.add(_num(p, line, r, "n_head"))
+        kv_heads.add(_num(p, line, r, "n_kv_head"))
+    if not toks:
+        raise InputFileError(f"{p}: no rows with num_tensor_parallel_workers = {tp}")
+    if len(heads) != 1 or len(kv_heads) != 1:
+        raise InputFileError(f"{p}: rows disagree on n_head/n_kv_head")
+    t = np.array(toks)
+    x, g = _group("qkv", ("a", "b"), np.column_stack([np.ones_like(t), t]), np.array(ys),
+                  True, "relative")
+    h, kv = heads.pop(), kv_heads.pop()
+    share = 2 * kv / (h + 2 * kv)
+    if layers is None:
+        m = re.match(r"mlp_[^_]+_(.+)\.csv$", p.name)
+        layers = layers_for(m.group(1) if m else p.stem)
+    return RhoFit(float(x[1]) * share * layers / 1000, float(x[1]), share, layers, g)

@@ -35,6 +35,16 @@ def block_round(tokens: Tokens, block_size: int) -> Tokens:
     :meth:`Limits.kv_footprint` is this with the instance's block size."""
     return tokens if block_size == 1 else -(-tokens // block_size) * block_size
 
+
+def hidden_block_round(tokens: Tokens, block_size: int) -> Tokens:
+    """KV-token memory charged for ``tokens`` tokens of *hidden* cache (docs/semantics.md,
+    "Hidden cache"): half the KV memory, in whole blocks. A block holds ``block_size`` tokens
+    of KV or ``2 * block_size`` tokens of hidden states, so the charge is
+    ``block_size * ceil(tokens / (2 * block_size))`` (``ceil(tokens / 2)`` for ``b = 1``).
+    Never less than Apt-Serve's own pool, which stores hidden states in K-sized blocks of
+    ``b`` positions (half a KV block each): ``b/2 * ceil(tokens / b)``."""
+    return -(-tokens // (2 * block_size)) * block_size
+
 _CLASSES = (None, "rt", "be")
 #: largest token count or limit an instance may hold (2**40, about 1.1e12): far above any real
 #: model or trace, and sums of such counts stay exact in int64 and float64
@@ -154,8 +164,16 @@ class Limits:
     #: instance, every swap-out overflows it, and formulations that cannot represent swaps
     #: solve it. A value (``0`` included) makes swapping part of the instance.
     host_capacity: int | None = None
+    #: whether a request may hold its cache as hidden states (Apt-Serve; semantics: hidden
+    #: cache). False (the default) keeps every entry on KV cache and the JSON unchanged;
+    #: formulations and bounds that assume KV-only memory refuse an instance with it.
+    hidden_cache: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.hidden_cache, (bool, np.bool_)):
+            raise InstanceError(f"limits: field 'hidden_cache' must be true or false, "
+                                f"got {self.hidden_cache!r}")
+        object.__setattr__(self, "hidden_cache", bool(self.hidden_cache))
         for name in ("kv_capacity", "max_batch_tokens", "block_size"):
             v = getattr(self, name)
             if not _is_int(v) or not 1 <= v <= MAX_COUNT:
@@ -187,15 +205,26 @@ class Limits:
         function: the evaluator, the simulator, the policies and the models all call it."""
         return block_round(cached, self.block_size)
 
+    def hidden_footprint(self, cached: Tokens) -> Tokens:
+        """KV-token memory charged for ``cached`` tokens held as hidden cache: half, in whole
+        blocks (:func:`hidden_block_round`)."""
+        return hidden_block_round(cached, self.block_size)
+
+    def footprint(self, cached: np.ndarray, hidden: np.ndarray) -> np.ndarray:
+        """Elementwise :meth:`kv_footprint` or :meth:`hidden_footprint` by cache type."""
+        return np.where(hidden, self.hidden_footprint(cached), self.kv_footprint(cached))
+
     @property
     def swapping(self) -> bool:
         """Whether swap preemption is part of this instance (``host_capacity`` is given)."""
         return self.host_capacity is not None
 
     def to_dict(self) -> dict[str, Any]:
-        # host_capacity only when given, so instances without swapping keep their JSON
+        # host_capacity only when given and hidden_cache only when on, so instances without
+        # these extensions keep their JSON
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name != "host_capacity" or self.host_capacity is not None}
+                if (f.name != "host_capacity" or self.host_capacity is not None)
+                and (f.name != "hidden_cache" or self.hidden_cache)}
 
     @classmethod
     def from_dict(cls, d: Any) -> Limits:

@@ -273,6 +273,9 @@ def improve(instance: Instance, schedule: Schedule, objective: str = "makespan",
     replayed by :func:`optsched.evaluate.evaluate` and never worse than ``schedule``."""
     if schedule.has_swaps or instance.limits.swapping:
         raise LNSError("lns: schedules with swap preemption are not supported")
+    if schedule.has_hidden or instance.limits.hidden_cache:
+        raise LNSError("lns: hidden cache is not supported (its windows are solved by the "
+                       "KV-only exhaustive search)")
     ev = evaluate(instance, schedule)
     if not ev.feasible:
         raise LNSError(f"lns: the start schedule is infeasible: {ev.violations[0]}")

@@ -11,7 +11,10 @@ File formats: JSON for small schedules (the contract below), ``.npz`` for large:
     {"batches": [{"entries": [["a", 4], ["b", 4]], "evict": ["c"], "start": 0.0,
                   "swap_out": [["d", 16]], "swap_in": ["e"]}]}
 
-``evict``, ``start``, ``swap_out`` and ``swap_in`` are optional; a missing ``start``
+An entry may state its cache type as a third element, ``["a", 4, "hidden"]`` (or ``"kv"``, the
+default): the request holds its cache as hidden states (docs/semantics.md, "Hidden cache");
+a schedule without hidden entries stores an all-false ``entry_hidden`` and its JSON and
+``.npz`` are unchanged. ``evict``, ``start``, ``swap_out`` and ``swap_in`` are optional; a missing ``start``
 means "as early as possible" (semantics section 4) and is stored as NaN. ``swap_out``
 moves ``tokens`` of a request's cached KV to host memory and ``swap_in`` brings all of
 a request's host KV back (docs/semantics.md, "Swap preemption"); a schedule without
@@ -46,7 +49,12 @@ class Batch(NamedTuple):
     start: float | None = None
     swap_out: Sequence[tuple[str, int]] = ()
     swap_in: Sequence[str] = ()
+    #: ids of the entries whose request holds hidden cache (the others are KV)
+    hidden: Sequence[str] = ()
 
+
+#: cache type names of an entry's optional third element (semantics: hidden cache)
+CACHE_TYPES = ("kv", "hidden")
 
 #: the default of the swap arrays: replaced by empty arrays of the schedule's shape
 _NO_SWAPS: np.ndarray = np.zeros(0, np.int64)
@@ -76,11 +84,15 @@ class Schedule:
     swap_out_tokens: np.ndarray = field(default_factory=_no_swaps)
     swap_in_ptr: np.ndarray = field(default_factory=_no_swaps)
     swap_in_req: np.ndarray = field(default_factory=_no_swaps)
+    # hidden cache (optional; not given = every entry on KV cache): per entry
+    entry_hidden: np.ndarray = field(default_factory=_no_swaps)
 
     def __post_init__(self):
         ids = tuple(self.ids)
         object.__setattr__(self, "ids", ids)
         nb0 = np.asarray(self.start).size
+        if self.entry_hidden is _NO_SWAPS or self.entry_hidden is None:
+            object.__setattr__(self, "entry_hidden", np.zeros(np.asarray(self.entry_req).size, bool))
         for name in _SWAP_ARRAYS:
             if getattr(self, name) is _NO_SWAPS or getattr(self, name) is None:
                 empty = np.zeros(nb0 + 1 if name.endswith("_ptr") else 0, np.int64)
@@ -116,6 +128,14 @@ class Schedule:
                 raise ScheduleFormatError(f"schedule: {ptr_name} is not a valid offset array")
         if self.entry_tokens.size != self.entry_req.size:
             raise ScheduleFormatError("schedule: entry_tokens and entry_req differ in length")
+        h = np.asarray(self.entry_hidden)
+        if h.ndim != 1 or h.size != self.entry_req.size:
+            raise ScheduleFormatError("schedule: entry_hidden and entry_req differ in length")
+        if h.size and not (h.dtype == bool or np.isin(h, (0, 1)).all()):
+            raise ScheduleFormatError("schedule: entry_hidden must hold booleans")
+        h = np.ascontiguousarray(h, dtype=bool)
+        h.setflags(write=False)
+        object.__setattr__(self, "entry_hidden", h)
         if self.swap_out_tokens.size != self.swap_out_req.size:
             raise ScheduleFormatError("schedule: swap_out_tokens and swap_out_req differ in length")
         for arr_name in ("entry_req", "evict_req", "swap_out_req", "swap_in_req"):
@@ -152,6 +172,11 @@ class Schedule:
         return np.repeat(np.arange(self.n_batches), np.diff(self.swap_in_ptr))
 
     @property
+    def has_hidden(self) -> bool:
+        """Whether any entry uses hidden cache (semantics: hidden cache)."""
+        return bool(self.entry_hidden.any())
+
+    @property
     def has_swaps(self) -> bool:
         """Whether any batch swaps KV out or in (semantics: swap preemption)."""
         return self.swap_out_req.size > 0 or self.swap_in_req.size > 0
@@ -172,6 +197,7 @@ class Schedule:
             [(self.ids[r], int(c)) for r, c in zip(self.swap_out_req[oa:ob],
                                                     self.swap_out_tokens[oa:ob])],
             [self.ids[r] for r in self.swap_in_req[ia:ib]],
+            [self.ids[r] for r in self.entry_req[a:b][self.entry_hidden[a:b]]],
         )
 
     def __iter__(self):
@@ -192,7 +218,10 @@ class Schedule:
             if isinstance(item, dict):
                 entries, evict, start, swap_out, swap_in = _parse_batch_dict(item, j)
             elif isinstance(item, Batch):
-                entries, evict, start, swap_out, swap_in = item
+                entries, evict, start, swap_out, swap_in, hidden = item
+                if hidden:
+                    hid = set(hidden)
+                    entries = [(r, c, "hidden") if r in hid else (r, c) for r, c in entries]
             else:
                 if not isinstance(item, (list, tuple, Batch)):
                     raise ScheduleFormatError(
@@ -236,6 +265,10 @@ class Schedule:
         if self.has_swaps:
             out += (per_batch(self.swap_out_ptr, self.swap_out_req, self.swap_out_tokens),
                     per_batch(self.swap_in_ptr, self.swap_in_req))
+        if self.has_hidden:
+            hid = np.flatnonzero(self.entry_hidden)
+            out += (("hidden",) + tuple(sorted(zip(self.batch_of_entry[hid].tolist(),
+                                                   ids[self.entry_req[hid]].tolist()))),)
         return out
 
     def __eq__(self, other):
@@ -255,14 +288,17 @@ class Schedule:
         return Schedule(
             self.ids, self.batch_ptr, self.entry_req, self.entry_tokens,
             self.evict_ptr, self.evict_req, np.asarray(start, dtype=np.float64),
-            *(getattr(self, name) for name in _SWAP_ARRAYS),
+            self.swap_out_ptr, self.swap_out_req, self.swap_out_tokens, self.swap_in_ptr,
+            self.swap_in_req, self.entry_hidden,
         )
 
     # -- JSON / npz -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         out = []
         for b in self:
-            d: dict[str, Any] = {"entries": [[r, c] for r, c in b.entries]}
+            hid = set(b.hidden)
+            d: dict[str, Any] = {"entries": [[r, c, "hidden"] if r in hid else [r, c]
+                                             for r, c in b.entries]}
             if b.evict:
                 d["evict"] = b.evict
             if b.start is not None:
@@ -292,17 +328,16 @@ class Schedule:
         """Write ``.npz`` (columnar) or JSON, chosen by the file suffix."""
         p = Path(path)
         if p.suffix == ".npz":
-            np.savez_compressed(
-                p,
-                ids=np.array(self.ids, dtype=str),
-                batch_ptr=self.batch_ptr,
-                entry_req=self.entry_req,
-                entry_tokens=self.entry_tokens,
-                evict_ptr=self.evict_ptr,
-                evict_req=self.evict_req,
-                start=self.start,
-                **({name: getattr(self, name) for name in _SWAP_ARRAYS} if self.has_swaps else {}),
-            )
+            arrays: dict[str, np.ndarray] = {
+                "ids": np.array(self.ids, dtype=str), "batch_ptr": self.batch_ptr,
+                "entry_req": self.entry_req, "entry_tokens": self.entry_tokens,
+                "evict_ptr": self.evict_ptr, "evict_req": self.evict_req, "start": self.start}
+            if self.has_swaps:
+                arrays.update({name: getattr(self, name) for name in _SWAP_ARRAYS})
+            if self.has_hidden:
+                arrays["entry_hidden"] = self.entry_hidden
+            # numpy's stub types **kwds like its allow_pickle flag (numpy >= 2.2)
+            np.savez_compressed(p, **arrays)  # type: ignore[arg-type]
         else:
             p.write_text(self.to_json())
 
@@ -321,9 +356,11 @@ class Schedule:
                         raise ScheduleFormatError(
                             f"npz schedule has swap arrays {swaps} but lacks "
                             f"{sorted(set(_SWAP_ARRAYS) - set(swaps))}")
+                    sw = [z[name] for name in swaps] if swaps else [_NO_SWAPS] * len(_SWAP_ARRAYS)
+                    hidden = z["entry_hidden"] if "entry_hidden" in z.files else _NO_SWAPS
                     return cls(tuple(z["ids"].tolist()), z["batch_ptr"], z["entry_req"],
                                z["entry_tokens"], z["evict_ptr"], z["evict_req"], z["start"],
-                               *(z[name] for name in swaps))
+                               sw[0], sw[1], sw[2], sw[3], sw[4], hidden)
             text = p.read_text(encoding="utf-8")
         except OSError as e:
             raise InputFileError(f"{p}: cannot read schedule file: {e.strerror or e}") from None
@@ -374,6 +411,7 @@ class ScheduleBuilder:
         self._so_ptr: list[int] = [0]
         self._si_req: list[int] = []
         self._si_ptr: list[int] = [0]
+        self._hid: list[bool] = []
 
     def _id(self, rid) -> int:
         if not isinstance(rid, str):
@@ -387,10 +425,21 @@ class ScheduleBuilder:
             self._ids.append(rid)
         return i
 
-    def _pairs(self, pairs, j: int, field: str, req: list[int], tok: list[int]) -> None:
+    def _pairs(self, pairs, j: int, field: str, req: list[int], tok: list[int],
+               hid: list[bool] | None = None) -> None:
         try:
             for e in pairs:
-                rid, c = e
+                if hid is not None and isinstance(e, (list, tuple)) and len(e) == 3:
+                    rid, c, kind = e
+                    if kind not in CACHE_TYPES:
+                        raise ScheduleFormatError(
+                            f"batch {j}: entry for request {rid!r}: cache type must be one of "
+                            f"{', '.join(CACHE_TYPES)}, got {kind!r}")
+                    hid.append(kind == "hidden")
+                else:
+                    rid, c = e
+                    if hid is not None:
+                        hid.append(False)
                 if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
                     if isinstance(c, float) and c.is_integer():
                         c = int(c)
@@ -407,7 +456,8 @@ class ScheduleBuilder:
             if isinstance(ex, ScheduleFormatError):
                 raise
             raise ScheduleFormatError(
-                f"batch {j}: {field} must be [request id, tokens] pairs") from None
+                f"batch {j}: {field} must be [request id, tokens] pairs"
+                + (" (or [request id, tokens, cache type])" if hid is not None else "")) from None
 
     def _names(self, names, j: int, field: str, out: list[int]) -> None:
         if not isinstance(names, (list, tuple, np.ndarray)):
@@ -418,7 +468,7 @@ class ScheduleBuilder:
 
     def add(self, entries, evict=(), start=None, swap_out=(), swap_in=()) -> None:
         j = len(self._start)
-        self._pairs(entries, j, "entries", self._req, self._tok)
+        self._pairs(entries, j, "entries", self._req, self._tok, self._hid)
         self._names(evict, j, "evict", self._ev)
         if not isinstance(swap_out, (list, tuple)):
             raise ScheduleFormatError(
@@ -441,10 +491,15 @@ class ScheduleBuilder:
         self._si_ptr.append(len(self._si_req))
 
     def add_indexed(self, req_idx, tokens, evict_idx=(), start=None, swap_out_idx=(),
-                    swap_out_tokens=(), swap_in_idx=()) -> None:
+                    swap_out_tokens=(), swap_in_idx=(), hidden=()) -> None:
         """Fast path: ``req_idx``/``evict_idx``/``swap_*_idx`` are positions in the ``ids``
-        given at init."""
+        given at init; ``hidden`` per entry (empty = all KV)."""
+        n_before = len(self._req)
         self._req.extend(req_idx)
+        if len(hidden):
+            self._hid.extend(bool(x) for x in hidden)
+        else:
+            self._hid.extend([False] * (len(self._req) - n_before))
         self._tok.extend(tokens)
         self._ev.extend(evict_idx)
         self._so_req.extend(swap_out_idx)
@@ -470,4 +525,5 @@ class ScheduleBuilder:
             np.array(self._so_tok, dtype=np.int64),
             np.array(self._si_ptr, dtype=np.int64),
             np.array(self._si_req, dtype=np.int64),
+            entry_hidden=np.array(self._hid, dtype=bool),
         )

@@ -525,3 +525,36 @@ def test_host_overflow():
         {"entries": [["b", 1]]}, {"entries": [["a", 1]], "swap_in": ["a"]},
         {"entries": [["a", 1]]}))
     assert codes(ev) == ["HOST_OVERFLOW"] and "not set" in ev.violations[0].message
+
+
+# --- hidden cache (semantics section 6) -----------------------------------------------------
+
+
+def _hidden_inst(enabled=True):
+    return Instance("h", Limits(kv_capacity=16, max_batch_tokens=64, hidden_cache=enabled),
+                    UnitCost(), (Request("a", 0, 4, 2),))
+
+
+def test_hidden_cache_disabled():
+    # a prefills 4 tokens on hidden cache and decodes once: feasible when the instance enables
+    # hidden cache, one violation (batch 0, the first hidden entry) when it does not
+    s = Schedule.from_dict({"batches": [{"entries": [["a", 4, "hidden"]]},
+                                        {"entries": [["a", 1, "hidden"]]}]})
+    assert evaluate(_hidden_inst(), s).feasible
+    ev = evaluate(_hidden_inst(enabled=False), s)
+    assert codes(ev) == ["HIDDEN_CACHE_DISABLED"]
+    assert ev.violation_counts["HIDDEN_CACHE_DISABLED"] == 2
+    assert ev.violations[0].batch == 0 and ev.violations[0].request == "a"
+
+
+def test_cache_type_switch():
+    # a prefills on KV, then decodes stating hidden cache without discarding its KV first
+    ev = evaluate(_hidden_inst(), Schedule.from_dict(
+        {"batches": [{"entries": [["a", 4]]}, {"entries": [["a", 1, "hidden"]]}]}))
+    assert codes(ev) == ["CACHE_TYPE_SWITCH"]
+    assert ev.violations[0].batch == 1 and ev.violations[0].request == "a"
+    # the legal switch: evict (discard), then recompute all S = 5 known tokens as hidden cache
+    ev = evaluate(_hidden_inst(), Schedule.from_dict(
+        {"batches": [{"entries": [["a", 4]]}, {"entries": [], "evict": ["a"]},
+                     {"entries": [["a", 5, "hidden"]]}]}))
+    assert ev.feasible, ev.violations

@@ -135,6 +135,12 @@ def lower_bound(instance: Instance, objective: str = "makespan", method: str = "
     if objective not in info.objectives:
         raise BoundError(f"bound method {method!r} does not support objective {objective!r} "
                          f"(supports {', '.join(info.objectives)})")
+    if instance.limits.hidden_cache:
+        # every method's floors assume KV memory; hidden cache halves it (semantics section 6)
+        raise BoundError(f"bound method {method!r}: the instance enables hidden cache "
+                         "(limits.hidden_cache), whose half-memory caches the bounds do not "
+                         "model; a KV-only bound could exceed the optimum. Set hidden_cache "
+                         "to false for the KV-only problem")
     budget = budget or Budget.seconds(time_limit)
     t0 = time.perf_counter()
     if instance.n == 0:

@@ -261,6 +261,7 @@ def refuse_swaps(who: str, instance: Instance | None = None, schedule: Schedule 
     instance where swapping is part of the semantics (``limits.host_capacity`` given; its
     optimum over swap-free schedules is not the instance's optimum) or a schedule that swaps
     (it would be mis-priced)."""
+    refuse_hidden_cache(who, instance, schedule)
     if instance is not None and instance.limits.swapping:
         raise FormulationError(
             f"{who}: cannot represent swap preemption, and this instance allows it "
@@ -271,6 +272,23 @@ def refuse_swaps(who: str, instance: Instance | None = None, schedule: Schedule 
         raise FormulationError(
             f"{who}: the schedule swaps KV (swap_out/swap_in), which this formulation cannot "
             "represent; it would be mis-priced")
+
+
+def refuse_hidden_cache(who: str, instance: Instance | None = None,
+                        schedule: Schedule | None = None) -> None:
+    """Refuse what ``who`` cannot represent (semantics section 6, hidden cache): an instance
+    that enables hidden cache (``limits.hidden_cache``; half-memory caches can beat every
+    KV-only schedule, so a KV-only optimum or bound would be wrong) or a schedule with hidden
+    entries (it would be mis-priced). :func:`refuse_swaps` calls this too."""
+    if instance is not None and instance.limits.hidden_cache:
+        raise FormulationError(
+            f"{who}: cannot represent hidden cache, and this instance enables it "
+            "(limits.hidden_cache = true); its KV-only optimum would not be this instance's "
+            "optimum. Set hidden_cache to false to solve the KV-only problem")
+    if schedule is not None and schedule.has_hidden:
+        raise FormulationError(
+            f"{who}: the schedule uses hidden cache, which this formulation cannot represent; "
+            "it would be mis-priced")
 
 
 # --- the one solve --------------------------------------------------------------------
