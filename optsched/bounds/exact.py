@@ -58,7 +58,7 @@ def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
         raise BoundError(f"exact: {reason}; flow model: {why}")
     from .floors import Floors
 
-    J_least = int(Floors(instance).own_batches.max())  # any schedule needs this many batches
+    J_least = int(Floors.of(instance).own_batches.max())  # any schedule needs this many batches
     size = infermax_flow.size_estimate(instance, J_least)
     if size > FLOW_MAX_ARCS:
         raise BoundError(f"exact: {reason}; flow model would have over {size:,} arcs "

@@ -63,6 +63,17 @@ class Floors:
 
     instance: Instance
 
+    @classmethod
+    def of(cls, instance: Instance) -> Floors:
+        """The floors of ``instance``, computed once and kept with it (instances are frozen
+        and cache their arrays the same way), so the rungs of one ``best`` or
+        ``combinatorial`` call share them instead of recomputing the O(sum O) steps."""
+        f = instance.__dict__.get("_bound_floors")
+        if not isinstance(f, cls):
+            f = cls(instance)
+            instance.__dict__["_bound_floors"] = f
+        return f
+
     @cached_property
     def k(self) -> dict[str, float]:
         return coefficients(self.instance)

@@ -15,7 +15,7 @@ from .floors import Floors
 
 def request_floors(instance, objective: str) -> np.ndarray:
     """Per request, a lower bound on its completion (first token for mean-ttft), absolute."""
-    f = Floors(instance)
+    f = Floors.of(instance)
     own = f.prefill_chain if objective == "mean-ttft" else f.chain
     return instance.arrival + own
 

@@ -79,7 +79,7 @@ def job_works(f: Floors, objective: str, mix) -> np.ndarray:
 def srpt_bound(instance, objective: str, budget: Budget) -> BoundResult:
     from .request import request_floors
 
-    f = Floors(instance)
+    f = Floors.of(instance)
     own = np.sort(request_floors(instance, objective))
     best, best_mix = -np.inf, None
     for mix in MIXES:

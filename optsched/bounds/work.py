@@ -62,7 +62,7 @@ def _suffix(x, op=np.add):
 
 def makespan_floor(instance) -> float:
     """B5: ``max_t t + busy(requests arriving at or after t)``."""
-    f = Floors(instance)
+    f = Floors.of(instance)
     order = np.argsort(instance.arrival, kind="stable")
     a = instance.arrival[order]
 
@@ -77,7 +77,7 @@ def makespan_floor(instance) -> float:
 
 def order_statistic_floor(instance, objective: str) -> float:
     """B6: sum over k of a floor on the k-th completion (first token), minus arrivals."""
-    f = Floors(instance)
+    f = Floors.of(instance)
     a_min = float(instance.arrival.min())
 
     def p(x, op=np.add):
