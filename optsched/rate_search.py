@@ -181,7 +181,18 @@ def probe(instance: Instance, policy: str, rate: float, metric: RateMetric, targ
                  run.metrics())
 
 
+def resolve_metric(metric: str, settings: dict[str, Any]) -> str:
+    """``slo-attainment`` means the share of requests meeting *their* SLOs: EcoServe's JCT SLO
+    by default, Apt-Serve's TTFT and P99 TBT SLOs when ``ttft_slo`` or ``tbt_slo`` is set
+    (then it is ``ttft-tbt-attainment``, which needs both). Every other name is itself."""
+    if metric == "slo-attainment" and (settings.get("ttft_slo") is not None
+                                       or settings.get("tbt_slo") is not None):
+        return "ttft-tbt-attainment"
+    return metric
+
+
 def check_settings(metric: str, settings: dict[str, Any]) -> RateMetric:
+    metric = resolve_metric(metric, settings)
     if metric not in METRICS:
         raise RateSearchError(f"unknown metric {metric!r}; known: {', '.join(sorted(METRICS))}")
     m = METRICS[metric]
@@ -232,7 +243,7 @@ def search(instance: Instance, policy: str, metric: str, target: float, lo: floa
             good = mid
         else:
             bad = mid
-    return RateSearchResult(policy, metric, float(target), good, bad, tuple(done))
+    return RateSearchResult(policy, m.name, float(target), good, bad, tuple(done))
 
 
 def slo_from_reference(instance: Instance, policy: str = "vllm", scale: float = 2.0) -> JctSlo:
@@ -243,4 +254,5 @@ def slo_from_reference(instance: Instance, policy: str = "vllm", scale: float = 
 
 
 __all__ = ["METRICS", "RateMetric", "RateSearchError", "RateSearchResult", "Probe", "Run",
-           "at_rate", "trace_rate", "probe", "search", "register_metric", "slo_from_reference"]
+           "at_rate", "trace_rate", "probe", "search", "register_metric", "slo_from_reference",
+           "resolve_metric"]

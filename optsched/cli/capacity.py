@@ -55,8 +55,10 @@ def register(sub) -> None:
     p.add_argument("--slo-reference", default="vllm",
                    help="policy whose run on the trace as given measures t_p and t_g "
                    "(default vllm)")
-    p.add_argument("--ttft-slo", type=float, help="TTFT SLO (seconds) for ttft-tbt-attainment")
-    p.add_argument("--tbt-slo", type=float, help="P99 TBT SLO (seconds) for ttft-tbt-attainment")
+    p.add_argument("--ttft-slo", type=float, help="TTFT SLO (seconds) for ttft-tbt-attainment; "
+                   "with slo-attainment it selects Apt-Serve's SLOs (= ttft-tbt-attainment)")
+    p.add_argument("--tbt-slo", type=float, help="P99 TBT SLO (seconds) for ttft-tbt-attainment; "
+                   "with slo-attainment it selects Apt-Serve's SLOs (= ttft-tbt-attainment)")
     p.add_argument("--plot", metavar="IMAGE", help="draw the metric against the rate")
     p.add_argument("--json", action="store_true", help="print the results as one JSON document")
     p.set_defaults(func=run_capacity)
@@ -105,7 +107,7 @@ def _instance(args):
 
 
 def run_capacity(args) -> int:
-    from ..rate_search import METRICS, RateSearchError, search, slo_from_reference
+    from ..rate_search import METRICS, RateSearchError, resolve_metric, search, slo_from_reference
 
     names = _policies(args)
     if args.probes < 2:
@@ -115,8 +117,13 @@ def run_capacity(args) -> int:
         if v is not None and not v > 0:
             raise InputFileError(f"--{opt.replace('_', '-')} must be > 0, got {v}")
     plot = image_file(args.plot, "--plot") if args.plot else None
-    metric = METRICS[args.metric]
     settings = {"ttft_slo": args.ttft_slo, "tbt_slo": args.tbt_slo}
+    resolved = resolve_metric(args.metric, settings)
+    if resolved != args.metric:
+        print(f"--metric {args.metric} with --ttft-slo/--tbt-slo: {resolved} (Apt-Serve's "
+              "SLO attainment)", file=sys.stderr, flush=True)
+        args.metric = resolved
+    metric = METRICS[args.metric]
     missing = [k for k in metric.needs if k != "slo" and settings.get(k) is None]
     if missing:
         raise InputFileError(f"--metric {args.metric} needs --{missing[0].replace('_', '-')}")

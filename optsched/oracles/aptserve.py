@@ -36,6 +36,38 @@ request ``p = 10, m = 10, K = 0.6, M = 6``: greedy 0, optimum 4 -- ratio 0). Tha
 counterexample to the claimed ratio 2 as the algorithm is described (``M^e = M~ - sum_R m``
 for prefill iterations makes ``m > M^e`` ordinary). ``repaired=True`` first drops choices that
 cannot fit alone and recomputes the filter; then the ratio-2 proof applies.
+
+**One greedy.** :func:`greedy` is the batch choice of the ``aptserve`` policies
+(:mod:`optsched.policies.aptserve`) as well as the function ``check-claim aptserve-2approx``
+checks: the policy builds an :class:`AptProblem` per iteration and calls it (repaired by
+default, as described with ``repaired=False``). Two generalisations serve the policy and leave
+the paper's problem unchanged when unused: ``hidden_memory`` states each request's
+hidden-cache memory (the simulator counts whole blocks, ``b * ceil(m / 2b)`` instead of
+``m / 2``; the marginal gains become ``(p - K m) / h`` for the hidden item and ``K m / (m - h)``
+for the upgrade, and the filter keeps hidden cache when ``(p - K m) / h >= p / m``, which is
+``p >= 2 K m`` for ``h = m / 2`` and, as there, exactly the upper-convex-hull test; ``h >= m``
+leaves KV only), and ``allow_hidden=False`` is the KV-only problem (0-1 knapsack).
+
+**The authors' implementation** (github.com/eddiegaoo/Apt-Serve,
+``additional_designs/core/aptserve_scheduler.py``, read for comparison, nothing copied)
+differs from this function in ways we do not follow, each for a stated reason:
+
+* the memory unit is the cache block; hidden cache takes ``ceil(n / 2)`` of a request's ``n``
+  KV blocks and the upgrade ``floor(n / 2)`` -- the same as ``hidden_memory`` above with the
+  simulator's block rounding (we agree);
+* the hull filter is ``p - K m >= p / 2`` per request -- the paper's ``p >= 2 K m`` (we agree),
+  and a one-block request is KV only (ours: ``h >= m``, the same);
+* the critical-item comparison exists only for prefill iterations, compares the critical
+  item's *incremental* value (an upgrade's ``K m``, not the request's whole value) with the
+  prefix, and then stores the item tuple where request positions are expected, so the
+  request is never actually scheduled alone and the batch comes out empty; decode iterations
+  have no comparison at all. We compare the critical request alone, at its whole value, in
+  every iteration (``compare=True``), which is what the ratio-2 argument needs;
+* the scaling factor ``|W| + |R|`` is reduced by the number of requests already past their
+  SLO (the paper: ``|W| + |R|``); the policy follows the paper and documents it;
+* there is no ``repaired`` filter: a request whose KV cache does not fit in ``M^e`` while its
+  hidden cache would still loses its hidden item when the filter drops it (the failure
+  above).
 """
 
 from __future__ import annotations
@@ -59,12 +91,20 @@ class AptProblem:
     memory: tuple[float, ...]
     scale: float
     capacity: float
+    #: hidden-cache memory per request (default ``m_i / 2``, eq. 7); see the module docstring
+    hidden_memory: tuple[float, ...] | None = None
+    #: False: the KV-only problem (every ``beta_i = 0``)
+    allow_hidden: bool = True
 
     def __post_init__(self):
         if len(self.pending) != len(self.memory):
             raise ValueError("pending and memory differ in length")
         if any(m <= 0 for m in self.memory) or self.scale < 0 or self.capacity < 0:
             raise ValueError("need m_i > 0, K >= 0, M >= 0")
+        if self.hidden_memory is not None and (
+                len(self.hidden_memory) != len(self.memory)
+                or any(not 0 < h for h in self.hidden_memory)):
+            raise ValueError("hidden_memory: one positive value per request")
 
     @property
     def n(self) -> int:
@@ -77,16 +117,30 @@ class AptProblem:
         return self.pending[i] - (self.scale * self.memory[i] if choice == HIDDEN else 0.0)
 
     def weight(self, i: int, choice: int) -> float:
-        """``(1 - beta_i/2) m_i alpha_i`` of eq. 7."""
-        return 0.0 if choice == NONE else self.memory[i] * (0.5 if choice == HIDDEN else 1.0)
+        """``(1 - beta_i/2) m_i alpha_i`` of eq. 7 (``hidden_memory[i]`` for hidden cache when
+        given)."""
+        if choice == NONE:
+            return 0.0
+        if choice == KV:
+            return self.memory[i]
+        return self.memory[i] * 0.5 if self.hidden_memory is None else self.hidden_memory[i]
+
+    @property
+    def choices(self) -> tuple[int, ...]:
+        return (NONE, HIDDEN, KV) if self.allow_hidden else (NONE, KV)
 
     def evaluate(self, choice: tuple[int, ...]) -> tuple[float, float]:
         return (sum(self.value(i, c) for i, c in enumerate(choice)),
                 sum(self.weight(i, c) for i, c in enumerate(choice)))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pending": list(self.pending), "memory": list(self.memory), "K": self.scale,
-                "M": self.capacity}
+        d: dict[str, Any] = {"pending": list(self.pending), "memory": list(self.memory),
+                             "K": self.scale, "M": self.capacity}
+        if self.hidden_memory is not None:
+            d["hidden_memory"] = list(self.hidden_memory)
+        if not self.allow_hidden:
+            d["allow_hidden"] = False
+        return d
 
 
 @dataclass(frozen=True)
@@ -114,7 +168,7 @@ def exact_bruteforce(prob: AptProblem) -> AptSelection:
         raise ValueError("exact_bruteforce: n > 13; use exact_ip")
     best, best_c = -math.inf, None
     eps = 1e-9 * max(1.0, prob.capacity)
-    for ch in itertools.product((NONE, HIDDEN, KV), repeat=prob.n):
+    for ch in itertools.product(prob.choices, repeat=prob.n):
         v, w = prob.evaluate(ch)
         if w <= prob.capacity + eps and v > best + 1e-12:
             best, best_c = v, ch
@@ -132,14 +186,15 @@ def exact_ip(prob: AptProblem, solver: str = "highs", time_limit: float | None =
     n = prob.n
     m = np.asarray(prob.memory, float)
     p = np.asarray(prob.pending, float)
+    h = np.array([prob.weight(i, HIDDEN) for i in range(n)], float)
     model = milp.Model("aptserve")
     xk = model.add_vars("x_kv", n, vtype="B")
-    xh = model.add_vars("x_h", n, vtype="B")
+    xh = model.add_vars("x_h", n, vtype="B", ub=1.0 if prob.allow_hidden else 0.0)
     if n:
         model.add_constraints(rows=np.repeat(np.arange(n), 2),
                               cols=np.stack([xk.ids, xh.ids], axis=1).ravel(), coefs=1.0,
                               hi=1.0, name="one_choice", nrows=n)
-        model.add_constraint(np.concatenate([xk.ids, xh.ids]), np.concatenate([m, m / 2]),
+        model.add_constraint(np.concatenate([xk.ids, xh.ids]), np.concatenate([m, h]),
                              hi=prob.capacity, name="memory")
     model.set_objective(np.concatenate([xk.ids, xh.ids]),
                         np.concatenate([p, p - prob.scale * m]), sense="max")
@@ -168,17 +223,26 @@ def greedy_items(prob: AptProblem, repaired: bool = False) -> list[_Item]:
     K, M = prob.scale, prob.capacity
     items: list[tuple[float, int, int, _Item]] = []
     for i, (p, m) in enumerate(zip(prob.pending, prob.memory)):
-        kv_fits = m <= M or not repaired
-        hidden_fits = m / 2 <= M or not repaired
-        th_h = 2 * p / m - 2 * K
+        h = prob.weight(i, HIDDEN)
         th_kv = p / m
+        if not prob.allow_hidden:
+            if m <= M or not repaired:
+                items.append((-th_kv, i, 0, _Item(th_kv, i, m, KV)))
+            continue
+        kv_fits = m <= M or not repaired
+        hidden_fits = h <= M or not repaired
+        if prob.hidden_memory is None:  # the paper's h = m/2 (the formulas as printed)
+            th_h, th_up = 2 * p / m - 2 * K, 2 * K
+        else:
+            th_h = (p - K * m) / h
+            th_up = K * m / (m - h) if h < m else -math.inf
         if repaired and not kv_fits:
             if hidden_fits and p - K * m > 0:
-                items.append((-th_h, i, 0, _Item(th_h, i, m / 2, HIDDEN)))
+                items.append((-th_h, i, 0, _Item(th_h, i, h, HIDDEN)))
             continue
-        if th_h >= th_kv and hidden_fits:
-            items.append((-th_h, i, 0, _Item(th_h, i, m / 2, HIDDEN)))
-            items.append((-2 * K, i, 1, _Item(2 * K, i, m / 2, KV, upgrade=True)))
+        if h < m and th_h >= th_kv and hidden_fits:
+            items.append((-th_h, i, 0, _Item(th_h, i, h, HIDDEN)))
+            items.append((-th_up, i, 1, _Item(th_up, i, m - h, KV, upgrade=True)))
         else:
             items.append((-th_kv, i, 0, _Item(th_kv, i, m, KV)))
     items.sort(key=lambda t: (t[0], t[1], t[2]))

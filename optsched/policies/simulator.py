@@ -66,6 +66,10 @@ class Plan(NamedTuple):
     swap-ins (all host tokens of each request come back), applied in the order evictions,
     swap-outs, swap-ins, entries (semantics section 6, swap preemption).
 
+    ``hidden`` (optional, one flag per entry; empty = all KV) gives each entry's cache type
+    (semantics section 6, hidden cache): the request holds, or starts, a hidden cache. An
+    entry's type must match the cache its request holds; switching means evicting first.
+
     Indices are 0-based instance positions. Arrays or lists of ints are accepted.
     """
 
@@ -75,6 +79,7 @@ class Plan(NamedTuple):
     swap_out: Sequence[int] = ()
     swap_out_tokens: Sequence[int] = ()
     swap_in: Sequence[int] = ()
+    hidden: np.ndarray | Sequence[bool] = ()
 
 
 EMPTY_PLAN = Plan(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -115,6 +120,8 @@ class SimView:
         #: tokens of each request's KV held in host memory (swap preemption); a request with
         #: ``h > 0`` must be swapped in before it is processed
         self.h = _ro(sim.h)
+        #: each request's cache type: True = hidden cache (meaningful while ``m > 0``)
+        self.hidden = _ro(sim.hid)
         self._sim = sim
         # set by the simulator for a policy with a predictor
         self.predict_remaining: Callable[[np.ndarray], np.ndarray] | None = None
@@ -215,6 +222,7 @@ class _Sim:
         self.m = np.zeros(n, np.int64)
         self.g = np.zeros(n, np.int64)
         self.h = np.zeros(n, np.int64)
+        self.hid = np.zeros(n, bool)
         self.host_kv = 0
         self.now = 0.0
         self.builder = ScheduleBuilder(ids=instance.ids)
@@ -254,7 +262,9 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     lim = instance.limits
     M, b = lim.kv_capacity, lim.block_size
     fp = lim.kv_footprint
-    S, m, g = sim.S, sim.m, sim.g
+    S, m, g, hid = sim.S, sim.m, sim.g, sim.hid
+    n_hidden = 0  # requests holding hidden cache: the KV-only fast path applies while 0
+    rho = instance.cost_model.rho
     O = instance.output
     arr = instance.arrival
     known = known_outputs(instance, policy.hypothetical, policy.output_fallback)
@@ -322,7 +332,12 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
                     f"policy {policy.name!r}, batch {j}: evicts request "
                     f"{instance.ids[bad]!r}, which holds no KV"
                 )
-            kv -= int(fp(mev).sum())
+            if n_hidden:
+                kv -= int(lim.footprint(mev, hid[ev]).sum())
+                n_hidden -= int(hid[ev].sum())
+                hid[ev] = False
+            else:
+                kv -= int(fp(mev).sum())
             m[ev] = 0
         moved = 0
         if len(plan.swap_out) or len(plan.swap_in) or sim.host_kv:
@@ -338,8 +353,15 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
                     f"processes {int(c[k])} tokens with {int(Sb[k] - mb[k])} available"
                 )
             dec = (mb == Sb - 1) & (g[req] >= 1)
+            hmask = np.asarray(plan.hidden, bool) if len(plan.hidden) else None
+            if hmask is not None or n_hidden:
+                hmask, n_hidden = _apply_cache_types(instance, policy.name, j, req, mb, hmask,
+                                                     hid, n_hidden)
             m[req] = ma
-            kv += int(fp(ma).sum() - fp(mb).sum()) if b > 1 else int(c.sum())
+            if n_hidden and hmask is not None:  # set by _apply_cache_types
+                kv += int(lim.footprint(ma, hmask).sum() - lim.footprint(mb, hmask).sum())
+            else:
+                kv += int(fp(ma).sum() - fp(mb).sum()) if b > 1 else int(c.sum())
             if kv > M:
                 raise SimulationError(
                     f"policy {policy.name!r}, batch {j}: KV after the batch {kv} > M = {M}"
@@ -351,13 +373,21 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
                 fin = gen[g[gen] >= O[gen]]
                 if fin.size:
                     mf = m[fin]
-                    kv -= int(fp(mf).sum())
+                    if n_hidden:
+                        kv -= int(lim.footprint(mf, hid[fin]).sum())
+                        n_hidden -= int(hid[fin].sum())
+                        hid[fin] = False
+                    else:
+                        kv -= int(fp(mf).sum())
                     m[fin] = 0
                     done += int(fin.size)
             else:
                 fin = empty
             dur = price(c, mb, dec, count_nonzero(dec))
+            if hmask is not None and rho:
+                dur += rho * float(mb[hmask].sum())  # semantics section 6: rho per cached token
         else:
+            hmask = None
             fin = empty
             dur = 0.0
         if moved:
@@ -368,11 +398,12 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
             if touched.size == 0 or arr[touched].max() < now:
                 start = now
             idle = False
+        hflags = hmask.tolist() if hmask is not None and hmask.any() else ()
         if len(plan.swap_out) or len(plan.swap_in):
             add(req.tolist(), c.tolist(), ev.tolist(), start, list(plan.swap_out),
-                list(plan.swap_out_tokens), list(plan.swap_in))
+                list(plan.swap_out_tokens), list(plan.swap_in), hflags)
         else:
-            add(req.tolist(), c.tolist(), ev.tolist(), start)
+            add(req.tolist(), c.tolist(), ev.tolist(), start, hidden=hflags)
         now = sim.now = now + dur
         t0, c0 = clock(), cpu_clock()
         policy.on_batch_end(plan, fin)
@@ -384,6 +415,31 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         stats.decisions = calls
         stats.batches = len(builder)
     return builder.build()
+
+
+def _apply_cache_types(inst: Instance, name: str, j: int, req: np.ndarray, mb: np.ndarray,
+                       hmask: np.ndarray | None, hid: np.ndarray, n_hidden: int
+                       ) -> tuple[np.ndarray, int]:
+    """The entries' cache types (semantics section 6, hidden cache): ``hmask`` per entry (None
+    = all KV), checked against the instance and the caches held, then recorded in ``hid``.
+    Returns the per-entry mask and the number of requests holding hidden cache. A plan that
+    breaks a rule is a policy bug: SimulationError."""
+    if hmask is None:
+        hmask = np.zeros(req.size, bool)
+    if hmask.size != req.size:
+        raise SimulationError(f"policy {name!r}, batch {j}: hidden has {hmask.size} flags for "
+                              f"{req.size} entries")
+    if hmask.any() and not inst.limits.hidden_cache:
+        raise SimulationError(f"policy {name!r}, batch {j}: uses hidden cache, which the "
+                              "instance does not enable (limits.hidden_cache)")
+    clash = (mb > 0) & (hmask != hid[req])
+    if clash.any():
+        r = int(req[np.flatnonzero(clash)[0]])
+        raise SimulationError(f"policy {name!r}, batch {j}: request {inst.ids[r]!r} changes "
+                              "cache type without discarding its cache (evict it first)")
+    n_hidden += int(hmask[mb == 0].sum())
+    hid[req] = hmask
+    return hmask, n_hidden
 
 
 def _apply_swaps(sim: _Sim, plan: Plan, name: str, j: int, kv: int, req, ev) -> tuple[int, int]:
@@ -402,6 +458,9 @@ def _apply_swaps(sim: _Sim, plan: Plan, name: str, j: int, kv: int, req, ev) -> 
         raise SimulationError(f"policy {name!r}, batch {j}: swap_out and swap_out_tokens differ "
                               "in length")
     for r, t in zip(so.tolist(), st.tolist()):
+        if sim.hid[r] and m[r] > 0:
+            raise SimulationError(f"policy {name!r}, batch {j}: swaps out request {ids[r]!r}, "
+                                  "which holds hidden cache (only KV is swapped)")
         if not 1 <= t <= m[r] - h[r]:
             raise SimulationError(f"policy {name!r}, batch {j}: swaps out {t} tokens of request "
                                   f"{ids[r]!r}, which holds {int(m[r] - h[r])} on the GPU")

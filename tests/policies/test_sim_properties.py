@@ -53,7 +53,9 @@ def instances(draw, predictions=True):
     cost = draw(st.sampled_from([
         UnitCost(), LinearCost(k0=0.5, k1=0.01, kpq=1e-4, kpm=2e-4, kdm=1e-3, kpr=0.05, kdr=0.02),
     ]))
-    return Instance("hyp", Limits(M, C, P, bs, b), cost, tuple(reqs))
+    # hidden cache (Apt-Serve) enabled on some: only aptserve uses it, the others must ignore it
+    hidden = draw(st.booleans())
+    return Instance("hyp", Limits(M, C, P, bs, b, hidden_cache=hidden), cost, tuple(reqs))
 
 
 _SETTINGS = settings(max_examples=75, deadline=None,
