@@ -112,8 +112,7 @@ class Floors:
     @cached_property
     def prefill_area(self) -> np.ndarray:
         """KV ``i`` holds after the batch generating its first token: ``fp(I)`` (F3)."""
-        b = self.instance.limits.block_size
-        return -(-self.instance.prompt // b) * b
+        return self.instance.limits.kv_footprint(self.instance.prompt)
 
     # --- prefill (first token) ----------------------------------------------------------
     def _prefill_entries(self, per_chunk: float) -> np.ndarray:

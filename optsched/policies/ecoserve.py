@@ -72,6 +72,7 @@ from collections import deque
 import numpy as np
 
 from ..cost import LinearCost
+from ..instance import block_round
 from .predictors import make_predictor
 from .registry import Param, PolicyError, non_negative, positive, register, unit_interval
 from .simulator import Plan, Policy, SimView
@@ -159,8 +160,7 @@ class EcoServe(Policy):
                          "guard_evictions": 0, "hosted": 0}
 
     def _fp(self, x: int) -> int:
-        b = self.b
-        return -(-x // b) * b if b > 1 else x
+        return block_round(x, self.b)
 
     def _pad(self, pred: np.ndarray) -> np.ndarray:
         return np.ceil(pred * (1.0 + self.padding) - 1e-9).astype(np.int64)
@@ -357,8 +357,7 @@ class EcoServe(Policy):
             return
         m = self.view.m
         nxt = m[run] + 1
-        if self.b > 1:
-            nxt = -(-nxt // self.b) * self.b
+        nxt = block_round(nxt, self.b)
         fam = self.fam[run]
         over = nxt > self.budget[fam]  # exact for one-member families
         if over.any():
@@ -583,8 +582,7 @@ class Orca(Policy):
         self.counters = {"growth_evictions": 0}
 
     def _fp(self, x: int) -> int:
-        b = self.b
-        return -(-x // b) * b if b > 1 else x
+        return block_round(x, self.b)
 
     def on_arrivals(self, idx: list[int]) -> None:
         self.waiting.extend(idx)
