@@ -1,4 +1,9 @@
-"""The hindsight-optimal time-indexed IP (``formulations/hindsight.md``; equation numbers (H1)-(H18)).
+"""The hindsight-optimal time-indexed IP (``formulations/hindsight.md``; equation numbers (H0)-(H21)).
+
+This module owns the ``hindsight`` formulation: its domain check, the conversions between start
+slots and schedules (H0), the list schedules and local search that give its upper bound (H8,
+H21), the model builder (one function per equation group, each citing its numbers) and ``run``,
+which certifies the horizon (H12).
 
 Jaillet, Jiang, Podimata, Zhou, "Online Scheduling for LLM Inference with KV Cache
 Constraints", appendix B.1: start variables ``x[i,t]`` (H1), unit-time batches, no
@@ -33,7 +38,7 @@ import numpy as np
 from .. import milp
 from ..cost import UnitCost
 from ..evaluate import evaluate
-from ..instance import Instance
+from ..instance import Instance, Limits
 from ..plugins import ParamSpec, parse_params
 from ..schedule import Schedule, ScheduleBuilder
 from ..solve_types import WarmStart
@@ -516,201 +521,369 @@ def _units(instance: Instance, aggregate: bool, pinned: set[int]) -> list[np.nda
     return [np.array(g, dtype=np.int64) for g in groups.values()]
 
 
+# ----------------------------------------------------------------------------- the builder
+@dataclass(frozen=True, eq=False)
+class _Units:
+    """The model's units (H10): a group of identical requests when aggregated, else one
+    request; every array holds one entry per unit (its representative's data)."""
+
+    members: list[np.ndarray]  # unit -> request positions, id order
+    count: np.ndarray  # requests in the unit (the upper bound of its start counts)
+    prompt: np.ndarray
+    output: np.ndarray
+    earliest: np.ndarray  # e_u = ceil(a_u) (H7)
+    arrival: np.ndarray
+    pinned: set[int]  # requests a hypothesis names: never aggregated
+    aggregated: bool
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+
+@dataclass(frozen=True, eq=False)
+class _Windows:
+    """Start windows ``[e_u, last_u]`` of the units (H8, H9, H12)."""
+
+    cut: int  # starts >= cut are in the late bucket (H12); plain: the horizon T (H9)
+    latest: np.ndarray  # latest useful start per unit from the objective bound (H8)
+    last: np.ndarray  # latest start inside the model
+    bucket: bool  # the late-start bucket is in the model (H12)
+
+
+@dataclass(frozen=True, eq=False)
+class _Columns:
+    """The start columns ``x[u, t]`` (H1) and what each column occupies (H0): column ``k``
+    holds unit ``unit[k]`` from slot ``start[k]`` for ``O_u`` slots. ``occ_*`` list one
+    entry per (column, occupied slot), ``occ_age`` slots since the start (0 = prefill)."""
+
+    unit: np.ndarray
+    start: np.ndarray
+    occ_column: np.ndarray
+    occ_slot: np.ndarray
+    occ_age: np.ndarray
+    occ_kv: np.ndarray  # KV footprint held in that slot (whole blocks)
+
+    @property
+    def size(self) -> int:
+        return int(self.unit.size)
+
+
 def build(instance: Instance, objective: str, hypotheses: Hypotheses | None = None,
           params: HindsightParams | None = None, ub_starts: np.ndarray | None = None,
           cut: int | None = None, ub_valid: bool = True) -> HindsightModel:
-    """Build the model (H1)-(H18) for ``objective``; ``ub_starts`` is a feasible schedule's starts
+    """Build the model (H1)-(H20) for ``objective``; ``ub_starts`` is a feasible schedule's starts
     (the horizon and windows come from it; default: :func:`greedy_starts`). ``ub_valid=False``
     when that schedule breaks a hypothesis: its objective is then no bound, only its length is
     used for the cut, and every request may start late (H12)."""
     check_instance(instance)
     p = params or HindsightParams()
     hyp = hypotheses or Hypotheses()
-    n = instance.n
-    lim = instance.limits
-    I, O, a = instance.prompt, instance.output, instance.arrival
-    e = earliest_slots(instance)
-    M = lim.kv_capacity
+    plain = p.variant == "plain"
     if ub_starts is None:
         ub_starts = greedy_starts(instance)
-    ub_starts = np.asarray(ub_starts, np.int64)
     notes: list[str] = []
-    UB = objective_of_starts(instance, objective, ub_starts) if ub_valid else math.inf
-    if hyp.at_most is not None:
-        UB = min(UB, hyp.at_most)
-    ub_makespan = int(objective_of_starts(instance, "makespan", ub_starts)) if n else 0
-    if not math.isfinite(UB):  # no bound: a generous cut, certified by the bucket (H12)
-        ub_makespan += int(O.sum()) + max((j for _, j in hyp.force), default=0)
-        notes.append("the heuristic schedule breaks a hypothesis, so it gives no bound; horizon "
-                     f"{ub_makespan} from its length + sum O" + (
-                         " (makespan: optimal within this horizon)" if objective == "makespan" else ""))
-    plain = p.variant == "plain"
-    aggregate = p.aggregate and not plain and objective != "makespan"
-    pinned = {instance.index[r] for r, _ in (*hyp.force, *hyp.forbid)}
-    pinned |= {instance.index[r] for pair in hyp.order for r in pair}
-    units = _units(instance, aggregate, pinned)
-    U = len(units)
-    uc = np.array([len(m) for m in units], dtype=np.int64)
-    rep = np.array([m[0] for m in units], dtype=np.int64)
-    uI, uO, ue, ua = I[rep], O[rep], e[rep], a[rep]
-
-    # ---- latest start per request: (H8) from the objective bound UB -----------------------
-    Lk = area_lower_bounds(instance)
-    if not math.isfinite(UB):
-        latest = np.full(U, 2**40, dtype=np.int64)
-    elif objective == "makespan":
-        latest = np.full(U, math.floor(UB + 1e-9)) - uO
-    elif objective == "total-latency":
-        # C_i - a_i <= UB - sum_{j != i} (C_j - a_j); sum_{j != i} C_j >= L_1 + ... + L_{n-1} (H9a),
-        # and sum_{j != i} (C_j - a_j) >= sum_{j != i} O_j >= sum O - max O
-        c1 = UB + float(np.sum(a)) - float(np.sum(Lk[:-1]))
-        c2 = ua + UB - (float(np.sum(O)) - float(O.max()))
-        latest = np.floor(np.minimum(c1, c2) + 1e-9).astype(np.int64) - uO
-    else:  # mean-ttft: ttft_i <= n*UB - (n - 1), every other ttft being >= 1
-        latest = np.floor(ua + n * UB - n + 1e-9).astype(np.int64)
-    latest = np.asarray(np.minimum(latest, 2**40), dtype=np.int64)
-
+    bound, ub_makespan = _upper_bound(instance, objective, hyp, np.asarray(ub_starts, np.int64),
+                                      ub_valid, notes)
+    units = _make_units(instance, p, objective, hyp)
+    completion_floors = area_lower_bounds(instance)
+    latest = _latest_starts(instance, objective, bound, units, completion_floors)
     if plain:
-        # (H9): one global horizon T: every request completes by T in some optimal schedule
-        T = int(p.horizon) if p.horizon is not None else int(
-            max(int((latest + uO).max()), ub_makespan) if math.isfinite(UB) else ub_makespan)
-        cut_ = T
-        last = T - uO  # windows [e_i, T - O_i]: every request completes by T
-        use_bucket = False
+        windows = _plain_windows(p, units, latest, bound, ub_makespan)
     else:
-        cut_ = int(cut if cut is not None else (p.horizon if p.horizon is not None else ub_makespan))
-        cut_ = max(cut_, int(ue.max()) + 1 if n else 1)
-        if hyp.force:  # a forced slot must lie before the cut, so late starts cannot be in it
-            cut_ = max(cut_, max(j for _, j in hyp.force) + 1)
-        last = np.minimum(latest, cut_ - 1)
-        use_bucket = p.bucket and objective != "makespan" and bool(np.any(latest >= cut_))
-        if not p.bucket and objective != "makespan" and np.any(latest >= cut_):
-            notes.append(f"bucket=off: starts restricted to slots < {cut_} without proof that a "
-                         "longer horizon cannot help; 'optimal' is optimal within that horizon only")
-    last = np.maximum(last, ue - 1)  # empty window -> no columns (infeasible at_most)
-
-    # ---- columns x[u, t], t in [e_u, last_u] (H1) ----------------------------------------
-    lens = np.maximum(last - ue + 1, 0)
-    col_unit = np.repeat(np.arange(U), lens)
-    col_t = (np.arange(col_unit.size) - np.repeat(np.cumsum(lens) - lens, lens)) + ue[col_unit]
-    ncol = col_unit.size
+        windows = _tight_windows(p, units, latest, objective, hyp, ub_makespan, cut, notes)
+    cols = _start_columns(instance, units, windows)
     m = milp.Model("hindsight_" + p.variant)
-    all_binary = bool(np.all(uc == 1))
-    x = m.add_vars("x", ncol, lb=0, ub=uc[col_unit].astype(float), vtype="B" if all_binary else "I")
-    late_units = np.flatnonzero(latest >= cut_) if use_bucket else np.zeros(0, np.int64)
-    late = None
-    if use_bucket and late_units.size:
-        late = m.add_vars("late", late_units.size, lb=0, ub=uc[late_units].astype(float),
-                          vtype="B" if all_binary else "I")
-    horizon = int((col_t + uO[col_unit]).max()) if ncol else 1
-    if plain:
-        horizon = cut_
-
-    # (H2) each request starts once (counts for aggregated units)
-    rows = [col_unit]
-    cols = [x.ids]
-    if late is not None:
-        rows.append(late_units)
-        cols.append(late.ids)
-    m.add_constraints(np.concatenate(rows), np.concatenate(cols), 1.0, lo=uc, hi=uc, name="start_once")
-
-    # memory (H4), tokens (H17), prefill (H17), batch size (H17)
-    k_off = np.concatenate([np.arange(o) for o in uO[col_unit]]) if ncol else np.zeros(0, np.int64)
-    rep_col = np.repeat(np.arange(ncol), uO[col_unit])
-    slot = col_t[rep_col] + k_off
-    kvc = footprint(instance, uI[col_unit][rep_col] + k_off).astype(float)
-    y = None
-    if plain:
-        # (H3) y[i,t] = sum_{t-O_i < t' <= t} x[i,t'];  (H4) memory in x;  (H6) sum_t y = O_i
-        y = m.add_vars("y", (n, horizon), vtype="B")
-        ri = col_unit[rep_col] * horizon + slot
-        m.add_constraints(np.concatenate([ri, np.arange(n * horizon)]),
-                          np.concatenate([x.ids[rep_col], y.ids.ravel()]),
-                          np.concatenate([np.ones(ri.size), -np.ones(n * horizon)]),
-                          lo=0, hi=0, nrows=n * horizon, name="running")
-        m.add_constraints(np.repeat(np.arange(n), horizon), y.ids.ravel(), 1.0, lo=O, hi=O,
-                          name="run_length")
-    # (H14) the most memory a slot can ever need: peaks of the units whose span touches it
-    peak_u = footprint(instance, uI + uO - 1).astype(float) * uc
-    touch = np.zeros((horizon + 1,))
-    # units touching slot s: window [e_u, last_u + O_u - 1]
-    np.add.at(touch, np.minimum(ue, horizon), peak_u)
-    np.add.at(touch, np.minimum(last + uO, horizon), -peak_u)
-    need = np.cumsum(touch)[:horizon]
-    mem_rows = np.flatnonzero(need > M) if not plain else np.arange(horizon)
-    if p.memory == "flow" and lim.block_size == 1 and not plain:
-        _flow_memory(m, instance, x, col_unit, col_t, uI, uO, horizon, M, p)
-        extra = {"mem": m.block("mem"), "act": m.block("act")}
-    else:
-        keep = np.isin(slot, mem_rows)
-        rmap = np.full(horizon, -1)
-        rmap[mem_rows] = np.arange(mem_rows.size)
-        m.add_constraints(rmap[slot[keep]], x.ids[rep_col[keep]], kvc[keep], hi=M,
-                          nrows=mem_rows.size, name="memory")
-        extra = {}
-    if not plain and mem_rows.size < horizon:
-        notes.append(f"(H14) {horizon - mem_rows.size} of {horizon} memory rows dropped: those "
-                     "slots can never exceed M")
-    if not plain and p.cliques > 0:
-        _dff_rows(m, x, rep_col, slot, kvc, M, horizon, p.cliques, mem_rows)
-    if not plain and p.separation and ncol:
-        nsep = _separation_rows(m, x, col_unit, col_t, uI, uO, uc, M)
-        if nsep:
-            notes.append(f"(H20) {nsep} completion-separation rows (requests whose peaks exceed M/2 "
-                         "complete at least Q_i + Q_j - M slots apart)")
-    C, P, B = lim.max_batch_tokens, lim.prefill_budget, lim.max_batch_size
-    if C < M:  # tokens <= memory after the batch <= M, so C >= M never binds (H17)
-        tk = np.where(k_off == 0, uI[col_unit][rep_col], 1).astype(float)
-        m.add_constraints(slot, x.ids[rep_col], tk, hi=C, nrows=horizon, name="tokens")
-    if P < min(C, M):
-        m.add_constraints(col_t, x.ids, uI[col_unit].astype(float), hi=P, nrows=horizon, name="prefill")
-    if B is not None:
-        m.add_constraints(slot, x.ids[rep_col], 1.0, hi=B, nrows=horizon, name="batch_size")
-
-    # (H11) symmetry: identical, non-aggregated requests start in id order
-    if p.symmetry and not aggregate and not plain:
-        _symmetry_rows(m, instance, x, col_unit, col_t, units, pinned)
-
-    # objective (H5) and its bucket (H13)
-    z = None
-    if objective == "total-latency":
-        m.set_objective(x.ids, col_t.astype(float), constant=float(np.sum(O - a)))
-        if late is not None:
-            m.add_objective(late.ids, float(cut_))
-        ocols, ocoef = _objective_terms(x, col_t, late, cut_)
-        oconst = float(np.sum(O - a))
-    elif objective == "mean-ttft":
-        m.set_objective(x.ids, col_t / n, constant=float(np.sum(1 - a)) / n)
-        if late is not None:
-            m.add_objective(late.ids, float(cut_) / n)
-        ocols, ocoef = _objective_terms(x, col_t, late, cut_)
-        ocoef = ocoef / n
-        oconst = float(np.sum(1 - a)) / n
-    else:  # makespan (H5c): z >= t + O_i for every (non-aggregated) request
-        z = m.add_vars("z", (), lb=0, ub=float(horizon), vtype="C")
-        zc = int(z.ids)
-        m.add_constraints(np.concatenate([col_unit, np.arange(U)]),
-                          np.concatenate([x.ids, np.full(U, zc)]),
-                          np.concatenate([-(col_t + uO[col_unit]).astype(float), np.ones(U)]),
-                          lo=0, nrows=U, name="makespan_def")
-        m.set_objective([zc], [1.0])
-        ocols, ocoef, oconst = np.array([zc]), np.ones(1), 0.0
-        if n:  # (H18) valid lower bound on the makespan
-            m.add_constraint([zc], [1.0], lo=float(max(Lk[-1], (ue + uO).max())), name="makespan_lb")
-    if hyp.at_most is not None:  # hypothesis: objective <= at_most
-        m.add_constraint(ocols, ocoef, hi=float(hyp.at_most) - oconst + 1e-9 * max(1, abs(hyp.at_most)),
-                         name="at_most")
-
+    x, late, late_units = _start_variables(m, units, windows, cols)
+    horizon = windows.cut if plain else (
+        int((cols.start + units.output[cols.unit]).max()) if cols.size else 1)
+    _start_once_rows(m, units, x, cols, late, late_units)
+    y = _running_rows(m, instance, x, cols, horizon) if plain else None
+    extra = _memory_rows(m, instance, p, units, windows, x, cols, horizon, notes)
+    if not plain and p.separation and cols.size:
+        _separation_rows(m, x, cols, units, instance.limits.kv_capacity, notes)
+    _batch_limit_rows(m, instance.limits, units, x, cols, horizon)
+    if p.symmetry and not units.aggregated and not plain:
+        _symmetry_rows(m, instance, x, cols, units)
+    z, objective_row = _objective(m, instance, objective, units, x, cols, late, windows.cut,
+                                  horizon, completion_floors)
+    if hyp.at_most is not None:
+        _at_most_row(m, hyp.at_most, objective_row)
     canon = []
-    if not plain and (aggregate or p.symmetry):
-        canon = [g for g in _units(instance, True, pinned) if g.size > 1]
-    hm = HindsightModel(instance, objective, p, m, units, col_unit, col_t, x, late, late_units,
-                        cut_, horizon, y=y, z=z, extra=extra, notes=notes, canon_groups=canon)
+    if not plain and (units.aggregated or p.symmetry):
+        canon = [g for g in _units(instance, True, units.pinned) if g.size > 1]
+    hm = HindsightModel(instance, objective, p, m, units.members, cols.unit, cols.start, x, late,
+                        late_units, windows.cut, horizon, y=y, z=z, extra=extra, notes=notes,
+                        canon_groups=canon)
     _hypothesis_rows(hm, hyp)
     return hm
 
 
-def _objective_terms(x, col_t, late, cut_):
+def _upper_bound(instance: Instance, objective: str, hyp: Hypotheses, ub_starts: np.ndarray,
+                 ub_valid: bool, notes: list[str]) -> tuple[float, int]:
+    """``UB`` for the windows (H8), and the length of the schedule it comes from (the default
+    cut, H12). Without a valid bound the length grows by ``sum O`` (a generous cut, certified by
+    the bucket)."""
+    n, O = instance.n, instance.output
+    bound = objective_of_starts(instance, objective, ub_starts) if ub_valid else math.inf
+    if hyp.at_most is not None:
+        bound = min(bound, hyp.at_most)
+    length = int(objective_of_starts(instance, "makespan", ub_starts)) if n else 0
+    if not math.isfinite(bound):
+        length += int(O.sum()) + max((j for _, j in hyp.force), default=0)
+        notes.append("the heuristic schedule breaks a hypothesis, so it gives no bound; horizon "
+                     f"{length} from its length + sum O" + (
+                         " (makespan: optimal within this horizon)" if objective == "makespan" else ""))
+    return bound, length
+
+
+def _make_units(instance: Instance, p: HindsightParams, objective: str, hyp: Hypotheses) -> _Units:
+    """(H10): identical requests aggregated into one unit with an integer start count (tight
+    variant, not for makespan); requests a hypothesis names stay alone."""
+    aggregate = p.aggregate and p.variant != "plain" and objective != "makespan"
+    pinned = {instance.index[r] for r, _ in (*hyp.force, *hyp.forbid)}
+    pinned |= {instance.index[r] for pair in hyp.order for r in pair}
+    members = _units(instance, aggregate, pinned)
+    rep = np.array([m[0] for m in members], dtype=np.int64)
+    return _Units(members, np.array([len(m) for m in members], dtype=np.int64),
+                  instance.prompt[rep], instance.output[rep], earliest_slots(instance)[rep],
+                  instance.arrival[rep], pinned, aggregate)
+
+
+def _latest_starts(instance: Instance, objective: str, bound: float, units: _Units,
+                   completion_floors: np.ndarray) -> np.ndarray:
+    """(H8): the latest start of each unit in a schedule whose objective is at most ``bound``
+    (using the completion floors ``L_k`` of (H9a) for total latency)."""
+    n, O, a = instance.n, instance.output, instance.arrival
+    if not math.isfinite(bound):
+        latest = np.full(units.size, 2**40, dtype=np.int64)
+    elif objective == "makespan":
+        latest = np.full(units.size, math.floor(bound + 1e-9)) - units.output
+    elif objective == "total-latency":
+        # C_i - a_i <= UB - sum_{j != i} (C_j - a_j); sum_{j != i} C_j >= L_1 + ... + L_{n-1} (H9a),
+        # and sum_{j != i} (C_j - a_j) >= sum_{j != i} O_j >= sum O - max O
+        by_floors = bound + float(np.sum(a)) - float(np.sum(completion_floors[:-1]))
+        by_outputs = units.arrival + bound - (float(np.sum(O)) - float(O.max()))
+        latest = np.floor(np.minimum(by_floors, by_outputs) + 1e-9).astype(np.int64) - units.output
+    else:  # mean-ttft: ttft_i <= n*UB - (n - 1), every other ttft being >= 1
+        latest = np.floor(units.arrival + n * bound - n + 1e-9).astype(np.int64)
+    return np.asarray(np.minimum(latest, 2**40), dtype=np.int64)
+
+
+def _plain_windows(p: HindsightParams, units: _Units, latest: np.ndarray, bound: float,
+                   ub_makespan: int) -> _Windows:
+    """(H9): one global horizon ``T``; every request completes by ``T`` in some optimal
+    schedule, so the windows are ``[e_i, T - O_i]``."""
+    if p.horizon is not None:
+        T = int(p.horizon)
+    elif math.isfinite(bound):
+        T = int(max(int((latest + units.output).max()), ub_makespan))
+    else:
+        T = int(ub_makespan)
+    return _Windows(T, latest, _nonempty(T - units.output, units), bucket=False)
+
+
+def _tight_windows(p: HindsightParams, units: _Units, latest: np.ndarray, objective: str,
+                   hyp: Hypotheses, ub_makespan: int, cut: int | None,
+                   notes: list[str]) -> _Windows:
+    """(H8) windows ``[e_u, min(latest_u, cut - 1)]``; starts at or after the cut go to the
+    late-start bucket (H12) when one may be needed."""
+    n = units.earliest.size
+    cut_ = int(cut if cut is not None else (p.horizon if p.horizon is not None else ub_makespan))
+    cut_ = max(cut_, int(units.earliest.max()) + 1 if n else 1)
+    if hyp.force:  # a forced slot must lie before the cut, so late starts cannot be in it
+        cut_ = max(cut_, max(j for _, j in hyp.force) + 1)
+    beyond = objective != "makespan" and bool(np.any(latest >= cut_))
+    if not p.bucket and beyond:
+        notes.append(f"bucket=off: starts restricted to slots < {cut_} without proof that a "
+                     "longer horizon cannot help; 'optimal' is optimal within that horizon only")
+    return _Windows(cut_, latest, _nonempty(np.minimum(latest, cut_ - 1), units),
+                    bucket=p.bucket and beyond)
+
+
+def _nonempty(last: np.ndarray, units: _Units) -> np.ndarray:
+    """``last`` no earlier than ``e_u - 1``: an empty window has no columns (an infeasible
+    ``at_most`` then shows as an infeasible model)."""
+    return np.maximum(last, units.earliest - 1)
+
+
+def _start_columns(instance: Instance, units: _Units, windows: _Windows) -> _Columns:
+    """(H1) one column per unit and start slot of its window, and (H0) the slots each column
+    occupies with the KV it holds there: ``I_u + k`` after slot ``t + k``."""
+    lens = np.maximum(windows.last - units.earliest + 1, 0)
+    unit = np.repeat(np.arange(units.size), lens)
+    start = (np.arange(unit.size) - np.repeat(np.cumsum(lens) - lens, lens)) + units.earliest[unit]
+    output = units.output[unit]
+    age = np.concatenate([np.arange(o) for o in output]) if unit.size else np.zeros(0, np.int64)
+    occ_column = np.repeat(np.arange(unit.size), output)
+    kv = footprint(instance, units.prompt[unit][occ_column] + age).astype(float)
+    return _Columns(unit, start, occ_column, start[occ_column] + age, age, kv)
+
+
+def _start_variables(m: milp.Model, units: _Units, windows: _Windows, cols: _Columns
+                     ) -> tuple[milp.VarBlock, milp.VarBlock | None, np.ndarray]:
+    """(H1) start counts ``x[u, t]`` (binary when no unit aggregates), and (H12) the late
+    counts of the units whose latest start lies past the cut; returns ``x, late, late_units``."""
+    all_binary = bool(np.all(units.count == 1))
+    vtype = "B" if all_binary else "I"
+    x = m.add_vars("x", cols.size, lb=0, ub=units.count[cols.unit].astype(float), vtype=vtype)
+    late_units = np.flatnonzero(windows.latest >= windows.cut) if windows.bucket \
+        else np.zeros(0, np.int64)
+    late = None
+    if windows.bucket and late_units.size:
+        late = m.add_vars("late", late_units.size, lb=0,
+                          ub=units.count[late_units].astype(float), vtype=vtype)
+    return x, late, late_units
+
+
+def _start_once_rows(m: milp.Model, units: _Units, x: milp.VarBlock, cols: _Columns,
+                     late: milp.VarBlock | None, late_units: np.ndarray) -> None:
+    """(H2) every request starts once: a unit's starts (in the window or late) sum to its size."""
+    rows = [cols.unit]
+    columns = [x.ids]
+    if late is not None:
+        rows.append(late_units)
+        columns.append(late.ids)
+    m.add_constraints(np.concatenate(rows), np.concatenate(columns), 1.0, lo=units.count,
+                      hi=units.count, name="start_once")
+
+
+def _running_rows(m: milp.Model, instance: Instance, x: milp.VarBlock, cols: _Columns,
+                  horizon: int) -> milp.VarBlock:
+    """Plain variant: (H3) ``y[i, t] = sum_{t - O_i < t' <= t} x[i, t']`` (running) and (H6)
+    ``sum_t y[i, t] = O_i``, the paper's constraints kept for fidelity."""
+    n = instance.n
+    y = m.add_vars("y", (n, horizon), vtype="B")
+    ri = cols.unit[cols.occ_column] * horizon + cols.occ_slot
+    m.add_constraints(np.concatenate([ri, np.arange(n * horizon)]),
+                      np.concatenate([x.ids[cols.occ_column], y.ids.ravel()]),
+                      np.concatenate([np.ones(ri.size), -np.ones(n * horizon)]),
+                      lo=0, hi=0, nrows=n * horizon, name="running")
+    m.add_constraints(np.repeat(np.arange(n), horizon), y.ids.ravel(), 1.0, lo=instance.output,
+                      hi=instance.output, name="run_length")
+    return y
+
+
+def _memory_slots(instance: Instance, units: _Units, windows: _Windows, horizon: int,
+                  plain: bool) -> np.ndarray:
+    """(H14) the slots whose memory row can bind: the peaks of all units whose spans touch the
+    slot exceed ``M`` (every slot in the plain variant)."""
+    if plain:
+        return np.arange(horizon)
+    peak = footprint(instance, units.prompt + units.output - 1).astype(float) * units.count
+    touch = np.zeros((horizon + 1,))
+    # units touching slot s: window [e_u, last_u + O_u - 1]
+    np.add.at(touch, np.minimum(units.earliest, horizon), peak)
+    np.add.at(touch, np.minimum(windows.last + units.output, horizon), -peak)
+    need = np.cumsum(touch)[:horizon]
+    return np.flatnonzero(need > instance.limits.kv_capacity)
+
+
+def _memory_rows(m: milp.Model, instance: Instance, p: HindsightParams, units: _Units,
+                 windows: _Windows, x: milp.VarBlock, cols: _Columns, horizon: int,
+                 notes: list[str]) -> dict[str, milp.VarBlock]:
+    """(H4) memory per slot, only where it can bind (H14), or as a flow over slots (H16,
+    ``memory=flow``, tight variant, block size 1); returns the flow's variable blocks."""
+    plain = p.variant == "plain"
+    M = instance.limits.kv_capacity
+    mem_slots = _memory_slots(instance, units, windows, horizon, plain)
+    extra: dict[str, milp.VarBlock] = {}
+    if p.memory == "flow" and instance.limits.block_size == 1 and not plain:
+        _flow_memory(m, x, cols, units, horizon, M)
+        extra = {"mem": m.block("mem"), "act": m.block("act")}
+    else:
+        keep = np.isin(cols.occ_slot, mem_slots)
+        rmap = np.full(horizon, -1)
+        rmap[mem_slots] = np.arange(mem_slots.size)
+        m.add_constraints(rmap[cols.occ_slot[keep]], x.ids[cols.occ_column[keep]],
+                          cols.occ_kv[keep], hi=M, nrows=mem_slots.size, name="memory")
+    if not plain and mem_slots.size < horizon:
+        notes.append(f"(H14) {horizon - mem_slots.size} of {horizon} memory rows dropped: those "
+                     "slots can never exceed M")
+    if not plain and p.cliques > 0:
+        _dff_rows(m, x, cols, M, horizon, p.cliques, mem_slots)
+    return extra
+
+
+def _batch_limit_rows(m: milp.Model, lim: Limits, units: _Units, x: milp.VarBlock,
+                      cols: _Columns, horizon: int) -> None:
+    """(H17) tokens, prefill tokens and batch size per slot, each only where it can bind."""
+    M, C, P, B = lim.kv_capacity, lim.max_batch_tokens, lim.prefill_budget, lim.max_batch_size
+    if C < M:  # tokens <= memory after the batch <= M, so C >= M never binds (H17)
+        tokens = np.where(cols.occ_age == 0, units.prompt[cols.unit][cols.occ_column], 1)
+        m.add_constraints(cols.occ_slot, x.ids[cols.occ_column], tokens.astype(float), hi=C,
+                          nrows=horizon, name="tokens")
+    if P < min(C, M):
+        m.add_constraints(cols.start, x.ids, units.prompt[cols.unit].astype(float), hi=P,
+                          nrows=horizon, name="prefill")
+    if B is not None:
+        m.add_constraints(cols.occ_slot, x.ids[cols.occ_column], 1.0, hi=B, nrows=horizon,
+                          name="batch_size")
+
+
+@dataclass(frozen=True)
+class _ObjectiveRow:
+    """The objective as ``cols . coefs + constant`` (for the ``at_most`` hypothesis)."""
+
+    cols: np.ndarray
+    coefs: np.ndarray
+    constant: float
+
+
+def _objective(m: milp.Model, instance: Instance, objective: str, units: _Units,
+               x: milp.VarBlock, cols: _Columns, late: milp.VarBlock | None, cut: int,
+               horizon: int, completion_floors: np.ndarray
+               ) -> tuple[milp.VarBlock | None, _ObjectiveRow]:
+    """(H5) the objective; returns ``z`` (makespan only) and the objective as a row."""
+    n, O, a = instance.n, instance.output, instance.arrival
+    if objective == "total-latency":  # sum_i (t_i + O_i - a_i)
+        return None, _start_sum_objective(m, x, cols, late, cut, 1.0, float(np.sum(O - a)))
+    if objective == "mean-ttft":  # sum_i (t_i + 1 - a_i) / n
+        return None, _start_sum_objective(m, x, cols, late, cut, float(n),
+                                          float(np.sum(1 - a)) / n)
+    return _makespan_objective(m, units, x, cols, horizon, completion_floors)
+
+
+def _start_sum_objective(m: milp.Model, x: milp.VarBlock, cols: _Columns,
+                         late: milp.VarBlock | None, cut: int, divisor: float,
+                         constant: float) -> _ObjectiveRow:
+    """(H5a, H5b) the sum of start slots over ``divisor`` plus ``constant``; (H13) a late start
+    is priced as a start at the cut (a lower bound on its true start)."""
+    ocols, ocoef = _objective_terms(x, cols.start, late, cut)
+    row = _ObjectiveRow(ocols, ocoef / divisor, constant)
+    m.set_objective(row.cols, row.coefs, constant=constant)
+    return row
+
+
+def _makespan_objective(m: milp.Model, units: _Units, x: milp.VarBlock, cols: _Columns,
+                        horizon: int, completion_floors: np.ndarray
+                        ) -> tuple[milp.VarBlock, _ObjectiveRow]:
+    """(H5c) ``min z`` with ``z >= sum_t (t + O_u) x[u, t]`` per unit, and (H18) the floor
+    ``z >= max(L_n, max_u (e_u + O_u))``."""
+    z = m.add_vars("z", (), lb=0, ub=float(horizon), vtype="C")
+    zc = int(z.ids)
+    m.add_constraints(np.concatenate([cols.unit, np.arange(units.size)]),
+                      np.concatenate([x.ids, np.full(units.size, zc)]),
+                      np.concatenate([-(cols.start + units.output[cols.unit]).astype(float),
+                                      np.ones(units.size)]),
+                      lo=0, nrows=units.size, name="makespan_def")
+    m.set_objective([zc], [1.0])
+    if units.size:
+        floor = float(max(completion_floors[-1], (units.earliest + units.output).max()))
+        m.add_constraint([zc], [1.0], lo=floor, name="makespan_lb")
+    return z, _ObjectiveRow(np.array([zc]), np.ones(1), 0.0)
+
+
+def _at_most_row(m: milp.Model, at_most: float, row: _ObjectiveRow) -> None:
+    """The hypothesis ``objective <= at_most`` (base.Hypotheses)."""
+    m.add_constraint(row.cols, row.coefs,
+                     hi=float(at_most) - row.constant + 1e-9 * max(1, abs(at_most)),
+                     name="at_most")
+
+
+def _objective_terms(x: milp.VarBlock, col_t: np.ndarray, late: milp.VarBlock | None,
+                     cut_: int) -> tuple[np.ndarray, np.ndarray]:
+    """Columns and coefficients of the sum of start slots, late starts at the cut (H13)."""
     cols = [x.ids]
     coef = [col_t.astype(float)]
     if late is not None:
@@ -719,12 +892,13 @@ def _objective_terms(x, col_t, late, cut_):
     return np.concatenate(cols), np.concatenate(coef)
 
 
-def _flow_memory(m, instance, x, col_unit, col_t, uI, uO, H, M, p) -> None:
+def _flow_memory(m: milp.Model, x: milp.VarBlock, cols: _Columns, units: _Units, H: int,
+                 M: int) -> None:
     """(H16): memory as a flow over slots, O(n) nonzeros per row instead of O(n * O)."""
     act = m.add_vars("act", H, lb=0, vtype="C")
     mem = m.add_vars("mem", H, lb=0, ub=float(M), vtype="C")
-    t = col_t
-    fin = t + uO[col_unit]  # x[u,t] leaves at slot t + O (finished after slot t + O - 1)
+    t = cols.start
+    fin = t + units.output[cols.unit]  # x[u,t] leaves at slot t + O (finished after slot t + O - 1)
     inside = fin < H
     # act[s] - act[s-1] - sum x[.,s] + sum_{fin = s} x = 0
     r = [np.arange(H), np.arange(1, H), t, fin[inside]]
@@ -735,31 +909,33 @@ def _flow_memory(m, instance, x, col_unit, col_t, uI, uO, H, M, p) -> None:
     # mem[s] - mem[s-1] - act[s-1] - sum I x[.,s] + sum_{fin=s} (I+O) x = 0
     r = [np.arange(H), np.arange(1, H), np.arange(1, H), t, fin[inside]]
     c = [mem.ids, mem.ids[:-1], act.ids[:-1], x.ids, x.ids[inside]]
-    v = [np.ones(H), -np.ones(H - 1), -np.ones(H - 1), -uI[col_unit].astype(float),
-         (uI + uO)[col_unit][inside].astype(float)]
+    v = [np.ones(H), -np.ones(H - 1), -np.ones(H - 1), -units.prompt[cols.unit].astype(float),
+         (units.prompt + units.output)[cols.unit][inside].astype(float)]
     m.add_constraints(np.concatenate(r), np.concatenate(c), np.concatenate(v), lo=0, hi=0, nrows=H,
                       name="mem_flow")
 
 
-def _dff_rows(m, x, rep_col, slot, kvc, M, horizon, K, mem_rows) -> None:
+def _dff_rows(m: milp.Model, x: milp.VarBlock, cols: _Columns, M: int, horizon: int, K: int,
+              mem_slots: np.ndarray) -> None:
     """(H19): memory rows through the dual-feasible functions of Fekete and Schepers.
 
     ``u_k(w) = w`` if ``(k+1) w / M`` is integral, else ``floor((k+1) w / M) * M / k``; for any
     items with ``sum w <= M``, ``sum u_k(w) <= M``. ``k = 1`` is the clique "at most one request
     holding more than M/2 at a slot"; larger ``k`` count requests above ``M/(k+1)``.
     """
+    slot, kv = cols.occ_slot, cols.occ_kv
     keep_slot = np.zeros(horizon, bool)
-    keep_slot[mem_rows] = True
+    keep_slot[mem_slots] = True
     for k in range(1, K + 1):
-        q = (k + 1) * kvc / M
-        u = np.where(np.abs(q - np.round(q)) < 1e-9, kvc, np.floor(q + 1e-12) * M / k)
+        q = (k + 1) * kv / M
+        u = np.where(np.abs(q - np.round(q)) < 1e-9, kv, np.floor(q + 1e-12) * M / k)
         keep = (u > 0) & keep_slot[slot]
         if not keep.any():
             continue
         rows_used = np.unique(slot[keep])
         rmap = np.full(horizon, -1)
         rmap[rows_used] = np.arange(rows_used.size)
-        m.add_constraints(rmap[slot[keep]], x.ids[rep_col[keep]], u[keep], hi=M,
+        m.add_constraints(rmap[slot[keep]], x.ids[cols.occ_column[keep]], u[keep], hi=M,
                           nrows=rows_used.size, name=f"dff{k}")
 
 
@@ -778,8 +954,9 @@ def separation_intervals(uI: np.ndarray, uO: np.ndarray, M: int) -> tuple[np.nda
     return A, B
 
 
-def _separation_rows(m, x, col_unit, col_t, uI, uO, uc, M) -> int:
-    """(H20): completion separation as one machine.
+def _separation_rows(m: milp.Model, x: milp.VarBlock, all_cols: _Columns, units: _Units, M: int,
+                     notes: list[str]) -> None:
+    """(H20): completion separation as one machine (tight variant).
 
     If requests ``i`` and ``j`` both run and ``C_i <= C_j``, then at ``i``'s last slot ``i``
     holds ``fp(Q_i) >= Q_i``; either ``j`` has not started (``C_j - C_i >= O_j``) or it holds
@@ -787,15 +964,15 @@ def _separation_rows(m, x, col_unit, col_t, uI, uO, uc, M) -> int:
     (H20a). The intervals of :func:`separation_intervals` satisfy
     ``(A_j + B_i) / 2 <= min(O_j, Q_i + Q_j - M)``, so they never overlap (H20b); at every
     maximal point of the interval graph the placements covering it sum to at most 1
-    (H20c, the time-indexed single-machine row). Returns the number of rows added.
+    (H20c, the time-indexed single-machine row).
     """
-    A, B = separation_intervals(uI, uO, M)
+    A, B = separation_intervals(units.prompt, units.output, M)
     part = (A + B) > 0
-    cols = np.flatnonzero(part[col_unit])
+    cols = np.flatnonzero(part[all_cols.unit])
     if cols.size == 0:
-        return 0
-    cu = col_unit[cols]
-    C2 = 2 * (col_t[cols] + uO[cu])
+        return
+    cu = all_cols.unit[cols]
+    C2 = 2 * (all_cols.start[cols] + units.output[cu])
     lo, hi = C2 - A[cu], C2 + B[cu]
     X = np.unique(lo)
     # a row at left endpoint X_k is maximal iff some interval ends in (X_k, X_{k+1}]
@@ -811,37 +988,39 @@ def _separation_rows(m, x, col_unit, col_t, uI, uO, uc, M) -> int:
     rep, k = rep[keep], k[keep]
     # a row binds only if its placements could sum above 1
     cap = np.zeros(X.size)
-    np.add.at(cap, k, uc[cu[rep]].astype(float))
+    np.add.at(cap, k, units.count[cu[rep]].astype(float))
     rows = np.flatnonzero(cap > 1)
     if rows.size == 0:
-        return 0
+        return
     rmap = np.full(X.size, -1)
     rmap[rows] = np.arange(rows.size)
     sel = rmap[k] >= 0
     m.add_constraints(rmap[k[sel]], x.ids[cols[rep[sel]]], 1.0, hi=1.0, nrows=rows.size,
                       name="separation")
-    return int(rows.size)
+    notes.append(f"(H20) {rows.size} completion-separation rows (requests whose peaks exceed M/2 "
+                 "complete at least Q_i + Q_j - M slots apart)")
 
 
-def _symmetry_rows(m, instance, x, col_unit, col_t, units, pinned) -> None:
+def _symmetry_rows(m: milp.Model, instance: Instance, x: milp.VarBlock, cols: _Columns,
+                   units: _Units) -> None:
     """(H11): for identical requests i < j (same a, I, O), t_i <= t_j."""
     key: dict[tuple, list[int]] = {}
-    for u, mem in enumerate(units):
+    for u, mem in enumerate(units.members):
         i = int(mem[0])
-        if i in pinned:
+        if i in units.pinned:
             continue
-        r = instance.requests[i]
-        key.setdefault((r.arrival, r.prompt, r.output), []).append(u)
+        req = instance.requests[i]
+        key.setdefault((req.arrival, req.prompt, req.output), []).append(u)
     pairs = [(g[k], g[k + 1]) for g in key.values() for k in range(len(g) - 1)]
     if not pairs:
         return
-    rows, cols, vals = [], [], []
+    rows, columns, vals = [], [], []
     for r, (u, w) in enumerate(pairs):
-        cu, cw = np.flatnonzero(col_unit == u), np.flatnonzero(col_unit == w)
+        cu, cw = np.flatnonzero(cols.unit == u), np.flatnonzero(cols.unit == w)
         rows += [np.full(cu.size, r), np.full(cw.size, r)]
-        cols += [x.ids[cu], x.ids[cw]]
-        vals += [col_t[cu].astype(float), -col_t[cw].astype(float)]
-    m.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), hi=0,
+        columns += [x.ids[cu], x.ids[cw]]
+        vals += [cols.start[cu].astype(float), -cols.start[cw].astype(float)]
+    m.add_constraints(np.concatenate(rows), np.concatenate(columns), np.concatenate(vals), hi=0,
                       nrows=len(pairs), name="symmetry")
 
 
