@@ -9,7 +9,9 @@ returns a :class:`BoundResult`: a value never above the optimum over all feasibl
 * ``work`` -- the server's busy time: batch counts from tokens, the KV area and batch
   size, plus entry costs, per arrival suffix or order statistic (B4-B6);
 * ``srpt`` -- preemptive shortest-remaining-work on one server (B7);
-* ``combinatorial`` -- the largest of the three, O(n log n);
+* ``mbt`` -- the mean-busy-time LP (preemptive smallest-work-first) plus per-request
+  chain tails (B9, total latency);
+* ``combinatorial`` -- the largest of the four, O(sum O + n log n);
 * ``exact`` -- the exhaustive search / InferMax flow model when they fit (B8);
 * ``best`` -- the ladder within the time limit.
 """

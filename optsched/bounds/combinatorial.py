@@ -1,14 +1,14 @@
 """Bound ``combinatorial``: the largest of the O(n log n) rungs (``request``, ``work``,
-``srpt``); a maximum of valid lower bounds is one (``formulations/bounds.md`` section 3)."""
+``srpt``, ``mbt``); a maximum of valid lower bounds is one (``formulations/bounds.md`` section 3)."""
 
 from __future__ import annotations
 
 from .base import BoundResult, Budget, bound_methods, register_bound
 
-CHEAP = ("request", "work", "srpt")
+CHEAP = ("request", "work", "srpt", "mbt")
 
 
-@register_bound("combinatorial", "the largest of request, work and srpt", rung=3)
+@register_bound("combinatorial", "the largest of request, work, srpt and mbt", rung=3)
 def combinatorial_bound(instance, objective: str, budget: Budget) -> BoundResult:
     methods = bound_methods()
     ladder: dict[str, float] = {}
