@@ -16,6 +16,17 @@ re-solve it exactly with the exhaustive search
   possible" (semantics section 4), and the whole schedule is replayed by
   :func:`optsched.evaluate.evaluate`; it is kept only if feasible and strictly better.
 
+A second neighbourhood works at trace scale, where every batch is crowded: **priority
+re-ordering**. A schedule is decoded from a priority key by MC-SF's admission rule (keep the
+running requests, admit waiting ones smallest key first while KV stays <= M at every future
+completion, :mod:`optsched.policies.mcsf`, true output lengths); the first keys tried are
+each request's fluid work under the sharing rules of ``formulations/bounds.md`` B7 (the
+quantity the ``srpt``/``mbt`` bounds schedule), then random blocks of consecutive requests
+(arrival order) have their keys multiplied by random factors, so a set of requests inside
+crowded batches is freed and re-inserted by the decoder. Every decoded schedule is judged by
+:func:`optsched.evaluate.evaluate` and kept only if strictly better; the window phase then
+continues from the best schedule.
+
 The subproblem is exact for its own cost (the objective's path cost inside the window,
 ``optsched/oracles/exhaustive.py``), which for makespan is the window's duration; the
 global objective is judged by ``evaluate`` alone, so the result is never worse than the
@@ -37,6 +48,8 @@ from .errors import OptschedError
 from .evaluate import evaluate
 from .instance import Instance, Request
 from .oracles.exhaustive import SearchOptions, search_between
+from .policies.mcsf import MCSF
+from .policies.simulator import SimView, simulate_policy
 from .schedule import Batch, Schedule
 
 State = tuple[int, int]  # (g, m): generated tokens, cached tokens (semantics section 3)
@@ -59,6 +72,10 @@ class LNSOptions:
     #: stop after this many windows (with it, a run is reproducible whatever the machine's speed)
     max_iterations: int | None = None
     progress: bool = True
+    #: share of the time for priority re-ordering moves before the window phase (0: none)
+    priority_share: float = 0.5
+    #: a perturbation multiplies the keys of this share of the requests (a consecutive block)
+    priority_block: float = 0.1
 
     def __post_init__(self):
         if not self.time_limit > 0:
@@ -66,6 +83,9 @@ class LNSOptions:
         for name in ("max_window", "max_requests", "max_states"):
             if getattr(self, name) < 1:
                 raise LNSError(f"lns: {name} must be >= 1, got {getattr(self, name)}")
+        for name in ("priority_share", "priority_block"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise LNSError(f"lns: {name} must be in [0, 1], got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
@@ -82,11 +102,15 @@ class LNSResult:
     runtime: float
     seed: int
     history: list[tuple[float, float]] = field(default_factory=list)  # (seconds, objective)
+    #: priority re-orderings decoded, and the key of the best one ("" if none was kept)
+    priority_decodes: int = 0
+    priority_key: str = ""
 
     def to_dict(self) -> dict:
         return {"objective": self.objective, "start_objective": self.start_objective,
                 "objective_kind": self.objective_kind, "iterations": self.iterations,
                 "windows_solved": self.windows_solved, "improvements": self.improvements,
+                "priority_decodes": self.priority_decodes, "priority_key": self.priority_key,
                 "runtime": self.runtime, "seed": self.seed,
                 "improvement": self.start_objective - self.objective}
 
@@ -177,6 +201,42 @@ def _free_starts(s: Schedule) -> Schedule:
     return Schedule.from_batches([Batch(b.entries, b.evict, None) for b in s])
 
 
+class _KeyedMCSF(MCSF):
+    """MC-SF admitting waiting requests by a given key, smallest first, with the true output
+    lengths (a hindsight decoder: any feasible schedule is an upper bound on the optimum)."""
+
+    hypothetical = True
+
+    def __init__(self, key: np.ndarray):
+        super().__init__()
+        self._key = key
+
+    def priority(self, view: SimView, est: np.ndarray) -> np.ndarray:
+        return self._key
+
+
+def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
+    """The first priority keys tried: each request's fluid work under three sharing rules
+    (bounds.md B7; prefill work only for mean TTFT), its entry costs alone, and its output
+    length (plain MC-SF)."""
+    from .bounds.floors import Floors
+    from .bounds.srpt import job_works
+
+    f = Floors.of(inst)
+    kind = "mean-ttft" if objective == "mean-ttft" else "total-latency"
+    keys = {"work(1.0, 0.0, 0.0)": job_works(f, kind, (1.0, 0.0, 0.0)),
+            "entry": f.prefill_entry_cost if kind == "mean-ttft" else f.entry_cost}
+    for mix in ((0.0, 0.0, 1.0), (0.5, 0.0, 0.5)):
+        keys[f"work{mix}"] = job_works(f, kind, mix)
+    keys["output"] = inst.output.astype(np.float64)
+    return keys
+
+
+def priority_schedule(inst: Instance, key: np.ndarray) -> Schedule:
+    """The schedule MC-SF's admission rule builds when it ranks waiting requests by ``key``."""
+    return simulate_policy(inst, _KeyedMCSF(np.asarray(key, dtype=np.float64)))
+
+
 class _LNS:
     def __init__(self, inst: Instance, objective: str, opts: LNSOptions):
         self.inst, self.obj, self.opts = inst, objective, opts
@@ -184,6 +244,10 @@ class _LNS:
         self.t0 = time.perf_counter()
         self.deadline = self.t0 + opts.time_limit
         self._small: np.ndarray | None = None  # batches a window may start at (per schedule)
+        self.solved, self.decodes, self.key_name = 0, 0, ""
+        # a decode of the whole instance is not started unless this much time is left (the
+        # measured time of the last decode replaces the guess after the first one)
+        self.decode_seconds: float = 1e-3 * inst.n
 
     def _log(self, msg: str) -> None:
         if self.opts.progress:
@@ -232,15 +296,76 @@ class _LNS:
         cev = evaluate(self.inst, cand)
         return (cand, cev) if cev.feasible else None
 
+    def _decode(self, key: np.ndarray, best: float):
+        """Decode ``key`` if the time left allows one more decode; (schedule, evaluation) when
+        it is feasible and strictly better than ``best``, else None."""
+        left = self.deadline - time.perf_counter()
+        if left <= 0 or left < self.decode_seconds:
+            return None
+        t = time.perf_counter()
+        try:
+            cand = _free_starts(priority_schedule(self.inst, key))
+        except OptschedError as e:  # the decoder cannot run this instance: no such moves
+            self._log(f"priority decoder stopped: {e}")
+            self.decode_seconds = math.inf
+            return None
+        self.decode_seconds = time.perf_counter() - t
+        self.decodes += 1
+        cev = evaluate(self.inst, cand)
+        if cev.feasible and cev.objective(self.obj) < best - 1e-9 * max(1.0, abs(best)):
+            return cand, cev
+        return None
+
+    def _priority_phase(self, s: Schedule, ev, best: float, history, it: int, cap):
+        """Seed keys, then random block perturbations of the best key (module docstring)."""
+        n = self.inst.n
+        stop = self.t0 + self.opts.priority_share * self.opts.time_limit
+        nprng = np.random.default_rng(self.rng.randrange(2**32))
+        best_key: np.ndarray | None = None
+        imp = 0
+        for name, key in seed_keys(self.inst, self.obj).items():
+            if time.perf_counter() >= stop or (cap is not None and it >= cap):
+                break
+            it += 1
+            got = self._decode(key, best)
+            if best_key is None:
+                best_key = key
+            if got is not None:
+                s, ev = got
+                best, best_key, self.key_name = ev.objective(self.obj), key, name
+                imp += 1
+                history.append((time.perf_counter() - self.t0, best))
+                self._log(f"priority key {name}: {best:.6g}")
+        order = np.argsort(self.inst.arrival, kind="stable")
+        block = max(2, int(round(self.opts.priority_block * n)))
+        while (best_key is not None and n > 1 and time.perf_counter() < stop
+               and math.isfinite(self.decode_seconds) and (cap is None or it < cap)):
+            it += 1
+            lo = int(nprng.integers(0, max(1, n - block + 1)))
+            key = best_key.copy()
+            idx = order[lo:lo + block]
+            key[idx] *= np.exp(0.5 * nprng.standard_normal(idx.size))
+            got = self._decode(key, best)
+            if got is not None:
+                s, ev = got
+                best, best_key = ev.objective(self.obj), key
+                self.key_name = self.key_name.split(" ")[0] + " perturbed"
+                imp += 1
+                history.append((time.perf_counter() - self.t0, best))
+                self._log(f"iteration {it}: priority block at {lo} improved to {best:.6g}")
+        return s, ev, best, it, imp
+
     def run(self, schedule: Schedule) -> LNSResult:
         s = _free_starts(schedule)
         ev = evaluate(self.inst, s)
         start_obj = evaluate(self.inst, schedule).objective(self.obj)
         best = ev.objective(self.obj)
-        rep = _Replay(self.inst, s)
         it, self.solved, imp, last_log = 0, 0, 0, self.t0
         history = [(0.0, best)]
         cap = self.opts.max_iterations
+        if self.opts.priority_share > 0:
+            s, ev, best, it, imp = self._priority_phase(s, ev, best, history, it, cap)
+        rep = _Replay(self.inst, s)
         if not self._small_batches(s).size:
             self._log(f"no batch touches <= {self.opts.max_requests} requests: nothing to re-solve")
         while (time.perf_counter() < self.deadline and self._small_batches(s).size
@@ -261,10 +386,12 @@ class _LNS:
                           f"objective {best:.6g}")
         if best > start_obj:  # freeing the starts can only help (R5); keep the original if not
             s, best = schedule, start_obj
-        self._log(f"done: {it} iterations, {self.solved} windows solved, {imp} improvements, "
-                  f"objective {start_obj:.6g} -> {best:.6g}")
+        self._log(f"done: {it} iterations, {self.solved} windows solved, {self.decodes} "
+                  f"priority decodes, {imp} improvements, objective {start_obj:.6g} -> "
+                  f"{best:.6g}")
         return LNSResult(s, best, start_obj, self.obj, it, self.solved, imp,
-                         time.perf_counter() - self.t0, self.opts.seed, history)
+                         time.perf_counter() - self.t0, self.opts.seed, history,
+                         self.decodes, self.key_name)
 
 
 def improve(instance: Instance, schedule: Schedule, objective: str = "makespan",

@@ -108,3 +108,27 @@ def test_compare_adds_an_lns_row(tmp_path):
     lns = [r for r in cmp.rows if r.kind == "lns"]
     assert len(lns) == 1 and lns[0].label == "lns (singletons)"
     assert lns[0].evaluation.feasible and lns[0].objective == 2  # the hand-worked optimum above
+
+
+def test_priority_reordering_puts_the_small_job_first():
+    """Linear cost 1 per token, M = 101: a (I = 100, O = 2, peak 101) and b (I = 1, O = 3,
+    peak 3) never fit together. MC-SF admits the shorter output first: a's prefill ends at
+    100, its decode at 101; b runs 102, 103, 104: total latency 101 + 104 = 205. Ranked by
+    fluid work (a: 101 tokens, b: 3), b goes first: 1, 2, 3, then a at 103 and 104:
+    3 + 104 = 107, which the priority phase alone must find."""
+    from optsched.cost import LinearCost
+    from optsched.policies import simulate
+
+    inst = Instance("prio", Limits(kv_capacity=101, max_batch_tokens=200), LinearCost(k1=1.0),
+                    (Request("a", 0.0, 100, 2), Request("b", 0.0, 1, 3)))
+    start = simulate(inst, "mcsf")
+    assert evaluate(inst, start).objective("total-latency") == pytest.approx(205)
+    res = improve(inst, start, "total-latency", LNSOptions(priority_share=1.0, **QUICK))
+    assert res.objective == pytest.approx(107) and res.priority_key.startswith("work")
+    assert evaluate(inst, res.schedule).objective("total-latency") == pytest.approx(107)
+    assert res.priority_decodes >= 1 and res.windows_solved == 0
+
+
+def test_priority_options_are_checked():
+    with pytest.raises(LNSError, match="priority_share"):
+        LNSOptions(priority_share=1.5)

@@ -89,7 +89,7 @@ class MCSF(Policy):
         capM = (self.M // self.b) * self.b
         est = np.minimum(view.known_output, capM - view.prompt + 1)
         idx = np.arange(n)
-        self.idx_of_rank = np.lexsort((idx, view.arrival, est))
+        self.idx_of_rank = np.lexsort((idx, view.arrival, self.priority(view, est)))
         self.rank_of = np.empty(n, np.int64)
         self.rank_of[self.idx_of_rank] = idx
         self.rank_list = self.rank_of.tolist()
@@ -97,6 +97,12 @@ class MCSF(Policy):
         self.waiting: list[int] = []
         self.running: list[int] = []  # admission order
         self.lone: int | None = None  # a prompt longer than C being chunked alone
+
+    def priority(self, view: SimView, est: np.ndarray) -> np.ndarray:
+        """Admission order key, smallest first (ties: arrival, then instance order): the
+        (predicted) output length. A subclass may rank by another key (the LNS's priority
+        neighbourhood, optsched/lns.py, ranks by fluid work)."""
+        return est
 
     def on_arrivals(self, idx: list[int]) -> None:
         for i in idx:
