@@ -109,7 +109,7 @@ def iteration_entries(policy) -> tuple[list[Entry], int]:
                 break
             c //= 2
     t = policy.table
-    free = int((t.size - t.rt_n - t.be_n).sum())
+    free = t.free_total()
     return out, free
 
 

@@ -32,10 +32,56 @@
   bidirectional sharing (one request per block), recompute eviction of the newest
   request when a running request cannot grow.
 
-The evaluator charges KV token-exactly on these instances (block size 1); the block table
-here has ``gcd(block, M)`` slots per block and holds at most ``M`` tokens, so every schedule
-fits. Our adaptations (not in the paper): BE prefills are chunked by halving to meet the
-deadline, and the BE pass stops after eight BE requests in a row did not fit.
+**Block layout and M.** On instances charged token-exactly (``block_size == 1``, as the
+BROS workloads are) the table has ``M // block`` blocks of ``block`` slots and, when
+``block`` does not divide ``M``, one last block of the ``M % block`` remaining slots: it
+holds exactly ``M`` tokens, so every request the instance admits (peak ``I + O - 1 <= M``)
+can run. We chose this over refusing such instances: the paper sizes its block pool from
+profiled GPU memory and never meets a request larger than it, and in our semantics the 16
+slots are a layout inside the engine, not a unit the evaluator charges. On instances whose
+engine pages KV in blocks of ``b > 1`` slots (``block_size = b``) the evaluator charges
+every request whole blocks, which cannot express two requests sharing one block: the
+table then has ``M // b`` blocks of ``b`` slots with one owner each (no bidirectional
+sharing, hence no lazy checkpoints; whole swaps remain).
+
+**Progress guarantee (drain mode).** The greedy alone can livelock when memory is tight: a
+victim is evicted, refilled, and evicted again, forever (Hypothesis found such instances:
+M of a few blocks, a request that cannot grow while the one just refilled holds the room;
+the named regression tests are in ``tests/policies/test_bros.py``). Both policies count
+*preemption plans* (plans with no entry: a whole swap-out or an eviction because nothing
+fits) since the last generated token; at ``patience`` of them they enter drain mode with
+one *target* -- the most urgent RT request (``bros``), else the oldest unfinished one (by
+arrival; always the oldest for ``bros-rr``). Every drain plan evicts or swaps out whole
+every other request holding GPU KV, swaps the target in if part of it is on the host,
+and processes ``c >= 1`` of the target's tokens; drain mode ends when the target
+finishes. Why every run terminates:
+
+1. ``G = sum g`` never decreases (an eviction keeps ``g``) and ``G <= sum O``; so it is
+   enough that every stretch of plans without a new token is finite.
+2. In such a stretch every ``S_i`` is fixed. A plan with entries raises ``sum m`` by at
+   least one (``c >= 1``), and only evictions lower it; a whole swap-out needs the request
+   to be swapped in again, which happens only in a plan with entries. So a stretch with
+   finitely many preemption plans is finite, and after ``patience`` of them drain mode
+   starts.
+3. A drain plan is always valid: a request without host KV may be evicted; one with host
+   KV (a checkpoint) may not (semantics section 6, rule 3), but its GPU part can be swapped
+   out because the table reserves host room for the *whole* KV of every checkpointed
+   request (``optsched.policies.bros_blocks``). The target alone then fits: the table
+   holds ``M`` tokens (``(M // b) * b`` with engine blocks), at least the request's
+   footprint ``fp(I + O - 1)`` that instance validation guarantees, and ``m + c <= S <=
+   I + O - 1`` while it is unfinished. The target is never preempted in drain mode, so it
+   generates a token within ``S - m <= I + O - 1`` plans.
+4. Otherwise the greedy never returns an empty plan while a request is resident (it
+   preempts one) or while nothing is resident and a request waits (on an empty table the
+   first RT request, or with no RT request the first BE request, always fits).
+
+Drain mode trades the policy's latency logic for progress; it only starts after
+``patience`` preemptions without a single token anywhere, which is thrashing, and the
+number of drains of a run is kept in ``Bros.drains`` (the BROS notebook reports it).
+
+Our adaptations (not in the paper): BE prefills are chunked by halving to meet the
+deadline, the BE pass stops after eight BE requests in a row did not fit, host room is
+reserved for the whole KV of a checkpointed request, and drain mode.
 """
 
 from __future__ import annotations
@@ -44,161 +90,18 @@ import math
 
 import numpy as np
 
-from .registry import Param, positive, register
+from .bros_blocks import BidirectionalBlocks
+from .registry import Param, SimulationError, positive, register
 from .simulator import Plan, Policy
-
-
-class BidirectionalBlocks:
-    """The block table: per block an RT owner filling slots from the left and a BE owner
-    filling from the right (``-1`` = none); per request its blocks in allocation order.
-    ``shared=False`` gives one owner per block (bros-rr)."""
-
-    def __init__(self, n_blocks: int, size: int, shared: bool = True):
-        self.size, self.shared = size, shared
-        self.rt_owner = np.full(n_blocks, -1, np.int64)
-        self.be_owner = np.full(n_blocks, -1, np.int64)
-        self.rt_n = np.zeros(n_blocks, np.int64)
-        self.be_n = np.zeros(n_blocks, np.int64)
-        self.blocks: dict[int, list[int]] = {}
-        self._undo: list = []
-        #: host slots left for checkpoints in this iteration (set by the policy)
-        self.host_free = 0
-        #: preemption table: block -> (RT request, BE request) whose slots were overwritten
-        self.preempted: dict[int, tuple[int, int]] = {}
-
-    def free_in(self, b: int) -> int:
-        return self.size - int(self.rt_n[b]) - int(self.be_n[b])
-
-    def held(self, i: int) -> int:
-        return sum(int(self.rt_n[b] if self.rt_owner[b] == i else self.be_n[b])
-                   for b in self.blocks.get(i, ()))
-
-    def snapshot(self) -> int:
-        """A mark in the undo log; :meth:`restore` rolls every change after it back."""
-        return len(self._undo)
-
-    def restore(self, mark: int) -> None:
-        while len(self._undo) > mark:
-            self._undo.pop()()
-
-    def _set(self, arr: np.ndarray, b: int, value: int) -> None:
-        old = int(arr[b])
-        arr[b] = value
-        self._undo.append(lambda: arr.__setitem__(b, old))
-
-    def _link(self, i: int, b: int) -> None:
-        lst = self.blocks.setdefault(i, [])
-        lst.append(b)
-        self._undo.append(lambda: lst.remove(b))
-
-    def _unlink(self, i: int, b: int) -> None:
-        lst = self.blocks[i]
-        k = lst.index(b)
-        lst.pop(k)
-        self._undo.append(lambda: lst.insert(k, b))
-
-    def _take(self, i: int, b: int, k: int, rt: bool) -> int:
-        t = min(k, self.free_in(b))
-        if t <= 0:
-            return 0
-        owner, count = (self.rt_owner, self.rt_n) if rt else (self.be_owner, self.be_n)
-        if owner[b] != i:
-            self._set(owner, b, i)
-            self._link(i, b)
-        self._set(count, b, int(count[b]) + t)
-        return t
-
-    def room(self, i: int, rt: bool) -> int:
-        """Free slots request ``i`` could take without overwriting anyone."""
-        own = self.rt_owner if rt else self.be_owner
-        usable = (own == -1) | (own == i)
-        return int((self.size - self.rt_n[usable] - self.be_n[usable]).sum())
-
-    def _take_empty(self, i: int, k: int, rt: bool) -> int:
-        """Whole empty blocks for up to ``k`` slots, in one step."""
-        empty = np.flatnonzero((self.rt_owner == -1) & (self.be_owner == -1))
-        nb = min(empty.size, -(-k // self.size))
-        if nb == 0:
-            return 0
-        bl = empty[:nb]
-        counts = np.full(nb, self.size, np.int64)
-        counts[-1] = min(self.size, k - self.size * (nb - 1))
-        owner, count = (self.rt_owner, self.rt_n) if rt else (self.be_owner, self.be_n)
-        lst = self.blocks.setdefault(i, [])
-        owner[bl] = i
-        count[bl] = counts
-        lst.extend(bl.tolist())
-
-        def undo(bl=bl, owner=owner, count=count, lst=lst, nb=nb):
-            owner[bl] = -1
-            count[bl] = 0
-            del lst[-nb:]
-
-        self._undo.append(undo)
-        return int(counts.sum())
-
-    def grow(self, i: int, k: int, rt: bool, protected: set[int]) -> list[tuple[int, int]] | None:
-        """``k`` more slots for request ``i``; returns the BE slots overwritten (``(BE request,
-        tokens)``, RT only) or None when the slots cannot be found (the table is unchanged)."""
-        snap = self.snapshot()
-        overwritten: dict[int, int] = {}
-        own = self.rt_owner if rt else self.be_owner
-        other = self.be_owner if rt else self.rt_owner
-        mine = self.blocks.get(i, [])
-        if mine:
-            k -= self._take(i, mine[-1], k, rt)
-        if k > 0:
-            k -= self._take_empty(i, k, rt)
-        if k > 0 and self.shared:  # FindPreemptBlock: shared blocks, most empty slots first
-            cand = np.flatnonzero((own == -1) & (other >= 0))
-            free = self.size - self.rt_n[cand] - self.be_n[cand]
-            for blk in cand[np.argsort(-free, kind="stable")][: int((free > 0).sum())].tolist():
-                k -= self._take(i, blk, k, rt)
-                if k <= 0:
-                    break
-            if k > 0 and rt:  # lazy checkpointing: overwrite BE slots, fullest BE blocks first
-                cand = np.flatnonzero((own == -1) & (other >= 0) & (self.be_n > 0))
-                cand = cand[np.argsort(-self.be_n[cand], kind="stable")]
-                for blk in cand.tolist():
-                    j = int(self.be_owner[blk])
-                    if j in protected or self.host_free <= 0:
-                        continue
-                    t = min(k, int(self.be_n[blk]), self.host_free)
-                    self.host_free -= t
-                    self._set(self.be_n, blk, int(self.be_n[blk]) - t)
-                    overwritten[j] = overwritten.get(j, 0) + t
-                    self.preempted[blk] = (i, j)
-                    if self.be_n[blk] == 0:
-                        self._set(self.be_owner, blk, -1)
-                        self._unlink(j, blk)
-                    k -= self._take(i, blk, k, rt)
-                    if k <= 0:
-                        break
-        if k > 0:
-            self.restore(snap)
-            self.host_free += sum(overwritten.values())
-            return None
-        return list(overwritten.items())
-
-    def release(self, i: int) -> None:
-        """Free request ``i``'s slots (finished, evicted or swapped out whole); not undoable:
-        call it between iterations only (it clears the undo log)."""
-        self._undo.clear()
-        for b in self.blocks.pop(i, ()):
-            if self.rt_owner[b] == i:
-                self.rt_owner[b], self.rt_n[b] = -1, 0
-            if self.be_owner[b] == i:
-                self.be_owner[b], self.be_n[b] = -1, 0
-            self.preempted.pop(b, None)
 
 
 class Bros(Policy):
     """See the module docstring; ``round_robin=True`` is ``bros-rr``."""
 
     def __init__(self, block: int = 16, init_batch: int = 4, max_batch: int = 256,
-                 round_robin: bool = False):
+                 round_robin: bool = False, patience: int = 16):
         self.block, self.init_batch, self.max_batch = block, init_batch, max_batch
-        self.round_robin = round_robin
+        self.round_robin, self.patience = round_robin, patience
 
     def bind(self, view) -> None:
         super().bind(view)
@@ -208,12 +111,23 @@ class Bros(Policy):
         self.waiting: list[int] = []  # arrived, unfinished
         self.cap = self.init_batch
         self.turn_rt = True
-        # slots per block: gcd(block, M), so the blocks hold exactly M tokens (16 for any M
-        # that is a multiple of 16; smaller for tiny or odd capacities)
-        size = math.gcd(self.block, lim.kv_capacity)
-        self.table = BidirectionalBlocks(lim.kv_capacity // size, size, shared=not self.round_robin)
+        self.table = self._block_table(lim)
+        self.table.kv_of = lambda j: int(view.m[j])
         self.kswap = float(getattr(view.cost_model, "kswap", 0.0))
         self._g_before: dict[int, int] = {}
+        #: preemption plans since the last generated token; drain target (module docstring)
+        self.stalls = 0
+        self.target: int | None = None
+        #: drain-mode episodes of this run
+        self.drains = 0
+
+    def _block_table(self, lim) -> BidirectionalBlocks:
+        """The block table of the module docstring's "Block layout and M"."""
+        if lim.block_size > 1:
+            return BidirectionalBlocks(lim.kv_capacity // lim.block_size, lim.block_size,
+                                       shared=False)
+        return BidirectionalBlocks.for_capacity(lim.kv_capacity, self.block,
+                                                shared=not self.round_robin)
 
     def on_arrivals(self, idx: list[int]) -> None:
         self.waiting.extend(idx)
@@ -239,6 +153,12 @@ class Bros(Policy):
     # -- one iteration ------------------------------------------------------------------
     def next_batch(self) -> Plan | None:
         self.table._undo.clear()
+        self._reserve_host()
+        if self.target is None and self.stalls >= self.patience and self.waiting:
+            self.target = self._drain_target()
+            self.drains += 1
+        if self.target is not None:
+            return self._drain()
         if self.round_robin:
             return self._round_robin()
         return self._bros()
@@ -253,7 +173,6 @@ class Bros(Policy):
         be = sorted((i for i in self.waiting if not self.is_rt[i]),
                     key=lambda i: (int(v.h[i]), v.m[i] == 0, v.arrival[i], i))
         budget = self.residual(rt[0]) if rt else math.inf
-        self.table.host_free = (v.limits.host_capacity or 0) - int(v.h.sum())
         req: list[int] = []
         tok: list[int] = []
         swap_out: dict[int, int] = {}
@@ -274,7 +193,6 @@ class Bros(Policy):
             extra = sum(t for _, t in over)
             if req and self.estimate(req + [i], tok + [c], moved + extra) > budget:
                 self.table.restore(snap)
-                self.table.host_free += extra
                 missed = True
                 break
             for j, t in over:
@@ -365,23 +283,37 @@ class Bros(Policy):
         else:
             self.cap = min(self.cap + 1, self.max_batch)
 
+    def _reserve_host(self) -> None:
+        """Host room left after reserving every checkpointed request's whole KV
+        (:mod:`optsched.policies.bros_blocks`); never negative (the reservation invariant)."""
+        v, t = self.view, self.table
+        t.reserved = {j for j in self.waiting if v.h[j] > 0}
+        t.host_free = (v.limits.host_capacity or 0) - sum(int(v.m[j]) for j in t.reserved)
+
+    def _swappable(self, j: int) -> bool:
+        """Whether request ``j``'s GPU part may go to the host whole: always for a checkpointed
+        request (reserved), host room permitting for another BE request; never an RT request
+        (Algorithm 1 never swaps one in: RT victims are recomputed) nor in ``bros-rr``."""
+        v = self.view
+        if v.h[j] > 0:
+            return True
+        return not (self.round_robin or self.is_rt[j]) and int(v.m[j]) <= self.table.host_free
+
     def _unblock(self) -> Plan | None:
         """Nothing fits: swap out the newest resident BE request whole (host permitting) or
         evict it, else evict (recompute) the least urgent resident RT request; None when
         nothing is resident (wait)."""
         v = self.view
-        host_free = (v.limits.host_capacity or 0) - int(v.h.sum())
         resident = [i for i in self.waiting if v.m[i] - v.h[i] > 0]
         # the newest BE first (LIFO), but a request in the middle of its first prefill last: it
         # is the one that just made progress, and evicting it only to refill the same chunk
-        # next iteration livelocks (found by Hypothesis: M = 66, a 28-token prompt refilled
+        # next iteration livelocked (found by Hypothesis: M = 66, a 28-token prompt refilled
         # 26 tokens and was evicted again, forever)
         for j in sorted((i for i in resident if not self.is_rt[i]),
                         key=lambda i: (bool(v.g[i] == 0 and v.m[i] < v.S[i]), -v.arrival[i], -i)):
-            t = int(v.m[j] - v.h[j])
-            if 0 < t <= host_free and not self.round_robin:
+            if self._swappable(j):
                 self.table.release(j)
-                return Plan([], [], [], [j], [t], [])
+                return Plan([], [], [], [j], [int(v.m[j] - v.h[j])], [])
             if v.h[j] == 0:
                 self.table.release(j)
                 return Plan([], [], [j])
@@ -391,6 +323,45 @@ class Bros(Policy):
             self.table.release(i)
             return Plan([], [], [i])
         return None
+
+    # -- drain mode (the progress guarantee of the module docstring) ----------------------
+    def _drain_target(self) -> int:
+        """The most urgent RT request (``bros``), else the oldest waiting request."""
+        v = self.view
+        rt = [i for i in self.waiting if self.is_rt[i]]
+        if rt and not self.round_robin:
+            return min(rt, key=lambda i: (self.residual(i), v.arrival[i], i))
+        return min(self.waiting, key=lambda i: (v.arrival[i], i))
+
+    def _drain(self) -> Plan:
+        """Free the GPU of every request but the target (swap out whole where allowed, else
+        evict) and process the target alone, swapping it in first if needed."""
+        v, t = self.view, self.table
+        k = self.target
+        assert k is not None
+        evict: list[int] = []
+        out: list[int] = []
+        out_tokens: list[int] = []
+        for j in self.waiting:
+            gpu = int(v.m[j] - v.h[j])
+            if j == k or gpu <= 0:
+                continue
+            if self._swappable(j):
+                if v.h[j] == 0:
+                    t.host_free -= int(v.m[j])
+                out.append(j)
+                out_tokens.append(gpu)
+            else:
+                evict.append(j)
+            t.release(j)
+        h = int(v.h[k])
+        c = self._room(k, v.limits.max_batch_tokens, v.limits.prefill_budget)
+        if t.grow(k, c + h, bool(self.is_rt[k]), protected=set()) is None:
+            raise SimulationError(  # unreachable by the module docstring's argument, point 3
+                f"policy {self.name!r}: drain target {k} ({c + h} slots) does not fit the "
+                f"block table alone ({t.free_total()} free)")
+        self._g_before = {k: int(v.g[k])}
+        return Plan([k], [c], evict, out, out_tokens, [k] if h else [])
 
     def _round_robin(self) -> Plan | None:
         v = self.view
@@ -423,10 +394,18 @@ class Bros(Policy):
 
     def on_batch_end(self, plan: Plan, finished: np.ndarray) -> None:
         v = self.view
+        generated = False
         for i in plan.req:
             i = int(i)
             if v.g[i] > self._g_before.get(i, v.g[i]):
                 self.last_token[i] = v.now
+                generated = True
+        if generated:
+            self.stalls = 0
+        elif len(plan.req) == 0:  # a preemption plan
+            self.stalls += 1
+        if self.target is not None and self.target in finished:
+            self.target = None
         for j in plan.evict:
             self.table.release(int(j))
         for i in finished.tolist():
@@ -441,6 +420,8 @@ _PARAMS = (
     Param("block", int, 16, "KV block slots (section 5.1)", positive),
     Param("init_batch", int, 4, "initial and reset batch-size cap (section 4.2)", positive),
     Param("max_batch", int, 256, "largest batch-size cap", positive),
+    Param("patience", int, 16, "preemptions without a new token before drain mode (progress "
+          "guarantee, our addition)", positive),
 )
 
 register(
@@ -449,14 +430,15 @@ register(
     "bidirectional KV blocks with lazy checkpointing (partial swap-outs)",
     f"{_PAPER}, Algorithm 1, sections 4.2 and 5",
     params=_PARAMS,
-    factory=lambda block, init_batch, max_batch: Bros(block, init_batch, max_batch),
+    factory=lambda block, init_batch, max_batch, patience: Bros(block, init_batch, max_batch,
+                                                                patience=patience),
 )
 register(
     "bros-rr",
     "BROS's round-robin baseline: RT and BE FCFS queues in alternate iterations, no block "
     "sharing, recompute eviction",
     f"{_PAPER}, sections 2.2 and 7.1 (baseline RR)",
-    params=(Param("block", int, 16, "KV block slots", positive),
-            Param("max_batch", int, 256, "batch-size cap", positive)),
-    factory=lambda block, max_batch: Bros(block, max_batch, max_batch, round_robin=True),
+    params=(*(p for p in _PARAMS if p.name != "init_batch"),),
+    factory=lambda block, max_batch, patience: Bros(block, max_batch, max_batch,
+                                                    round_robin=True, patience=patience),
 )

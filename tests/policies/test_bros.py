@@ -7,13 +7,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optsched.cost import LinearCost
+from optsched.cost import LinearCost, UnitCost
 from optsched.evaluate import evaluate
 from optsched.hybrid import hybrid_metrics
 from optsched.instance import Instance, Limits, Request
-from optsched.policies import list_policies, simulate
+from optsched.policies import get_policy, list_policies, simulate
 from optsched.policies.bros import BidirectionalBlocks
-from optsched.policies.registry import SimulationError
 
 
 def test_rt_shares_a_be_block_from_the_left():
@@ -30,16 +29,35 @@ def test_rt_shares_a_be_block_from_the_left():
 
 def test_lazy_checkpoint_overwrites_only_the_slots_needed():
     # continuing: a needs 2 more slots, none is free (4 + 4 used of 8), so a overwrites 2 of
-    # b's slots -- in block 0 (b's fullest block, 4 slots) -- and only those 2 are
-    # checkpointed: b keeps 3 slots on the GPU (2 in block 0, 1 in block 1).
+    # b's slots: first b's 1 slot in block 1, the block a already shares with b (its peer,
+    # section 5.2), then 1 in block 0 (the fullest BE block, 4 of b's slots). Only those 2
+    # are checkpointed: b keeps 3 slots on the GPU, all in block 0 (a now holds 4 + 1).
+    # The host reserves b's whole KV (5 tokens) at its first checkpoint: 10 - 5 = 5 left.
     t = BidirectionalBlocks(2, 4)
     t.grow(1, 5, rt=False, protected=set())
     t.grow(0, 3, rt=True, protected=set())
     t.host_free = 10
     assert t.grow(0, 2, rt=True, protected=set()) == [(1, 2)]
     assert t.held(1) == 3 and t.held(0) == 5
-    assert t.preempted == {0: (0, 1)}
-    assert t.host_free == 8
+    assert t.blocks[1] == [0] and t.rt_n.tolist() == [1, 4] and t.be_n.tolist() == [3, 0]
+    assert t.preempted == {1: (0, 1), 0: (0, 1)}
+    assert t.host_free == 5 and t.reserved == {1}
+    # a second checkpoint of b reserves nothing more: a overwrites 1 more slot of its peer b
+    # in block 0, which it now shares (before this fix an RT request whose blocks were all
+    # shared could not overwrite its peer at all)
+    assert t.grow(0, 1, rt=True, protected=set()) == [(1, 1)]
+    assert t.host_free == 5 and t.held(1) == 2 and t.rt_n.tolist() == [2, 4]
+
+
+def test_lazy_checkpoint_needs_host_room_for_the_whole_victim():
+    # the same table with 4 host tokens: b holds 5, so no checkpoint of b is allowed (its
+    # GPU part could not be swapped out later), a's 2 slots are not found, nothing changes
+    t = BidirectionalBlocks(2, 4)
+    t.grow(1, 5, rt=False, protected=set())
+    t.grow(0, 3, rt=True, protected=set())
+    t.host_free = 4
+    assert t.grow(0, 2, rt=True, protected=set()) is None
+    assert t.host_free == 4 and t.reserved == set() and t.held(1) == 5 and t.preempted == {}
 
 
 def test_no_checkpoint_of_protected_be_and_rollback():
@@ -87,42 +105,40 @@ def test_bros_rr_alternates_classes():
 
 @st.composite
 def hybrid_instances(draw):
+    """RT/BE workloads on small KV capacities (a few 16-slot blocks, often not a multiple of
+    16) and engine blocks of 1, 2 or 16 slots: where bros used to livelock."""
     n = draw(st.integers(1, 8))
-    M = draw(st.integers(64, 400))
+    b = draw(st.sampled_from([1, 1, 1, 2, 16]))
+    M = draw(st.integers(max(8, b), 400))
     reqs = []
     for k in range(n):
         rt = draw(st.booleans())
         prompt = draw(st.integers(1, 40))
         output = draw(st.integers(1, 12))
-        if prompt + output - 1 > M:
+        if -(-(prompt + output - 1) // b) * b > M:
             continue
         reqs.append(Request(f"r{k}", float(draw(st.integers(0, 5))) * 0.05, prompt, output,
                             cls="rt" if rt else "be",
                             ttft_slo=draw(st.sampled_from([0.05, 0.4])) if rt else None,
                             tpot_slo=0.2 if rt else None))
     host = draw(st.sampled_from([0, 64, 1000]))
-    return _hybrid(reqs or [Request("x", 0, 1, 1)], M=M, C=draw(st.integers(40, 128)), host=host)
+    C = draw(st.one_of(st.integers(1, 8), st.integers(40, 128)))
+    lim = Limits(kv_capacity=M, max_batch_tokens=C, block_size=b, host_capacity=host)
+    return Instance("h", lim, LinearCost(k0=0.01, k1=0.001), tuple(reqs or [Request("x", 0, 1, 1, cls="be")]))
 
 
 POLICIES = [p.name for p in list_policies() if not p.hypothetical]
 
 
-#: KNOWN DEFECT (issue 18 stays open): on small KV capacities (M of a few 16-slot blocks) bros
-#: and bros-rr can livelock - a victim is evicted and the same chunk refilled forever - and the
-#: simulator stops them at its batch limit. Hypothesis finds such instances on some runs; one
-#: is fixed (test_unblock_does_not_evict_the_request_it_just_refilled), the general cure (a
-#: progress guard, and M not a multiple of the block size) is not built yet.
-_LIVELOCK = pytest.mark.xfail(strict=False, raises=SimulationError,
-                              reason="known bros livelock on small M (issue 18, open)")
-
-
-@pytest.mark.parametrize("policy", [pytest.param("bros", marks=_LIVELOCK),
-                                    pytest.param("bros-rr", marks=_LIVELOCK),
-                                    "vllm", "sarathi", "fcfs"])
+# patience=1: drain mode at the first preemption, so the drain plans themselves are exercised
+@pytest.mark.parametrize("policy,params", [("bros", {}), ("bros-rr", {}),
+                                           ("bros", {"patience": 1}),
+                                           ("bros-rr", {"patience": 1}),
+                                           ("vllm", {}), ("sarathi", {}), ("fcfs", {})])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=hybrid_instances())
-def test_feasible_on_random_rt_be_workloads(policy, inst):
-    ev = evaluate(inst, simulate(inst, policy))
+def test_feasible_on_random_rt_be_workloads(policy, params, inst):
+    ev = evaluate(inst, simulate(inst, policy, **params))
     assert ev.feasible, (policy, ev.violations[:3])
     m = hybrid_metrics(inst, ev)
     assert m["rt_requests"] + m["be_requests"] == inst.n
@@ -192,3 +208,93 @@ def test_unblock_does_not_evict_the_request_it_just_refilled():
     inst = _hybrid(reqs, M=66, C=43, host=64)
     ev = evaluate(inst, simulate(inst, "bros"))
     assert ev.feasible
+
+
+def test_block_layout_holds_exactly_m():
+    # M = 41 with 16-slot blocks: two whole blocks and a last block of the 9 remaining slots
+    # (not 41 one-slot blocks, the old gcd(16, 41) layout); engine blocks of b = 4 give
+    # 41 // 4 = 10 unshared blocks of 4 (the evaluator charges each request whole blocks)
+    t = BidirectionalBlocks.for_capacity(41, 16)
+    assert t.slots.tolist() == [16, 16, 9] and t.capacity == 41 and t.shared
+    assert t.grow(0, 41, rt=False, protected=set()) == [] and t.free_total() == 0
+    p = get_policy("bros")
+    p.bind(_view(Limits(kv_capacity=41, max_batch_tokens=8, block_size=4)))
+    assert p.table.slots.tolist() == [4] * 10 and not p.table.shared
+
+
+def _view(limits):
+    from optsched.policies.simulator import SimView, _Sim
+
+    inst = Instance("v", limits, LinearCost(k0=0.01, k1=0.001), (Request("a", 0, 1, 1),))
+    return SimView(_Sim(inst), inst.output.copy())
+
+
+def test_checkpointed_request_no_longer_pins_its_gpu_slots():
+    """Found by Hypothesis on the pre-guard code (M = 41, C = 10, host 64): RT r0 (38 tokens)
+    overwrote 26 of BE r3's 28 slots (lazy checkpoints); r3's other 2 stayed on the GPU,
+    where r3 could be neither processed nor evicted (semantics section 6, rule 3), and the
+    old victim rule swapped a request out only if its GPU part fit the free host room, so it
+    kept evicting r5 (peak 29 + 12 - 1 = 40 > 41 - 2) and refilling it: a livelock. With
+    the host reservation a checkpointed request's GPU part can always be swapped out."""
+    reqs = [Request("r0", 0.05, 38, 2, cls="rt", ttft_slo=0.05, tpot_slo=0.2),
+            Request("r2", 0, 1, 1, cls="be"), Request("r3", 0, 28, 2, cls="be"),
+            Request("r4", 0, 1, 1, cls="be"), Request("r5", 0, 29, 12, cls="be")]
+    inst = _hybrid(reqs, M=41, C=10, host=64)
+    s = simulate(inst, "bros")
+    ev = evaluate(inst, s)
+    assert ev.feasible and ev.metrics["evictions"] == 0
+    # r3's remaining GPU tokens were swapped out whole at some batch (a swap-out of r3 that
+    # leaves nothing of it on the GPU)
+    assert any(r == "r3" for bt in s for r, _ in bt.swap_out)
+
+
+def test_bros_rr_refill_livelock_of_one_slot_blocks():
+    """Found by Hypothesis on the pre-guard code (M = 3, C = 2, unit cost): q0 (1/3) and q2
+    (2/1) each held part of the 3 one-slot blocks; neither could grow, q0 was evicted and
+    refilled 2 tokens first (FCFS), forever. One block of 3 slots now holds one request at a
+    time (no sharing in bros-rr), and the run finishes."""
+    inst = Instance("x", Limits(3, 2), UnitCost(), (
+        Request("q0", 0, 1, 3), Request("q1", 0, 1, 1), Request("q2", 0, 2, 1)))
+    assert evaluate(inst, simulate(inst, "bros-rr")).feasible
+
+
+def test_bros_rr_drain_mode_breaks_an_evict_refill_cycle():
+    """M = 17 is a 16-slot block and a 1-slot block. q0 (prompt 2, arrives at t = 1) takes
+    the 1-slot block for its first token; q3 (prompt 8, 10 outputs, peak 17 = M) then needs
+    both blocks: it cannot grow at m = 16, is evicted (the LIFO victim rule spares q0, which
+    is in the middle of its first prefill), refills 16 tokens in 8 batches (C = 2) and is
+    evicted again. After ``patience`` = 2 evictions without a new token, drain mode takes
+    the oldest request, q3: q0 is evicted and q3 runs alone to the end."""
+    inst = Instance("x", Limits(17, 2), UnitCost(), (
+        Request("q0", 1, 2, 1), Request("q1", 0, 1, 1), Request("q2", 0, 1, 1),
+        Request("q3", 0, 8, 10), Request("q4", 0, 1, 1)))
+    p = get_policy("bros-rr", patience=2)
+    s = simulate(inst, p)
+    assert evaluate(inst, s).feasible and p.drains == 1
+    evictions = [(k, r) for k, bt in enumerate(s) for r in bt.evict]
+    assert [r for _, r in evictions] == ["q3", "q3", "q0"]
+    k = evictions[-1][0]  # the drain's first plan: q0 out, q3's first 2 tokens again
+    assert s.batch(k).entries == [("q3", 2)]
+    # q3 alone from there: 16 tokens in 8 batches of 2, then its last token (m = 16 -> 17)
+    assert all([r for r, _ in s.batch(j).entries] == ["q3"] for j in range(k, k + 9))
+    assert [r for r, _ in s.batch(k + 9).entries] == ["q0"]
+
+
+def test_bros_drain_swaps_the_victim_out_and_the_target_in():
+    """M = 17 (16 + 1 slots), C = 2, host 64, patience = 1. BE r5 (6/12, peak 17 = M) decodes
+    alone in the 16-slot block; r3 (2/1, arrives at 0.05) takes the 1-slot block for its
+    first token. At m = 16 r5 cannot grow, and the victim rule swaps r5 out whole (16
+    tokens; r3 is in the middle of its first prefill, the last victim): one preemption, so
+    drain mode targets the oldest request, r5: one plan swaps r3's 1 token out, swaps r5's
+    16 back in and processes r5's last token (m 16 -> 17, its 12th output)."""
+    inst = _hybrid([Request("r1", 0, 1, 1, cls="be"), Request("r3", 0.05, 2, 1, cls="be"),
+                    Request("r4", 0, 1, 1, cls="be"), Request("r5", 0, 6, 12, cls="be")],
+                   M=17, C=2, host=64)
+    p = get_policy("bros", patience=1)
+    s = simulate(inst, p)
+    ev = evaluate(inst, s)
+    assert ev.feasible and p.drains == 1 and ev.metrics["evictions"] == 0
+    k = next(k for k, bt in enumerate(s) if bt.swap_in)
+    assert s.batch(k - 1).swap_out == [("r5", 16)] and not s.batch(k - 1).entries
+    assert s.batch(k).swap_out == [("r3", 1)] and s.batch(k).swap_in == ["r5"]
+    assert s.batch(k).entries == [("r5", 1)]

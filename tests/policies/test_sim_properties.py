@@ -17,7 +17,6 @@ from optsched.policies import list_policies, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = [s.name for s in list_policies()]
-KNOWN_LIVELOCK = {"bros", "bros-rr"}
 NEVER_EVICT = [s.name for s in list_policies() if s.name.endswith("-ef")] + ["mcsf"]
 def _shipped():
     # every shipped instance file; one that fails to load is a test failure, not a skip
@@ -65,9 +64,7 @@ _SETTINGS = settings(max_examples=75, deadline=None,
 @_SETTINGS
 @given(instance=instances())
 def test_every_policy_feasible_on_random_instances(instance):
-    # bros/bros-rr have a known livelock on small M (issue 18, open): they are covered by the
-    # xfail-marked random test in tests/policies/test_bros.py until the progress guard exists
-    for policy in (p for p in POLICIES if p not in KNOWN_LIVELOCK):
+    for policy in POLICIES:
         ev = evaluate(instance, simulate(instance, policy))
         assert ev.feasible, (policy, ev.violations[:3])
 
