@@ -615,7 +615,8 @@ class Orca(Policy):
         while self.waiting and len(self.running) < self.bs and budget > 0 and pbudget > 0:
             i = self.waiting[0]
             S = int(v.S[i])
-            R = self._fp(min(int(v.prompt[i]) + self.max_output - 1, self.M))
+            # capped at the whole blocks M holds: fp(M) > M when b does not divide M
+            R = self._fp(min(int(v.prompt[i]) + self.max_output - 1, self.M - self.M % self.b))
             R = max(R, self._fp(S))
             if self.used + R > self.M:
                 break

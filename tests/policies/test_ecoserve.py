@@ -188,6 +188,15 @@ def test_orca_fixed_batch_size_and_max_allocation():
 
 
 # -- predictors and parameters -----------------------------------------------------------
+def test_orca_reservation_fits_when_the_block_size_does_not_divide_m():
+    # M = 9, blocks of 2: the max allocation was fp(min(I + 1024 - 1, M)) = fp(9) = 10 > 9, so
+    # ORCA never admitted a request (found by the RT/BE random workloads of test_bros.py);
+    # it is capped at the 8 slots of M's whole blocks
+    inst = Instance("o", Limits(kv_capacity=9, max_batch_tokens=1, block_size=2), UnitCost(),
+                    (Request("r0", 0, 1, 1),))
+    assert evaluate(inst, simulate(inst, "orca")).feasible
+
+
 def test_noisy_predictor_accuracy_is_the_share_of_padded_predictions_covering_the_truth():
     n, padding, accuracy = 20_000, 0.15, 0.732
     out = np.full(n, 400, np.int64)
