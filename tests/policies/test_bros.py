@@ -127,7 +127,7 @@ def hybrid_instances(draw):
     return Instance("h", lim, LinearCost(k0=0.01, k1=0.001), tuple(reqs or [Request("x", 0, 1, 1, cls="be")]))
 
 
-POLICIES = [p.name for p in list_policies() if not p.hypothetical]
+POLICIES = [p.name for p in list_policies()]
 
 
 # patience=1: drain mode at the first preemption, so the drain plans themselves are exercised
@@ -144,6 +144,22 @@ def test_feasible_on_random_rt_be_workloads(policy, params, inst):
     assert m["rt_requests"] + m["be_requests"] == inst.n
     if m["rt_requests"]:
         assert 0 <= m["rt_ttft_attainment"] <= 1 and 0 <= m["rt_tpot_attainment"] <= 1
+
+
+HYBRID = {"bros", "bros-rr"}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=hybrid_instances())
+def test_every_other_policy_ignores_classes_and_slos(inst):
+    """Issue 18: the existing policies stay feasible on RT/BE workloads and ignore the classes
+    and SLOs they do not use -- the schedule is the same with them stripped."""
+    plain = inst.replace(requests=tuple(Request(r.id, r.arrival, r.prompt, r.output)
+                                        for r in inst.requests))
+    for policy in (p for p in POLICIES if p not in HYBRID):
+        s = simulate(inst, policy)
+        assert evaluate(inst, s).feasible, policy
+        assert s == simulate(plain, policy), policy
 
 
 def test_bros_generator_shape_and_be_batches_follow_the_service_estimate(tmp_path):
@@ -186,14 +202,50 @@ def test_iteration_ip_by_hand_matches_the_deadline_rule():
     cost = LinearCost(k0=0.01, k1=0.001, kswap=0.0)
     es = [Entry(0, True, 100, 0, False, 0.12)]
     es += [Entry(1, False, c, 0, False, float("inf")) for c in (200, 100, 50, 25, 12, 6)]
-    chosen, status = best_batch(es, cost, cap=4, max_tokens=4096, free_slots=10_000)
-    assert status == "optimal" and chosen == [0, 6]
+    ip = best_batch(es, cost, cap=4, max_tokens=4096, free_slots=10_000)
+    assert ip.status == "optimal" and ip.chosen == [0, 6] and ip.checkpoints == {}
     # without the RT request the whole 200-token prefill is best (one option per request)
-    chosen, _ = best_batch(es[1:], cost, cap=4, max_tokens=4096, free_slots=10_000)
-    assert chosen == [0]
+    assert best_batch(es[1:], cost, cap=4, max_tokens=4096, free_slots=10_000).chosen == [0]
     # (8): 150 free slots leave 100 as the largest chunk of b
-    chosen, _ = best_batch(es[1:], cost, cap=4, max_tokens=4096, free_slots=150)
-    assert chosen == [1]
+    assert best_batch(es[1:], cost, cap=4, max_tokens=4096, free_slots=150).chosen == [1]
+
+
+def test_iteration_ip_checkpoints_be_slots_at_their_price():
+    from optsched.bros_ip import Entry, Overwritable, best_batch
+
+    # RT a prefills 10 tokens (residual 0.05 s), 6 slots are free, BE b (id 1) holds 8 slots
+    # on the GPU and could decode 1 token. T = 0.01 + 0.001 * tokens + 0.001 * checkpointed.
+    # {a, b} needs 11 slots and b cannot be overwritten while in the batch: infeasible.
+    # {a} overwrites 10 - 6 = 4 of b's slots: T = 0.01 + 0.010 + 0.004 = 0.024 <= 0.05.
+    cost = LinearCost(k0=0.01, k1=0.001, kswap=0.001)
+    es = [Entry(0, True, 10, 0, False, 0.05), Entry(1, False, 1, 8, True, float("inf"))]
+    b = (Overwritable(1, gpu_slots=8, host_cost=8),)
+    ip = best_batch(es, cost, cap=4, max_tokens=64, free_slots=6, overwritable=b, host_free=8)
+    assert ip.status == "optimal" and ip.chosen == [0] and ip.checkpoints == {1: 4}
+    # the checkpoint's transfer counts in (6): with residual 0.022 < 0.024 no batch exists
+    # (a is the most urgent RT entry and must be in it)
+    es[0] = Entry(0, True, 10, 0, False, 0.022)
+    ip = best_batch(es, cost, cap=4, max_tokens=64, free_slots=6, overwritable=b, host_free=8)
+    assert ip.chosen == [] and ip.status != "optimal"
+    # the host reservation: b's whole KV (8) must fit the host room (7 does not)
+    es[0] = Entry(0, True, 10, 0, False, 0.05)
+    ip = best_batch(es, cost, cap=4, max_tokens=64, free_slots=6, overwritable=b, host_free=7)
+    assert ip.chosen == []
+    # without overwritable slots (the paper's eq. 8 alone) a does not fit either
+    assert best_batch(es, cost, cap=4, max_tokens=64, free_slots=6).chosen == []
+
+
+def test_sampled_iterations_report_whether_the_greedy_batch_is_an_ip_point():
+    from optsched.bros_ip import sample_iterations
+
+    # the deadline case: iteration 0's greedy batch {a: 100, b: 6} is among the IP's options
+    # ({a} and b's halvings 200, 100, ..., 6) and meets (6)-(8): an IP point, and the IP
+    # finds the same number of BE entries (1)
+    a = Request("a", 0, 100, 2, cls="rt", ttft_slo=0.12, tpot_slo=1.0)
+    b = Request("b", 0, 200, 2, cls="be")
+    rows = sample_iterations(_hybrid([a, b]), every=1, limit=1)
+    assert rows[0]["iteration"] == 0 and rows[0]["greedy_is_ip_point"]
+    assert rows[0]["greedy_be"] == rows[0]["ip_be"] == 1 and rows[0]["ip_status"] == "optimal"
 
 
 def test_unblock_does_not_evict_the_request_it_just_refilled():
