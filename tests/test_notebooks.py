@@ -26,11 +26,11 @@ NOTEBOOKS = sorted(NB_DIR.glob("[0-9]*.py"))
 KERNEL = "optsched-test-python"
 
 
-def test_the_seven_notebooks_exist():
+def test_the_notebooks_exist():
     names = [p.name for p in NOTEBOOKS]
     assert names == ["01-quickstart.py", "02-eviction-hypothesis.py", "03-mcsf-vs-hindsight.py",
                      "04-heuristics-vs-optimum.py", "05-real-trace.py", "06-ecoserve.py",
-                     "07-bros.py"]
+                     "07-bros.py", "08-aptserve.py"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -31,17 +31,19 @@ How a choice becomes a batch (the parts the paper leaves to its implementation):
   chunked prefill).
 * decode iteration: a chosen running request with its current cache type decodes one
   token; one whose chosen type differs switches (the cache is discarded -- an eviction --
-  and recomputed in the new type by a later prefill, section 5's last paragraph); a request
-  not chosen waits, and is evicted (recompute preemption) only if the decoding requests'
-  growth needs its memory, lowest value first.
+  and recomputed in the chosen type by a later prefill, section 5's last paragraph); a
+  request not chosen waits, and is evicted (recompute preemption) only if the decoding
+  requests' growth needs its memory, lowest value first. A request switches at most
+  ``max_switches`` times (default 2: to hidden cache under memory pressure and back);
+  after that its cache type is fixed, so switching cannot livelock.
 
 Where this differs from the authors' implementation (github.com/eddiegaoo/Apt-Serve, read
 for comparison; see also :mod:`optsched.oracles.aptserve`): their decode step preempts
 every running request the greedy leaves out and every request it assigns hidden cache (even
-one already on hidden cache); we preempt only for memory, and a request switches cache
-type at most once (``KV -> hidden``, to relieve memory; afterwards its type is fixed),
-which rules out a switch-and-recompute livelock their code does not guard against. Their
-scaling factor ``|W| + |R|`` excludes requests past their SLO; ours is the paper's.
+one already on hidden cache); we preempt only for memory and for a change of cache type,
+and bound the switches per request (``max_switches``), which rules out a
+switch-and-recompute livelock their code does not guard against. Their scaling factor
+``|W| + |R|`` excludes requests past their SLO; ours is the paper's.
 
 ``aptserve-kv-only`` is the same scheduler with hidden cache off (the paper's ablation,
 section 6.5). ``aptserve`` uses hidden cache only on instances that enable it
@@ -104,12 +106,13 @@ class AptServe(Policy):
 
     def __init__(self, hidden: bool = True, repaired: bool = True, compare: bool = True,
                  ttft_slo: float = 1.0, tbt_slo: float = 1.0, fallback: float = 1e-6,
-                 record: bool = False):
+                 record: bool = False, max_switches: int = 2):
         self.use_hidden = hidden
         self.repaired = repaired
         self.compare = compare
         self.value_model = ValueModel(ttft_slo, tbt_slo, fallback)
         self.record = record
+        self.max_switches = max_switches
 
     def bind(self, view) -> None:
         super().bind(view)
@@ -117,7 +120,10 @@ class AptServe(Policy):
         self.rho = float(view.cost_model.rho)
         self.active: list[int] = []
         self.last_token = view.arrival.astype(np.float64).copy()
-        self.switched = np.zeros(view.n, bool)
+        #: cache-type switches so far, and the type a switch evicted a request for
+        #: (-1 none, 0 KV, 1 hidden): its next prefill uses that type
+        self.switches = np.zeros(view.n, np.int64)
+        self.target = np.full(view.n, -1, np.int64)
         self.budget = view.limits.prefill_budget
         #: per iteration (when ``record``): the problem solved and the greedy's selection
         self.problems: list[tuple[str, AptProblem, AptSelection]] = []
@@ -161,11 +167,12 @@ class AptServe(Policy):
         return self._decode(R, K)
 
     def _problem(self, reqs: np.ndarray, tokens: np.ndarray, K: float, capacity: float,
-                 fixed: np.ndarray) -> AptProblem:
-        """Definition 1 over ``reqs`` after ``tokens`` cached tokens each. A request whose
-        cache type is ``fixed`` hidden (module docstring) offers one item, its hidden cache:
-        weight ``h`` and value ``p - K m``, stated as a KV-kind item of weight ``h`` (the
-        greedy then cannot pick another type for it)."""
+                 only: np.ndarray) -> AptProblem:
+        """Definition 1 over ``reqs`` after ``tokens`` cached tokens each. ``only`` fixes a
+        request's cache type (-1 free, 0 KV, 1 hidden; module docstring): a KV-only request
+        offers its KV item alone (its hidden memory is stated as ``m``, which the hull test
+        drops); a hidden-only one offers its hidden cache alone, weight ``h`` and value
+        ``p - K m``, stated as a KV-kind item of weight ``h``."""
         v, lim = self.view, self.view.limits
         p = self.value_model.pending(v.now, self.last_token[reqs])
         vals = self.value_model.values(p, v.g[reqs] >= 1)
@@ -174,10 +181,16 @@ class AptServe(Policy):
         if not self.hidden_on:
             return AptProblem(tuple(vals.tolist()), tuple(kv.tolist()), K, float(capacity),
                               allow_hidden=False)
-        vals = np.where(fixed, vals - K * kv, vals)
-        mem = np.where(fixed, h, kv)
+        vals = np.where(only == 1, vals - K * kv, vals)
+        mem = np.where(only == 1, h, kv)
+        hm = np.where(only == 0, kv, h)
         return AptProblem(tuple(vals.tolist()), tuple(mem.tolist()), K, float(capacity),
-                          hidden_memory=tuple(h.tolist()))
+                          hidden_memory=tuple(hm.tolist()))
+
+    @staticmethod
+    def _hidden_choice(choice: np.ndarray, only: np.ndarray) -> np.ndarray:
+        """Whether each chosen request gets hidden cache (``only`` as in :meth:`_problem`)."""
+        return (choice != NONE) & ((only == 1) | (choice == HIDDEN))
 
     def _choose(self, prob: AptProblem, kind: str) -> AptSelection:
         sel = greedy(prob, compare=self.compare, repaired=self.repaired)
@@ -194,9 +207,10 @@ class AptServe(Policy):
         chosen waiting requests within the prefill budget (module docstring)."""
         v, lim = self.view, self.view.limits
         R = np.array([i for i in self.active if v.m[i] > 0], np.int64)
-        fixed = self.switched[W]
-        prob = self._problem(W, v.S[W], K, lim.kv_capacity - self._held(R), fixed)
+        only = self.target[W]
+        prob = self._problem(W, v.S[W], K, lim.kv_capacity - self._held(R), only)
         sel = self._choose(prob, "prefill")
+        hidden = self._hidden_choice(np.array(sel.choice), only)
         chosen = [k for k, c in enumerate(sel.choice) if c != NONE]
         if not chosen:
             return None
@@ -215,28 +229,34 @@ class AptServe(Policy):
                 need = left  # the first one alone: chunked over the next iterations
             reqs.append(int(W[k]))
             toks.append(need)
-            hid.append(bool(fixed[k]) or sel.choice[k] == HIDDEN)
+            hid.append(bool(hidden[k]))
             left -= need
+        self.target[reqs] = -1
         return self._plan(reqs, toks, hid, [])
 
     def _decode(self, R: np.ndarray, K: float) -> Plan | None:
         """Section 5, decode iteration: ``M^e = M``; chosen requests decode with their cache
-        type or switch ``KV -> hidden`` (evicted now, recomputed by a later prefill); the
-        others wait, evicted only when the decoders' growth needs their memory."""
+        type or switch it (evicted now, recomputed by a later prefill); the others wait,
+        evicted only when the decoders' growth needs their memory."""
         v, lim = self.view, self.view.limits
         if not R.size:
             return None
         cur_hidden = v.hidden[R].copy()
-        prob = self._problem(R, v.m[R] + 1, K, lim.kv_capacity, cur_hidden)
+        only = np.where(self.switches[R] >= self.max_switches, cur_hidden.astype(np.int64), -1)
+        prob = self._problem(R, v.m[R] + 1, K, lim.kv_capacity, only)
         want = np.array(self._choose(prob, "decode").choice)
-        switch = (want == HIDDEN) & ~cur_hidden
+        want_hidden = self._hidden_choice(want, only)
+        switch = (want != NONE) & (want_hidden != cur_hidden)
+        if K <= 0:  # the upgrade back to KV gains K m = 0: not worth a recompute
+            switch &= ~cur_hidden
         order = np.argsort(-np.asarray(prob.pending), kind="stable").tolist()
         cap_n = lim.max_batch_tokens if lim.max_batch_size is None \
             else min(lim.max_batch_tokens, lim.max_batch_size)
         dec_idx = [k for k in order if want[k] != NONE and not switch[k]][:cap_n]
         decoding = np.zeros(R.size, bool)
         decoding[dec_idx] = True
-        self.switched[R[switch]] = True
+        self.switches[R[switch]] += 1
+        self.target[R[switch]] = want_hidden[switch].astype(np.int64)
         evict = np.flatnonzero(switch).tolist()
         # memory after the batch: decoders grow by one token, waiting ones keep theirs
         after = lim.footprint(v.m[R] + decoding, cur_hidden)
@@ -271,6 +291,8 @@ def _params() -> tuple[Param, ...]:
               non_negative),
         Param("record", bool, False, "keep every iteration's problem and selection "
               "(policy.problems)"),
+        Param("max_switches", int, 2, "cache-type switches allowed per request (each one an "
+              "eviction and a recompute); then its type is fixed", non_negative),
     )
 
 

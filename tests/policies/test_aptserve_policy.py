@@ -176,8 +176,8 @@ def test_simulator_clock_prices_hidden_cache_like_the_evaluator():
                 starts.append(self.view.now)
             return plan
 
-    inst = Instance("clk", Limits(kv_capacity=16, max_batch_tokens=64, hidden_cache=True),
-                    LinearCost(k0=0.05, k1=0.01, kdm=0.001, rho=0.001),
+    inst = Instance("clk", Limits(kv_capacity=14, max_batch_tokens=64, hidden_cache=True),
+                    LinearCost(k0=0.05, k1=0.01, kdm=0.001, rho=0.0005),
                     tuple(Request(f"r{i}", 0.1 * i, 5 + i % 4, 4) for i in range(8)))
     pol = Clocked()
     pol.name = "clocked"
@@ -185,3 +185,26 @@ def test_simulator_clock_prices_hidden_cache_like_the_evaluator():
     ev = evaluate(inst, s)
     assert ev.feasible and s.has_hidden and ev.metrics["hidden_time"] > 0
     assert np.allclose(starts, ev.batch_start, rtol=1e-12, atol=1e-12)
+
+
+def test_switch_back_to_kv_when_memory_frees_by_hand():
+    # unit time, rho = 0.01 per cached hidden token; M = 10; a: 6 + 2, b: 6 + 3.
+    # t=0 prefill: p = 0, K = 2 * 0.01: hidden items lose value, only KV; a (6) fits, b does not.
+    # t=1 prefill (waiting b: p = 1 > running a: p = 0): M^e = 10 - 6 = 4; b's KV (6) cannot fit
+    #     alone (dropped by the repaired greedy), its hidden cache (3, value 1 - 0.02 * 6) can.
+    # t=2 decode: a hidden (4, gain 0.86 / 4) + upgrade (3) = 7; b (KV 7, p = 0) overflows: a
+    #     decodes on KV and finishes.
+    # t=3 decode, b alone: K = 0.01, p = 1: hidden (4) and upgrade (3) both fit: b wants KV
+    #     and switches -- evicted, then recomputed as KV (7 tokens), then decodes its last token.
+    inst = Instance("pair", Limits(kv_capacity=10, max_batch_tokens=64, hidden_cache=True),
+                    UnitCost(rho=0.01), (Request("a", 0.0, 6, 2), Request("b", 0.0, 6, 3)))
+    pol = get_policy("aptserve")
+    s = simulate_policy(inst, pol)
+    assert [(b.entries, b.evict, list(b.hidden)) for b in s] == [
+        ([("a", 6)], [], []), ([("b", 6)], [], ["b"]), ([("a", 1)], [], []),
+        ([], ["b"], []), ([("b", 7)], [], []), ([("b", 1)], [], [])]
+    assert pol.switches.tolist() == [0, 1]
+    assert evaluate(inst, s).feasible
+    # with no switches allowed b keeps its hidden cache and decodes on it
+    s0 = simulate(inst, "aptserve", max_switches=0)
+    assert not any(b.evict for b in s0) and evaluate(inst, s0).feasible

@@ -1,0 +1,232 @@
+# %% [markdown]
+# # 08 — Apt-Serve: hybrid KV / hidden cache and value-based scheduling, effective throughput
+#
+# Apt-Serve (Gao et al., `../shared/papers/004_5e4a187cc2a24c5f.txt`, sections 3-5) lets a request
+# hold its cache as *input hidden states* (half the memory, but the keys and values are re-projected in
+# every batch it joins: `rho * m` seconds more) and picks each batch with a greedy over a per-iteration
+# knapsack: value `g = p - beta (|W| + |R|) rho m` from the pending time `p`, with an SLO-aware fallback.
+# Its headline claim (section 6.3): **up to 8.8x the effective throughput of vLLM** -- the highest
+# request rate at which a share of requests meets both the TTFT and the P99 TBT SLO. Read closely, the
+# 8.8x is at **60%** SLO attainment; at **90%** the paper reports 2.3x on average and **4.0x at most**.
+#
+# Here: `aptserve` (hidden cache on), `aptserve-kv-only` (the scheduler alone), `vllm` and `sarathi` on
+# the Azure conversation trace (synthetic lengths if the shared data is missing), Llama-2-7B / A100 cost
+# model with `rho` fitted on the profiling data (`optsched.fit.fit_rho`), KV blocks of 16 tokens, and a
+# KV capacity small enough that memory binds (the regime hidden cache is for). Effective throughput is
+# `optsched.rate_search.search` with the metric `slo-attainment` at Apt-Serve's ShareGPT/13B SLOs:
+# TTFT 1 s and P99 TBT 1 s (`optsched capacity TRACE --metric slo-attainment --ttft-slo 1 --tbt-slo 1
+# --target 0.9` from the command line). Every schedule is judged by `evaluate`. Then: how often the
+# greedy's batch is worse than the per-iteration optimum (Definition 1 solved exactly) on sampled
+# iterations. FAST mode uses 80 requests and 4 probes per policy; `OPTSCHED_FAST=0` 400 and 7.
+
+# %%
+import warnings
+
+import numpy as np
+from IPython.display import Markdown, display
+from nbsetup import FAST, md_table, pct, show, trace_path
+
+print(f"FAST = {FAST}")
+
+N = 80 if FAST else 400
+PROBES = 4 if FAST else 7
+SAMPLES = 12 if FAST else 60
+M, C, BLOCK = 10_000, 4096, 16
+TTFT, TBT = 1.0, 1.0
+
+TRACE, HAVE_DATA = trace_path()
+
+# %%
+from optsched.cost import PRESETS
+from optsched.evaluate import evaluate
+from optsched.instance import Instance, Limits, Request
+from optsched.policies import get_policy, simulate_policy
+from optsched.rate_search import at_rate, search, trace_rate
+from optsched.serving_metrics import serving_metrics
+from optsched.traces import load_trace_instance
+
+POLICIES = ["vllm", "sarathi", "aptserve-kv-only", "aptserve"]
+limits = Limits(kv_capacity=M, max_batch_tokens=C, block_size=BLOCK, hidden_cache=True)
+cost = PRESETS["infermax-llama2-7b-a100"]
+if HAVE_DATA:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        inst = load_trace_instance(TRACE, limits, cost, limit=N, too_long="drop", name="azure-conv")
+    source = f"the first {inst.n} requests of the Azure conversation trace"
+else:  # synthetic fallback: lognormal lengths of the same order, one arrival per second
+    rng = np.random.default_rng(0)
+    prompts = np.clip(rng.lognormal(6.5, 0.9, N), 8, 4000).astype(int)
+    outputs = np.clip(rng.lognormal(5.0, 0.8, N), 2, 1000).astype(int)
+    inst = Instance("synthetic", limits, cost, tuple(
+        Request(f"s{k}", float(k), int(prompts[k]), int(outputs[k])) for k in range(N)))
+    source = f"{N} synthetic requests (the shared trace is missing)"
+r0 = trace_rate(inst)
+print(f"{source}: mean prompt {inst.prompt.mean():.0f}, mean output {inst.output.mean():.0f}, "
+      f"own rate {r0:.2f} req/s; rho = {cost.rho:.3g} s per cached hidden token")
+
+
+def run(policy, rate, **params):
+    """Simulate at a Poisson rate, evaluate, and return the metrics (and the policy object)."""
+    i = at_rate(inst, rate, seed=0)
+    pol = get_policy(policy, **params)
+    s = simulate_policy(i, pol)
+    ev = evaluate(i, s)
+    assert ev.feasible, (policy, ev.violation_counts)
+    m = serving_metrics(i, ev, schedule=s, ttft_slo=TTFT, tbt_slo=TBT)
+    return {**m, "hidden_entries": ev.metrics.get("hidden_entries", 0)}, pol
+
+
+# %% [markdown]
+# ## Effective throughput: the highest rate with at least 90% of requests meeting both SLOs
+
+# %%
+LO, HI = r0 / 4, 8 * r0
+results = {p: search(inst, p, "slo-attainment", 0.9, LO, HI, probes=PROBES, progress=False,
+                     settings={"ttft_slo": TTFT, "tbt_slo": TBT}) for p in POLICIES}
+
+
+def rate_text(res):
+    if res.sustainable_rate is None:
+        return f"< {LO:.2f} (misses at the lowest rate)"
+    if res.lowest_failing_rate is None:
+        return f">= {HI:.2f} (meets at the highest rate)"
+    return f"{res.sustainable_rate:.2f} (misses at {res.lowest_failing_rate:.2f})"
+
+
+def at_60(res):
+    """Highest probed rate with attainment >= 60% (from the same probes; coarser than a search)."""
+    ok = [q.rate for q in res.probes if q.value is not None and q.value >= 0.6]
+    return max(ok) if ok else None
+
+
+display(Markdown(md_table(
+    ["policy", "effective throughput at 90% (req/s)", "highest probed rate at >= 60%",
+     "probes (rate: attainment)"],
+    [[p, rate_text(r), "none" if at_60(r) is None else f"{at_60(r):.2f}",
+      ", ".join(f"{q.rate:.1f}: {pct(q.value, 0)}" for q in r.probes)] for p, r in results.items()])))
+
+import matplotlib.pyplot as plt
+
+fig, ax = plt.subplots(figsize=(6, 4))
+for p, r in results.items():
+    pts = sorted((q.rate, q.value) for q in r.probes if q.value is not None)
+    ax.plot(*zip(*pts, strict=True), marker="o", label=p)
+ax.axhline(0.9, color="grey", linestyle="--", label="90%")
+ax.axhline(0.6, color="grey", linestyle=":", label="60%")
+ax.set_xlabel("arrival rate (requests/s)")
+ax.set_ylabel("TTFT & P99 TBT SLO attainment")
+ax.set_xscale("log")
+ax.legend(fontsize="small")
+show(fig, "08_slo_attainment")
+
+# %% [markdown]
+# ## What hidden cache does at the highest probed rate
+
+# %%
+rate_hi = max(q.rate for q in results["aptserve"].probes)
+rows = []
+for p in POLICIES:
+    m, _ = run(p, rate_hi)
+    rows.append([p, pct(m["ttft_tbt_attainment"]), f"{m['mean_ttft']:.2f}" if m["mean_ttft"] else "n/a",
+                 m["preemptions"], m["hidden_entries"], f"{m['makespan']:.1f}"])
+display(Markdown(f"At {rate_hi:.2f} req/s:\n\n" + md_table(
+    ["policy", "SLO attainment", "mean TTFT (s)", "evictions", "hidden-cache entries", "makespan (s)"],
+    rows)))
+
+# %% [markdown]
+# ## The greedy against the per-iteration optimum
+#
+# `aptserve` records every iteration's problem (Definition 1 with the simulator's block-rounded
+# memory) and the greedy's choice. Where everything fits, the greedy takes everything and is optimal,
+# so the sample is drawn from the iterations where memory binds (the candidates' KV exceeds `M^e`) and
+# solved exactly (enumeration up to 10 candidates, else the integer program of
+# `optsched.oracles.aptserve.exact_ip` with HiGHS).
+
+# %%
+from optsched.oracles.aptserve import HIDDEN, KV, exact_bruteforce, exact_ip, greedy
+
+_, pol = run("aptserve", rate_hi, record=True)
+probs = pol.problems
+binding = [k for k, (_, prob, _) in enumerate(probs) if sum(prob.memory) > prob.capacity]
+pool = binding or list(range(len(probs)))
+pick = np.random.default_rng(0).choice(pool, size=min(SAMPLES, len(pool)), replace=False)
+diff = {"repaired": 0, "as described": 0}
+hidden_only = {"repaired": 0, "as described": 0}  # failures with a request whose KV cannot fit but hidden can
+worst = {"repaired": 1.0, "as described": 1.0}
+sizes = []
+for k in pick:
+    kind, prob, sel = probs[k]
+    sizes.append(prob.n)
+    opt = exact_bruteforce(prob) if prob.n <= 10 else exact_ip(prob, time_limit=30)
+    for label, sel_k in (("repaired", sel), ("as described", greedy(prob, repaired=False))):
+        if sel_k.value < opt.value - 1e-9 * max(1.0, abs(opt.value)):
+            diff[label] += 1
+            hidden_only[label] += any(prob.weight(i, KV) > prob.capacity >= prob.weight(i, HIDDEN)
+                                      for i in range(prob.n))
+        if opt.value > 1e-12:
+            worst[label] = min(worst[label], sel_k.value / opt.value)
+n_s = len(pick)
+display(Markdown(
+    f"Memory binds in {len(binding)} of {len(probs)} iterations; {n_s} of "
+    f"{'those' if binding else 'all'} sampled (candidates per iteration: {min(sizes)} to "
+    f"{max(sizes)}):\n\n" + md_table(
+        ["greedy", "worse than the optimum", "worst value ratio"],
+        [[lab, f"{diff[lab]} of {n_s} ({pct(diff[lab] / n_s)})", f"{worst[lab]:.3f}"] for lab in diff])))
+
+
+# %% [markdown]
+# ## Does our result agree with Apt-Serve section 6.3?
+
+# %%
+def ratio(a, b):
+    return None if a is None or b is None or b <= 0 else a / b
+
+
+sr = {p: r.sustainable_rate for p, r in results.items()}
+lines = []
+x = ratio(sr["aptserve"], sr["vllm"])
+if x is None:
+    lines.append("- Effective throughput at 90%: aptserve or vLLM is outside the probed range "
+                 f"({LO:.2f}..{HI:.2f} req/s), no ratio.")
+else:
+    lines.append(f"- **Effective throughput at 90%, aptserve / vLLM = {x:.2f}x** (paper: 2.3x on "
+                 "average, at most 4.0x; the 8.8x is at 60% attainment): "
+                 + ("agrees (between the paper's average and its peak)." if 2.3 <= x <= 4.0 else
+                    "partly agrees: aptserve sustains more than vLLM, but less than the paper's "
+                    "2.3x average." if 1.0 < x < 2.3 else
+                    "**disagrees**" + (" (higher)." if x > 4.0 else ": no gain over vLLM.")))
+y = ratio(at_60(results["aptserve"]), at_60(results["vllm"]))
+if y is not None:
+    lines.append(f"- At 60% attainment (highest probed rates, coarse): aptserve / vLLM = {y:.2f}x "
+                 "(paper: 4.9x on average, up to 8.8x): "
+                 + ("consistent with 'up to 8.8x' (a gain, below the paper's 4.9x average)."
+                    if 1.0 < y < 4.9 else "agrees." if 4.9 <= y <= 8.8 else
+                    "**disagrees**" + (" (higher)." if y > 8.8 else ": no gain over vLLM.")))
+z = ratio(sr["aptserve"], sr["aptserve-kv-only"])
+if z is not None:
+    lines.append(f"- Hidden cache on top of the scheduler: aptserve / aptserve-kv-only = {z:.2f}x at 90%.")
+step8 = cost.batch_time([1] * 8, [1000] * 8, [True] * 8)  # a decode step of 8 requests, 1,000 cached
+g_kv = ratio(at_60(results["aptserve-kv-only"]), at_60(results["vllm"]))
+lines.append(
+    "- Why: in this model a hidden cache pays `rho * m` per batch, with `rho` fitted to the QKV "
+    f"projection ({cost.rho:.2g} s/token): 1,000 hidden tokens add {1e3 * cost.rho * 1000:.1f} ms to every "
+    f"batch they join, against {1e3 * step8:.1f} ms for a whole decode step of 8 requests holding 1,000 "
+    f"tokens each. Our prompts average {inst.prompt.mean():.0f} tokens (ShareGPT's, the paper's main "
+    "trace, about 160), so the value model `p - (|W| + |R|) rho m` rarely favours hidden cache, and when "
+    f"it does the switches cost recomputation (evictions above). The scheduler alone (aptserve-kv-only) "
+    + (f"reaches {g_kv:.2f}x vLLM's highest probed rate at 60%: the value-based choice with the SLO "
+       "fallback serves requests still inside their SLO first, while FCFS keeps serving the oldest, "
+       "already late ones." if g_kv is not None else "has no 60% reading in the probed range.")
+    + " The paper measures OPT-13B on a 40 GB A100, where KV memory binds much harder than in this "
+    "Llama-2-7B model with M = 10,000 tokens.")
+for lab in diff:
+    lines.append(f"- Greedy ({lab}) vs the per-iteration optimum: worse on {diff[lab]} of {n_s} sampled "
+                 f"iterations, worst ratio {worst[lab]:.3f}: the paper's ratio 2 "
+                 + ("holds on this sample." if worst[lab] >= 0.5 else "**fails on this sample**")
+                 + (f"; {hidden_only[lab]} of these iterations have a request whose KV cache cannot "
+                    "fit in `M^e` but whose hidden cache can (the case the paper's filter drops, "
+                    "`check-claim aptserve-2approx`)." if diff[lab] else "."))
+if FAST:
+    lines.append(f"- FAST mode: {inst.n} requests and {PROBES} probes per policy; `OPTSCHED_FAST=0` "
+                 "for 400 requests and 7 probes.")
+display(Markdown("\n".join(lines)))
