@@ -304,6 +304,26 @@ class Model:
         self._cache = None
         return blk
 
+    def set_bounds(self, cols: Any, lb: Any = None, ub: Any = None) -> None:
+        """Replace the bounds of existing columns ``cols`` (``None`` keeps a side)."""
+        c = _as_cols(cols).ravel()
+        if c.size and (c.min() < 0 or c.max() >= self._n):
+            raise ModelError(f"set_bounds: column ids must be in [0, {self._n})")
+        for k, blk in enumerate(self._block_list):
+            sel = c[(c >= blk.start) & (c < blk.start + blk.size)]
+            if sel.size == 0:
+                continue
+            lo, hi = self._lb[k].copy(), self._ub[k].copy()
+            if lb is not None:
+                lo[sel - blk.start] = lb
+            if ub is not None:
+                hi[sel - blk.start] = ub
+            if blk.vtype == BINARY:
+                lo, hi = np.maximum(lo, 0.0), np.minimum(hi, 1.0)
+            self._validate_bounds(blk, lo, hi)
+            self._lb[k], self._ub[k] = lo, hi
+        self._cache = None
+
     def add_var(
         self, name: str, lb: float = 0.0, ub: float = INF, vtype: str = CONTINUOUS
     ) -> int:

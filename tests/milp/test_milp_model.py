@@ -77,6 +77,21 @@ def test_binary_bounds_are_clipped_and_vtypes_recorded():
     assert m.num_integer == 4 and m.is_mip
 
 
+def test_set_bounds_replaces_one_side_and_validates():
+    m = Model()
+    b = m.add_vars("b", 2, vtype="binary")
+    x = m.add_vars("x", 3, ub=5.0)
+    m.arrays()  # cached arrays are rebuilt after the change
+    m.set_bounds([x[1], b[0]], ub=np.inf)  # binaries stay clipped to [0, 1]
+    m.set_bounds(x[2], lb=2.0)
+    a = m.arrays()
+    assert a.lb.tolist() == [0, 0, 0, 0, 2] and a.ub.tolist() == [1, 1, 5, np.inf, 5]
+    with pytest.raises(ModelError, match="x"):
+        m.set_bounds(x[0], lb=7.0)  # lb > ub
+    with pytest.raises(ModelError, match="column ids"):
+        m.set_bounds([99], ub=1.0)
+
+
 # ---------------------------------------------------------------- constraints
 def test_add_constraints_broadcasts_and_assembles_csr():
     m = Model()

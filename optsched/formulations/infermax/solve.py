@@ -24,6 +24,7 @@ from ..base import (
     SolveOptions,
     register_formulation,
 )
+from . import remainder
 from .encode import canonical
 from .horizon import _horizon, _sequential_batches, entry_batches_upper_bound
 from .model import DEFAULT_SLACK, MAX_BATCH_SLOTS, VARIANTS, InfermaxModel, _identical_groups, build
@@ -159,6 +160,9 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
             + (f"(a schedule within the bound could have up to {jmax} batches with entries)"
                if jmax is not None else "(no bound on the batch count is known for this "
                "objective)"))
+    if tight and remainder.applicable(inst, objective, hyp) is None:
+        # kpm < 2 kpq (every fitted cost model): eqs. 27-27b
+        return _run_remainder(inst, hyp, options, ws, ub, J, jmax, J_param, notes)
     im = build(inst, objective, hyp, J=J, variant=variant, ub=ub if tight else None)
     if tight:
         if im.dominance:
@@ -173,6 +177,63 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
         sched = im.decode(res.values)
         obj = _polish(im, sched, obj, notes)
     return _raw(res, im.scale, sched, obj, notes, J, jmax, J_param)
+
+
+def _run_remainder(inst: Instance, hyp: Hypotheses, options: SolveOptions, ws: Schedule | None,
+                   ub: float | None, J: int, jmax, J_param, notes: list[str]) -> RawSolution:
+    """The tight model for ``kpm < 2 kpq`` (``formulations/infermax.md`` eqs. 27-27b): the
+    ``kpq' = kpm/2`` telescoping part plus the remainder ``(kpq - kpm/2) c^2`` on secants at a
+    point set. Every round's bound is a lower bound on the true optimum (the secants price
+    every schedule at or below its price), every decoded schedule is priced exactly; rounds
+    add the secants of the incumbent's entry sizes until the two meet within the gap."""
+    notes.append("tight: kpm < 2 kpq priced as the kpq' = kpm/2 telescoping part (eqs. 24-26) "
+                 "plus the convex remainder (kpq - kpm/2) c^2 per prefill entry on secants "
+                 "(eq. 27), refined lazily (eq. 27b)")
+    t0 = time.perf_counter()
+    points = remainder.initial_points(inst)
+    best, best_obj = ws, ub
+    lb = None  # seconds
+    rounds = 0
+    while True:
+        rounds += 1
+        rm = remainder.build_remainder(inst, hyp, J=J, ub=best_obj, points=points)
+        left = None if options.time_limit is None else \
+            max(options.time_limit - (time.perf_counter() - t0), 0.5)
+        res = _solve_built(rm, best, replace(options, time_limit=left), notes)
+        if res.bound is not None and (lb is None or res.bound / rm.scale > lb):
+            lb = res.bound / rm.scale
+        sched, obj = None, None
+        if res.values is not None and res.status in ("optimal", "feasible"):
+            sched = rm.decode(res.values)
+            obj = _polish(rm, sched, None if res.objective is None else res.objective / rm.scale,
+                          notes)
+            if obj is not None and (best_obj is None or obj < best_obj):
+                best, best_obj = rm.canonical(sched), obj
+        proven = best_obj is not None and lb is not None and \
+            best_obj - lb <= max(options.rel_gap * abs(best_obj), options.abs_gap)
+        out_of_time = options.time_limit is not None and \
+            time.perf_counter() - t0 >= options.time_limit - 0.5
+        if proven or res.status != "optimal" or out_of_time or sched is None:
+            break
+        sizes = rm.entry_sizes(res.values)
+        # the secants exact at each size the relaxation underprices (l = c - 1 and l = c;
+        # neighbourhoods of +-4 tokens made the rounds slower on the family, I = 1024)
+        new = {v + d for v in sizes if not rm.exact_at({v}) for d in (-1, 0)} - points
+        if not new:  # priced exactly at the relaxation's optimum: the gap is the solver's
+            break
+        below = sorted(v for v in sizes if not rm.exact_at({v}))
+        notes.append(f"eq. 27b round {rounds}: entry sizes {below} priced below c^2; their "
+                     "secants added")
+        points |= new
+    notes.append(f"eq. 27b: {rounds} round(s), {len(points)} secant points; bound = the best "
+                 "round's bound, objective = the best schedule priced exactly")
+    status = res.status
+    if best_obj is not None and status in ("optimal", "feasible", "infeasible", "no_solution"):
+        status = "optimal" if proven else "feasible"
+    res = replace(res, status=status, objective=None if best_obj is None else best_obj * rm.scale,
+                  bound=None if lb is None else lb * rm.scale,
+                  runtime=time.perf_counter() - t0)
+    return _raw(res, rm.scale, best, best_obj, notes, J, jmax, J_param)
 
 
 #: largest flow model (arc variables) the auto variant builds before falling back to tight

@@ -1,0 +1,184 @@
+"""Tight model for a linear cost with ``kpm < 2 kpq`` (every fitted cost model): eq. 27.
+
+``formulations/infermax.md`` eq. 27. A prefill entry of ``c`` tokens over ``m`` cached ones
+costs ``kpr + kpl m + k1 c + kpq c^2 + kpm c m`` (docs/semantics.md section 5). Split
+``kpq = kpm/2 + delta``::
+
+    price = [kpr + kpl m + k1 c + (kpm/2) c^2 + kpm c m] + delta c^2,   delta = kpq - kpm/2.
+
+The bracket is the price under the cost model ``kpq' = kpm/2``, for which ``kpm = 2 kpq'``:
+the tight model's telescoped pricing (eqs. 24-26) applies to it unchanged. The remainder
+``delta c^2`` belongs to one entry and is convex in ``c`` (``delta > 0``). A column
+``q[i,j]`` carries it through the secants of ``c^2`` between consecutive integers,
+
+    q[i,j] >= (2 l + 1) c[i,j] - l (l + 1)     for l in a point set Lambda (l = 0 always),
+
+which are exact at ``c in {l, l + 1}`` and below ``c^2`` everywhere else (``c`` integer), and
+the objective is ``sum_j t_j + delta * sum_{i,j} (q[i,j] - dec[i,j])`` (a decode entry has
+``c = 1``, ``q = 1``, and no ``kpq`` term). With ``Lambda = {0 .. Cmax - 1}`` the price is
+exact; a smaller ``Lambda`` prices every schedule at or below its true price, so the model's
+bound is a valid lower bound, and the price of the decoded schedule is exact when each of its
+entries has ``c - 1`` or ``c`` in ``Lambda``. :func:`solve_lazily` starts from a small
+``Lambda`` and adds the ``c`` values the incumbent uses until the incumbent is priced exactly
+at the solver's optimum (then it is optimal for the true price), eq. 27b. The objective is
+offline makespan (the only objective eqs. 24-26 serve); an objective cut (warm start ``UB``,
+``at_most``) is stated on that full sum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ... import milp
+from ...cost import LinearCost
+from ...instance import Instance
+from ...schedule import Schedule
+from ..base import FormulationError, Hypotheses
+from .model import InfermaxModel, build
+
+
+def remainder_coefficient(inst: Instance) -> float:
+    """``delta = kpq - kpm/2`` of eq. 27 (0 when the price telescopes or is not linear)."""
+    cm = inst.cost_model
+    if not isinstance(cm, LinearCost):
+        return 0.0
+    return cm.kpq - cm.kpm / 2
+
+
+def applicable(inst: Instance, objective: str, hyp: Hypotheses) -> str | None:
+    """None when eq. 27 applies (offline makespan, linear cost with ``0 < kpm < 2 kpq``,
+    dominance on, ``O <= 64`` as eqs. 24-26 ask), else the reason it does not."""
+    cm = inst.cost_model
+    if not isinstance(cm, LinearCost):
+        return "eq. 27 needs a linear cost model"
+    if objective != "makespan" or float(inst.arrival.max(initial=0.0)) > 0:
+        return "eq. 27 serves offline makespan only (it moves cost between batches)"
+    if hyp.force or hyp.order:
+        return "eq. 27 needs the eq. 13 dominance (no force/order hypotheses)"
+    if not cm.kpm > 0:
+        return "eq. 27 needs kpm > 0 (kpq' = kpm/2 must be positive)"
+    delta = remainder_coefficient(inst)
+    if not delta > 1e-12 * cm.kpq:
+        return "kpm >= 2 kpq: the price telescopes (eqs. 24-26) or the remainder is concave"
+    if inst.n and int(inst.output.max()) > 64:
+        return "eqs. 24-26 need O <= 64"
+    return None
+
+
+@dataclass(frozen=True, eq=False)
+class RemainderModel:
+    """The tight model of the telescoping part plus ``q`` and the secants of eq. 27."""
+
+    base: InfermaxModel  # built on the instance with kpq' = kpm/2
+    instance: Instance  # the real instance
+    q: milp.VarBlock
+    points: tuple[int, ...]  # Lambda
+
+    @property
+    def model(self) -> milp.Model:
+        return self.base.model
+
+    @property
+    def scale(self) -> float:
+        return self.base.scale
+
+    @property
+    def J(self) -> int:
+        return self.base.J
+
+    @property
+    def dominance(self) -> bool:
+        return self.base.dominance
+
+    @property
+    def symmetry(self) -> list[list[int]]:
+        return self.base.symmetry
+
+    def canonical(self, s: Schedule) -> Schedule:
+        return self.base.canonical(s)
+
+    def encode(self, s: Schedule) -> np.ndarray:
+        """The base model's columns for ``s`` plus ``q = c^2`` (the exact price)."""
+        x = self.base.encode(s)
+        c = np.rint(np.asarray(self.model.value("c", x)))
+        x[self.q.ids] = c * c
+        return x
+
+    def decode(self, values: np.ndarray) -> Schedule:
+        return self.base.decode(values)
+
+    def entry_sizes(self, values: np.ndarray) -> set[int]:
+        """The token counts ``c`` of the entries in a solution."""
+        c = np.rint(np.asarray(self.model.value("c", values))).astype(np.int64)
+        return {int(v) for v in c.ravel() if v > 0}
+
+    def exact_at(self, sizes: set[int]) -> bool:
+        """True when the secants price every entry size in ``sizes`` exactly."""
+        pts = set(self.points)
+        return all((v - 1) in pts or v in pts for v in sizes)
+
+
+def cmax(inst: Instance) -> np.ndarray:
+    """``Cmax_i`` (eq. 4): no entry processes more tokens."""
+    c = np.minimum(inst.prompt + inst.output - 1, inst.limits.max_batch_tokens)
+    if inst.limits.max_prefill_tokens is not None:
+        c = np.minimum(c, inst.limits.max_prefill_tokens)
+    return c.astype(np.int64)
+
+
+def initial_points(inst: Instance, grid: int = 16) -> set[int]:
+    """A first ``Lambda``: ``0 .. 7``, every ``Cmax/grid``-th size, and the sizes of a whole
+    (re)fill, ``I + g - 1`` and ``I + g`` for ``g = 0 .. O`` (where ``c = S``)."""
+    top = int(cmax(inst).max()) if inst.n else 1
+    pts = set(range(min(8, top)))
+    step = max(1, top // grid)
+    pts |= set(range(0, top, step))
+    for I, O in {(int(r.prompt), int(r.output)) for r in inst.requests}:
+        pts |= {I + g + d for g in range(O + 1) for d in (-1, 0)}
+    return {p for p in pts if 0 <= p < top}
+
+
+def build_remainder(inst: Instance, hyp: Hypotheses, *, J: int, ub: float | None,
+                    points: set[int] | None = None) -> RemainderModel:
+    """The eq. 27 model: :func:`.model.build` on ``kpq' = kpm/2`` plus ``q`` and its secants
+    at ``points`` (default :func:`initial_points`; ``range(Cmax)`` is exact everywhere)."""
+    why = applicable(inst, "makespan", hyp)
+    if why is not None:
+        raise FormulationError(f"infermax eq. 27: {why}")
+    cm = inst.cost_model
+    assert isinstance(cm, LinearCost)
+    delta = remainder_coefficient(inst)
+    tele = inst.replace(cost_model=replace(cm, kpq=cm.kpm / 2, preset=None))
+    # the objective cut goes on the full objective below, not on the base model's sum t
+    base = build(tele, "makespan", replace(hyp, at_most=None), J=J, variant="tight", ub=None)
+    if "qq" not in base.v:
+        raise FormulationError("infermax eq. 27: the base model did not telescope (eqs. 24-26)")
+    md = base.model
+    # eqs. 24-26 charge a segment's kpq' P^2 to one batch, which can exceed the per-batch
+    # duration bound build() puts on t (e.g. C much smaller than U); offline makespan needs
+    # no upper bound on t, so it is lifted
+    md.set_bounds(base.v["t"].ids, ub=np.inf)
+    n = inst.n
+    top = cmax(inst)
+    pts = sorted(({0} | set(points if points is not None else initial_points(inst)))
+                 & set(range(int(top.max()) if n else 1)))
+    q = md.add_vars("q", (n, J), lb=0.0, ub=np.broadcast_to(top[:, None] ** 2, (n, J)).astype(float))
+    c_ids, dec_ids = base.v["c"].ids.ravel(), base.v["dec"].ids.ravel()
+    nJ = n * J
+    for lam in pts:  # q >= (2 l + 1) c - l (l + 1), exact at c in {l, l + 1}
+        r = np.arange(nJ)
+        md.add_constraints(np.concatenate([r, r]), np.concatenate([q.ids.ravel(), c_ids]),
+                           np.concatenate([np.ones(nJ), np.full(nJ, -(2.0 * lam + 1))]),
+                           lo=-float(lam * (lam + 1)), name=f"rem_sec{lam}")
+    ds = delta * base.scale
+    md.add_objective(np.concatenate([q.ids.ravel(), dec_ids]),
+                     np.concatenate([np.full(nJ, ds), np.full(nJ, -ds)]))
+    cut = hyp.at_most if ub is None else (ub if hyp.at_most is None else min(ub, hyp.at_most))
+    if cut is not None:
+        t_ids = base.v["t"].ids
+        md.add_constraint(np.concatenate([t_ids, q.ids.ravel(), dec_ids]),
+                          np.concatenate([np.ones(J), np.full(nJ, ds), np.full(nJ, -ds)]),
+                          hi=cut * base.scale * (1 + 1e-9) + 1e-9, name="rem_cut")
+    return RemainderModel(base, inst, q, tuple(pts))

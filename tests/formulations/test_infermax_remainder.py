@@ -1,0 +1,121 @@
+"""InferMax tight model for ``kpm < 2 kpq`` (formulations/infermax.md eqs. 27-27b).
+
+Every random feasible schedule encodes into a point that satisfies every row and is priced
+exactly; with a partial secant set the cheapest ``q`` prices it at or below the evaluator
+(the model's bound is a valid lower bound); the lazily refined optimum equals the
+exhaustive search's on tiny instances.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from strategies import instances, valid_schedules  # noqa: E402
+
+from optsched.cost import LinearCost  # noqa: E402
+from optsched.evaluate import evaluate  # noqa: E402
+from optsched.formulations import Hypotheses, SolveOptions, solve  # noqa: E402
+from optsched.formulations.infermax.remainder import (  # noqa: E402
+    applicable,
+    build_remainder,
+    cmax,
+    initial_points,
+)
+from optsched.schedule import Schedule  # noqa: E402
+
+
+@st.composite
+def convex_remainder_costs(draw):
+    """Random linear cost models with ``0 < kpm < 2 kpq`` (the remainder is convex)."""
+    kpq = draw(st.floats(1e-4, 1e-1))
+    kpm = draw(st.floats(0.01, 0.99)) * 2 * kpq
+    small = st.one_of(st.just(0.0), st.floats(1e-4, 1e-1))
+    return LinearCost(k0=draw(st.floats(0.01, 1.0)), k1=draw(small), kpq=kpq, kpm=kpm,
+                      kpl=draw(small), kpr=draw(small), kdm=draw(small), kdr=draw(small),
+                      kpb=draw(small), kdb=draw(small))
+
+
+SET = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@SET
+@given(st.data(), st.booleans())
+def test_every_feasible_schedule_satisfies_every_row_and_is_priced_exactly(data, all_points):
+    inst = data.draw(instances(max_requests=4, max_prompt=8, max_output=4, online=False))
+    inst = inst.replace(cost_model=data.draw(convex_remainder_costs()))
+    assert applicable(inst, "makespan", Hypotheses()) is None
+    trace = data.draw(valid_schedules(inst))
+    s = build_remainder(inst, Hypotheses(), J=1, ub=None).canonical(trace.schedule)
+    bs = list(s)
+    while bs and not bs[-1].entries and not bs[-1].evict:
+        bs.pop()
+    s = Schedule.from_batches(bs)
+    ev = evaluate(inst, s)
+    assert ev.feasible
+    points = set(range(int(cmax(inst).max()))) if all_points else initial_points(inst)
+    rm = build_remainder(inst, Hypotheses(), J=s.n_batches + data.draw(st.integers(0, 2)),
+                         ub=None, points=points)
+    x = rm.encode(s)
+    assert rm.model.check(x) == []
+    assert math.isclose(rm.model.objective_value(x) / rm.scale, ev.objective("makespan"),
+                        rel_tol=1e-9, abs_tol=1e-12)
+    assert rm.decode(x) is not None
+    # the cheapest q the secants allow prices the schedule at or below the evaluator, and
+    # exactly when every entry size is covered by a secant
+    c = np.rint(np.asarray(rm.model.value("c", x)))
+    lam = np.array(rm.points, float)
+    q_min = np.max((2 * lam + 1)[None, None, :] * c[:, :, None] - (lam * (lam + 1))[None, None, :],
+                   axis=2)
+    x2 = x.copy()
+    x2[rm.q.ids] = np.maximum(q_min, 0.0)
+    assert rm.model.check(x2) == []
+    low = rm.model.objective_value(x2) / rm.scale
+    assert low <= ev.objective("makespan") * (1 + 1e-9) + 1e-12
+    if rm.exact_at({int(v) for v in c.ravel() if v > 0}):
+        assert math.isclose(low, ev.objective("makespan"), rel_tol=1e-9, abs_tol=1e-12)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_optimum_equals_exhaustive_search(data):
+    inst = data.draw(instances(max_requests=3, max_prompt=5, max_output=3, online=False))
+    inst = inst.replace(cost_model=data.draw(convex_remainder_costs()))
+    ex = solve(inst, "exhaustive", "makespan",
+               options=SolveOptions(time_limit=60, progress=False,
+                                    params={"max_states": 200_000}))
+    assume(ex.status == "optimal")
+    r = solve(inst, "infermax", "makespan",
+              options=SolveOptions(time_limit=20, threads=1, progress=False,
+                                   params={"variant": "tight"}))
+    assert any("eq. 27" in n for n in r.notes)
+    assert r.status in ("optimal", "feasible"), (r.status, r.message, r.notes)
+    assert r.bound <= r.objective * (1 + 1e-9)
+    assert r.objective >= ex.objective * (1 - 1e-7)
+    if r.restricted:  # horizon J not certified: optimal among schedules of <= J batches only
+        return
+    assert r.bound <= ex.objective * (1 + 1e-7)
+    if r.status == "optimal":
+        assert r.objective == pytest.approx(ex.objective, rel=1e-7)
+
+
+def test_refuses_what_it_cannot_price():
+    from optsched.generators import infermax_fixed
+    from optsched.instance import Limits
+
+    inst = infermax_fixed(2, 2, 2, limits=Limits(4, 64),
+                          cost_model=LinearCost(k0=1.0, kpq=1.0, kpm=1.0))
+    assert applicable(inst, "makespan", Hypotheses()) is None
+    assert applicable(inst, "total-latency", Hypotheses()) is not None
+    assert applicable(inst.replace(cost_model=LinearCost(k0=1.0, kpq=1.0, kpm=2.0)),
+                      "makespan", Hypotheses()) is not None  # telescopes: eqs. 24-26
+    assert applicable(inst.replace(cost_model=LinearCost(k0=1.0, kpq=1.0, kpm=3.0)),
+                      "makespan", Hypotheses()) is not None  # concave remainder
+    assert applicable(inst, "makespan", Hypotheses(order=(("r0", "r1"),))) is not None
