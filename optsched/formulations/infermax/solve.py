@@ -30,7 +30,8 @@ from .horizon import _horizon, _sequential_batches, entry_batches_upper_bound
 from .model import DEFAULT_SLACK, MAX_BATCH_SLOTS, VARIANTS, InfermaxModel, _identical_groups, build
 
 
-def _polish(im: InfermaxModel, sched: Schedule, obj: float | None, notes: list[str]):
+def _polish(im: InfermaxModel | remainder.RemainderModel, sched: Schedule, obj: float | None,
+            notes: list[str]):
     """The model's objective at the exact point of the decoded schedule (section 7).
 
     Continuous columns bounded only from one side (time, products) may carry solver slack;
