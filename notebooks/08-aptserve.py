@@ -212,8 +212,9 @@ lines.append(
     f"projection ({cost.rho:.2g} s/token): 1,000 hidden tokens add {1e3 * cost.rho * 1000:.1f} ms to every "
     f"batch they join, against {1e3 * step8:.1f} ms for a whole decode step of 8 requests holding 1,000 "
     f"tokens each. Our prompts average {inst.prompt.mean():.0f} tokens (ShareGPT's, the paper's main "
-    "trace, about 160), so the value model `p - (|W| + |R|) rho m` rarely favours hidden cache, and when "
-    f"it does the switches cost recomputation (evictions above). The scheduler alone (aptserve-kv-only) "
+    "trace, about 160), so the value model `p - (|W| + |R|) rho m` favours hidden cache only for requests "
+    "waiting long relative to their size (hidden-cache entries above), and every switch of cache type is "
+    "an eviction and a recompute. The scheduler alone (aptserve-kv-only) "
     + (f"reaches {g_kv:.2f}x vLLM's highest probed rate at 60%: the value-based choice with the SLO "
        "fallback serves requests still inside their SLO first, while FCFS keeps serving the oldest, "
        "already late ones." if g_kv is not None else "has no 60% reading in the probed range.")
@@ -222,7 +223,7 @@ lines.append(
 for lab in diff:
     lines.append(f"- Greedy ({lab}) vs the per-iteration optimum: worse on {diff[lab]} of {n_s} sampled "
                  f"iterations, worst ratio {worst[lab]:.3f}: the paper's ratio 2 "
-                 + ("holds on this sample." if worst[lab] >= 0.5 else "**fails on this sample**")
+                 + ("holds on this sample" if worst[lab] >= 0.5 else "**fails on this sample**")
                  + (f"; {hidden_only[lab]} of these iterations have a request whose KV cache cannot "
                     "fit in `M^e` but whose hidden cache can (the case the paper's filter drops, "
                     "`check-claim aptserve-2approx`)." if diff[lab] else "."))
