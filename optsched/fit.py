@@ -288,17 +288,22 @@ def fit_linear_cost(
             "which LinearCost rejects; fit without --unconstrained (nonneg=True in Python)"
         )
     s = L / 1000.0
+    # hidden cache's rho from the same MLP table (its QKV projection column), not the default
+    # preset's: a fitted 70B model must not carry the 7B rho
+    rho = fit_rho(d / f"mlp_{gpu}_{model}.csv", tp=tp, layers=L)
+    notes.append(f"rho = {rho.rho:.4g} s per cached hidden token per batch (fit_rho: QKV "
+                 f"projection slope x K/V share {rho.kv_share:.3g} x {L} layers)")
     cost = LinearCost(
         k0=k["k0"] * s, k1=k["k1"] * s, kpq=k["kpq"] * s, kpm=k["kpm"] * s,
         kpl=k["kpl"] * s, kpr=0.0, kpb=k["kpb"] * s, kdm=k["kdm"] * s,
-        kdr=k["kdr"] * s, kdb=k["kdb"] * s,
+        kdr=k["kdr"] * s, kdb=k["kdb"] * s, rho=rho.rho,
     )
     return FitResult(cost=cost, groups=(mlp, dec, pre), model=model, gpu=gpu, tp=tp,
                      layers=L, nonneg=nonneg, weighting=weighting, notes=tuple(notes))
 
 
 __all__ = ["nnls", "GroupFit", "FitResult", "fit_mlp", "fit_attention", "fit_linear_cost",
-           "layers_for", "LAYERS"]
+           "layers_for", "LAYERS", "RhoFit", "fit_rho"]
 
 
 # -- hidden cache: Apt-Serve's rho (eq. 6) --------------------------------------------------

@@ -141,6 +141,11 @@ def test_rho_presets_are_the_profiling_fit():
                           ("mlp_a100_Llama-2-70b-hf.csv", 4, "llama2-70b-4xa100"),
                           ("mlp_a100_Meta-Llama-3-8B.csv", 1, "llama3-8b-a100")):
         assert fit_rho(d / name, tp).rho == pytest.approx(RHO_FITTED[key], rel=1e-3), name
+    # a fitted cost model carries its own model's rho, not the default preset's
+    from optsched.fit import fit_linear_cost
+
+    fitted = fit_linear_cost(d, "Llama-2-7b-hf", "a100", 1).cost
+    assert fitted.rho == pytest.approx(RHO_FITTED["llama2-7b-a100"], rel=1e-3)
 
 
 def _two(hidden=True):
