@@ -276,7 +276,16 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
     notes: list[str] = []
     if improve_seconds > 0:
         rows += _lns_row(instance, rows, objective, min(improve_seconds, budget.left()), seed)
-    lower = lower_bound(instance, objective, "combinatorial", budget=budget)
+    if instance.limits.hidden_cache:  # no bound or formulation models it (semantics section 6)
+        if optimal:
+            raise CompareInputError("--optimal: the instance enables hidden cache "
+                                    "(limits.hidden_cache), which no formulation represents; "
+                                    "compare the policies without --optimal")
+        lower = None
+        notes.append("no certified lower bound: the instance enables hidden cache, which the "
+                     "bounds do not model (docs/semantics.md section 6)")
+    else:
+        lower = lower_bound(instance, objective, "combinatorial", budget=budget)
     opt, rep = None, None
     if optimal:
         opt, rep = _optimum_within(instance, rows, budget, notes, formulation=formulation,

@@ -201,3 +201,16 @@ def test_cli_refuses_hidden_cache_with_exit_2(tmp_path):
         assert out.returncode == 2, (cmd, out.stderr)
         assert "hidden cache" in out.stderr and "Traceback" not in out.stderr
         assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_compare_runs_policies_on_a_hidden_cache_instance_without_a_bound(tmp_path):
+    from optsched.compare import CompareInputError, compare
+
+    inst = Instance("pair", Limits(kv_capacity=10, max_batch_tokens=64, hidden_cache=True),
+                    UnitCost(rho=0.01), (Request("a", 0.0, 6, 2), Request("b", 0.0, 6, 3)))
+    cmp = compare(inst, ["aptserve", "vllm"], time_limit=10)
+    assert [r.label for r in cmp.rows] == ["aptserve", "vllm"]
+    assert all(r.evaluation.feasible for r in cmp.rows)
+    assert cmp.lower_bound is None and any("hidden cache" in n for n in cmp.notes)
+    with pytest.raises(CompareInputError, match="hidden cache"):
+        compare(inst, ["vllm"], optimal=True, time_limit=10)

@@ -63,6 +63,8 @@ METRIC_ROWS = [
     ("peak_kv", "peak KV"),
     ("kv_utilisation", "KV utilisation"),
     ("slo_attainment", "SLO attainment"),
+    ("hidden_entries", "hidden-cache entries"),
+    ("hidden_time", "hidden-cache time"),
     ("batches", "batches"),
     ("finished", "finished requests"),
 ]
