@@ -14,8 +14,8 @@
 # model with `rho` fitted on the profiling data (`optsched.fit.fit_rho`), KV blocks of 16 tokens, and a
 # KV capacity small enough that memory binds (the regime hidden cache is for). Effective throughput is
 # `optsched.rate_search.search` with the metric `slo-attainment` at Apt-Serve's ShareGPT/13B SLOs:
-# TTFT 1 s and P99 TBT 1 s (`optsched capacity TRACE --metric slo-attainment --ttft-slo 1 --tbt-slo 1
-# --target 0.9` from the command line). Every schedule is judged by `evaluate`. Then: how often the
+# TTFT 1 s and P99 TBT 1 s (`optsched capacity TRACE --policy aptserve --hidden-cache --metric
+# slo-attainment --ttft-slo 1 --tbt-slo 1 --target 0.9` from the command line). Every schedule is judged by `evaluate`. Then: how often the
 # greedy's batch is worse than the per-iteration optimum (Definition 1 solved exactly) on sampled
 # iterations. FAST mode uses 80 requests and 4 probes per policy; `OPTSCHED_FAST=0` 400 and 7.
 

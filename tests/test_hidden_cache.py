@@ -214,3 +214,22 @@ def test_compare_runs_policies_on_a_hidden_cache_instance_without_a_bound(tmp_pa
     assert cmp.lower_bound is None and any("hidden cache" in n for n in cmp.notes)
     with pytest.raises(CompareInputError, match="hidden cache"):
         compare(inst, ["vllm"], optimal=True, time_limit=10)
+
+
+def test_cli_hidden_cache_flag_enables_it_on_a_trace(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    csv = tmp_path / "t.csv"
+    csv.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                   + "".join(f"2023-11-16 18:15:{k:02d}.0,{6 + k % 3},{2 + k % 2}\n"
+                             for k in range(8)))
+    base = [sys.executable, "-m", "optsched", "simulate", "--trace", str(csv), "--kv-capacity",
+            "12", "--max-batch-tokens", "64", "--policy", "aptserve", "--json"]
+    for flag, on in (([], False), (["--hidden-cache"], True)):
+        out = subprocess.run(base + flag, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        metrics = json.loads(out.stdout)["evaluation"]["metrics"]
+        # the hidden-cache metrics are reported exactly when the instance enables it
+        assert ("hidden_entries" in metrics) is on

@@ -4,6 +4,7 @@ from model size and GPU memory)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from ..cost import DEFAULT_PRESET, PRESETS, preset
@@ -47,6 +48,9 @@ def register(sub) -> None:
                    help=f"C (default {DEFAULT_MAX_BATCH_TOKENS})")
     p.add_argument("--max-prefill-tokens", type=int, help="P (default C)")
     p.add_argument("--block-size", type=int, default=1, help="KV block size (default 1)")
+    p.add_argument("--hidden-cache", action="store_true",
+                   help="caches may be held as hidden states at half the memory "
+                   "(Apt-Serve; limits.hidden_cache)")
     p.add_argument("--cost-model", default=DEFAULT_PRESET,
                    help=f"cost-model preset (default {DEFAULT_PRESET}; known: "
                    f"{', '.join(sorted(PRESETS))})")
@@ -98,11 +102,15 @@ def _rates(args, instance) -> tuple[float, float]:
 
 def _instance(args):
     if not args.instance.lower().endswith(".csv"):
-        return load_instance(args.instance)
+        inst = load_instance(args.instance)
+        if args.hidden_cache and not inst.limits.hidden_cache:
+            inst = inst.replace(limits=dataclasses.replace(inst.limits, hidden_cache=True))
+        return inst
     from ..traces import load_trace_instance
 
     limits = Limits(kv_capacity=args.kv_capacity, max_batch_tokens=args.max_batch_tokens,
-                    max_prefill_tokens=args.max_prefill_tokens, block_size=args.block_size)
+                    max_prefill_tokens=args.max_prefill_tokens, block_size=args.block_size,
+                    hidden_cache=args.hidden_cache)
     return load_trace_instance(args.instance, limits, preset(args.cost_model), limit=args.limit)
 
 

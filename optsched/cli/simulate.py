@@ -43,6 +43,9 @@ def register(sub) -> None:
     t.add_argument("--max-batch-tokens", type=int, help="C, tokens per batch")
     t.add_argument("--max-prefill-tokens", type=int, help="P, prefill tokens per batch")
     t.add_argument("--block-size", type=int, help="KV block size (default 1)")
+    t.add_argument("--hidden-cache", action="store_true",
+                   help="caches may be held as hidden states at half the memory "
+                   "(Apt-Serve; limits.hidden_cache)")
     t.add_argument("--too-long", choices=("error", "drop", "clip"), default=None,
                    help="requests with I + O - 1 > M: error (default), drop or clip the output")
     t.add_argument("--cost-model",
@@ -69,6 +72,7 @@ def _instance(args):
             max_batch_tokens=args.max_batch_tokens,
             max_prefill_tokens=args.max_prefill_tokens,
             block_size=args.block_size if args.block_size is not None else 1,
+            hidden_cache=args.hidden_cache,
         )
         with warnings.catch_warnings(record=True) as caught:  # dropped/clipped counts
             warnings.simplefilter("always")
