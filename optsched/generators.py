@@ -8,7 +8,8 @@
 * :func:`poisson_trace` -- Poisson arrivals at ``rate`` per second over (prompt, output)
   pairs drawn from a trace (a CSV path or an :class:`~optsched.instance.Instance`).
 * :func:`online_paper_random` -- the random family of the online-scheduling paper
-  (Jaillet, Jiang, Podimata, Zhou), converted to our semantics (see its docstring).
+  (Jaillet, Jiang, Podimata, Zhou), converted to our semantics (see its docstring);
+  :func:`online_paper_horizon` -- its online setting over a fixed horizon of rounds.
 
 Every generator is deterministic per ``seed`` (``numpy.random.default_rng``) and returns a
 validated :class:`~optsched.instance.Instance`. :data:`GENERATORS` maps a kind name to a
@@ -223,6 +224,30 @@ def online_paper_random(
     )
 
 
+def online_paper_horizon(rate: float, horizon: int, seed: int = 0, *, name: str | None = None
+                         ) -> Instance:
+    """The online paper's online setting with a fixed horizon: in each unit round
+    ``0 .. horizon - 1`` the number of arrivals is ``Poisson(rate)``, so ``n`` is random; each
+    request gets the family's draws of :func:`online_paper_random` (one ``M ~ U[30, 50]``, then
+    ``s ~ U[1, 5]``, ``o ~ U[1, M - s]``, ``I = s + 1``, ``O = o``).
+
+    The parameters of the paper's experiment as issue 16 quotes its later version
+    (arXiv:2502.07115): rate 0.5-1.5, horizons of 40-60 rounds. ``online_paper_random`` with
+    ``arrival="poisson"`` instead fixes ``n`` and runs rounds until ``n`` requests arrived. A draw
+    with no arrival at all keeps one request at round 0 (an empty instance compares nothing).
+    """
+    lam, T = _check_rate(rate), _check_int("horizon", horizon)
+    rng = np.random.default_rng(seed)
+    M = int(rng.integers(30, 51))
+    arr = np.repeat(np.arange(T), rng.poisson(lam, size=T))
+    if arr.size == 0:
+        arr = np.zeros(1, np.int64)
+    s = rng.integers(1, 6, size=arr.size)
+    o = rng.integers(1, M - s + 1)
+    return _instance(name or f"online-paper-T{T}-r{lam:g}-s{seed}",
+                     Limits(kv_capacity=M, max_batch_tokens=M), UnitCost(), arr, s + 1, o)
+
+
 # -- registry --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Param:
@@ -308,6 +333,15 @@ GENERATORS: dict[str, GeneratorKind] = {
          Param("rate", float, None, "Poisson arrivals per round (arrival=poisson)")),
         takes_limits=False,
     ),
+    "online-paper-horizon": GeneratorKind(
+        "online-paper-horizon", online_paper_horizon,
+        "online-scheduling paper's online setting: Poisson(rate) arrivals in each of `horizon` "
+        "rounds (n random), the online-paper family's M, s, o draws",
+        (Param("rate", float, REQUIRED, "Poisson arrivals per round"),
+         Param("horizon", int, REQUIRED, "number of rounds with arrivals"),
+         Param("seed", int, 0, "random seed")),
+        takes_limits=False,
+    ),
     "bros": GeneratorKind(
         "bros", lambda **kw: _bros(**kw),
         "BROS hybrid workload: RT Poisson over a trace with TTFT/TPOT SLOs, BE batches of "
@@ -341,7 +375,7 @@ def generate(kind: str, **kwargs) -> Instance:
 
 
 __all__ = [
-    "infermax_fixed", "infermax_mix", "poisson_trace", "online_paper_random",
+    "infermax_fixed", "infermax_mix", "poisson_trace", "online_paper_random", "online_paper_horizon",
     "GENERATORS", "GeneratorKind", "Param", "REQUIRED", "generate", "MIXES", "SHORT", "LONG",
     "DEFAULT_KV_CAPACITY", "DEFAULT_MAX_BATCH_TOKENS",
 ]

@@ -12,6 +12,7 @@ from optsched.generators import (
     generate,
     infermax_fixed,
     infermax_mix,
+    online_paper_horizon,
     online_paper_random,
     poisson_trace,
 )
@@ -72,6 +73,29 @@ def test_online_paper_poisson():
     assert i.n / (a[-1] + 1) == pytest.approx(2.0, rel=0.15)
     with pytest.raises(InstanceError, match="needs a rate"):
         online_paper_random(5, arrival="poisson")
+
+
+def test_online_paper_horizon():
+    sizes = []
+    for seed in range(60):
+        i = online_paper_horizon(1.0, 50, seed)
+        a, M, s = i.arrival, i.limits.kv_capacity, i.prompt - 1
+        assert np.all(a == np.floor(a)) and np.all(np.diff(a) >= 0)  # integer rounds, in order
+        assert a.min() >= 0 and a.max() <= 49  # arrivals only within the horizon
+        assert 30 <= M <= 50 and s.min() >= 1 and s.max() <= 5
+        assert np.all(i.prompt + i.output - 1 <= M) and isinstance(i.cost_model, UnitCost)
+        sizes.append(i.n)
+    # n ~ Poisson(rate * horizon) = Poisson(50): the mean of 60 draws has sd 50**0.5/60**0.5 < 1
+    assert abs(np.mean(sizes) - 50) < 4 and np.std(sizes) > 2
+    assert online_paper_horizon(0.5, 40, 3) == online_paper_horizon(0.5, 40, 3)
+    assert generate("online-paper-horizon", rate=0.5, horizon=40, seed=3) == online_paper_horizon(
+        0.5, 40, 3)
+    assert online_paper_horizon(1e-9, 1, 0).n == 1  # no arrival drawn: one request at round 0
+    with pytest.raises(InstanceError, match="horizon"):
+        online_paper_horizon(1.0, 0)
+    with pytest.raises(InstanceError, match="rate"):
+        online_paper_horizon(-1.0, 10)
+    roundtrip(online_paper_horizon(1.5, 10, 1))
 
 
 def test_poisson_trace_from_instance():

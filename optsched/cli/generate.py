@@ -41,6 +41,7 @@ def register(sub) -> None:
     g.add_argument("--seed", type=seed_arg, help="random seed (default 0)")
     g.add_argument("--rate", type=float, help="arrival rate (req/s; per round for online-paper)")
     g.add_argument("--arrival", choices=("offline", "poisson"), help="online-paper arrivals")
+    g.add_argument("--horizon", type=int, help="rounds with arrivals (online-paper-horizon)")
     g.add_argument("--be-batch", type=int, help="BE requests per batch (bros)")
     g.add_argument("--ttft-slo", type=float, help="RT TTFT SLO in seconds (bros; default 0.4)")
     g.add_argument("--tpot-slo", type=float, help="RT TPOT SLO in seconds (bros; default 0.2)")
@@ -149,8 +150,8 @@ def _window(s: str | None) -> tuple[float | None, float | None]:
         raise InstanceError(f"--window must be START:END (seconds), got {s!r}") from None
 
 
-_GEN_FLAGS = ("n", "prompt", "output", "mix", "seed", "rate", "arrival", "trace", "be_batch",
-              "ttft_slo", "tpot_slo", "replace")
+_GEN_FLAGS = ("n", "prompt", "output", "mix", "seed", "rate", "arrival", "horizon", "trace",
+              "be_batch", "ttft_slo", "tpot_slo", "replace")
 _TRACE_FLAGS = ("limit", "sample", "window", "zero_tokens", "too_long")
 
 
@@ -226,8 +227,8 @@ def _generate_trace(args, kind: str) -> Instance:
 
     if args.trace is None:
         raise InstanceError(f"kind {kind!r} needs --trace FILE")
-    bad = _given(args, ("n", "prompt", "output", "mix", "arrival", "be_batch", "ttft_slo",
-                        "tpot_slo", "replace"))
+    bad = _given(args, ("n", "prompt", "output", "mix", "arrival", "horizon", "be_batch",
+                        "ttft_slo", "tpot_slo", "replace"))
     if args.rate is not None and kind != "arxiv":
         bad.append("rate")
     if bad:
