@@ -169,21 +169,40 @@ def _checkpoint_rows(m: Model, entries, overwritable, z, y, u, tok, host_free: i
 
 
 def iteration_entries(policy) -> tuple[list[Entry], int]:
-    """The candidate entries of a bound ``bros`` policy's next iteration, and the free slots."""
-    v = policy.view
+    """The candidate entries of a bound ``bros`` policy's next iteration, and the free slots.
+
+    RT entries: the whole remaining prefill, or one decode token. BE entries: a decode token,
+    or prefill chunks -- the halvings ``c, c/2, ...`` of the whole remaining prefill and of
+    the largest chunk the request's own room allows (``bros`` starts from the latter). A BE
+    option whose tokens plus swap-in exceed the request's room at the start of the
+    iteration (free slots in blocks whose BE side is free or its own) is left out: the
+    greedy can never take it, and the room only shrinks within an iteration."""
+    v, t = policy.view, policy.table
     C, P = v.limits.max_batch_tokens, v.limits.prefill_budget
     out = []
     for i in policy.waiting:
         dec = policy._decoding(i)
-        c = 1 if dec else min(int(v.S[i] - v.m[i]), C, P)
+        full = 1 if dec else min(int(v.S[i] - v.m[i]), C, P)
         rt = bool(policy.is_rt[i])
-        while c >= 1:
-            out.append(Entry(i, rt, c, int(v.m[i]), dec, policy.residual(i) if rt else math.inf,
-                             0 if rt else int(v.h[i])))
-            if rt or dec:
-                break
-            c //= 2
-    return out, policy.table.free_total()
+        m, h = int(v.m[i]), 0 if rt else int(v.h[i])
+        if rt or dec:
+            options = [full]
+        else:
+            room = t.room(i, False) - h
+            options = sorted(_halvings(full) | _halvings(min(full, room)), reverse=True)
+        for c in options:
+            if not rt and c + h > t.room(i, False):
+                continue
+            out.append(Entry(i, rt, c, m, dec, policy.residual(i) if rt else math.inf, h))
+    return out, t.free_total()
+
+
+def _halvings(c: int) -> set[int]:
+    out = set()
+    while c >= 1:
+        out.add(c)
+        c //= 2
+    return out
 
 
 def iteration_overwritable(policy) -> tuple[tuple[Overwritable, ...], int]:

@@ -235,6 +235,27 @@ def test_iteration_ip_checkpoints_be_slots_at_their_price():
     assert best_batch(es, cost, cap=4, max_tokens=64, free_slots=6).chosen == []
 
 
+def test_iteration_entries_leave_out_be_options_the_room_excludes():
+    from optsched.bros_ip import iteration_entries
+    from optsched.policies.simulator import SimView, _Sim
+
+    # A table of two 16-slot blocks, set by hand: BE b (id 1) holds 16 + 4 slots from the
+    # right of both blocks, so BE a (id 0, prompt 40) has no block whose BE side is free
+    # (room 0: no option at all), and b's room is the 12 free slots of its own blocks: its
+    # options are the halvings of 24 (its whole prompt) and of 12 (its room) that fit in
+    # 12 -- 12, 6, 3, 1 (24 does not)
+    inst = _hybrid([Request("a", 0, 40, 2, cls="be"), Request("b", 0, 24, 2, cls="be")],
+                   M=64, C=64)
+    p = get_policy("bros")
+    p.bind(SimView(_Sim(inst), inst.output.copy()))
+    p.table = BidirectionalBlocks(2, 16)
+    p.waiting = [0, 1]
+    assert p.table.grow(1, 20, rt=False, protected=set()) == []
+    entries, free = iteration_entries(p)
+    assert free == 12
+    assert [(e.req, e.tokens) for e in entries] == [(1, 12), (1, 6), (1, 3), (1, 1)]
+
+
 def test_sampled_iterations_report_whether_the_greedy_batch_is_an_ip_point():
     from optsched.bros_ip import sample_iterations
 
