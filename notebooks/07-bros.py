@@ -155,9 +155,9 @@ if HAVE_DATA:
 #   every swap transfer in the iteration time (BROS overlaps it), which costs `bros` more than the others.
 # * **Greedy vs IP** -- on the 8 sampled iterations at 2 req/s the greedy's batch is a feasible point of
 #   the IP on all 8 and has as many BE entries as the IP's optimum on all 8 (table below). In FAST mode
-#   (15 RT requests) the IP finds more BE entries on some sampled iterations: there the greedy's BE
-#   pass stops after eight BE requests in a row that do not fit (our adaptation for speed) before
-#   reaching a checkpointed BE request that would fit.
+#   (15 RT requests) the IP finds one more BE entry on one of the 8 (iteration 700): there the greedy's
+#   BE pass stops after eight BE requests in a row that do not fit (our adaptation for speed) before
+#   reaching a checkpointed BE request whose swap-in and decode token would fit (diagnosed by hand).
 
 # %% [markdown]
 # ## Greedy vs the per-iteration integer program
