@@ -13,6 +13,10 @@ and :func:`solve` does the rest in ONE place for all of them:
 4. checks that the solver's objective equals the evaluator's within 1e-6
    relative (else the report's status is ``error``: it fails loudly);
 5. returns a :class:`SolveReport` with the JSON contract of ``optsched solve --json``.
+
+A formulation that builds a MILP hands the solve path a :class:`BuiltModel` (the InferMax
+Big-M and flow models, the hindsight model): the model, its variable blocks, the time scale,
+the horizon, whether it is a restriction, and the maps between schedules and vectors.
 """
 
 from __future__ import annotations
@@ -21,13 +25,19 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import OptschedError
 from ..evaluate import Evaluation, evaluate
 from ..instance import Instance
 from ..plugins import ParamSpec, Registry, describe_object, parse_params
 from ..schedule import Schedule
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .. import milp
+
 from ..solve_types import OBJECTIVES, STATUSES, Objective, SolveOptions, WarmStart, relative_gap
 
 REL_TOL = 1e-6
@@ -107,6 +117,43 @@ class Hypotheses:
             "forbid": [list(x) for x in self.forbid],
             "order": [list(x) for x in self.order],
         }
+
+
+class BuiltModel(Protocol):
+    """What a built model exposes to the solve path (encode a warm start, solve, decode).
+
+    ``model`` is the MILP, ``variables`` its variable blocks by name; times in the model are
+    seconds times ``scale``; ``horizon`` is the number of batch slots (InferMax) or time slots
+    (hindsight) it was built with; ``restricted`` says whether its optimum is only optimal
+    among schedules that fit that horizon / model (:attr:`RawSolution.restricted`).
+    ``encode(schedule)`` is a full column vector (a warm start that passes
+    ``model.check``), ``decode(values)`` the schedule a solution vector describes.
+    """
+
+    @property
+    def instance(self) -> Instance: ...
+
+    @property
+    def objective(self) -> str: ...
+
+    @property
+    def model(self) -> milp.Model: ...
+
+    @property
+    def variables(self) -> Mapping[str, milp.VarBlock]: ...
+
+    @property
+    def scale(self) -> float: ...
+
+    @property
+    def horizon(self) -> int: ...
+
+    @property
+    def restricted(self) -> bool: ...
+
+    def encode(self, schedule: Schedule) -> np.ndarray: ...
+
+    def decode(self, values: np.ndarray) -> Schedule: ...
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from ..plugins import ParamSpec, parse_params
 from ..schedule import Schedule, ScheduleBuilder
 from ..solve_types import WarmStart
 from .base import (
+    BuiltModel,
     FormulationError,
     Hypotheses,
     RawSolution,
@@ -426,6 +427,21 @@ class HindsightModel:
     notes: list[str] = field(default_factory=list)
     #: groups of identical requests whose starts are put in id order (H10, H11)
     canon_groups: list[np.ndarray] = field(default_factory=list)
+
+    # -- the BuiltModel protocol ---------------------------------------------------------
+    @property
+    def variables(self) -> Mapping[str, milp.VarBlock]:
+        return self.model.blocks
+
+    @property
+    def scale(self) -> float:
+        """Model time units per second: one slot is one time unit."""
+        return 1.0
+
+    @property
+    def restricted(self) -> bool:
+        """Always: unit time, no preemption, no chunking restrict docs/semantics.md."""
+        return True
 
     @property
     def sizes(self) -> dict[str, int]:
@@ -1218,3 +1234,7 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
 def with_params(options: SolveOptions, **params) -> SolveOptions:
     """A copy of ``options`` with formulation params merged in."""
     return replace(options, params={**options.params, **params})
+
+
+if TYPE_CHECKING:  # mypy checks that the model satisfies the solve path's protocol
+    _built_model: type[BuiltModel] = HindsightModel

@@ -4,11 +4,15 @@ Importing this package registers the formulation (:mod:`.solve`). Its modules:
 
 * :mod:`.model`   -- the Big-M model, variants ``plain`` and ``tight`` (eqs. 1-26, P1-P6):
   :func:`build` -> :class:`InfermaxModel`;
+* :mod:`.remainder` -- the tight model for ``kpm < 2 kpq`` (fitted cost models, eqs. 27-27b);
 * :mod:`.flow`    -- the flow variant, identical requests aggregated (section 9, eqs. F1-F10);
 * :mod:`.encode`  -- schedules <-> model vectors: replay, :func:`canonical` (eqs. 13-15),
   ``encode`` / ``decode``;
 * :mod:`.horizon` -- the batch horizon ``J`` and the busy-time argument (sections 4, 6, eq. 21);
 * :mod:`.solve`   -- ``run``: variant and ``J`` chosen, solved, decoded, polished (section 7).
+
+Every built model (:class:`InfermaxModel`, the flow and remainder models) reaches the solver
+through :class:`~optsched.formulations.base.BuiltModel`.
 """
 
 from __future__ import annotations

@@ -165,27 +165,39 @@ def _finish_batch(s: Schedule, rid: str, inst: Instance) -> int:
 
 
 def encode(im: InfermaxModel, s: Schedule) -> np.ndarray:
-    """Full column vector for ``s`` (tight variant: ``s`` must be canonical)."""
+    """Full column vector for ``s`` (section 7; tight variant: ``s`` must be canonical)."""
     refuse_swaps("infermax", schedule=s)
-    inst, J, v = im.instance, im.J, im.v
-    rp = _replay(inst, s, J)
-    O = inst.output[:, None]
-    vals: dict[str, Any] = {}  # arrays or numpy scalars; start_vector takes np.asarray of each
-    mb = rp.m[:, :-1]
-    ma = rp.m[:, 1:]
-    ma = rp.m[:, 1:]
-    vals["x"] = rp.x
-    vals["c"] = rp.c
-    vals["e"] = rp.e
-    vals["gen"] = rp.gen
-    vals["dec"] = rp.dec
-    vals["pre"] = rp.x & ~rp.dec
-    vals["m"] = rp.m
-    vals["g"] = rp.g
-    vals["fin"] = rp.g >= O
-    vals["ftk"] = rp.g >= 1
+    rp = _replay(im.instance, s, im.J)
+    vals = _state_values(im, rp)
+    vals.update(_product_values(im, rp, vals["pre"]))
+    vals.update(_batch_values(im, rp, vals["pre"]))
+    vals.update(_time_values(im, rp, s))
+    x = im.model.start_vector({k: np.asarray(a, float) for k, a in vals.items()})
+    if "qq" in im.v:
+        _telescoped_durations(im, x)
+    return x
+
+
+def _state_values(im: InfermaxModel, rp: _Replay) -> dict[str, Any]:
+    """(eqs. 1, 2, 8) the per (request, batch) decisions and states, ``ev = e m_before`` and
+    the block counts ``kb`` (arrays or numpy scalars; ``start_vector`` takes each as an array)."""
+    inst, v = im.instance, im.v
+    vals: dict[str, Any] = {
+        "x": rp.x, "c": rp.c, "e": rp.e, "gen": rp.gen, "dec": rp.dec, "pre": rp.x & ~rp.dec,
+        "m": rp.m, "g": rp.g, "fin": rp.g >= inst.output[:, None], "ftk": rp.g >= 1,
+    }
     if "ev" in v:
-        vals["ev"] = rp.e * mb
+        vals["ev"] = rp.e * rp.m[:, :-1]
+    if "kb" in v:
+        vals["kb"] = inst.limits.kv_footprint(rp.m[:, 1:]) // inst.limits.block_size
+    return vals
+
+
+def _product_values(im: InfermaxModel, rp: _Replay, pre: np.ndarray) -> dict[str, Any]:
+    """(eqs. 9, 10, 24-25) the bits of ``c`` and their products, the phase products, and the
+    telescoped pricing's caught-up / segment-end events and their cost."""
+    v, mb, ma = im.v, rp.m[:, :-1], rp.m[:, 1:]
+    vals: dict[str, Any] = {}
     if "z" in v:
         bits = (rp.c[:, :, None] >> np.arange(im.bits)) & 1
         vals["z"] = bits
@@ -194,46 +206,58 @@ def encode(im: InfermaxModel, s: Schedule) -> np.ndarray:
         if "vq" in v:
             vals["vq"] = bits * rp.c[:, :, None]
     if "pm" in v:
-        vals["pm"] = vals["pre"] * mb
+        vals["pm"] = pre * mb
     if "dm" in v:
         vals["dm"] = rp.dec * mb
-    if "kb" in v:
-        b = inst.limits.block_size
-        vals["kb"] = -(-ma // b)
-    vals["y"] = rp.x.any(axis=0)
+    if "cu" in v:
+        ga = rp.g[:, 1:]
+        vals["cu"] = (ma == im.instance.prompt[:, None] + ga - 1) & (ga >= 1)
+        vals["ce"] = pre & vals["cu"]
+        vals["qq"] = im.kpq_scaled * vals["ce"] * ma.astype(float) ** 2
+    return vals
+
+
+def _batch_values(im: InfermaxModel, rp: _Replay, pre: np.ndarray) -> dict[str, Any]:
+    """(eqs. 11, 15, 22) the batch indicators ``y, act, ap, ad``."""
+    v = im.v
+    vals: dict[str, Any] = {"y": rp.x.any(axis=0)}
     if "act" in v:
         vals["act"] = rp.x.any(axis=0) | rp.e.any(axis=0)
     if "ap" in v:
-        vals["ap"] = vals["pre"].any(axis=0)
+        vals["ap"] = pre.any(axis=0)
     if "ad" in v:
         vals["ad"] = rp.dec.any(axis=0)
-    if "cu" in v:
-        ga = rp.g[:, 1:]
-        I_ = inst.prompt[:, None]
-        vals["cu"] = (ma == I_ + ga - 1) & (ga >= 1)
-        vals["ce"] = vals["pre"] & vals["cu"]
-        vals["qq"] = im.kpq_scaled * vals["ce"] * ma.astype(float) ** 2
-    vals["t"] = rp.dur * im.scale
+    return vals
+
+
+def _time_values(im: InfermaxModel, rp: _Replay, s: Schedule) -> dict[str, Any]:
+    """(eqs. 11-12) durations, batch starts and ends, completion / first-token times (model
+    units)."""
+    v = im.v
+    vals: dict[str, Any] = {"t": rp.dur * im.scale}
     if "end" in v:
         vals["end"] = rp.end * im.scale
     if "start" in v:
         vals["start"] = rp.start * im.scale
     if "comp" in v or "first" in v:
-        ev = evaluate(inst, s)
+        ev = evaluate(im.instance, s)
         if "comp" in v:
             vals["comp"] = ev.completion * im.scale
         if "first" in v:
             vals["first"] = ev.first_token * im.scale
-    x = im.model.start_vector({k: np.asarray(a, float) for k, a in vals.items()})
-    if "qq" in v:  # telescoped pricing moves cost between batches: t from its own row
-        a = im.model.arrays()
-        rows = im.model.group("time").rows
-        xt = x.copy()
-        xt[v["t"].ids] = 0.0
-        act = np.array([a.data[a.indptr[r]:a.indptr[r + 1]]
-                        @ xt[a.indices[a.indptr[r]:a.indptr[r + 1]]] for r in rows])
-        x[v["t"].ids] = -act
-    return x
+    return vals
+
+
+def _telescoped_durations(im: InfermaxModel, x: np.ndarray) -> None:
+    """(eqs. 24-26) telescoped pricing moves cost between batches: each ``t_j`` from its own
+    ``time`` row rather than the evaluator's duration."""
+    a = im.model.arrays()
+    t = im.v["t"].ids
+    xt = x.copy()
+    xt[t] = 0.0
+    act = np.array([a.data[a.indptr[r]:a.indptr[r + 1]] @ xt[a.indices[a.indptr[r]:a.indptr[r + 1]]]
+                    for r in im.model.group("time").rows])
+    x[t] = -act
 
 
 def decode(im: InfermaxModel, values: np.ndarray) -> Schedule:

@@ -42,8 +42,9 @@ at the re-encoded point.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -52,7 +53,7 @@ from ...cost import LinearCost, UnitCost
 from ...evaluate import evaluate
 from ...instance import Instance, Limits
 from ...schedule import Schedule, ScheduleBuilder
-from ..base import FormulationError, Hypotheses
+from ..base import BuiltModel, FormulationError, Hypotheses
 
 # arc kinds
 IDLE, START, STEP, END, DECODE, EVICT, EVREFILL, CHUNK = range(8)
@@ -231,9 +232,11 @@ class FlowModel:
     """The built model plus encode/decode (``formulations/infermax.md`` section 9)."""
 
     def __init__(self, inst: Instance, J: int, hyp: Hypotheses, ub: float | None,
-                 objective: str = "makespan"):
+                 objective: str = "makespan", restricted: bool = True):
         self.inst = inst
         self.J = J
+        #: optimal only among schedules with at most J batches with entries (set by ``run``)
+        self.restricted = restricted
         self.objective = objective
         lim = inst.limits
         cm = inst.cost_model
@@ -708,6 +711,19 @@ class FlowModel:
             x[self.start[:]] = st
             x[self.end[:]] = en
 
+    # -- the BuiltModel protocol ---------------------------------------------------------
+    @property
+    def instance(self) -> Instance:
+        return self.inst
+
+    @property
+    def variables(self) -> Mapping[str, milp.VarBlock]:
+        return self.model.blocks
+
+    @property
+    def horizon(self) -> int:
+        return self.J
+
     def objective_seconds(self, x: np.ndarray) -> float:
         return self.model.objective_value(x) / self.scale
 
@@ -717,3 +733,7 @@ def entry_batches(s: Schedule) -> int:
 
 
 __all__ = ["FlowModel", "applicable", "size_estimate", "classes_of", "entry_batches", "math"]
+
+
+if TYPE_CHECKING:  # mypy checks that the model satisfies the solve path's protocol
+    _built_model: type[BuiltModel] = FlowModel

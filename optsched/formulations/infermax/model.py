@@ -22,7 +22,7 @@ This module owns :func:`build` -> :class:`InfermaxModel`; the model's ``encode(s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from ... import milp
 from ...cost import UnitCost
 from ...instance import Instance, Limits
 from ...schedule import Schedule
-from ..base import FormulationError, Hypotheses, refuse_swaps
+from ..base import BuiltModel, FormulationError, Hypotheses, refuse_swaps
 from .encode import canonical, decode, encode
 from .horizon import _cost_coefs, batch_overhead_lower_bound, request_work_lower_bound
 
@@ -97,7 +97,7 @@ class InfermaxModel:
     J: int
     scale: float  # model time units per second
     model: milp.Model
-    v: dict[str, Any]
+    v: dict[str, milp.VarBlock]
     online: bool
     dominance: bool
     symmetry: list[list[int]]
@@ -105,6 +105,17 @@ class InfermaxModel:
     bits: int
     kpq_scaled: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    #: optimal only among schedules that fit J batch slots (set by ``run``, section 4)
+    restricted: bool = True
+
+    # -- the BuiltModel protocol ---------------------------------------------------------
+    @property
+    def variables(self) -> dict[str, milp.VarBlock]:
+        return self.v
+
+    @property
+    def horizon(self) -> int:
+        return self.J
 
     # -- schedules -> values -------------------------------------------------------------
     def canonical(self, s: Schedule) -> Schedule:
@@ -123,424 +134,692 @@ class InfermaxModel:
         return decode(self, values)
 
 
+# ----------------------------------------------------------------------------- the builder
+@dataclass(frozen=True, eq=False)
+class _Data:
+    """What the builder reads: the instance's numbers in model units and the variant's switches.
+
+    ``I, O, U, Cmax`` are per request (``formulations/infermax.md`` section 1), ``*_col`` the
+    same as ``(n, 1)`` columns; ``k`` the cost coefficients in seconds, ``ks`` in model units
+    (``scale`` per second); ``BIG`` the plain variant's blanket constant (eq. P1).
+    """
+
+    inst: Instance
+    objective: str
+    hyp: Hypotheses
+    J: int
+    tight: bool
+    I: np.ndarray
+    O: np.ndarray
+    U: np.ndarray
+    Cmax: np.ndarray
+    online: bool
+    unit_cost: bool
+    k: dict[str, float]
+    ks: dict[str, float]
+    scale: float
+    BIG: float
+    dominance: bool
+    compact: bool
+    symmetry: list[list[int]]
+
+    @property
+    def n(self) -> int:
+        return self.inst.n
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.inst.n, self.J)
+
+    @property
+    def I_col(self) -> np.ndarray:
+        return self.I[:, None]
+
+    @property
+    def O_col(self) -> np.ndarray:
+        return self.O[:, None]
+
+    @property
+    def U_col(self) -> np.ndarray:
+        return self.U[:, None]
+
+    @property
+    def Cmax_col(self) -> np.ndarray:
+        return self.Cmax[:, None]
+
+
+def _model_data(inst: Instance, objective: str, hyp: Hypotheses, J: int, variant: str) -> _Data:
+    """The instance's numbers (section 1), the time scale and the variant's switches (eqs. 13-15
+    apply to the tight variant without the hypotheses that name batches or orders)."""
+    tight = variant == "tight"
+    lim = inst.limits
+    I = inst.prompt.astype(np.int64)
+    O = inst.output.astype(np.int64)
+    U = I + O - 1
+    unit_cost = isinstance(inst.cost_model, UnitCost)
+    given = _cost_coefs(inst.cost_model)
+    k = {name: given.get(name, 0.0) for name in
+         ("k0", "k1", "kpq", "kpm", "kdm", "kpr", "kdr", "kpl", "kpb", "kdb")}
+    # time scale: one small prefill batch ~ 1 model unit (keeps solver tolerances relative)
+    ref = k["k0"] + k["k1"] + k["kpq"] + k["kpr"] + k["kpb"]
+    scale = 1.0 if unit_cost or ref <= 0 else 1.0 / ref
+    C, P = lim.max_batch_tokens, lim.max_prefill_tokens
+    Cmax = np.minimum(np.minimum(C, P if P is not None else C), U)  # per request, eq. 4
+    BIG = float(max(lim.kv_capacity, C, int(U.max()) + 1))  # plain: one blanket constant (eq. P1)
+    named = {r for r, _ in (*hyp.force, *hyp.forbid)} | {r for pair in hyp.order for r in pair}
+    return _Data(inst, objective, hyp, J, tight, I, O, U, Cmax,
+                 online=bool(np.any(inst.arrival > 0)), unit_cost=unit_cost, k=k,
+                 ks={name: val * scale for name, val in k.items()}, scale=scale, BIG=BIG,
+                 dominance=tight and not hyp.force and not hyp.order,
+                 compact=tight and not hyp.force and not hyp.forbid,
+                 symmetry=_identical_groups(inst, named) if tight else [])
+
+
+@dataclass(frozen=True, eq=False)
+class _StateColumns:
+    """Column ids of the per (request, batch) variables of eq. 1, ``(n, J)`` each; the state
+    variables ``m, g, fin, ftk`` before (``*_before``) and after (``*_after``) batch ``j``."""
+
+    entry: np.ndarray  # x
+    tokens: np.ndarray  # c
+    evict: np.ndarray  # e
+    gen: np.ndarray
+    dec: np.ndarray
+    pre: np.ndarray
+    m_before: np.ndarray
+    m_after: np.ndarray
+    g_before: np.ndarray
+    g_after: np.ndarray
+    fin_before: np.ndarray
+    fin_after: np.ndarray
+    ftk_before: np.ndarray
+    ftk_after: np.ndarray
+
+
+class _InfermaxBuilder:
+    """Adds the model's variables and rows, one method per equation group of
+    ``formulations/infermax.md`` (sections 2, 3 and 5), in the order :func:`build` calls them.
+
+    Row index helpers: ``cell`` numbers the ``(request, batch)`` rows, ``batch_sum`` /
+    ``request_sum`` put every term of a batch / a request in one row, ``batch_row`` is one
+    row per batch.
+    """
+
+    def __init__(self, d: _Data, variant: str):
+        self.d = d
+        self.md = milp.Model(f"infermax_{variant}")
+        self.rows = _Rows(self.md)
+        self.v: dict[str, milp.VarBlock] = {}
+        self.cell = _elem(d.shape)
+        self.n_cells = d.n * d.J
+        self.batch_sum = np.arange(d.J)[None, :]
+        self.request_sum = np.arange(d.n)[:, None]
+        self.batch_row = np.arange(d.J)
+        self.s = self.state_variables()
+        self.bits = 0  # bits of the binary expansion of c (eq. 9); 0 when not built
+        self.telescope = False  # prefill priced per residency segment (eqs. 24-26)
+
+    def big(self, tight_value: Any) -> Any:
+        """Per-constraint constant (tight) or the blanket BIG (plain, eq. P1)."""
+        return tight_value if self.d.tight else self.d.BIG
+
+    def cells(self, column: np.ndarray) -> np.ndarray:
+        """A per-request column broadcast to one value per ``(request, batch)`` row."""
+        return np.broadcast_to(column, self.d.shape).ravel()
+
+    def add(self, name: str, nrows: int, terms: list[tuple[Any, Any, Any]], lo: Any = None,
+            hi: Any = None) -> None:
+        self.rows.add(name, nrows, terms, lo, hi)
+
+    def add_cells(self, name: str, terms: list[tuple[Any, Any]], lo: Any = None,
+                  hi: Any = None) -> None:
+        """One row per ``(request, batch)``: ``terms`` are ``(columns, coefficient)``."""
+        self.rows.add(name, self.n_cells, [(self.cell, c, a) for c, a in terms], lo, hi)
+
+    # -- eq. 1 ---------------------------------------------------------------------------
+    def state_variables(self) -> _StateColumns:
+        """(eq. 1) ``x, c, e, gen, dec, pre`` per (request, batch) and the states ``m, g,
+        fin, ftk`` before every batch; index 0 is fixed empty, the termination ``g = O`` after
+        the last slot (eq. 5) and ``fin = ftk = 1`` there are bounds."""
+        d, md, nJ, J = self.d, self.md, self.d.shape, self.d.J
+        x = md.add_vars("x", nJ, vtype="B")
+        c = md.add_vars("c", nJ, ub=np.broadcast_to(d.Cmax_col, nJ), vtype="I")
+        e = md.add_vars("e", nJ, ub=0.0 if d.hyp.no_evictions else 1.0, vtype="B")
+        gen = md.add_vars("gen", nJ, vtype="B")
+        dec = md.add_vars("dec", nJ, vtype="B")
+        pre = md.add_vars("pre", nJ, vtype="B")
+        states = (d.n, J + 1)
+        m_ub = np.broadcast_to(d.U_col, states).astype(float).copy()
+        m_ub[:, 0] = 0
+        m = md.add_vars("m", states, lb=np.zeros(states), ub=m_ub)
+        g_lb = np.zeros(states)
+        g_ub = np.broadcast_to(d.O_col, states).astype(float).copy()
+        g_ub[:, 0] = 0
+        g_lb[:, J] = d.O  # termination (eq. 5)
+        g = md.add_vars("g", states, lb=g_lb, ub=g_ub)
+        f_ub = np.ones(states)
+        f_ub[:, 0] = 0
+        f_lb = np.zeros(states)
+        f_lb[:, J] = 1
+        fin = md.add_vars("fin", states, lb=f_lb, ub=f_ub, vtype="B")
+        ftk = md.add_vars("ftk", states, lb=f_lb, ub=f_ub, vtype="B")
+        self.v.update(x=x, c=c, e=e, gen=gen, dec=dec, pre=pre, m=m, g=g, fin=fin, ftk=ftk)
+        return _StateColumns(x.ids, c.ids, e.ids, gen.ids, dec.ids, pre.ids,
+                             m.ids[:, :-1], m.ids[:, 1:], g.ids[:, :-1], g.ids[:, 1:],
+                             fin.ids[:, :-1], fin.ids[:, 1:], ftk.ids[:, :-1], ftk.ids[:, 1:])
+
+    # -- section 2: eqs. 2-12 ----------------------------------------------------------------
+    def memory_update(self) -> None:
+        """(eq. 2, paper (1)) ``ma = mb - ev + c`` with ``ev = e * mb`` by the exact McCormick
+        envelope; plain (eq. P1): the paper's big-M rows."""
+        s, BIG, U_col = self.s, self.d.BIG, self.d.U_col
+        if not self.d.tight:
+            self.add_cells("p_mem_evict", [(s.m_after, 1), (s.evict, BIG)], hi=BIG)
+            self.add_cells("p_mem_le", [(s.m_after, 1), (s.m_before, -1), (s.tokens, -1),
+                                        (s.evict, -BIG)], hi=0)
+            self.add_cells("p_mem_ge", [(s.m_after, 1), (s.m_before, -1), (s.tokens, -1),
+                                        (s.evict, BIG)], lo=0)
+            return
+        evicted_kv = self.md.add_vars("ev", self.d.shape)
+        self.v["ev"] = evicted_kv
+        ev = evicted_kv.ids
+        self.add_cells("mem_update", [(s.m_after, 1), (s.m_before, -1), (ev, 1), (s.tokens, -1)],
+                       0, 0)
+        self.add_cells("ev_le_e", [(ev, 1), (s.evict, -U_col)], hi=0)
+        self.add_cells("ev_le_m", [(ev, 1), (s.m_before, -1)], hi=0)
+        self.add_cells("ev_ge", [(ev, 1), (s.m_before, -1), (s.evict, -U_col)],
+                       lo=-self.cells(U_col))
+
+    def tokens_to_process(self) -> None:
+        """(eqs. 3-4, paper (2)) ``x <= c <= Cmax x``, ``c <= S_before - m_before``, an evicted
+        request is not processed; plain (eq. P2) with BIG."""
+        s, d = self.s, self.d
+        self.add_cells("c_ge_x", [(s.tokens, 1), (s.entry, -1)], lo=0)
+        self.add_cells("c_le_x", [(s.tokens, 1), (s.entry, -self.big(d.Cmax_col))], hi=0)
+        if d.tight:
+            self.add_cells("x_or_e", [(s.entry, 1), (s.evict, 1)], hi=1)
+            self.add_cells("c_avail", [(s.tokens, 1), (s.m_before, 1), (s.g_before, -1)],
+                           hi=self.cells(d.I_col))
+        else:
+            self.add_cells("p_c_evict", [(s.tokens, 1), (s.evict, d.BIG)], hi=d.BIG)
+            self.add_cells("p_c_avail", [(s.tokens, 1), (s.m_before, 1), (s.g_before, -1),
+                                         (s.evict, -d.BIG)], hi=self.cells(d.I_col))
+
+    def token_generation(self) -> None:
+        """(eq. 5, paper (3)) ``gen = 1`` iff ``m_after == S_before = I + g_before`` (``m_after
+        <= S_before`` always), exact both ways; sequence growth ``g_after = g_before + gen``."""
+        s, I_col = self.s, self.d.I_col
+        self.add_cells("gen_le", [(s.m_after, 1), (s.g_before, -1), (s.gen, -1)],
+                       hi=self.cells(I_col - 1))
+        big = self.big(self.d.U_col)
+        self.add_cells("gen_ge", [(s.m_after, 1), (s.g_before, -1), (s.gen, -big)],
+                       lo=self.cells(I_col - big))
+        self.add_cells("seq_growth", [(s.g_after, 1), (s.g_before, -1), (s.gen, -1)], 0, 0)
+        if self.d.tight:
+            self.add_cells("gen_le_x", [(s.gen, 1), (s.entry, -1)], hi=0)
+
+    def finish_indicators(self) -> None:
+        """(eq. 6) ``fin = [g >= O]``, ``ftk = [g >= 1]``; no entry or eviction after finishing;
+        evicting needs KV; tight: both indicators monotone."""
+        s, O_col = self.s, self.d.O_col
+        self.add_cells("fin_lo", [(s.g_after, 1), (s.fin_after, -O_col)], lo=0)
+        self.add_cells("fin_hi", [(s.g_after, 1), (s.fin_after, -1)], hi=self.cells(O_col - 1))
+        self.add_cells("ftk_lo", [(s.g_after, 1), (s.ftk_after, -1)], lo=0)
+        self.add_cells("ftk_hi", [(s.g_after, 1), (s.ftk_after, -self.big(O_col))], hi=0)
+        self.add_cells("x_after_fin", [(s.entry, 1), (s.fin_before, 1)], hi=1)
+        self.add_cells("e_after_fin", [(s.evict, 1), (s.fin_before, 1)], hi=1)
+        self.add_cells("e_needs_kv", [(s.evict, 1), (s.m_before, -1)], hi=0)
+        if self.d.tight:
+            self.add_cells("fin_mono", [(s.fin_after, 1), (s.fin_before, -1)], lo=0)
+            self.add_cells("ftk_mono", [(s.ftk_after, 1), (s.ftk_before, -1)], lo=0)
+
+    def entry_phase(self) -> None:
+        """(eq. 7) an entry is a decode iff ``g_before >= 1`` and ``m_before == S_before - 1``,
+        else a prefill, exact both ways (``a = S_before - m_before``, ``h = ftk_before``)."""
+        s, I_col = self.s, self.d.I_col
+        self.add_cells("phase", [(s.dec, 1), (s.pre, 1), (s.entry, -1)], 0, 0)
+        self.add_cells("dec_h", [(s.dec, 1), (s.ftk_before, -1)], hi=0)
+        big = self.big(self.d.U_col - 1)
+        # dec => a = I + g_b - m_b <= 1
+        self.add_cells("dec_a", [(s.g_before, 1), (s.m_before, -1), (s.dec, big)],
+                       hi=self.cells(1 - I_col + big))
+        # pre => a >= 2 or h == 0:  a >= 2 pre + 2 h - 2
+        self.add_cells("pre_a", [(s.g_before, 1), (s.m_before, -1), (s.pre, -2),
+                                 (s.ftk_before, -2)], lo=self.cells(-2 - I_col))
+
+    def batch_limits(self) -> None:
+        """(eq. 8, paper (4)) tokens ``C``, prefill tokens ``P``, batch size, and the KV after
+        the batch ``<= M`` (a finished request's ``U`` subtracted); blocks of ``b > 1`` through
+        an integer block count ``kb >= m_after / b``."""
+        s, lim, J = self.s, self.d.inst.limits, self.d.J
+        C, P, M, b = lim.max_batch_tokens, lim.max_prefill_tokens, lim.kv_capacity, lim.block_size
+        self.add("C", J, [(self.batch_sum, s.tokens, 1)], hi=C)
+        if P is not None and P < C:
+            self.add("P", J, [(self.batch_sum, s.tokens, 1), (self.batch_sum, s.dec, -1)], hi=P)
+        if lim.max_batch_size is not None:
+            self.add("B", J, [(self.batch_sum, s.entry, 1)], hi=lim.max_batch_size)
+        if b == 1:
+            self.add("M", J, [(self.batch_sum, s.m_after, 1),
+                              (self.batch_sum, s.fin_before, -self.d.U_col)], hi=M)
+            return
+        peak_kv = lim.kv_footprint(self.d.U)  # b * ceil(U / b)
+        kb = self.md.add_vars("kb", self.d.shape, ub=np.broadcast_to((peak_kv // b)[:, None],
+                                                                      self.d.shape), vtype="I")
+        self.v["kb"] = kb
+        self.add_cells("kb_ge", [(kb.ids, b), (s.m_after, -1)], lo=0)
+        self.add("M", J, [(self.batch_sum, kb.ids, b),
+                          (self.batch_sum, s.fin_before, -peak_kv[:, None])], hi=M)
+
+    def batch_indicators(self) -> None:
+        """(eq. 11) ``y, ap, ad``: the batch has an entry / a prefill / a decode entry, exact
+        both ways (``ap, ad`` only where priced or tight); plain aggregates the ``>=`` side
+        (eq. P5)."""
+        d, s, J = self.d, self.s, self.d.J
+        self.v["y"] = self.md.add_vars("y", J, vtype="B")
+        if d.ks["kpb"] > 0 or d.tight:
+            self.v["ap"] = self.md.add_vars("ap", J, vtype="B")
+        if d.ks["kdb"] > 0 or d.tight:
+            self.v["ad"] = self.md.add_vars("ad", J, vtype="B")
+        for name, members in (("y", s.entry), ("ap", s.pre), ("ad", s.dec)):
+            if name not in self.v:
+                continue
+            ind = self.v[name].ids
+            if d.tight:
+                self.add_cells(f"{name}_ge", [(np.broadcast_to(ind[None, :], d.shape), 1),
+                                              (members, -1)], lo=0)
+            else:
+                self.add(f"{name}_ge", J, [(self.batch_row, ind, d.n),
+                                           (self.batch_sum, members, -1)], lo=0)
+            self.add(f"{name}_le", J, [(self.batch_row, ind, 1), (self.batch_sum, members, -1)],
+                     hi=0)
+
+    def prefill_products(self) -> None:
+        """The prefill terms ``kpq c^2`` and ``kpm c m``: telescoped per residency segment
+        (eqs. 24-26) where that is exact and allowed, else through the binary expansion of
+        ``c`` (eqs. 9, 16); then the phase products (eq. 10)."""
+        d = self.d
+        cmax_all = int(d.Cmax.max()) if d.n else 1
+        self.bits = max(1, int(cmax_all).bit_length())
+        self.telescope = (d.tight and d.dominance and d.objective == "makespan"
+                          and not d.online and not d.unit_cost and d.ks["kpq"] > 0
+                          and abs(d.k["kpm"] - 2 * d.k["kpq"]) <= 1e-12 * d.k["kpm"]
+                          and int(d.O.max()) <= 64)
+        if self.telescope:
+            self.telescoped_prefill()
+            self.bits = 0
+        elif not d.unit_cost and (d.ks["kpq"] > 0 or d.ks["kpm"] > 0):
+            self.binary_expansion()
+        else:
+            self.bits = 0
+        self.phase_products()
+
+    @property
+    def powers(self) -> np.ndarray:
+        """``2^q`` for the bits of the expansion of ``c`` (eq. 9)."""
+        return (2 ** np.arange(self.bits)).astype(float)
+
+    def telescoped_prefill(self) -> None:
+        """(eqs. 24-26) with ``kpm = 2 kpq`` the prefill attention of a residency segment
+        telescopes to ``kpq P^2`` (``P`` = ``m`` after its last prefill entry, the ``ce``
+        event): ``cu`` caught up after the batch (eq. 24), ``ce = pre AND cu`` once per
+        segment (eq. 25), ``qq >= kpq ce m_after^2`` by tangents (eq. 26)."""
+        d, s, md, nJ = self.d, self.s, self.md, self.d.shape
+        I_col, U_col = d.I_col, d.U_col
+        caught_up = md.add_vars("cu", nJ, vtype="B")
+        segment_end = md.add_vars("ce", nJ, vtype="B")
+        quad_cost = md.add_vars("qq", nJ)
+        self.v.update(cu=caught_up, ce=segment_end, qq=quad_cost)
+        cu, ce, qq = caught_up.ids, segment_end.ids, quad_cost.ids
+        self.add_cells("cu_h", [(cu, 1), (s.ftk_after, -1)], hi=0)
+        self.add_cells("cu_1", [(s.m_after, 1), (s.g_after, -1), (cu, -U_col)],
+                       lo=self.cells(I_col - 1 - U_col))
+        self.add_cells("cu_0", [(s.m_after, 1), (s.g_after, -1), (cu, -1), (s.ftk_after, 1)],
+                       hi=self.cells(I_col - 1))
+        self.add_cells("ce_pre", [(ce, 1), (s.pre, -1)], hi=0)
+        self.add_cells("ce_cu", [(ce, 1), (cu, -1)], hi=0)
+        self.add_cells("ce_and", [(ce, 1), (s.pre, -1), (cu, -1)], lo=-1)
+        self.add("ce_count", d.n, [(self.request_sum, ce, 1), (self.request_sum, s.evict, -1)],
+                 lo=1, hi=1)
+        kpq = d.ks["kpq"]
+        self.add_cells("qq_I", [(qq, 1), (ce, -kpq * I_col.astype(float) ** 2)], lo=0)
+        for step in range(int(d.O.max()) + 1):  # tangents of m^2 at integer m = I - 1 + step
+            q = (I_col - 1 + step).astype(float)
+            slack = kpq * np.maximum((2 * q + 1) * U_col - q * (q + 1), 0.0)
+            self.add_cells(f"qq_tan_{step}", [(qq, 1), (s.m_after, -kpq * (2 * q + 1)),
+                                              (ce, -slack)],
+                           lo=self.cells(-kpq * q * (q + 1) - slack))
+
+    def binary_expansion(self) -> None:
+        """(eq. 9) ``c = sum_q 2^q z_q``; ``c m_before`` (``w``) and ``c^2`` (``vq``) as sums of
+        exact McCormick products ``z_q * m`` and ``z_q * c``; tight: tangent cuts (eq. 16)."""
+        d, s, bits = self.d, self.s, self.bits
+        shape3 = (d.n, d.J, bits)
+        pw = self.powers
+        z_ub = np.ones(shape3)
+        z_ub[(pw[None, None, :] > d.Cmax_col[:, :, None]) * np.ones(shape3, bool)] = 0
+        z = self.md.add_vars("z", shape3, ub=z_ub, vtype="B")
+        self.v["z"] = z
+        self.add("c_bits", self.n_cells, [(self.cell, s.tokens, 1),
+                                          (self.cell[:, :, None], z.ids, -pw)], 0, 0)
+        if d.ks["kpm"] > 0:
+            w = self.md.add_vars("w", shape3)
+            self.v["w"] = w
+            self.bit_products("w", w.ids, np.broadcast_to(s.m_before[:, :, None], shape3),
+                              d.U_col[:, :, None])
+        if d.ks["kpq"] > 0:
+            vq = self.md.add_vars("vq", shape3)
+            self.v["vq"] = vq
+            self.bit_products("vq", vq.ids, np.broadcast_to(s.tokens[:, :, None], shape3),
+                              d.Cmax_col[:, :, None])
+            if d.tight:
+                self.square_tangents(vq.ids)
+
+    def bit_products(self, name: str, product: np.ndarray, factor: np.ndarray,
+                     factor_ub: np.ndarray) -> None:
+        """(eq. 9) ``product = z * factor`` by the 4-inequality McCormick envelope, with the
+        factor's own bound (tight) or BIG (plain, eq. P4)."""
+        shape3 = (self.d.n, self.d.J, self.bits)
+        rows3 = _elem(shape3)
+        nrows = int(np.prod(shape3))
+        z = self.v["z"].ids
+        ub = np.broadcast_to(factor_ub, shape3) if self.d.tight else self.d.BIG
+        self.add(f"{name}_1", nrows, [(rows3, product, 1), (rows3, z, -ub)], hi=0)
+        self.add(f"{name}_2", nrows, [(rows3, product, 1), (rows3, factor, -1)], hi=0)
+        self.add(f"{name}_3", nrows, [(rows3, product, 1), (rows3, factor, -1), (rows3, z, -ub)],
+                 lo=-np.broadcast_to(ub, shape3).ravel())
+
+    def square_tangents(self, vq: np.ndarray) -> None:
+        """(eq. 16) ``c^2 >= (2q+1) c - q(q+1)`` for integer ``c``, at ``q`` in
+        ``{I-1, Cmax/4, Cmax/2, Cmax-1}``."""
+        d, s, pw = self.d, self.s, self.powers
+        for k, at in enumerate((d.I - 1, d.Cmax // 4, d.Cmax // 2, d.Cmax - 1)):
+            q = np.maximum(at, 0)[:, None].astype(float)
+            self.add(f"sq_tan_{k}", self.n_cells, [(self.cell[:, :, None], vq, pw),
+                                                   (self.cell, s.tokens, -(2 * q + 1))],
+                     lo=self.cells(-q * (q + 1)))
+
+    def phase_products(self) -> None:
+        """(eq. 10) ``pm = pre m_before`` (priced by ``kpl``) and ``dm = dec m_before`` (priced
+        by ``kdm``, and subtracted from ``c m`` for ``kpm``), exact McCormick with bound ``U``."""
+        d, s = self.d, self.s
+        if not d.unit_cost and d.ks["kpl"] > 0:
+            self.v["pm"] = self.md.add_vars("pm", d.shape)
+        if not d.unit_cost and (d.ks["kdm"] > 0 or (d.ks["kpm"] > 0 and not self.telescope)):
+            self.v["dm"] = self.md.add_vars("dm", d.shape)
+        ub = np.broadcast_to(d.U_col, d.shape) if d.tight else d.BIG
+        for name, phase in (("pm", s.pre), ("dm", s.dec)):
+            if name not in self.v:
+                continue
+            product = self.v[name].ids
+            self.add_cells(f"{name}_1", [(product, 1), (phase, -ub)], hi=0)
+            self.add_cells(f"{name}_2", [(product, 1), (s.m_before, -1)], hi=0)
+            self.add_cells(f"{name}_3", [(product, 1), (s.m_before, -1), (phase, -ub)],
+                           lo=-np.broadcast_to(ub, d.shape).ravel())
+
+    def batch_time(self) -> None:
+        """(eq. 11) ``t_j`` = the cost model term by term (``UnitCost``: ``t = y``)."""
+        d, s, v, ks = self.d, self.s, self.v, self.d.ks
+        per_batch, batch = self.batch_sum, self.batch_row
+        t = self.md.add_vars("t", d.J, ub=_tmax(d.inst, d.k) * d.scale)
+        v["t"] = t
+        terms: list[tuple[Any, Any, Any]] = [(batch, t.ids, 1.0), (batch, v["y"].ids, -ks["k0"])]
+        if not d.unit_cost:
+            terms += [(per_batch, s.tokens, -ks["k1"]), (per_batch, s.pre, -ks["kpr"]),
+                      (per_batch, s.dec, -ks["kdr"])]
+            if "qq" in v:
+                terms += [(per_batch, v["qq"].ids, -1.0)]
+            if "vq" in v:  # kpq (sum c^2 - sum dec)
+                terms += [(per_batch[:, :, None], v["vq"].ids, -ks["kpq"] * self.powers),
+                          (per_batch, s.dec, ks["kpq"])]
+            if "w" in v:  # kpm (sum c m - sum dm)
+                terms += [(per_batch[:, :, None], v["w"].ids, -ks["kpm"] * self.powers),
+                          (per_batch, _built(v.get("dm"), "dm (w needs it)").ids, ks["kpm"])]
+            if "pm" in v:
+                terms += [(per_batch, v["pm"].ids, -ks["kpl"])]
+            if "dm" in v and ks["kdm"]:
+                terms += [(per_batch, v["dm"].ids, -ks["kdm"])]
+            if ks["kpb"]:
+                terms += [(batch, _built(v.get("ap"), "ap (kpb > 0)").ids, -ks["kpb"])]
+            if ks["kdb"]:
+                terms += [(batch, _built(v.get("ad"), "ad (kdb > 0)").ids, -ks["kdb"])]
+        self.add("time", d.J, terms, 0, 0)
+
+    @property
+    def latest_end(self) -> np.ndarray:
+        """``BT_j = max_i a_i + (j+1) tmax`` (model units): no optimal schedule ends batch ``j``
+        later (eq. 12); the plain variant uses ``BT_{J-1}`` throughout (eq. P4)."""
+        d = self.d
+        tmax = _tmax(d.inst, d.k) * d.scale
+        bt = tmax * (np.arange(d.J) + 1) + float((d.inst.arrival * d.scale).max(initial=0.0))
+        return bt if d.tight else np.full(d.J, float(bt[-1]))
+
+    def clock(self) -> None:
+        """(eq. 12, the paper's ``Acc_j``) batch ends; online: ``start_j >= end_{j-1}``,
+        ``start_j >= a_i (x + e)``, ``end_j = start_j + t_j``; offline ``end_j = end_{j-1} +
+        t_j``. Offline makespan needs no clock (it is ``sum_j t_j``)."""
+        d, s, batch, t = self.d, self.s, self.batch_row, self.v["t"].ids
+        if not d.online and d.objective == "makespan":
+            return
+        bt = self.latest_end
+        end = self.md.add_vars("end", d.J, ub=bt)
+        self.v["end"] = end
+        if not d.online:
+            self.add("clock_end", d.J, [(batch, end.ids, 1), (batch[1:], end.ids[:-1], -1),
+                                        (batch, t, -1)], 0, 0)
+            return
+        start = self.md.add_vars("start", d.J, ub=bt)
+        self.v["start"] = start
+        self.add("clock_end", d.J, [(batch, end.ids, 1), (batch, start.ids, -1), (batch, t, -1)],
+                 0, 0)
+        self.add("clock_prev", d.J - 1, [(batch[:-1], start.ids[1:], 1),
+                                         (batch[:-1], end.ids[:-1], -1)], lo=0)
+        arrival = d.inst.arrival * d.scale
+        has = np.flatnonzero(arrival > 0)
+        if has.size:
+            rows = _elem((has.size, d.J))
+            self.add("clock_arr", has.size * d.J,
+                     [(rows, np.broadcast_to(start.ids[None, :], (has.size, d.J)), 1),
+                      (rows, s.entry[has], -arrival[has][:, None]),
+                      (rows, s.evict[has], -arrival[has][:, None])], lo=0)
+
+    def objective(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """(eq. 12) the objective: makespan ``end_{J-1}`` (``sum_j t_j`` offline); total latency
+        / mean TTFT through ``comp_i`` / ``first_i >= end_j - BT_j (1 - ind_after + ind_before)``
+        with ``ind`` = ``fin`` / ``ftk``. Returns the objective as ``(cols, coefs, constant)``."""
+        d, v = self.d, self.v
+        if d.objective == "makespan":
+            if "end" in v:
+                cols, coefs, const = np.atleast_1d(v["end"].ids[d.J - 1]), np.ones(1), 0.0
+            else:
+                cols, coefs, const = v["t"].ids, np.ones(d.J), 0.0
+        else:
+            which = "comp" if d.objective == "total-latency" else "first"
+            cols, coefs, const = self.completion_times(which)
+        self.md.set_objective(cols, coefs, constant=const)
+        return cols, coefs, const
+
+    def completion_times(self, which: str) -> tuple[np.ndarray, np.ndarray, float]:
+        """(eq. 12) ``comp_i`` (``which="comp"``, by ``fin``) or ``first_i`` (by ``ftk``) and
+        the objective over them: their sum (total latency) or mean (mean TTFT) minus arrivals."""
+        d, v, n = self.d, self.v, self.d.n
+        bt = self.latest_end
+        arrival = d.inst.arrival * d.scale
+        indicator = v["fin"] if which == "comp" else v["ftk"]
+        tv = self.md.add_vars(which, n, lb=arrival, ub=float(bt[-1]))
+        v[which] = tv
+        # tv_i >= end_j - bt_j (1 - (ind_after - ind_before))
+        self.add_cells(f"{which}_def", [(np.broadcast_to(tv.ids[:, None], d.shape), 1),
+                                        (np.broadcast_to(v["end"].ids[None, :], d.shape), -1),
+                                        (indicator.ids[:, 1:], -bt[None, :]),
+                                        (indicator.ids[:, :-1], bt[None, :])],
+                       lo=np.broadcast_to(-bt[None, :], d.shape).ravel())
+        div = 1.0 if which == "comp" else float(n)
+        return tv.ids, np.full(n, 1.0 / div), -float(arrival.sum()) / div
+
+    def hypotheses(self, objective: tuple[np.ndarray, np.ndarray, float]) -> None:
+        """Hypotheses H1-H5 (``e = 0`` is a bound): ``at_most`` bounds the objective row;
+        force / forbid fix ``x[i, j]``; order: ``fin[a, j] >= fin[b, j]`` for every ``j``."""
+        d, md, J, inst = self.d, self.md, self.d.J, self.d.inst
+        hyp, fin, entry = d.hyp, self.v["fin"].ids, self.s.entry
+        if hyp.at_most is not None:
+            cols, coefs, const = objective
+            self.add("at_most", 1, [(np.zeros(len(cols), np.int64), cols, coefs)],
+                     hi=hyp.at_most * d.scale - const)
+        for rid, j in hyp.force:
+            if j >= J:
+                raise FormulationError(f"force {rid}@{j}: the model has only J = {J} batches")
+            self.add(f"force_{len(md.groups)}", 1, [(0, entry[inst.index[rid], j], 1)], lo=1)
+        for rid, j in hyp.forbid:
+            if j < J:
+                self.add(f"forbid_{len(md.groups)}", 1, [(0, entry[inst.index[rid], j], 1)], hi=0)
+        for a, b in hyp.order:
+            ia, ib = inst.index[a], inst.index[b]
+            self.add(f"order_{len(md.groups)}", J, [(self.batch_row, fin[ia, 1:], 1),
+                                                    (self.batch_row, fin[ib, 1:], -1)], lo=0)
+
+    # -- section 3: tight only, eqs. 13-23 --------------------------------------------------
+    def dominance(self) -> None:
+        """(eq. 13) evict only a caught-up request (``g >= 1``, ``m_before == S_before - 1``),
+        hence ``ev >= I e``."""
+        s, I_col, U_col = self.s, self.d.I_col, self.d.U_col
+        self.add_cells("dom_h", [(s.evict, 1), (s.ftk_before, -1)], hi=0)
+        self.add_cells("dom_a", [(s.g_before, 1), (s.m_before, -1), (s.evict, U_col - 1)],
+                       hi=self.cells(1 - I_col + U_col - 1))
+        self.add_cells("ev_ge_I", [(self.v["ev"].ids, 1), (s.evict, -I_col)], lo=0)
+
+    def symmetry(self) -> None:
+        """(eq. 14) identical requests not named by a hypothesis finish in index order."""
+        fin = self.v["fin"].ids
+        for group in self.d.symmetry:
+            for a, b in zip(group[:-1], group[1:]):
+                self.add(f"sym_{a}_{b}", self.d.J, [(self.batch_row, fin[a, 1:], 1),
+                                                    (self.batch_row, fin[b, 1:], -1)], lo=0)
+
+    def contiguity(self) -> None:
+        """(eq. 15) ``act_j`` = batch ``j`` has an entry or an eviction; used slots come first."""
+        d, s, batch = self.d, self.s, self.batch_row
+        act = self.md.add_vars("act", d.J, vtype="B")
+        self.v["act"] = act
+        every = np.broadcast_to(act.ids[None, :], d.shape)
+        self.add_cells("act_x", [(every, 1), (s.entry, -1)], lo=0)
+        self.add_cells("act_e", [(every, 1), (s.evict, -1)], lo=0)
+        self.add("act_le", d.J, [(batch, act.ids, 1), (self.batch_sum, s.entry, -1),
+                                 (self.batch_sum, s.evict, -1)], hi=0)
+        self.add("act_mono", d.J - 1, [(batch[:-1], act.ids[:-1], 1),
+                                       (batch[:-1], act.ids[1:], -1)], lo=0)
+
+    def entry_counts(self) -> None:
+        """(eq. 17) ``sum_j x >= O``, ``sum_j c - sum_j ev = U``; (eq. 18) ``sum_j dec + sum_j e
+        >= O - 1``, ``sum_j pre - sum_j e >= 1``."""
+        d, s, per_request = self.d, self.s, self.request_sum
+        ev = self.v["ev"].ids
+        self.add("n_entries", d.n, [(per_request, s.entry, 1)], lo=d.O)
+        self.add("tokens_total", d.n, [(per_request, s.tokens, 1), (per_request, ev, -1)],
+                 lo=d.U, hi=d.U)
+        self.add("n_dec", d.n, [(per_request, s.dec, 1), (per_request, s.evict, 1)], lo=d.O - 1)
+        self.add("n_pre", d.n, [(per_request, s.pre, 1), (per_request, s.evict, -1)], lo=1)
+
+    def memory_floors(self) -> None:
+        """(eq. 19) ``m_before >= I dec``; ``m_after >= U`` in the finishing batch;
+        ``m_after >= c``; ``gen >= dec``; ``m_after >= I gen``."""
+        s, I_col, U_col = self.s, self.d.I_col, self.d.U_col
+        self.add_cells("dec_m", [(s.m_before, 1), (s.dec, -I_col)], lo=0)
+        self.add_cells("fin_m", [(s.m_after, 1), (s.fin_after, -U_col), (s.fin_before, U_col)],
+                       lo=0)
+        self.add_cells("m_ge_c", [(s.m_after, 1), (s.tokens, -1)], lo=0)
+        self.add_cells("gen_ge_dec", [(s.gen, 1), (s.dec, -1)], lo=0)
+        self.add_cells("m_ge_gen", [(s.m_after, 1), (s.gen, -I_col)], lo=0)
+
+    def memory_cliques(self) -> None:
+        """(eq. 20) KV is held only in active slots; at most ``K_dec`` decode entries and
+        ``K_fin`` finishing requests per batch (the most minimal footprints that fit in M)."""
+        d, s, per_batch, batch = self.d, self.s, self.batch_sum, self.batch_row
+        lim, y = d.inst.limits, self.v["y"].ids
+        if d.compact and lim.block_size == 1:  # memory is only held in active batch slots
+            self.add("M_act", d.J, [(per_batch, s.m_after, 1), (per_batch, s.fin_before, -d.U_col),
+                                    (batch, self.v["act"].ids, -lim.kv_capacity)], hi=0)
+        k_dec = _knapsack_count(d.I + 1, lim.kv_capacity, lim)
+        k_fin = _knapsack_count(d.U, lim.kv_capacity, lim)
+        if k_dec < d.n:
+            self.add("clique_dec", d.J, [(per_batch, s.dec, 1), (batch, y, -k_dec)], hi=0)
+        if k_fin < d.n:
+            self.add("clique_fin", d.J, [(per_batch, s.fin_after, 1), (per_batch, s.fin_before, -1),
+                                         (batch, y, -k_fin)], hi=0)
+
+    def phase_indicators(self) -> None:
+        """(eq. 22) every batch with an entry has a prefill or a decode entry: ``ap + ad >= y``,
+        ``ap, ad <= y``."""
+        batch, y = self.batch_row, self.v["y"].ids
+        ap = _built(self.v.get("ap"), "ap (tight)").ids
+        ad = _built(self.v.get("ad"), "ad (tight)").ids
+        self.add("y_phase", self.d.J, [(batch, ap, 1), (batch, ad, 1), (batch, y, -1)], lo=0)
+        self.add("ap_y", self.d.J, [(batch, ap, 1), (batch, y, -1)], hi=0)
+        self.add("ad_y", self.d.J, [(batch, ad, 1), (batch, y, -1)], hi=0)
+
+    def busy_time(self, ub: float | None) -> None:
+        """Offline makespan: (eq. 21) busy time >= unavoidable work + per-batch overhead, and
+        (eq. 23) ``sum_j t_j <= UB`` for a known upper bound."""
+        d = self.d
+        if d.objective != "makespan" or d.online:
+            return
+        t, y = self.v["t"].ids, self.v["y"].ids
+        work = float(request_work_lower_bound(d.inst).sum()) * d.scale
+        overhead = batch_overhead_lower_bound(d.inst) * d.scale
+        self.add("busy_lb", 1, [(0, t, 1), (0, y, -overhead)], lo=work)
+        if ub is not None:
+            self.add("busy_ub", 1, [(0, t, 1)], hi=ub * d.scale * (1 + 1e-9))
+
+
 def build(inst: Instance, objective: str = "makespan", hyp: Hypotheses | None = None, *,
-          J: int, variant: str = "tight", ub: float | None = None) -> InfermaxModel:
-    """Build the InferMax MILP with ``J`` batch slots (``formulations/infermax.md``).
+          J: int, variant: str = "tight", ub: float | None = None,
+          restricted: bool = True) -> InfermaxModel:
+    """Build the InferMax MILP with ``J`` batch slots (``formulations/infermax.md``): the rows
+    of section 2 (eqs. 1-12, plain: P1-P6), the hypotheses, and for the tight variant the
+    restriction, symmetry and valid inequalities of section 3 (eqs. 13-26).
 
     ``ub`` (seconds, optional) is a known objective upper bound used only by the tight
-    variant to tighten time constants.
+    variant to tighten time constants; ``restricted`` says whether ``J`` may cut off the
+    optimum (section 4), for :attr:`RawSolution.restricted`.
     """
     hyp = hyp or Hypotheses()
     refuse_swaps("infermax", inst)
     if variant not in VARIANTS:
         raise FormulationError(f"infermax: unknown variant {variant!r}; choose plain or tight")
-    tight = variant == "tight"
-    n = inst.n
-    lim = inst.limits
-    Cb, Mcap = lim.max_batch_tokens, lim.kv_capacity
-    P = lim.max_prefill_tokens
-    blk = lim.block_size
-    I = inst.prompt.astype(np.int64)
-    O = inst.output.astype(np.int64)
-    U = I + O - 1
-    arr = inst.arrival.astype(float)
-    online = bool(np.any(arr > 0))
-    unit = isinstance(inst.cost_model, UnitCost)
-    k = _cost_coefs(inst.cost_model)
-    kk = {name: k.get(name, 0.0) for name in
-          ("k0", "k1", "kpq", "kpm", "kdm", "kpr", "kdr", "kpl", "kpb", "kdb")}
-    # time scale: one small prefill batch ~ 1 model unit (keeps solver tolerances relative)
-    if unit:
-        scale = 1.0
-    else:
-        ref = kk["k0"] + kk["k1"] + kk["kpq"] + kk["kpr"] + kk["kpb"]
-        scale = 1.0 / ref if ref > 0 else 1.0
-    ks = {name: val * scale for name, val in kk.items()}
-    Cmax = np.minimum(np.minimum(Cb, P if P is not None else Cb), U)  # per request, eq. 4
-    Umax = int(U.max())
-    BIG = float(max(Mcap, Cb, Umax + 1))  # plain: one blanket constant (eq. P1)
-
-    named = {r for r, _ in (*hyp.force, *hyp.forbid)} | {r for pair in hyp.order for r in pair}
-    dominance = tight and not hyp.force and not hyp.order
-    compact = tight and not hyp.force and not hyp.forbid
-    symmetry = _identical_groups(inst, named) if tight else []
-
-    md = milp.Model(f"infermax_{variant}")
-    R = _Rows(md)
-    nJ = (n, J)
-    E2 = _elem(nJ)
-    pj = np.arange(J)[None, :]  # per-batch sum rows
-    pi = np.arange(n)[:, None]  # per-request sum rows
-    Ic, Oc, Uc, Cc_ = I[:, None], O[:, None], U[:, None], Cmax[:, None]
-
-    # ---- variables (eq. 1) ---------------------------------------------------------------
-    x = md.add_vars("x", nJ, vtype="B")
-    c = md.add_vars("c", nJ, ub=np.broadcast_to(Cc_, nJ), vtype="I")
-    e_ub = 0.0 if hyp.no_evictions else 1.0
-    e = md.add_vars("e", nJ, ub=e_ub, vtype="B")
-    gen = md.add_vars("gen", nJ, vtype="B")
-    dec = md.add_vars("dec", nJ, vtype="B")
-    pre = md.add_vars("pre", nJ, vtype="B")
-    m_lb = np.zeros((n, J + 1))
-    m_ub = np.broadcast_to(Uc, (n, J + 1)).astype(float).copy()
-    m_ub[:, 0] = 0
-    m = md.add_vars("m", (n, J + 1), lb=m_lb, ub=m_ub)
-    g_lb = np.zeros((n, J + 1))
-    g_ub = np.broadcast_to(Oc, (n, J + 1)).astype(float).copy()
-    g_ub[:, 0] = 0
-    g_lb[:, J] = O  # termination (eq. 5)
-    g = md.add_vars("g", (n, J + 1), lb=g_lb, ub=g_ub)
-    f_ub = np.ones((n, J + 1))
-    f_ub[:, 0] = 0
-    f_lb = np.zeros((n, J + 1))
-    f_lb[:, J] = 1
-    fin = md.add_vars("fin", (n, J + 1), lb=f_lb, ub=f_ub, vtype="B")
-    ftk = md.add_vars("ftk", (n, J + 1), lb=f_lb, ub=f_ub, vtype="B")
-    v: dict[str, Any] = dict(x=x, c=c, e=e, gen=gen, dec=dec, pre=pre, m=m, g=g, fin=fin, ftk=ftk)
-
-    X, Cv, Ev_, Gen, Dec, Pre = x.ids, c.ids, e.ids, gen.ids, dec.ids, pre.ids
-    Mb, Ma = m.ids[:, :-1], m.ids[:, 1:]
-    Gb, Ga = g.ids[:, :-1], g.ids[:, 1:]
-    Fb, Fa = fin.ids[:, :-1], fin.ids[:, 1:]
-    Hb, Ha = ftk.ids[:, :-1], ftk.ids[:, 1:]
-    NR = n * J
-
-    def bigm(tight_val):
-        """Per-constraint constant (tight) or the blanket BIG (plain)."""
-        return tight_val if tight else BIG
-
-    # ---- memory update (paper eq. (1); here eq. 2) -----------------------------------------
-    if tight:
-        evv = md.add_vars("ev", nJ)  # ev = e * m_before, exact McCormick (eq. 2b)
-        v["ev"] = evv
-        EV = evv.ids
-        R.add("mem_update", NR, [(E2, Ma, 1), (E2, Mb, -1), (E2, EV, 1), (E2, Cv, -1)], 0, 0)
-        R.add("ev_le_e", NR, [(E2, EV, 1), (E2, Ev_, -Uc)], hi=0)
-        R.add("ev_le_m", NR, [(E2, EV, 1), (E2, Mb, -1)], hi=0)
-        R.add("ev_ge", NR, [(E2, EV, 1), (E2, Mb, -1), (E2, Ev_, -Uc)], lo=-np.broadcast_to(Uc, nJ).ravel())
-    else:
-        R.add("p_mem_evict", NR, [(E2, Ma, 1), (E2, Ev_, BIG)], hi=BIG)
-        R.add("p_mem_le", NR, [(E2, Ma, 1), (E2, Mb, -1), (E2, Cv, -1), (E2, Ev_, -BIG)], hi=0)
-        R.add("p_mem_ge", NR, [(E2, Ma, 1), (E2, Mb, -1), (E2, Cv, -1), (E2, Ev_, BIG)], lo=0)
-
-    # ---- tokens to process (paper eq. (2); eq. 3-4) ---------------------------------------
-    R.add("c_ge_x", NR, [(E2, Cv, 1), (E2, X, -1)], lo=0)
-    R.add("c_le_x", NR, [(E2, Cv, 1), (E2, X, -bigm(Cc_))], hi=0)
-    if tight:
-        R.add("x_or_e", NR, [(E2, X, 1), (E2, Ev_, 1)], hi=1)
-        R.add("c_avail", NR, [(E2, Cv, 1), (E2, Mb, 1), (E2, Gb, -1)],
-              hi=np.broadcast_to(Ic, nJ).ravel())
-    else:
-        R.add("p_c_evict", NR, [(E2, Cv, 1), (E2, Ev_, BIG)], hi=BIG)
-        R.add("p_c_avail", NR, [(E2, Cv, 1), (E2, Mb, 1), (E2, Gb, -1), (E2, Ev_, -BIG)],
-              hi=np.broadcast_to(Ic, nJ).ravel())
-    # ---- token generation (paper eq. (3); eq. 5) ------------------------------------------
-    # gen = 1  <=>  m_after == S_before = I + g_before  (m_after <= S_before always)
-    R.add("gen_le", NR, [(E2, Ma, 1), (E2, Gb, -1), (E2, Gen, -1)],
-          hi=np.broadcast_to(Ic - 1, nJ).ravel())
-    Mg = bigm(Uc)
-    R.add("gen_ge", NR, [(E2, Ma, 1), (E2, Gb, -1), (E2, Gen, -Mg)],
-          lo=np.broadcast_to(Ic - Mg, nJ).ravel())
-    R.add("seq_growth", NR, [(E2, Ga, 1), (E2, Gb, -1), (E2, Gen, -1)], 0, 0)
-    if tight:
-        R.add("gen_le_x", NR, [(E2, Gen, 1), (E2, X, -1)], hi=0)
-    # ---- finished / first token indicators (eq. 6) ----------------------------------------
-    R.add("fin_lo", NR, [(E2, Ga, 1), (E2, Fa, -Oc)], lo=0)
-    R.add("fin_hi", NR, [(E2, Ga, 1), (E2, Fa, -1)], hi=np.broadcast_to(Oc - 1, nJ).ravel())
-    R.add("ftk_lo", NR, [(E2, Ga, 1), (E2, Ha, -1)], lo=0)
-    R.add("ftk_hi", NR, [(E2, Ga, 1), (E2, Ha, -bigm(Oc))], hi=0)
-    R.add("x_after_fin", NR, [(E2, X, 1), (E2, Fb, 1)], hi=1)
-    R.add("e_after_fin", NR, [(E2, Ev_, 1), (E2, Fb, 1)], hi=1)
-    R.add("e_needs_kv", NR, [(E2, Ev_, 1), (E2, Mb, -1)], hi=0)
-    if tight:
-        R.add("fin_mono", NR, [(E2, Fa, 1), (E2, Fb, -1)], lo=0)
-        R.add("ftk_mono", NR, [(E2, Ha, 1), (E2, Hb, -1)], lo=0)
-
-    # ---- entry phase: decode iff g_before >= 1 and m_before == S_before - 1 (eq. 7) -------
-    R.add("phase", NR, [(E2, Dec, 1), (E2, Pre, 1), (E2, X, -1)], 0, 0)
-    R.add("dec_h", NR, [(E2, Dec, 1), (E2, Hb, -1)], hi=0)
-    Md = bigm(Uc - 1)
-    # dec => a = I + g_b - m_b <= 1
-    R.add("dec_a", NR, [(E2, Gb, 1), (E2, Mb, -1), (E2, Dec, Md)],
-          hi=np.broadcast_to(1 - Ic + Md, nJ).ravel())
-    # pre => a >= 2 or h == 0:  a >= 2 pre + 2 h - 2
-    R.add("pre_a", NR, [(E2, Gb, 1), (E2, Mb, -1), (E2, Pre, -2), (E2, Hb, -2)],
-          lo=np.broadcast_to(-2 - Ic, nJ).ravel())
-
-    # ---- batch constraints (paper eq. (4); eq. 8) -----------------------------------------
-    R.add("C", J, [(pj, Cv, 1)], hi=Cb)
-    if P is not None and P < Cb:
-        R.add("P", J, [(pj, Cv, 1), (pj, Dec, -1)], hi=P)
-    if lim.max_batch_size is not None:
-        R.add("B", J, [(pj, X, 1)], hi=lim.max_batch_size)
-    if blk == 1:
-        R.add("M", J, [(pj, Ma, 1), (pj, Fb, -Uc)], hi=Mcap)
-    else:
-        Ublk = -(-U // blk)
-        kb = md.add_vars("kb", nJ, ub=np.broadcast_to(Ublk[:, None], nJ), vtype="I")
-        v["kb"] = kb
-        R.add("kb_ge", NR, [(E2, kb.ids, blk), (E2, Ma, -1)], lo=0)
-        R.add("M", J, [(pj, kb.ids, blk), (pj, Fb, -(blk * Ublk)[:, None])], hi=Mcap)
-
-    # ---- batch indicators -----------------------------------------------------------------
-    y = md.add_vars("y", J, vtype="B")
-    v["y"] = y
-    need_ap = ks["kpb"] > 0 or tight
-    need_ad = ks["kdb"] > 0 or tight
-    ap = md.add_vars("ap", J, vtype="B") if need_ap else None
-    ad = md.add_vars("ad", J, vtype="B") if need_ad else None
-    if ap is not None:
-        v["ap"] = ap
-    if ad is not None:
-        v["ad"] = ad
-    for name, ind, src in (("y", y, X), ("ap", ap, Pre), ("ad", ad, Dec)):
-        if ind is None:
-            continue
-        Y = np.broadcast_to(ind.ids[None, :], nJ)
-        if tight:
-            R.add(f"{name}_ge", NR, [(E2, Y, 1), (E2, src, -1)], lo=0)
-        else:
-            R.add(f"{name}_ge", J, [(np.arange(J), ind.ids, n), (pj, src, -1)], lo=0)
-        R.add(f"{name}_le", J, [(np.arange(J), ind.ids, 1), (pj, src, -1)], hi=0)
-
-    # ---- prefill products, exact (eq. 9-10) --------------------------------------------------
-    cmax_all = int(Cmax.max()) if n else 1
-    bits = max(1, int(cmax_all).bit_length())
-    pw = (2 ** np.arange(bits)).astype(float)
-    telescope = (tight and dominance and objective == "makespan" and not online and not unit
-                 and ks["kpq"] > 0 and abs(kk["kpm"] - 2 * kk["kpq"]) <= 1e-12 * kk["kpm"]
-                 and int(O.max()) <= 64)
-    if telescope:
-        # eq. 24-26: with kpm = 2 kpq the prefill attention of a residency segment
-        # telescopes to kpq * P^2 (P = m after its last prefill entry, the "ce" event)
-        cu = md.add_vars("cu", nJ, vtype="B")
-        ce = md.add_vars("ce", nJ, vtype="B")
-        qq = md.add_vars("qq", nJ)
-        v.update(cu=cu, ce=ce, qq=qq)
-        CU, CE, QQ = cu.ids, ce.ids, qq.ids
-        R.add("cu_h", NR, [(E2, CU, 1), (E2, Ha, -1)], hi=0)
-        R.add("cu_1", NR, [(E2, Ma, 1), (E2, Ga, -1), (E2, CU, -Uc)],
-              lo=np.broadcast_to(Ic - 1 - Uc, nJ).ravel())
-        R.add("cu_0", NR, [(E2, Ma, 1), (E2, Ga, -1), (E2, CU, -1), (E2, Ha, 1)],
-              hi=np.broadcast_to(Ic - 1, nJ).ravel())
-        R.add("ce_pre", NR, [(E2, CE, 1), (E2, Pre, -1)], hi=0)
-        R.add("ce_cu", NR, [(E2, CE, 1), (E2, CU, -1)], hi=0)
-        R.add("ce_and", NR, [(E2, CE, 1), (E2, Pre, -1), (E2, CU, -1)], lo=-1)
-        R.add("ce_count", n, [(pi, CE, 1), (pi, Ev_, -1)], lo=1, hi=1)
-        kq = ks["kpq"]
-        R.add("qq_I", NR, [(E2, QQ, 1), (E2, CE, -kq * Ic.astype(float) ** 2)], lo=0)
-        for d in range(int(O.max()) + 1):  # tangents of m^2 at integer m = I - 1 + d
-            q = (Ic - 1 + d).astype(float)
-            bq = kq * np.maximum((2 * q + 1) * Uc - q * (q + 1), 0.0)
-            R.add(f"qq_tan_{d}", NR, [(E2, QQ, 1), (E2, Ma, -kq * (2 * q + 1)), (E2, CE, -bq)],
-                  lo=np.broadcast_to(-kq * q * (q + 1) - bq, nJ).ravel())
-        bits = 0
-    elif not unit and (ks["kpq"] > 0 or ks["kpm"] > 0):
-        z_ub = np.ones((n, J, bits))
-        z_ub[(pw[None, None, :] > Cc_[:, :, None]) * np.ones((n, J, bits), bool)] = 0
-        z = md.add_vars("z", (n, J, bits), ub=z_ub, vtype="B")
-        v["z"] = z
-        E3 = _elem((n, J, bits))
-        R.add("c_bits", NR, [(E2, Cv, 1), (E2[:, :, None], z.ids, -pw)], 0, 0)
-        Z = z.ids
-
-        def mccormick(name, Wv, Yv, ub_y):
-            ub3 = np.broadcast_to(ub_y, (n, J, bits)) if tight else BIG
-            R.add(f"{name}_1", n * J * bits, [(E3, Wv, 1), (E3, Z, -ub3)], hi=0)
-            R.add(f"{name}_2", n * J * bits, [(E3, Wv, 1), (E3, Yv, -1)], hi=0)
-            R.add(f"{name}_3", n * J * bits, [(E3, Wv, 1), (E3, Yv, -1), (E3, Z, -ub3)],
-                  lo=-np.broadcast_to(ub3, (n, J, bits)).ravel())
-
-        if ks["kpm"] > 0:
-            w = md.add_vars("w", (n, J, bits))
-            v["w"] = w
-            mccormick("w", w.ids, np.broadcast_to(Mb[:, :, None], (n, J, bits)), Uc[:, :, None])
-        if ks["kpq"] > 0:
-            vq = md.add_vars("vq", (n, J, bits))
-            v["vq"] = vq
-            mccormick("vq", vq.ids, np.broadcast_to(Cv[:, :, None], (n, J, bits)),
-                      Cc_[:, :, None])
-            if tight:
-                # c^2 >= (2q+1) c - q(q+1) for integer c (tangent cuts, eq. 16)
-                for kq, qv in enumerate((I - 1, Cmax // 4, Cmax // 2, Cmax - 1)):
-                    q = np.maximum(qv, 0)[:, None].astype(float)
-                    R.add(f"sq_tan_{kq}", NR, [(E2[:, :, None], vq.ids, pw),
-                                               (E2, Cv, -(2 * q + 1))],
-                          lo=np.broadcast_to(-q * (q + 1), nJ).ravel())
-    else:
-        bits = 0
-    pmv = dmv = None
-    if not unit and ks["kpl"] > 0:
-        pmv = md.add_vars("pm", nJ)
-        v["pm"] = pmv
-    if not unit and (ks["kdm"] > 0 or (ks["kpm"] > 0 and not telescope)):
-        dmv = md.add_vars("dm", nJ)
-        v["dm"] = dmv
-    for blkv, bin_ in ((pmv, Pre), (dmv, Dec)):
-        if blkv is None:
-            continue
-        W = blkv.ids
-        ub2 = np.broadcast_to(Uc, nJ) if tight else BIG
-        nm = blkv.name
-        R.add(f"{nm}_1", NR, [(E2, W, 1), (E2, bin_, -ub2)], hi=0)
-        R.add(f"{nm}_2", NR, [(E2, W, 1), (E2, Mb, -1)], hi=0)
-        R.add(f"{nm}_3", NR, [(E2, W, 1), (E2, Mb, -1), (E2, bin_, -ub2)],
-              lo=-np.broadcast_to(ub2, nJ).ravel())
-
-    # ---- batch time (cost model, eq. 11) --------------------------------------------------
-    tmax = _tmax(inst, kk) * scale
-    t = md.add_vars("t", J, ub=tmax)
-    v["t"] = t
-    jj = np.arange(J)
-    terms: list[tuple[Any, Any, Any]] = [(jj, t.ids, 1.0), (jj, y.ids, -ks["k0"])]
-    if not unit:
-        terms += [(pj, Cv, -ks["k1"]), (pj, Pre, -ks["kpr"]), (pj, Dec, -ks["kdr"])]
-        if "qq" in v:
-            terms += [(pj, v["qq"].ids, -1.0)]
-        if "vq" in v:
-            terms += [(pj[:, :, None], v["vq"].ids, -ks["kpq"] * pw), (pj, Dec, ks["kpq"])]
-        if "w" in v:
-            terms += [(pj[:, :, None], v["w"].ids, -ks["kpm"] * pw),
-                      (pj, _built(dmv, "dm (w needs it)").ids, ks["kpm"])]
-        if pmv is not None:
-            terms += [(pj, pmv.ids, -ks["kpl"])]
-        if dmv is not None and ks["kdm"]:
-            terms += [(pj, dmv.ids, -ks["kdm"])]
-        if ks["kpb"]:
-            terms += [(jj, _built(ap, "ap (kpb > 0)").ids, -ks["kpb"])]
-        if ks["kdb"]:
-            terms += [(jj, _built(ad, "ad (kdb > 0)").ids, -ks["kdb"])]
-    R.add("time", J, terms, 0, 0)
-
-    # ---- clock, completion, first token (eq. 12) -------------------------------------------
-    arr_s = arr * scale
-    bt = tmax * (np.arange(J) + 1) + float(arr_s.max(initial=0.0))  # end_j <= bt_j
-    if not tight:
-        bt = np.full(J, float(bt[-1]))
-    need_end = online or objective != "makespan"
-    if need_end:
-        end = md.add_vars("end", J, ub=bt)
-        v["end"] = end
-        if online:
-            start = md.add_vars("start", J, ub=bt)
-            v["start"] = start
-            R.add("clock_end", J, [(jj, end.ids, 1), (jj, start.ids, -1), (jj, t.ids, -1)], 0, 0)
-            R.add("clock_prev", J - 1, [(jj[:-1], start.ids[1:], 1), (jj[:-1], end.ids[:-1], -1)],
-                  lo=0)
-            has = np.flatnonzero(arr_s > 0)
-            if has.size:
-                Ea = _elem((has.size, J))
-                R.add("clock_arr", has.size * J,
-                      [(Ea, np.broadcast_to(start.ids[None, :], (has.size, J)), 1),
-                       (Ea, X[has], -arr_s[has][:, None]), (Ea, Ev_[has], -arr_s[has][:, None])],
-                      lo=0)
-        else:
-            R.add("clock_end", J, [(jj, end.ids, 1), (jj[1:], end.ids[:-1], -1), (jj, t.ids, -1)],
-                  0, 0)
-    obj_cols: list = []
-    obj_coefs: list = []
-    const = 0.0
-    if objective == "makespan":
-        if need_end:
-            obj_cols, obj_coefs = [end.ids[J - 1]], [1.0]
-        else:
-            obj_cols, obj_coefs = [t.ids], [np.ones(J)]
-    else:
-        which = "comp" if objective == "total-latency" else "first"
-        ind = fin if which == "comp" else ftk
-        tv = md.add_vars(which, n, lb=arr_s, ub=float(bt[-1]))
-        v[which] = tv
-        # tv_i >= end_j - bt_j (1 - (ind_a - ind_b))
-        Fa_, Fb_ = ind.ids[:, 1:], ind.ids[:, :-1]
-        R.add(f"{which}_def", NR, [(E2, np.broadcast_to(tv.ids[:, None], nJ), 1),
-                                   (E2, np.broadcast_to(end.ids[None, :], nJ), -1),
-                                   (E2, Fa_, -bt[None, :]), (E2, Fb_, bt[None, :])],
-              lo=np.broadcast_to(-bt[None, :], nJ).ravel())
-        div = 1.0 if which == "comp" else float(n)
-        obj_cols, obj_coefs = [tv.ids], [np.full(n, 1.0 / div)]
-        const = -float(arr_s.sum()) / div
-    md.set_objective(np.concatenate([np.atleast_1d(a) for a in obj_cols]),
-                     np.concatenate([np.atleast_1d(a) for a in obj_coefs]), constant=const)
-
-    # ---- hypotheses (eq. H1-H5) --------------------------------------------------------------
-    if hyp.at_most is not None:
-        R.add("at_most", 1, [(np.zeros(len(np.concatenate([np.atleast_1d(a) for a in obj_cols])),
-                                       np.int64),
-                              np.concatenate([np.atleast_1d(a) for a in obj_cols]),
-                              np.concatenate([np.atleast_1d(a) for a in obj_coefs]))],
-              hi=hyp.at_most * scale - const)
-    for rid, j in hyp.force:
-        if j >= J:
-            raise FormulationError(f"force {rid}@{j}: the model has only J = {J} batches")
-        R.add(f"force_{len(md.groups)}", 1, [(0, X[inst.index[rid], j], 1)], lo=1)
-    for rid, j in hyp.forbid:
-        if j < J:
-            R.add(f"forbid_{len(md.groups)}", 1, [(0, X[inst.index[rid], j], 1)], hi=0)
-    for a, b in hyp.order:
-        ia, ib = inst.index[a], inst.index[b]
-        R.add(f"order_{len(md.groups)}", J, [(jj, fin.ids[ia, 1:], 1), (jj, fin.ids[ib, 1:], -1)],
-              lo=0)
-
-    # ---- tight only: restriction, symmetry and valid inequalities (eqs. 13-23) --------------
-    if tight:
-        if dominance:
-            # eq. 13: evict only a caught-up request (g >= 1, m_before == S_before - 1)
-            R.add("dom_h", NR, [(E2, Ev_, 1), (E2, Hb, -1)], hi=0)
-            R.add("dom_a", NR, [(E2, Gb, 1), (E2, Mb, -1), (E2, Ev_, Uc - 1)],
-                  hi=np.broadcast_to(1 - Ic + Uc - 1, nJ).ravel())
-            R.add("ev_ge_I", NR, [(E2, v["ev"].ids, 1), (E2, Ev_, -Ic)], lo=0)
-        for grp in symmetry:  # eq. 14
-            for a_, b_ in zip(grp[:-1], grp[1:]):
-                R.add(f"sym_{a_}_{b_}", J, [(jj, fin.ids[a_, 1:], 1), (jj, fin.ids[b_, 1:], -1)],
-                      lo=0)
-        if compact:  # eq. 15: batch slots are used contiguously
-            act = md.add_vars("act", J, vtype="B")
-            v["act"] = act
-            A = np.broadcast_to(act.ids[None, :], nJ)
-            R.add("act_x", NR, [(E2, A, 1), (E2, X, -1)], lo=0)
-            R.add("act_e", NR, [(E2, A, 1), (E2, Ev_, -1)], lo=0)
-            R.add("act_le", J, [(jj, act.ids, 1), (pj, X, -1), (pj, Ev_, -1)], hi=0)
-            R.add("act_mono", J - 1, [(jj[:-1], act.ids[:-1], 1), (jj[:-1], act.ids[1:], -1)], lo=0)
-        # eq. 17: every request needs >= O entries; token count identity
-        R.add("n_entries", n, [(pi, X, 1)], lo=O)
-        R.add("tokens_total", n, [(pi, Cv, 1), (pi, v["ev"].ids, -1)], lo=U, hi=U)
-        # eq. 18: decode entries and prefill entries vs evictions
-        R.add("n_dec", n, [(pi, Dec, 1), (pi, Ev_, 1)], lo=O - 1)
-        R.add("n_pre", n, [(pi, Pre, 1), (pi, Ev_, -1)], lo=1)
-        # eq. 19: a decode entry holds >= I before, the finishing batch holds U
-        R.add("dec_m", NR, [(E2, Mb, 1), (E2, Dec, -Ic)], lo=0)
-        R.add("fin_m", NR, [(E2, Ma, 1), (E2, Fa, -Uc), (E2, Fb, Uc)], lo=0)
-        R.add("m_ge_c", NR, [(E2, Ma, 1), (E2, Cv, -1)], lo=0)
-        R.add("gen_ge_dec", NR, [(E2, Gen, 1), (E2, Dec, -1)], lo=0)
-        R.add("m_ge_gen", NR, [(E2, Ma, 1), (E2, Gen, -Ic)], lo=0)
-        if compact and blk == 1:  # memory is only held in active batch slots
-            R.add("M_act", J, [(pj, Ma, 1), (pj, Fb, -Uc), (jj, v["act"].ids, -Mcap)], hi=0)
-        # eq. 20: memory cliques
-        kdec = _knapsack_count(I + 1, Mcap, inst.limits)
-        kfin = _knapsack_count(U, Mcap, inst.limits)
-        if kdec < n:
-            R.add("clique_dec", J, [(pj, Dec, 1), (jj, y.ids, -kdec)], hi=0)
-        if kfin < n:
-            R.add("clique_fin", J, [(pj, Fa, 1), (pj, Fb, -1), (jj, y.ids, -kfin)], hi=0)
-        # eq. 22: every batch with an entry has a prefill or a decode entry
-        ap, ad = _built(ap, "ap (tight)"), _built(ad, "ad (tight)")
-        R.add("y_phase", J, [(jj, ap.ids, 1), (jj, ad.ids, 1), (jj, y.ids, -1)], lo=0)
-        R.add("ap_y", J, [(jj, ap.ids, 1), (jj, y.ids, -1)], hi=0)
-        R.add("ad_y", J, [(jj, ad.ids, 1), (jj, y.ids, -1)], hi=0)
-        # eq. 21: busy time >= unavoidable work + per-batch overhead
-        if objective == "makespan" and not online:
-            work = float(request_work_lower_bound(inst).sum()) * scale
-            ovh = batch_overhead_lower_bound(inst) * scale
-            R.add("busy_lb", 1, [(0, t.ids, 1), (0, y.ids, -ovh)], lo=work)
-        if ub is not None and objective == "makespan" and not online:
-            R.add("busy_ub", 1, [(0, t.ids, 1)], hi=ub * scale * (1 + 1e-9))
-
+    d = _model_data(inst, objective, hyp, J, variant)
+    b = _InfermaxBuilder(d, variant)
+    b.memory_update()
+    b.tokens_to_process()
+    b.token_generation()
+    b.finish_indicators()
+    b.entry_phase()
+    b.batch_limits()
+    b.batch_indicators()
+    b.prefill_products()
+    b.batch_time()
+    b.clock()
+    b.hypotheses(b.objective())
+    if d.tight:
+        _tight_rows(b, ub)
     notes = []
-    if telescope:
+    if b.telescope:
         notes.append("tight: quadratic prefill cost priced per residency segment "
                      "(kpm = 2 kpq telescoping, eqs. 24-26)")
-    return InfermaxModel(inst, objective, variant, J, scale, md, v, online, dominance, symmetry,
-                         compact, bits, ks["kpq"], tuple(notes))
+    return InfermaxModel(inst, objective, variant, J, d.scale, b.md, b.v, d.online, d.dominance,
+                         d.symmetry, d.compact, b.bits, d.ks["kpq"], tuple(notes), restricted)
+
+
+def _tight_rows(b: _InfermaxBuilder, ub: float | None) -> None:
+    """The tight variant's restriction, symmetry breaking and valid inequalities (eqs. 13-23)."""
+    if b.d.dominance:
+        b.dominance()
+    b.symmetry()
+    if b.d.compact:
+        b.contiguity()
+    b.entry_counts()
+    b.memory_floors()
+    b.memory_cliques()
+    b.phase_indicators()
+    b.busy_time(ub)
 
 
 def _knapsack_count(sizes: np.ndarray, cap: int, limits: Limits) -> int:
@@ -559,3 +838,7 @@ def _tmax(inst: Instance, k: dict[str, float]) -> float:
     return (k["k0"] + k["kpb"] + k["kdb"] + k["k1"] * C + k["kpq"] * C * C
             + k["kpm"] * C * Umax + k["kpl"] * n * Umax + k["kpr"] * n
             + k["kdm"] * n * Umax + max(k["kdr"], 0.0) * n)
+
+
+if TYPE_CHECKING:  # mypy checks that the model satisfies the solve path's protocol
+    _built_model: type[BuiltModel] = InfermaxModel

@@ -27,7 +27,9 @@ offline makespan (the only objective eqs. 24-26 serve); an objective cut (warm s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -35,7 +37,7 @@ from ... import milp
 from ...cost import LinearCost
 from ...instance import Instance
 from ...schedule import Schedule
-from ..base import FormulationError, Hypotheses
+from ..base import BuiltModel, FormulationError, Hypotheses
 from .model import InfermaxModel, build
 
 
@@ -87,6 +89,23 @@ class RemainderModel:
     @property
     def J(self) -> int:
         return self.base.J
+
+    # -- the BuiltModel protocol (the base model's, with q) --------------------------------
+    @property
+    def objective(self) -> str:
+        return self.base.objective
+
+    @property
+    def variables(self) -> Mapping[str, milp.VarBlock]:
+        return self.model.blocks
+
+    @property
+    def horizon(self) -> int:
+        return self.base.J
+
+    @property
+    def restricted(self) -> bool:
+        return self.base.restricted
 
     @property
     def dominance(self) -> bool:
@@ -141,7 +160,7 @@ def initial_points(inst: Instance, grid: int = 16) -> set[int]:
 
 
 def build_remainder(inst: Instance, hyp: Hypotheses, *, J: int, ub: float | None,
-                    points: set[int] | None = None) -> RemainderModel:
+                    points: set[int] | None = None, restricted: bool = True) -> RemainderModel:
     """The eq. 27 model: :func:`.model.build` on ``kpq' = kpm/2`` plus ``q`` and its secants
     at ``points`` (default :func:`initial_points`; ``range(Cmax)`` is exact everywhere)."""
     why = applicable(inst, "makespan", hyp)
@@ -152,7 +171,8 @@ def build_remainder(inst: Instance, hyp: Hypotheses, *, J: int, ub: float | None
     delta = remainder_coefficient(inst)
     tele = inst.replace(cost_model=replace(cm, kpq=cm.kpm / 2, preset=None))
     # the objective cut goes on the full objective below, not on the base model's sum t
-    base = build(tele, "makespan", replace(hyp, at_most=None), J=J, variant="tight", ub=None)
+    base = build(tele, "makespan", replace(hyp, at_most=None), J=J, variant="tight", ub=None,
+                 restricted=restricted)
     if "qq" not in base.v:
         raise FormulationError("infermax eq. 27: the base model did not telescope (eqs. 24-26)")
     md = base.model
@@ -182,3 +202,7 @@ def build_remainder(inst: Instance, hyp: Hypotheses, *, J: int, ub: float | None
                           np.concatenate([np.ones(J), np.full(nJ, ds), np.full(nJ, -ds)]),
                           hi=cut * base.scale * (1 + 1e-9) + 1e-9, name="rem_cut")
     return RemainderModel(base, inst, q, tuple(pts))
+
+
+if TYPE_CHECKING:  # mypy checks that the model satisfies the solve path's protocol
+    _built_model: type[BuiltModel] = RemainderModel

@@ -3,7 +3,8 @@
 ``run`` is what :func:`optsched.formulations.solve` calls (``formulations/infermax.md``
 sections 4, 6, 7 and 9): it canonicalises the warm start, picks the horizon, builds the Big-M
 model (:mod:`.model`) or the flow model (:mod:`.flow`), solves it with the requested backend,
-decodes the solution and re-prices it at the exact re-encoded point.
+decodes the solution and re-prices it at the exact re-encoded point. Both models reach the
+solver through the :class:`~optsched.formulations.base.BuiltModel` protocol.
 """
 
 from __future__ import annotations
@@ -18,20 +19,25 @@ from ...plugins import ParamSpec, parse_params
 from ...schedule import Schedule
 from ...solve_types import WarmStart
 from ..base import (
+    BuiltModel,
     FormulationError,
     Hypotheses,
     RawSolution,
     SolveOptions,
     register_formulation,
 )
+from . import flow as fl
 from . import remainder
 from .encode import canonical
 from .horizon import _horizon, _sequential_batches, entry_batches_upper_bound
-from .model import DEFAULT_SLACK, MAX_BATCH_SLOTS, VARIANTS, InfermaxModel, _identical_groups, build
+from .model import DEFAULT_SLACK, MAX_BATCH_SLOTS, VARIANTS, _identical_groups, build
+
+#: largest flow model (arc variables) the auto variant builds before falling back to tight
+FLOW_MAX_ARCS = 45_000
 
 
-def _polish(im: InfermaxModel | remainder.RemainderModel, sched: Schedule, obj: float | None,
-            notes: list[str]):
+def _polish(built: BuiltModel, sched: Schedule, obj: float | None, notes: list[str]
+            ) -> float | None:
     """The model's objective at the exact point of the decoded schedule (section 7).
 
     Continuous columns bounded only from one side (time, products) may carry solver slack;
@@ -39,21 +45,22 @@ def _polish(im: InfermaxModel | remainder.RemainderModel, sched: Schedule, obj: 
     own price of that schedule, which is what ``solve`` compares with the evaluator.
     """
     try:
-        x = im.encode(sched)
+        x = built.encode(sched)
     except FormulationError as exc:
         notes.append(f"objective not polished: {exc}")
         return obj
-    bad = im.model.check(x)
+    bad = built.model.check(x)
     if bad:
         notes.append(f"objective not polished: re-encoded solution violates {bad[0]}")
         return obj
-    val = im.model.objective_value(x) / im.scale
+    val = built.model.objective_value(x) / built.scale
     if obj is not None and abs(val - obj) > 1e-9 * max(1.0, abs(obj)):
         notes.append(f"solver objective {obj:.10g} polished to {val:.10g} (slack removed)")
     return val
 
 
-def _solve_built(built, ws: Schedule | None, options: SolveOptions, notes: list[str]):
+def _solve_built(built: BuiltModel, ws: Schedule | None, options: SolveOptions,
+                 notes: list[str]) -> milp.SolveResult:
     """Encode the warm start, solve ``built.model`` (times scaled by ``built.scale``) with the
     requested backend, and record sizes and solver notes (shared by every variant)."""
     notes.append(f"model: {built.model.num_vars} variables ({built.model.num_integer} integer), "
@@ -70,16 +77,19 @@ def _solve_built(built, ws: Schedule | None, options: SolveOptions, notes: list[
     return res
 
 
-def _raw(res, scale: float, sched, obj, notes: list[str], J: int, jmax, J_param) -> RawSolution:
+def _raw(built: BuiltModel, res: milp.SolveResult, sched: Schedule | None, obj: float | None,
+         notes: list[str], jmax: int | None, J_param: int | None) -> RawSolution:
     """The solver result in seconds as a RawSolution (shared by every variant)."""
     status = res.status if res.status in ("optimal", "feasible", "infeasible", "no_solution",
                                           "error") else "error"
+    J = built.horizon
     if status == "infeasible" and (J_param is not None or jmax is None or J < jmax):
         notes.append(f"infeasible within J = {J} batch slots (a larger J might be feasible)")
+    scale = built.scale
     sec = lambda v: None if v is None else v / scale  # noqa: E731
     return RawSolution(status=status, objective=obj, bound=sec(res.bound), schedule=sched,
                        runtime=res.runtime or 0.0, solver=res.solver, nodes=res.nodes,
-                       exact=True, restricted=jmax is None or J < jmax,
+                       exact=True, restricted=built.restricted,
                        notes=tuple(notes), message=res.message,
                        history=tuple((t, sec(a), sec(b)) for t, a, b in res.history))
 
@@ -108,9 +118,7 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
     variant, J_param, slack = params["variant"], params["batches"], params["slack"]
     inst = instance
     if variant in ("flow", "auto"):
-        from . import flow as infermax_flow
-
-        why = infermax_flow.applicable(inst, objective, hyp)
+        why = fl.applicable(inst, objective, hyp)
         if why is None and inst.n:
             return _run_flow(inst, objective, hyp, options, warm_start, J_param, slack,
                              forced=variant == "flow")
@@ -122,26 +130,7 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
         return RawSolution("optimal", 0.0, 0.0, Schedule.empty(), solver=options.solver,
                            notes=tuple(notes))
     tight = variant == "tight"
-    named = {r for r, _ in (*hyp.force, *hyp.forbid)} | {r for pair in hyp.order for r in pair}
-    ws = None
-    ws_obj = None
-    if warm_start is not None:
-        ws, ev = warm_start.schedule, warm_start.evaluation
-        bad = hyp.broken_by(inst, ws, ev, objective) if ev.feasible else ["infeasible"]
-        if not ev.feasible or bad:
-            notes.append("warm start ignored: " + "; ".join(bad))
-            ws = None
-        elif tight:  # the canonical form is a new schedule: replayed once more
-            ws = canonical(inst, ws, dominance=not hyp.force and not hyp.order,
-                           symmetry=_identical_groups(inst, named),
-                           compact=not hyp.force and not hyp.forbid)
-            ev2 = evaluate(inst, ws)
-            if not ev2.feasible or hyp.broken_by(inst, ws, ev2, objective):
-                ws = None  # pragma: no cover - canonical keeps feasibility
-            else:
-                ev = ev2
-        if ws is not None:
-            ws_obj = ev.objective(objective)
+    ws, ws_obj = _big_m_warm_start(inst, objective, hyp, warm_start, tight, notes)
     ub = ws_obj
     if hyp.at_most is not None:
         ub = hyp.at_most if ub is None else min(ub, hyp.at_most)
@@ -149,22 +138,12 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
     base_J = ws.n_batches if ws is not None else _sequential_batches(inst)
     forced = max((j for _, j in hyp.force), default=-1)
     J = max(_horizon(base_J, jmax, J_param, slack), forced + 1)
-    if jmax is not None and J >= jmax:
-        notes.append(
-            f"J = {J} batch slots; any schedule with objective <= {ub:.6g} has at most "
-            f"{jmax} batches with entries (busy-time argument, formulations/infermax.md "
-            "section 6), so the optimum is global among schedules whose eviction-only "
-            "batches (no entries) fit in the remaining slots")
-    else:
-        notes.append(
-            f"restriction: optimal among schedules with at most J = {J} batches "
-            + (f"(a schedule within the bound could have up to {jmax} batches with entries)"
-               if jmax is not None else "(no bound on the batch count is known for this "
-               "objective)"))
+    notes.append(_big_m_horizon_note(J, jmax, ub))
     if tight and remainder.applicable(inst, objective, hyp) is None:
         # kpm < 2 kpq (every fitted cost model): eqs. 27-27b
         return _run_remainder(inst, hyp, options, ws, ub, J, jmax, J_param, notes)
-    im = build(inst, objective, hyp, J=J, variant=variant, ub=ub if tight else None)
+    im = build(inst, objective, hyp, J=J, variant=variant, ub=ub if tight else None,
+               restricted=jmax is None or J < jmax)
     if tight:
         if im.dominance:
             notes.append("tight: evictions restricted to caught-up requests (dominance, eq. 13)")
@@ -177,7 +156,7 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
     if res.values is not None and res.status in ("optimal", "feasible"):
         sched = im.decode(res.values)
         obj = _polish(im, sched, obj, notes)
-    return _raw(res, im.scale, sched, obj, notes, J, jmax, J_param)
+    return _raw(im, res, sched, obj, notes, jmax, J_param)
 
 
 def _run_remainder(inst: Instance, hyp: Hypotheses, options: SolveOptions, ws: Schedule | None,
@@ -197,7 +176,8 @@ def _run_remainder(inst: Instance, hyp: Hypotheses, options: SolveOptions, ws: S
     rounds = 0
     while True:
         rounds += 1
-        rm = remainder.build_remainder(inst, hyp, J=J, ub=best_obj, points=points)
+        rm = remainder.build_remainder(inst, hyp, J=J, ub=best_obj, points=points,
+                                       restricted=jmax is None or J < jmax)
         left = None if options.time_limit is None else \
             max(options.time_limit - (time.perf_counter() - t0), 0.5)
         res = _solve_built(rm, best, replace(options, time_limit=left), notes)
@@ -216,6 +196,7 @@ def _run_remainder(inst: Instance, hyp: Hypotheses, options: SolveOptions, ws: S
             time.perf_counter() - t0 >= options.time_limit - 0.5
         if proven or res.status != "optimal" or out_of_time or sched is None:
             break
+        assert res.values is not None  # sched was decoded from them
         sizes = rm.entry_sizes(res.values)
         # the secants exact at each size the relaxation underprices (l = c - 1 and l = c;
         # neighbourhoods of +-4 tokens made the rounds slower on the family, I = 1024)
@@ -234,29 +215,55 @@ def _run_remainder(inst: Instance, hyp: Hypotheses, options: SolveOptions, ws: S
     res = replace(res, status=status, objective=None if best_obj is None else best_obj * rm.scale,
                   bound=None if lb is None else lb * rm.scale,
                   runtime=time.perf_counter() - t0)
-    return _raw(res, rm.scale, best, best_obj, notes, J, jmax, J_param)
+    return _raw(rm, res, best, best_obj, notes, jmax, J_param)
 
 
-#: largest flow model (arc variables) the auto variant builds before falling back to tight
-FLOW_MAX_ARCS = 45_000
+def _big_m_warm_start(inst: Instance, objective: str, hyp: Hypotheses,
+                      warm_start: WarmStart | None, tight: bool, notes: list[str]
+                      ) -> tuple[Schedule | None, float | None]:
+    """The warm start the Big-M model can use (its canonical form for the tight variant,
+    eqs. 13-15) and its objective, or ``(None, None)`` when it is infeasible or breaks a
+    hypothesis."""
+    if warm_start is None:
+        return None, None
+    named = {r for r, _ in (*hyp.force, *hyp.forbid)} | {r for pair in hyp.order for r in pair}
+    ws: Schedule | None = warm_start.schedule
+    ev = warm_start.evaluation
+    bad = hyp.broken_by(inst, warm_start.schedule, ev, objective) if ev.feasible else ["infeasible"]
+    if not ev.feasible or bad:
+        notes.append("warm start ignored: " + "; ".join(bad))
+        return None, None
+    if tight:  # the canonical form is a new schedule: replayed once more
+        ws = canonical(inst, warm_start.schedule, dominance=not hyp.force and not hyp.order,
+                       symmetry=_identical_groups(inst, named),
+                       compact=not hyp.force and not hyp.forbid)
+        ev2 = evaluate(inst, ws)
+        if not ev2.feasible or hyp.broken_by(inst, ws, ev2, objective):
+            return None, None  # pragma: no cover - canonical keeps feasibility
+        ev = ev2
+    return ws, ev.objective(objective)
+
+
+def _big_m_horizon_note(J: int, jmax: int | None, ub: float | None) -> str:
+    """What ``J`` means for the optimum (section 4): global up to eviction-only batches when
+    ``J >= Jmax``, else a restriction."""
+    if jmax is not None and J >= jmax:
+        return (f"J = {J} batch slots; any schedule with objective <= {ub:.6g} has at most "
+                f"{jmax} batches with entries (busy-time argument, formulations/infermax.md "
+                "section 6), so the optimum is global among schedules whose eviction-only "
+                "batches (no entries) fit in the remaining slots")
+    return (f"restriction: optimal among schedules with at most J = {J} batches "
+            + (f"(a schedule within the bound could have up to {jmax} batches with entries)"
+               if jmax is not None else "(no bound on the batch count is known for this "
+               "objective)"))
 
 
 def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOptions,
-              warm_start: WarmStart | None, J_param, slack: int, forced: bool) -> RawSolution:
+              warm_start: WarmStart | None, J_param: int | None, slack: int,
+              forced: bool) -> RawSolution:
     """The flow variant (``formulations/infermax.md`` section 9)."""
-    from . import flow as fl
-
     notes: list[str] = ["infermax variant flow (identical requests aggregated, eqs. F1-F10)"]
-    ws, ub = None, None
-    if warm_start is not None:
-        ev = warm_start.evaluation
-        if ev.feasible and not hyp.broken_by(inst, warm_start.schedule, ev, objective):
-            # the canonical form is a new schedule: replayed once more
-            ws = canonical(inst, warm_start.schedule, dominance=True, symmetry=None, compact=True)
-            ev2 = evaluate(inst, ws)
-            ub = ev2.objective(objective) if ev2.feasible else None
-            if ub is None:
-                ws = None
+    ws, ub = _flow_warm_start(inst, objective, hyp, warm_start)
     if hyp.at_most is not None:
         ub = hyp.at_most if ub is None else min(ub, hyp.at_most)
     jmax = entry_batches_upper_bound(inst, objective, ub)
@@ -266,21 +273,14 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
     if not forced and size > FLOW_MAX_ARCS:
         return run(inst, objective, hyp, replace(options, params={**options.params,
                                                                   "variant": "tight"}), warm_start)
-    if jmax is not None and J >= jmax:
-        notes.append(f"J = {J} batch slots; any schedule with objective <= {ub:.6g} has at most "
-                     f"{jmax} batches with entries (formulations/infermax.md section 6) and "
-                     "eviction-only batches are represented by evict-refill arcs, so the "
-                     "optimum is global (under the eq. 13 dominance, which loses no optimum)")
-    else:
-        notes.append(f"restriction: optimal among schedules with at most J = {J} batches with "
-                     "entries" + (f" (a schedule within the bound could have up to {jmax})"
-                                  if jmax is not None else ""))
-    fm = fl.FlowModel(inst, J, hyp, ub, objective)
+    notes.append(_flow_horizon_note(J, jmax, ub))
+    fm = fl.FlowModel(inst, J, hyp, ub, objective, restricted=jmax is None or J < jmax)
     t_solve = time.perf_counter()
     res = _solve_built(fm, ws, options, notes)
     left = None if options.time_limit is None else \
         options.time_limit - (time.perf_counter() - t_solve)
     if ws is not None and _values_disagree(fm, res) and (left is None or left >= 1.0):
+        assert res.values is not None and res.objective is not None  # _values_disagree checked
         # seen with HiGHS 1.16: a MIP start accepted "in the reduced space" at a lower
         # objective than its own, and the start's values returned with that objective
         notes.append(f"{res.solver}: returned values priced {fm.objective_seconds(res.values):.10g} "
@@ -289,18 +289,10 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
         res = _solve_built(fm, None, replace(options, time_limit=left), notes)
     sched, obj = None, None
     if res.values is not None and res.status in ("optimal", "feasible"):
+        assert res.objective is not None  # a solution has an objective
         sched = fm.decode(res.values)
-        obj = res.objective / fm.scale
-        try:  # polish: the model objective at the exact re-encoded point
-            x2 = fm.encode(sched)
-            bad = fm.model.check(x2)
-            if bad:
-                notes.append(f"objective not polished: re-encoded solution violates {bad[0]}")
-            else:
-                obj = fm.objective_seconds(x2)
-        except FormulationError as exc:
-            notes.append(f"objective not polished: {exc}")
-    raw = _raw(res, fm.scale, sched, obj, notes, J, jmax, J_param)
+        obj = _flow_polish(fm, sched, res.objective / fm.scale, notes)
+    raw = _raw(fm, res, sched, obj, notes, jmax, J_param)
     if raw.status == "optimal" and obj is not None and raw.bound is not None \
             and obj > raw.bound + 1e-6 * max(1.0, abs(obj)):  # never claim a proof we lack
         raw = replace(raw, status="feasible", notes=raw.notes + (
@@ -309,7 +301,50 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
     return raw
 
 
-def _values_disagree(fm, res) -> bool:
+def _flow_warm_start(inst: Instance, objective: str, hyp: Hypotheses,
+                     warm_start: WarmStart | None) -> tuple[Schedule | None, float | None]:
+    """The warm start's canonical form (eq. 13 dominance, compacted) and its objective, or
+    ``(None, None)`` when it is infeasible or breaks a hypothesis."""
+    if warm_start is None:
+        return None, None
+    ev = warm_start.evaluation
+    if not ev.feasible or hyp.broken_by(inst, warm_start.schedule, ev, objective):
+        return None, None
+    # the canonical form is a new schedule: replayed once more
+    ws = canonical(inst, warm_start.schedule, dominance=True, symmetry=None, compact=True)
+    ev2 = evaluate(inst, ws)
+    if not ev2.feasible:
+        return None, None
+    return ws, ev2.objective(objective)
+
+
+def _flow_horizon_note(J: int, jmax: int | None, ub: float | None) -> str:
+    """What ``J`` means for the flow model's optimum (sections 6, 9)."""
+    if jmax is not None and J >= jmax:
+        return (f"J = {J} batch slots; any schedule with objective <= {ub:.6g} has at most "
+                f"{jmax} batches with entries (formulations/infermax.md section 6) and "
+                "eviction-only batches are represented by evict-refill arcs, so the "
+                "optimum is global (under the eq. 13 dominance, which loses no optimum)")
+    return (f"restriction: optimal among schedules with at most J = {J} batches with "
+            "entries" + (f" (a schedule within the bound could have up to {jmax})"
+                         if jmax is not None else ""))
+
+
+def _flow_polish(fm: fl.FlowModel, sched: Schedule, obj: float, notes: list[str]) -> float:
+    """The flow model's objective at the exact re-encoded point of the decoded schedule."""
+    try:
+        x2 = fm.encode(sched)
+    except FormulationError as exc:
+        notes.append(f"objective not polished: {exc}")
+        return obj
+    bad = fm.model.check(x2)
+    if bad:
+        notes.append(f"objective not polished: re-encoded solution violates {bad[0]}")
+        return obj
+    return fm.objective_seconds(x2)
+
+
+def _values_disagree(fm: fl.FlowModel, res: milp.SolveResult) -> bool:
     """True when the solver's values are not priced at the objective it reports."""
     if res.values is None or res.objective is None or res.status not in ("optimal", "feasible"):
         return False
