@@ -79,7 +79,7 @@ def step_sums(f: Floors) -> StepSums:
     (F5) and ``tail_g = sum_{g' > g} c_g'``. The steps of a request are contiguous, so the
     per-request sums are ``np.add.reduceat`` over segments (one pass over ``sum O``)."""
     inst, k = f.instance, f.k
-    n, b = inst.n, inst.limits.block_size
+    n = inst.n
     steps = inst.output - 1
     has = steps > 0
     first = (np.cumsum(steps) - steps)[has]
@@ -95,7 +95,7 @@ def step_sums(f: Floors) -> StepSums:
     ref = k["kpr"] + k["k1"] * S + f._quad_floor(S)
     ent = np.minimum(dec, ref)
     c = k["k0"] + np.minimum(dec + k["kdb"], ref + k["kpb"])
-    kv = S if b == 1 else (-(-S_int // b) * b).astype(np.float64)
+    kv = inst.limits.kv_footprint(S_int).astype(np.float64)
 
     def s(x):
         out = np.zeros(n)
