@@ -144,10 +144,12 @@ if HAVE_DATA:
 # What this says about the paper's claims, on our model:
 #
 # * **RT latency up to 74% lower** -- reproduced as an "up to": 72.5% at 2 req/s. It is not robust: at
-#   4 req/s `bros` is the worst of the four policies on RT latency (0.0967 s/token), because the engine
-#   is overloaded (BE batches keep arriving on their fixed schedule), the adaptive batch cap is reset to
-#   4 at every estimated deadline miss (section 4.2's aggressive backoff), and the small batches then
-#   fall further behind (our reading of the cause; not isolated by an ablation here).
+#   4 req/s `bros` is the worst of the four policies on RT latency (0.0967 s/token). The adaptive batch
+#   cap is not the cause: with `init_batch=256` (no backoff below 256) `bros` measures 0.0948 s/token,
+#   TTFT 53.3% and 2.721 BE req/s on the same instance -- better TTFT, the same latency. Nor is swapping:
+#   without host memory (`host_capacity` 0, evictions only) it measures 0.1164 s/token. The cause is not
+#   diagnosed here. It predates the progress guard: the code before it (commit 04f57ea) measured
+#   0.1051 s/token, TTFT 33.3% and 2.567 BE req/s.
 # * **SLO attainment up to 36 points higher** -- agrees: up to +63.3 points over `vllm` (2 req/s), and
 #   `bros` has the best TTFT attainment of the four at every rate except 4 req/s, where `bros-rr` leads.
 # * **Negligible BE throughput loss** -- does not agree: `bros` loses 23-50% of `vllm`'s BE throughput
