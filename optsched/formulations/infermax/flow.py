@@ -42,7 +42,7 @@ at the re-encoded point.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -207,6 +207,11 @@ def _build_class(ids, I, O, arrival, k, limits: Limits, allow_evict: bool,
                   np.array(price, float), np.array(kv, np.int64), np.array(fin, bool))
 
 
+def _ones(c: _Class) -> np.ndarray:
+    """Weight 1 for every arc of class ``c``."""
+    return np.ones(c.src.size)
+
+
 def classes_of(inst: Instance) -> list[tuple[list[str], int, int, float]]:
     groups: dict[tuple[float, int, int], list[str]] = {}
     for r in inst.requests:
@@ -238,104 +243,130 @@ class FlowModel:
         #: optimal only among schedules with at most J batches with entries (set by ``run``)
         self.restricted = restricted
         self.objective = objective
-        lim = inst.limits
         cm = inst.cost_model
-        k = _coef(cm)
+        self.k = _coef(cm)
         one = cm.batch_time([1], [0], [False])
         self.scale = 1.0 / one if one > 0 else 1.0
-        allow_evict = not hyp.no_evictions
         self.chain_continues = telescopes(cm)
-        self.classes = [_build_class(ids, I, O, a, k, lim, allow_evict,
+        self.classes = [_build_class(ids, I, O, a, self.k, inst.limits, not hyp.no_evictions,
                                      self.chain_continues)
                         for ids, I, O, a in classes_of(inst)]
         self.online = any(c.arrival > 0 for c in self.classes)
-        sc = self.scale
-        m = milp.Model("infermax_flow")
-        self.model = m
-        self.f = []
+        self.model = milp.Model("infermax_flow")
+        self._add_variables()
         for ci, c in enumerate(self.classes):
-            self.f.append(m.add_vars(f"f{ci}", (J, c.src.size), lb=0, ub=c.n, vtype="I"))
+            self._conservation(ci, c)
+        self._limits()
+        self._cardinality_cuts()
+        self._pair_covers()
+        self._indicators()
+        self._batch_order()
+        self._time()
+        if self.online:
+            self._online_clock()
+            self.model.set_objective([self.end[J - 1]], [1.0])
+        elif objective == "total-latency":
+            self._total_latency(self.k, self.scale)
+        else:
+            self.model.set_objective(self.t[:], np.ones(J))
+        if ub is not None:
+            self._upper_bound_cut(ub)
+
+    def _add_variables(self) -> None:
+        """(F1) arc counts ``f[k][j, a]`` per class, (F3) indicators ``y, ap, ad``, (F5) ``t``."""
+        m, J = self.model, self.J
+        self.f = [m.add_vars(f"f{ci}", (J, c.src.size), lb=0, ub=c.n, vtype="I")
+                  for ci, c in enumerate(self.classes)]
         self.y = m.add_vars("y", (J,), vtype="B")
         self.ap = m.add_vars("ap", (J,), vtype="B")
         self.ad = m.add_vars("ad", (J,), vtype="B")
         self.t = m.add_vars("t", (J,), lb=0.0)
-        jj = np.arange(J)
-        # F1 conservation at layer states and chunk nodes
-        for ci, c in enumerate(self.classes):
-            f = self.f[ci]
-            A = c.src.size
-            nS = len(c.states)
-            layer_in = np.isin(c.kind, LAYER_IN_KINDS) & (c.dst < nS)
-            # (a) out of layer state s in batch j == into s in batch j-1 (j >= 1)
-            rows, cols, vals = [], [], []
-            for j in range(J):
-                base = j * c.n_nodes
-                # out-arcs of layer states
-                out_mask = c.src < nS
-                rows.append(base + c.src[out_mask])
-                cols.append(f[j, np.flatnonzero(out_mask)])
-                vals.append(np.ones(out_mask.sum()))
-                if j >= 1:
-                    rows.append(base + c.dst[layer_in])
-                    cols.append(f[j - 1, np.flatnonzero(layer_in)])
-                    vals.append(-np.ones(layer_in.sum()))
-                # chunk nodes: in - out == 0
-                qin = c.dst >= nS
-                qout = c.src >= nS
-                rows.append(base + c.dst[qin])
-                cols.append(f[j, np.flatnonzero(qin)])
-                vals.append(np.ones(qin.sum()))
-                rows.append(base + c.src[qout])
-                cols.append(f[j, np.flatnonzero(qout)])
-                vals.append(-np.ones(qout.sum()))
-            rhs = np.zeros(J * c.n_nodes)
-            rhs[c.sidx[("W", 0, 0)]] = c.n  # batch 0: everyone waits at W(0)
-            m.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
-                              lo=rhs, hi=rhs, name=f"flow{ci}")
-            # everyone finished after the last batch
-            into_f = np.flatnonzero(layer_in & (c.dst == c.sidx[("F", c.O, 0)]))
-            m.add_constraint(f[J - 1, into_f], np.ones(into_f.size), lo=c.n, hi=c.n, name=f"done{ci}")
-            del A
-        # F2 batch limits, F3 indicators, F4 memory, F5 time
-        def per_batch(mask_fn, weight_fn):
-            rows, cols, vals = [], [], []
-            for ci, c in enumerate(self.classes):
-                sel = np.flatnonzero(mask_fn(c))
-                if sel.size == 0:
-                    continue
-                w = weight_fn(c)[sel]
-                rows.append(np.repeat(jj, sel.size))
-                cols.append(self.f[ci][:, sel].ravel())
-                vals.append(np.tile(w, J))
-            if not rows:
-                return np.zeros(0, int), np.zeros(0, int), np.zeros(0)
-            return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
 
-        entry = lambda c: np.isin(c.kind, ENTRY_KINDS)  # noqa: E731
-        pre_tok = lambda c: np.isin(c.kind, PREFILL_TOKEN_KINDS)  # noqa: E731
-        ones = lambda c: np.ones(c.src.size)  # noqa: E731
-        r, cc, v = per_batch(lambda c: c.tokens > 0, lambda c: c.tokens.astype(float))
+    def _conservation(self, ci: int, c: _Class) -> None:
+        """(F1) flow conservation of class ``ci``: out of a layer state in batch ``j`` equals
+        into it in batch ``j - 1``, chunk nodes pass their flow on; everyone waits at ``W(0)``
+        before batch 0 and has finished after the last batch."""
+        f, J = self.f[ci], self.J
+        nS = len(c.states)
+        layer_in = np.isin(c.kind, LAYER_IN_KINDS) & (c.dst < nS)
+        out_mask, qin, qout = c.src < nS, c.dst >= nS, c.src >= nS
+        rows, cols, vals = [], [], []
+        for j in range(J):
+            base = j * c.n_nodes
+            rows.append(base + c.src[out_mask])  # out-arcs of layer states
+            cols.append(f[j, np.flatnonzero(out_mask)])
+            vals.append(np.ones(out_mask.sum()))
+            if j >= 1:
+                rows.append(base + c.dst[layer_in])
+                cols.append(f[j - 1, np.flatnonzero(layer_in)])
+                vals.append(-np.ones(layer_in.sum()))
+            rows.append(base + c.dst[qin])  # chunk nodes: in - out == 0
+            cols.append(f[j, np.flatnonzero(qin)])
+            vals.append(np.ones(qin.sum()))
+            rows.append(base + c.src[qout])
+            cols.append(f[j, np.flatnonzero(qout)])
+            vals.append(-np.ones(qout.sum()))
+        rhs = np.zeros(J * c.n_nodes)
+        rhs[c.sidx[("W", 0, 0)]] = c.n  # batch 0: everyone waits at W(0)
+        self.model.add_constraints(np.concatenate(rows), np.concatenate(cols),
+                                   np.concatenate(vals), lo=rhs, hi=rhs, name=f"flow{ci}")
+        into_f = np.flatnonzero(layer_in & (c.dst == c.sidx[("F", c.O, 0)]))
+        self.model.add_constraint(f[J - 1, into_f], np.ones(into_f.size), lo=c.n, hi=c.n,
+                                  name=f"done{ci}")
+
+    def _per_batch(self, mask_fn: Callable[[_Class], np.ndarray],
+                   weight_fn: Callable[[_Class], np.ndarray]
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """COO terms of one row per batch: ``sum weight_a f_a`` over the arcs ``mask_fn``
+        selects in every class."""
+        rows, cols, vals = [], [], []
+        jj = np.arange(self.J)
+        for ci, c in enumerate(self.classes):
+            sel = np.flatnonzero(mask_fn(c))
+            if sel.size == 0:
+                continue
+            rows.append(np.repeat(jj, sel.size))
+            cols.append(self.f[ci][:, sel].ravel())
+            vals.append(np.tile(weight_fn(c)[sel], self.J))
+        if not rows:
+            return np.zeros(0, int), np.zeros(0, int), np.zeros(0)
+        return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+
+    def _with_indicator(self, terms: tuple[np.ndarray, np.ndarray, np.ndarray],
+                        ind: milp.VarBlock, coef: float
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-batch row terms (:meth:`_per_batch`) plus ``coef * ind_j`` in row ``j``."""
+        r, cc, v = terms
+        return (np.concatenate([r, np.arange(self.J)]), np.concatenate([cc, ind[:]]),
+                np.concatenate([v, np.full(self.J, coef)]))
+
+    def _limits(self) -> None:
+        """(F4) tokens ``<= C``, prefill tokens ``<= P``, entries ``<= max_batch_size``, KV after
+        the batch ``sum kv_a f_a <= M y_j``."""
+        m, lim = self.model, self.inst.limits
+        r, cc, v = self._per_batch(lambda c: c.tokens > 0, lambda c: c.tokens.astype(float))
         m.add_constraints(r, cc, v, hi=float(lim.max_batch_tokens), name="C")
         if lim.max_prefill_tokens is not None:
-            r, cc, v = per_batch(pre_tok, lambda c: c.tokens.astype(float))
+            r, cc, v = self._per_batch(lambda c: np.isin(c.kind, PREFILL_TOKEN_KINDS),
+                                       lambda c: c.tokens.astype(float))
             m.add_constraints(r, cc, v, hi=float(lim.max_prefill_tokens), name="P")
         if lim.max_batch_size is not None:
-            r, cc, v = per_batch(entry, ones)
+            r, cc, v = self._per_batch(lambda c: np.isin(c.kind, ENTRY_KINDS), _ones)
             m.add_constraints(r, cc, v, hi=float(lim.max_batch_size), name="size")
-        # memory after the batch (KV of every layer-to-layer arc) <= M * y_j
-        r, cc, v = per_batch(lambda c: c.kv > 0, lambda c: c.kv.astype(float))
-        r = np.concatenate([r, jj])
-        cc = np.concatenate([cc, self.y[:]])
-        v = np.concatenate([v, np.full(J, -float(lim.kv_capacity))])
+        r, cc, v = self._with_indicator(
+            self._per_batch(lambda c: c.kv > 0, lambda c: c.kv.astype(float)), self.y,
+            -float(lim.kv_capacity))
         m.add_constraints(r, cc, v, hi=0.0, name="M")
-        # F4b memory cardinality cuts: at most q requests can each hold more than M/(q+1)
-        # KV tokens after a batch, since q+1 of them would exceed M
+
+    def _cardinality_cuts(self) -> None:
+        """(F4b) at most ``q`` requests can each hold more than ``M/(q+1)`` KV after a batch
+        (``q+1`` of them would exceed ``M``): ``<= q y_j``, and lifted onto the phase
+        indicators, chunk ends ``<= q ap_j`` and decode arcs ``<= q ad_j``."""
+        M = self.inst.limits.kv_capacity
         ntot = sum(c.n for c in self.classes)
         kvmax = max(int(c.kv.max()) for c in self.classes)
-        # and lifted onto the phase indicators: a batch holds at most q prefill entries
-        # (chunk ends) / decode entries ending with KV > M/(q+1), and none without ap / ad
         for q in range(1, ntot + 1):
-            v_q = lim.kv_capacity // (q + 1) + 1 if q < ntot else 1
+            v_q = M // (q + 1) + 1 if q < ntot else 1
             if v_q > kvmax:
                 continue
             for ind, mask, nm in (
@@ -345,32 +376,39 @@ class FlowModel:
             ):
                 if q == ntot and nm == "card":
                     continue
-                r, cc, v = per_batch(mask, ones)
-                if r.size == 0:
+                terms = self._per_batch(mask, _ones)
+                if terms[0].size == 0:
                     continue
-                r = np.concatenate([r, jj])
-                cc = np.concatenate([cc, ind[:]])
-                v = np.concatenate([v, np.full(J, -float(q))])
-                m.add_constraints(r, cc, v, hi=0.0, name=f"{nm}{q}")
-        # F4c pair covers: with 2b > M, a request holding >= b KV ("big") excludes every
-        # other request holding >= lo = max(M - b + 1, M//3 + 1) ("medium"), and three
-        # mediums exceed M, so 2*#big + #medium <= 2 (one big alone, or two mediums)
-        kvs = sorted({int(v) for c in self.classes for v in c.kv if v > lim.kv_capacity // 2})
-        for b_ in kvs:
-            lo_ = max(lim.kv_capacity - b_ + 1, lim.kv_capacity // 3 + 1)
-            w = lambda c, b_=b_, lo_=lo_: np.where(c.kv >= b_, 2.0, np.where(c.kv >= lo_, 1.0, 0.0))
-            r, cc, v = per_batch(lambda c, w=w: w(c) > 0, w)
-            if r.size == 0:
+                r, cc, v = self._with_indicator(terms, ind, -float(q))
+                self.model.add_constraints(r, cc, v, hi=0.0, name=f"{nm}{q}")
+
+    def _pair_covers(self) -> None:
+        """(F4c) with ``2b > M``, a request holding ``>= b`` KV ("big") excludes every other
+        holding ``>= lo = max(M - b + 1, M//3 + 1)`` ("medium"), and three mediums exceed
+        ``M``: ``2 #big + #medium <= 2 y_j``."""
+        M = self.inst.limits.kv_capacity
+        kvs = sorted({int(v) for c in self.classes for v in c.kv if v > M // 2})
+        for big in kvs:
+            medium = max(M - big + 1, M // 3 + 1)
+
+            def weight(c: _Class, big: int = big, medium: int = medium) -> np.ndarray:
+                return np.where(c.kv >= big, 2.0, np.where(c.kv >= medium, 1.0, 0.0))
+
+            terms = self._per_batch(lambda c: weight(c) > 0, weight)
+            if terms[0].size == 0:
                 continue
-            r = np.concatenate([r, jj])
-            cc = np.concatenate([cc, self.y[:]])
-            v = np.concatenate([v, np.full(J, -2.0)])
-            m.add_constraints(r, cc, v, hi=0.0, name=f"pair{b_}")
-        # F3b a non-empty batch has a prefill or a decode entry
+            r, cc, v = self._with_indicator(terms, self.y, -2.0)
+            self.model.add_constraints(r, cc, v, hi=0.0, name=f"pair{big}")
+
+    def _indicators(self) -> None:
+        """(F3b) ``ap_j + ad_j >= y_j``; (F3) ``y, ap, ad`` exact both ways: ``ind >= f_a / n_k``
+        for each arc and ``ind <= sum f``."""
+        m, J = self.model, self.J
+        jj = np.arange(J)
         m.add_constraints(np.repeat(jj, 3), np.stack([self.ap[:], self.ad[:], self.y[:]], 1).ravel(),
                           np.tile([1.0, 1.0, -1.0], J), lo=0.0, name="phase")
-        # indicators exact both ways: ind >= f/n (each arc), ind <= sum f
-        for ind, arc_mask in ((self.y, entry), (self.ap, lambda c: np.isin(c.kind, PREFILL_KINDS)),
+        for ind, arc_mask in ((self.y, lambda c: np.isin(c.kind, ENTRY_KINDS)),
+                              (self.ap, lambda c: np.isin(c.kind, PREFILL_KINDS)),
                               (self.ad, lambda c: c.kind == DECODE)):
             for ci, c in enumerate(self.classes):
                 sel = np.flatnonzero(arc_mask(c))
@@ -381,12 +419,13 @@ class FlowModel:
                                   np.concatenate([self.f[ci][:, sel].ravel(), np.repeat(ind[:], sel.size)]),
                                   np.concatenate([np.full(R.size, 1.0 / c.n), np.full(R.size, -1.0)]),
                                   hi=0.0, name=f"{ind.name}_lb{ci}")
-            r, cc, v = per_batch(arc_mask, ones)
-            r = np.concatenate([r, jj])
-            cc = np.concatenate([cc, ind[:]])
-            v = np.concatenate([v, -np.ones(J)])
+            r, cc, v = self._with_indicator(self._per_batch(arc_mask, _ones), ind, -1.0)
             m.add_constraints(r, cc, v, lo=0.0, name=f"{ind.name}_ub")
-        # no evictions in empty batches (they fold into the next batch)
+
+    def _batch_order(self) -> None:
+        """(F3) evict arcs only in batches with an entry (an eviction-only batch folds into the
+        next), and used batches first (``y_j >= y_{j+1}``)."""
+        m, J = self.model, self.J
         for ci, c in enumerate(self.classes):
             sel = np.flatnonzero(c.kind == EVICT)
             if sel.size:
@@ -396,56 +435,59 @@ class FlowModel:
                                                   np.repeat(self.y[:], sel.size)]),
                                   np.concatenate([np.ones(R.size), np.full(R.size, -float(c.n))]),
                                   hi=0.0, name=f"evict_y{ci}")
-        # contiguity: used batches first
         if J > 1:
             m.add_constraints(np.repeat(np.arange(J - 1), 2),
                               np.stack([self.y[1:], self.y[:-1]], 1).ravel(),
                               np.tile([1.0, -1.0], J - 1), hi=0.0, name="contig")
-        # batch time (scaled): t = k0 y + kpb ap + kdb ad + sum price f
-        r, cc, v = per_batch(lambda c: c.price != 0, lambda c: c.price * sc)
+
+    def _time(self) -> None:
+        """(F5) ``t_j = k0 y_j + kpb ap_j + kdb ad_j + sum_a price_a f_a`` (model units)."""
+        k, sc, J = self.k, self.scale, self.J
+        jj = np.arange(J)
+        r, cc, v = self._per_batch(lambda c: c.price != 0, lambda c: c.price * sc)
         r = np.concatenate([r, jj, jj, jj, jj])
         cc = np.concatenate([cc, self.y[:], self.ap[:], self.ad[:], self.t[:]])
         v = np.concatenate([v, np.full(J, k["k0"] * sc), np.full(J, k["kpb"] * sc),
                             np.full(J, k["kdb"] * sc), -np.ones(J)])
-        m.add_constraints(r, cc, v, lo=0.0, hi=0.0, name="time")
-        if self.online:
-            self.start = m.add_vars("start", (J,), lb=0.0)
-            self.end = m.add_vars("end", (J,), lb=0.0)
-            m.add_constraints(np.repeat(jj, 3), np.stack([self.end[:], self.start[:], self.t[:]], 1).ravel(),
-                              np.tile([1.0, -1.0, -1.0], J), lo=0.0, hi=0.0, name="end")
-            if J > 1:
-                m.add_constraints(np.repeat(np.arange(J - 1), 2),
-                                  np.stack([self.start[1:], self.end[:-1]], 1).ravel(),
-                                  np.tile([1.0, -1.0], J - 1), lo=0.0, name="seq")
-            self.act = {}
-            for ci, c in enumerate(self.classes):
-                if c.arrival <= 0:
-                    continue
-                # act[k, j] = 1 when a request of class k moves in batch j: act >= f/n for
-                # every non-idle arc, start_j >= a_k act (f/n alone would let one request of
-                # a class of n start at a_k / n)
-                act = self.act[ci] = m.add_vars(f"act{ci}", (J,), vtype="B")
-                sel = np.flatnonzero(c.kind != IDLE)
-                R = np.arange(J * sel.size)
-                m.add_constraints(np.concatenate([R, R]),
-                                  np.concatenate([np.repeat(act[:], sel.size),
-                                                  self.f[ci][:, sel].ravel()]),
-                                  np.concatenate([np.ones(R.size), np.full(R.size, -1.0 / c.n)]),
-                                  lo=0.0, name=f"active{ci}")
-                m.add_constraints(np.repeat(jj, 2), np.stack([self.start[:], act[:]], 1).ravel(),
-                                  np.tile([1.0, -c.arrival * sc], J), lo=0.0, name=f"arrive{ci}")
-            obj_col = self.end[J - 1]
-            m.set_objective([obj_col], [1.0])
-        elif objective == "total-latency":
-            self._total_latency(k, sc)
+        self.model.add_constraints(r, cc, v, lo=0.0, hi=0.0, name="time")
+
+    def _online_clock(self) -> None:
+        """(F5) online: ``end_j = start_j + t_j``, ``start_j >= end_{j-1}``, ``start_j >= a_k
+        act_kj`` with a binary ``act_kj >= f_a / n_k`` for every non-idle arc of class ``k``
+        (``f/n`` alone would let one request of a class of ``n`` start at ``a_k / n``)."""
+        m, J, sc = self.model, self.J, self.scale
+        jj = np.arange(J)
+        self.start = m.add_vars("start", (J,), lb=0.0)
+        self.end = m.add_vars("end", (J,), lb=0.0)
+        m.add_constraints(np.repeat(jj, 3), np.stack([self.end[:], self.start[:], self.t[:]], 1).ravel(),
+                          np.tile([1.0, -1.0, -1.0], J), lo=0.0, hi=0.0, name="end")
+        if J > 1:
+            m.add_constraints(np.repeat(np.arange(J - 1), 2),
+                              np.stack([self.start[1:], self.end[:-1]], 1).ravel(),
+                              np.tile([1.0, -1.0], J - 1), lo=0.0, name="seq")
+        self.act = {}
+        for ci, c in enumerate(self.classes):
+            if c.arrival <= 0:
+                continue
+            act = self.act[ci] = m.add_vars(f"act{ci}", (J,), vtype="B")
+            sel = np.flatnonzero(c.kind != IDLE)
+            R = np.arange(J * sel.size)
+            m.add_constraints(np.concatenate([R, R]),
+                              np.concatenate([np.repeat(act[:], sel.size),
+                                              self.f[ci][:, sel].ravel()]),
+                              np.concatenate([np.ones(R.size), np.full(R.size, -1.0 / c.n)]),
+                              lo=0.0, name=f"active{ci}")
+            m.add_constraints(np.repeat(jj, 2), np.stack([self.start[:], act[:]], 1).ravel(),
+                              np.tile([1.0, -c.arrival * sc], J), lo=0.0, name=f"arrive{ci}")
+
+    def _upper_bound_cut(self, ub: float) -> None:
+        """(F7) the objective is at most the warm start's ``UB``."""
+        if self.objective == "total-latency":
+            ub_cols = self.w[:, :].ravel()
         else:
-            m.set_objective(self.t[:], np.ones(J))
-        if ub is not None:
-            if objective == "total-latency":
-                ub_cols = self.w[:, :].ravel()
-            else:
-                ub_cols = np.asarray([self.end[J - 1]] if self.online else self.t[:])
-            m.add_constraint(ub_cols, np.ones(len(ub_cols)), hi=ub * sc * (1 + 1e-9) + 1e-9, name="ub")
+            ub_cols = np.asarray([self.end[self.J - 1]] if self.online else self.t[:])
+        self.model.add_constraint(ub_cols, np.ones(len(ub_cols)),
+                                  hi=ub * self.scale * (1 + 1e-9) + 1e-9, name="ub")
 
     def _total_latency(self, k, sc) -> None:
         """(F10) offline total latency = sum_l t_l u_l, u_l = requests unfinished before batch
