@@ -10,7 +10,9 @@ slices of the first 100 / 1,000 / 10,000 requests, Llama-2-7B preset
   offline makespan bound (work arrives faster than a perfect server clears it: queues form),
   ``M = 30,000`` (memory binds: ~24 conversation requests fit), total latency and mean TTFT.
 
-Per cell: the ``combinatorial`` bound and the rung that gave it, each policy's objective
+Per cell: the ``combinatorial`` bound and the rung that gave it, each rung's own bound and
+time (``request``, ``work``, ``srpt``, ``mbt``; the time-indexed LP that was tried is in
+``formulations/bounds.md`` B9, not here: it is not shipped), each policy's objective
 (every schedule replayed by ``evaluate``), the best, the large-neighbourhood search's result
 from the best policy's schedule (``optsched/lns.py``, ``--lns-seconds`` per cell on the
 ``--lns-sizes`` slices, replayed by ``evaluate``), gap = (best upper - bound) / best upper
@@ -87,8 +89,26 @@ def lns_from(inst: Instance, objective: str, schedule, seconds: float, seed: int
             "seconds": res.runtime}
 
 
+#: the rungs compared per cell (value and time each, on a fresh copy of the instance so no
+#: rung reuses another's per-request floors)
+RUNGS = ("request", "work", "srpt", "mbt", "combinatorial")
+
+
+def rung_times(inst: Instance, objective: str) -> dict:
+    out = {}
+    for name in RUNGS:
+        if objective not in bound_methods()[name].objectives:
+            continue
+        fresh = inst.replace(name=inst.name)
+        t0 = time.perf_counter()
+        v = lower_bound(fresh, objective, name).value
+        out[name] = {"bound": v, "seconds": time.perf_counter() - t0}
+    return out
+
+
 def cell(inst: Instance, objective: str, policies: list[str], lns_seconds: float = 0.0,
          seed: int = 0) -> dict:
+    rungs = rung_times(inst, objective)
     t0 = time.perf_counter()
     lb = lower_bound(inst, objective, "combinatorial")
     t_lb = time.perf_counter() - t0
@@ -106,7 +126,7 @@ def cell(inst: Instance, objective: str, policies: list[str], lns_seconds: float
            if best and lns_seconds > 0 else None)
     top = min(up, lns["objective"]) if lns else up
     return {"requests": inst.n, "objective": objective, "bound": lb.value, "method": lb.method,
-            "ladder": lb.ladder, "bound_seconds": t_lb, "policies": pol, "best_policy": best,
+            "ladder": lb.ladder, "bound_seconds": t_lb, "rungs": rungs, "policies": pol, "best_policy": best,
             "best": up, "lns": lns,
             "gap": None if top is None else (top - lb.value) / top}
 
@@ -135,6 +155,12 @@ def part_trace(args) -> list[dict]:
                       f"{r['lns']['objective'] if r['lns'] else float('nan'):>11.5g} "
                       f"{100 * r['gap']:>6.2f}% {r['bound_seconds']:>8.3f} {pt:>10.1f}",
                       flush=True)
+    print("\neach rung's bound (time), per cell:", flush=True)
+    print(f"{'trace':5} {'n':>6} {'objective':14} " + " ".join(f"{n:>20}" for n in RUNGS))
+    for r in rows:
+        cells = " ".join(f"{r['rungs'][n]['bound']:>11.5g} ({r['rungs'][n]['seconds']:5.3f}s)"
+                         if n in r["rungs"] else f"{'-':>20}" for n in RUNGS)
+        print(f"{r['trace']:5} {r['requests']:>6} {r['objective']:14} {cells}", flush=True)
     if not args.full:
         return rows
     print("\ncombinatorial bounds on the full traces (all requests):", flush=True)
@@ -142,11 +168,16 @@ def part_trace(args) -> list[dict]:
         for online, objective in ((False, "makespan"), (True, "total-latency"),
                                   (True, "mean-ttft")):
             inst = trace_instance(trace, None, online)
-            t0 = time.perf_counter()
-            lb = lower_bound(inst, objective, "combinatorial")
-            dt = time.perf_counter() - t0
+            times = []
+            for _ in range(args.repeat):  # a fresh instance each time: nothing is cached
+                fresh = inst.replace(name=inst.name)
+                t0 = time.perf_counter()
+                lb = lower_bound(fresh, objective, "combinatorial")
+                times.append(time.perf_counter() - t0)
+            dt = min(times)
             print(f"  {trace} n={inst.n} {'online' if online else 'offline'} {objective}: "
-                  f"{lb.value:.6g} ({lb.method}) in {dt:.2f} s", flush=True)
+                  f"{lb.value:.6g} ({lb.method}) in {dt:.2f} s (best of {len(times)}, "
+                  f"worst {max(times):.2f} s)", flush=True)
             rows.append({"trace": trace, "requests": inst.n, "objective": objective,
                          "setting": "online" if online else "offline", "full_trace": True,
                          "bound": lb.value, "method": lb.method, "bound_seconds": dt})
@@ -156,7 +187,7 @@ def part_trace(args) -> list[dict]:
 def rung_row(label: str, inst: Instance, objective: str, optimum: float) -> dict:
     methods = bound_methods()
     fr = {}
-    for name in ("request", "work", "srpt", "combinatorial"):
+    for name in RUNGS:
         if objective in methods[name].objectives:
             fr[name] = lower_bound(inst, objective, name).value / optimum
     return {"instance": label, "objective": objective, "optimum": optimum, "fractions": fr}
@@ -187,7 +218,7 @@ def part_rungs(args) -> list[dict]:
             if rep.status == "optimal":
                 opt = rep.objective
         rows.append(rung_row(f"family I={I}", inst, "makespan", opt))
-    names = ("request", "work", "srpt", "combinatorial")
+    names = RUNGS
     print(f"\n{'instance':40} {'objective':14} {'optimum':>10} "
           + " ".join(f"{n:>13}" for n in names))
     for r in rows:
@@ -205,6 +236,8 @@ def main(argv=None) -> int:
     ap.add_argument("--policies", default="vllm,vllm-ef,sarathi,sarathi-ef,mcsf")
     ap.add_argument("--large-policies", default="vllm-ef,sarathi-ef,mcsf",
                     help="policies for slices above 2,000 requests (each takes tens of seconds)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="full-trace bound timings: runs per cell (best and worst reported)")
     ap.add_argument("--lns-seconds", type=float, default=60.0,
                     help="large-neighbourhood search from the best policy, per cell (0: none)")
     ap.add_argument("--lns-sizes", default="100,1000", help="slice sizes that get the LNS")

@@ -256,3 +256,13 @@ def test_pswf_mean_busy_by_hand():
     # and [2, 4), job 2 runs [1, 2). MB_1 = (0.5 * 1 + 3 * 2) / 3 = 6.5 / 3, MB_2 = 1.5.
     got = pswf_mean_busy_sum(np.array([0.0, 1.0]), np.array([3.0, 1.0]))
     assert got == pytest.approx(6.5 / 3 + 1.5)
+
+
+def test_promising_mixes_keeps_the_largest_proxies():
+    from optsched.bounds.srpt import PROMISING, promising_mixes
+
+    works = {(1.0, 0.0, 0.0): np.array([3.0, 1.0]), (0.0, 1.0, 0.0): np.array([1.0, 1.0]),
+             (0.0, 0.0, 1.0): np.array([2.0, 2.0])}
+    assert promising_mixes(works, 10) == list(works)  # small: every mix gets a pass
+    # SPT totals with releases at 0: 1 + 4 = 5, 1 + 2 = 3, 2 + 4 = 6
+    assert promising_mixes(works, 10_000) == [(0.0, 0.0, 1.0), (1.0, 0.0, 0.0)][:PROMISING]

@@ -161,31 +161,40 @@ class Floors:
         Q = S if a >= 0 else S * np.minimum(S, self.prefill_cap)
         return k["kpm"] * S * S / 2 + a * Q
 
-    def _steps(self, dec_extra: float, ref_extra: float) -> np.ndarray:
-        """``sum_{g=1..O-1} min(dec_g, ref_g)`` (bounds.md eq. B2). Between generating token
-        ``g`` and token ``g + 1`` the request's entries are either one decode entry
-        (``c = 1``, ``m = I + g - 1``: ``dec_g = k1 + kdr + kdm m``) or, after an eviction, a
-        refill pass over all ``S = I + g`` tokens from ``m = 0``. A pass whose last entry is a
-        one-token decode costs at least ``dec_g``; otherwise its entries are prefill entries
-        costing ``>= ref_g = kpr + k1 S + quad(S)``. ``dec_extra``/``ref_extra`` add the
-        per-batch terms of the batch holding the last entry. Evaluated per step (O(sum O))."""
+    @cached_property
+    def _step_floors(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per request, ``sum_{g=1..O-1} min(dec_g, ref_g)`` (bounds.md eq. B2) and the same
+        with the per-batch terms of the batch holding the step's last entry,
+        ``sum_g min(k0 + kdb + dec_g, k0 + kpb + ref_g)`` (F5), in one pass over the steps.
+        Between generating token ``g`` and token ``g + 1`` the request's entries are either
+        one decode entry (``c = 1``, ``m = I + g - 1``: ``dec_g = k1 + kdr + kdm m``) or,
+        after an eviction, a refill pass over all ``S = I + g`` tokens from ``m = 0``. A pass
+        whose last entry is a one-token decode costs at least ``dec_g``; otherwise its
+        entries are prefill entries costing ``>= ref_g = kpr + k1 S + quad(S)``. The steps of
+        a request are contiguous, so its sums are one ``np.add.reduceat`` segment (O(sum O))."""
         k = self.k
         inst = self.instance
         steps = inst.output - 1
+        has = steps > 0
         total = int(steps.sum())
         if total == 0:
-            return np.zeros(inst.n)
-        owner = np.repeat(np.arange(inst.n), steps)
-        first = np.cumsum(steps) - steps  # offset of each request's first step
-        g = np.arange(total, dtype=np.int64) - first[owner] + 1
-        S = (inst.prompt[owner] + g).astype(np.float64)
-        dec = k["k1"] + k["kdr"] + k["kdm"] * (S - 1) + dec_extra
-        ref = k["kpr"] + k["k1"] * S + self._quad_floor(S) + ref_extra
-        return np.bincount(owner, weights=np.minimum(dec, ref), minlength=inst.n)
+            return np.zeros(inst.n), np.zeros(inst.n)
+        first = (np.cumsum(steps) - steps)[has]  # offset of each request's first step
+        # S = I + g, g = 1..O-1: the position in the flat array plus a per-request offset
+        S = (np.arange(total, dtype=np.int64)
+             + np.repeat(inst.prompt[has] + 1 - first, steps[has])).astype(np.float64)
+        dec = (k["k1"] + k["kdr"] - k["kdm"]) + k["kdm"] * S
+        ref = k["kpr"] + k["k1"] * S + self._quad_floor(S)
+        entry, chain = np.zeros(inst.n), np.zeros(inst.n)
+        entry[has] = np.add.reduceat(np.minimum(dec, ref), first)
+        dec += k["k0"] + k["kdb"]
+        ref += k["k0"] + k["kpb"]
+        chain[has] = np.add.reduceat(np.minimum(dec, ref), first)
+        return entry, chain
 
     @cached_property
     def step_entry_cost(self) -> np.ndarray:
-        return self._steps(0.0, 0.0)
+        return self._step_floors[0]
 
     @cached_property
     def entry_cost(self) -> np.ndarray:  # F4
@@ -193,8 +202,7 @@ class Floors:
 
     @cached_property
     def chain(self) -> np.ndarray:  # F5
-        k = self.k
-        return self.prefill_chain + self._steps(k["k0"] + k["kdb"], k["k0"] + k["kpb"])
+        return self.prefill_chain + self._step_floors[1]
 
     @cached_property
     def batch_overhead(self) -> float:

@@ -24,6 +24,7 @@ import numpy as np
 
 from .base import BoundResult, Budget, register_bound
 from .floors import Floors
+from .srpt import promising_mixes
 
 #: (lam_kv, lam_tok, lam_cnt) sharing mixes tried (each valid, bounds.md B7); fewer than
 #: srpt's eight because each costs a heap pass: the KV-heavy mixes won on every trace cell
@@ -141,8 +142,9 @@ def mbt_bound(instance, objective: str, budget: Budget) -> BoundResult:
     ss = step_sums(f)
     a = instance.arrival.astype(np.float64)
     best, best_mix = -np.inf, MBT_MIXES[0]
-    for mix in MBT_MIXES:
-        w, T = works_and_tails(f, ss, mix)
+    wt = {mix: works_and_tails(f, ss, mix) for mix in MBT_MIXES}
+    for mix in promising_mixes({m: w for m, (w, _) in wt.items()}, instance.n):
+        w, T = wt[mix]
         v = pswf_mean_busy_sum(a, w) + float(T.sum())
         if v > best:
             best, best_mix = v, mix
