@@ -3,7 +3,8 @@
 B = O = 4 identical requests, M = max(2I, I + O - 1), C = 4096, preset
 ``infermax-llama2-7b-a100`` (``kpm = 2 kpq``) and, with ``--costs preset,fitted``, the cost
 model ``optsched fit`` gives on ``--profiling`` (Llama-2-7B, A100: ``kpm < 2 kpq``, so the flow
-model prices continuing chunks on direct arcs, formulations/infermax.md F2b), objective
+model prices continuing chunks on direct arcs, formulations/infermax.md F2b, and the tight
+model prices the convex remainder ``(kpq - kpm/2) c^2`` on lazily added secants, eqs. 27-27b), objective
 ``makespan``; I in {1, 2, 4, ..., 1024}. Each
 instance is solved with the default ``auto`` variant (the flow model of
 ``formulations/infermax.md`` section 9 when it is small enough, else tight) and the plain

@@ -34,6 +34,10 @@ from .model import DEFAULT_SLACK, MAX_BATCH_SLOTS, VARIANTS, _identical_groups, 
 
 #: largest flow model (arc variables) the auto variant builds before falling back to tight
 FLOW_MAX_ARCS = 45_000
+#: the same limit when continuing chunks need the quadratic direct arcs (F2b, kpm != 2 kpq):
+#: on the family with the fitted cost, I = 16 (12,848 columns) ends within its budget, I = 32
+#: (41,520) ran 319 s past a 60 s budget without a bound; eq. 27 takes those over
+FLOW_MAX_ARCS_DIRECT = 15_000
 
 
 def _polish(built: BuiltModel, sched: Schedule, obj: float | None, notes: list[str]
@@ -186,10 +190,13 @@ def _run_remainder(inst: Instance, hyp: Hypotheses, options: SolveOptions, ws: S
         sched, obj = None, None
         if res.values is not None and res.status in ("optimal", "feasible"):
             sched = rm.decode(res.values)
-            obj = _polish(rm, sched, None if res.objective is None else res.objective / rm.scale,
-                          notes)
+            # the exact price is the evaluator's (the solver's objective may be below it where
+            # the secants underprice, and the re-encoded point may then violate the cut)
+            cs = rm.canonical(sched)  # the next round's warm start must be canonical
+            ev = evaluate(inst, cs)
+            obj = ev.objective("makespan") if ev.feasible else None
             if obj is not None and (best_obj is None or obj < best_obj):
-                best, best_obj = rm.canonical(sched), obj
+                best, best_obj = cs, obj
         proven = best_obj is not None and lb is not None and \
             best_obj - lb <= max(options.rel_gap * abs(best_obj), options.abs_gap)
         out_of_time = options.time_limit is not None and \
@@ -270,7 +277,8 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
     base_J = fl.entry_batches(ws) if ws is not None else _sequential_batches(inst)
     J = _horizon(base_J, jmax, J_param, slack)
     size = fl.size_estimate(inst, J)
-    if not forced and size > FLOW_MAX_ARCS:
+    limit = FLOW_MAX_ARCS if fl.telescopes(inst.cost_model) else FLOW_MAX_ARCS_DIRECT
+    if not forced and size > limit:
         return run(inst, objective, hyp, replace(options, params={**options.params,
                                                                   "variant": "tight"}), warm_start)
     notes.append(_flow_horizon_note(J, jmax, ub))
