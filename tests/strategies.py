@@ -45,6 +45,10 @@ class Trace:
     completion_batch: dict = field(default_factory=dict)
 
 
+#: batches of random walk before the generator finishes the requests one by one
+DRAIN_AFTER = 300
+
+
 @st.composite
 def valid_schedules(draw, inst: Instance, evict_prob=0.15, stated_starts=False):
     """A random feasible schedule for ``inst`` (unit or linear cost)."""
@@ -61,10 +65,32 @@ def valid_schedules(draw, inst: Instance, evict_prob=0.15, stated_starts=False):
     trace = Trace(Schedule.empty())
     t = 0.0
     j = 0
-    while len(done) < inst.n and j < 400:
+    while len(done) < inst.n:
         avail = [r for r in S if r not in done and arrival[r] <= t + 1e-9]
         if not avail:
             t = min(arrival[r] for r in S if r not in done)
+            continue
+        if j >= DRAIN_AFTER:
+            # a long random walk (e.g. M = 3 with frequent evictions) may never finish: run the
+            # oldest available request alone to its end, so every drawn schedule is complete
+            r = avail[0]
+            others = [q for q in avail if q != r and m[q] > 0]
+            for q in others:
+                m[q] = 0
+            c = min(S[r] - m[r], lim.max_batch_tokens)
+            trace.entries.append((j, r, c, S[r] - m[r]))
+            dur = inst.cost_model.batch_time([c], [0], [False])
+            batches.append(([(r, c)], others, t if stated_starts else None))
+            m[r] += c
+            if m[r] == S[r]:
+                g[r] += 1
+                S[r] += 1
+                if g[r] == O[r]:
+                    done.add(r)
+                    m[r] = 0
+                    trace.completion_batch[r] = j
+            t += dur if isinstance(inst.cost_model, UnitCost) else 0.0
+            j += 1
             continue
         evict = []
         if draw(st.floats(0, 1)) < evict_prob:

@@ -106,7 +106,9 @@ def test_flow_optimum_equals_exhaustive_search(objective, data, random_cost):
     fl = solve(inst, "infermax", objective,
                options=SolveOptions(time_limit=20, progress=False, params={"variant": "flow"}))
     assert fl.status in ("optimal", "feasible"), (fl.status, fl.message, fl.notes)
-    assert fl.bound <= fl.objective * (1 + 1e-9)
+    # under load the 20 s limit can end before HiGHS has any dual bound: then there is none
+    assert fl.status == "feasible" or fl.bound is not None
+    assert fl.bound is None or fl.bound <= fl.objective * (1 + 1e-9)
     # any schedule the flow model returns is one of the search's candidates
     assert fl.objective >= ex.objective * (1 - 1e-7)
     if fl.restricted:
@@ -118,7 +120,7 @@ def test_flow_optimum_equals_exhaustive_search(objective, data, random_cost):
     if fl.status == "feasible":
         # out of time (one 3-request linear-cost instance needs ~14 s of CPU; speed is measured
         # in bench/, not here): the bound must still be below the search's optimum
-        assert fl.bound <= ex.objective * (1 + 1e-7)
+        assert fl.bound is None or fl.bound <= ex.objective * (1 + 1e-7)
         return
     assert fl.objective == pytest.approx(ex.objective, rel=1e-7)
 
