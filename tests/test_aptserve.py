@@ -11,6 +11,7 @@ from optsched.oracles.aptserve import (
     HIDDEN,
     KV,
     NONE,
+    VARIANTS,
     AptProblem,
     check_2approx,
     exact_bruteforce,
@@ -80,3 +81,18 @@ def test_shrink_gives_a_one_request_counterexample():
     small = shrink(prob, "paper")
     assert small.n == 1
     assert greedy(small).value < exact_bruteforce(small).value / 2
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_upgrade_never_precedes_its_hidden_item_under_rounding(variant):
+    # th_h = (15 - 0.3 * 20) / 12 and th_up = 0.3 * 20 / (20 - 12) are both 0.75 exactly, but in
+    # floating point th_up came out one ulp larger: the upgrade (8 units) was taken first and
+    # fit the capacity 8 alone, so the greedy returned a 20-unit KV cache (found by the aptserve
+    # policy's random test: "KV after the batch 56 > M = 52")
+    prob = AptProblem((15.0,), (20.0,), 0.30000000000000004, 8.0, hidden_memory=(12.0,))
+    items = greedy_items(prob, repaired=VARIANTS[variant]["repaired"])
+    # as described: the hidden item, then its upgrade; repaired: neither fits, so no item
+    assert [it.upgrade for it in items] == ([] if VARIANTS[variant]["repaired"] else [False, True])
+    sel = greedy(prob, **VARIANTS[variant])
+    assert sel.weight <= prob.capacity
+    assert sel.choice == (NONE,)  # neither the 12-unit hidden cache nor the KV cache fits

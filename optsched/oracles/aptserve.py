@@ -236,6 +236,11 @@ def greedy_items(prob: AptProblem, repaired: bool = False) -> list[_Item]:
         else:
             th_h = (p - K * m) / h
             th_up = K * m / (m - h) if h < m else -math.inf
+        # th_kv is a weighted mean of th_h and th_up, so th_h >= th_kv implies th_up <= th_h:
+        # clamping only undoes rounding (p = 15, m = 20, h = 12, K = 0.3 gives th_up one ulp
+        # above th_h), which would put the upgrade before its hidden item and take a KV cache
+        # whose first 12 units were never counted
+        th_up = min(th_up, th_h)
         if repaired and not kv_fits:
             if hidden_fits and p - K * m > 0:
                 items.append((-th_h, i, 0, _Item(th_h, i, h, HIDDEN)))

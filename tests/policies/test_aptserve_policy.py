@@ -208,3 +208,14 @@ def test_switch_back_to_kv_when_memory_frees_by_hand():
     # with no switches allowed b keeps its hidden cache and decodes on it
     s0 = simulate(inst, "aptserve", max_switches=0)
     assert not any(b.evict for b in s0) and evaluate(inst, s0).feasible
+
+
+def test_aptserve_named_instance_greedy_rounding_tie():
+    # found by the random test above: the as-described greedy took a KV upgrade before its
+    # hidden item (a one-ulp rounding tie, see tests/test_aptserve.py) and the plan exceeded M
+    reqs = [(1, 1), (13, 3), (4, 4), (4, 3), (4, 3), (17, 1), (1, 3)]
+    inst = Instance("tie", Limits(52, 3, block_size=4, hidden_cache=True), UnitCost(rho=0.05),
+                    tuple(Request(f"q{k}", 0.0, p, o) for k, (p, o) in enumerate(reqs)))
+    for name in ("aptserve", "aptserve-kv-only"):
+        pol = get_policy(name, repaired=False, ttft_slo=100.0, tbt_slo=100.0)
+        assert evaluate(inst, simulate_policy(inst, pol)).feasible
