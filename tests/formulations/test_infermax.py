@@ -266,3 +266,21 @@ def test_entry_batch_bound_is_valid_on_policies():
         ev = evaluate(inst, s)
         nb = int(np.count_nonzero(np.diff(s.batch_ptr)))
         assert nb <= ix.entry_batches_upper_bound(inst, "makespan", ev.objective("makespan"))
+
+
+def test_telescoped_prefill_of_a_chunked_prompt_is_not_cut_off_by_the_batch_time_bound():
+    # kpm = 2 kpq telescopes (eqs. 24-26): a 12-token prompt chunked at C = 3 is priced
+    # kpq * 12^2 = 0.144 in the batch that ends it, above any one batch's duration bound
+    # (k0 + kpq C^2 + kpm C U = 0.01 + 0.009 + 0.072 = 0.091); with that bound on t the tight
+    # model called this instance infeasible, though every request must chunk
+    inst = Instance("chunked", Limits(kv_capacity=30, max_batch_tokens=3),
+                    LinearCost(k0=0.01, kpq=1e-3, kpm=2e-3),
+                    (Request("a", 0.0, 12, 2), Request("b", 0.0, 12, 2)))
+    opts = SolveOptions(time_limit=60, progress=False, params={"variant": "tight"})
+    tight = solve(inst, "infermax", "makespan", options=opts)
+    search = solve(inst, "exhaustive", "makespan",
+                   options=SolveOptions(time_limit=60, progress=False))
+    # the telescoped pricing is the one tested
+    assert "eqs. 24-26" in " ".join(ix.build(inst, "makespan", J=12, variant="tight").notes)
+    assert search.status == "optimal" and tight.status == "optimal", tight.message
+    assert tight.objective == pytest.approx(search.objective, rel=1e-9)

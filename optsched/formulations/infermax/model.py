@@ -560,7 +560,12 @@ class _InfermaxBuilder:
         """(eq. 11) ``t_j`` = the cost model term by term (``UnitCost``: ``t = y``)."""
         d, s, v, ks = self.d, self.s, self.v, self.d.ks
         per_batch, batch = self.batch_sum, self.batch_row
-        t = self.md.add_vars("t", d.J, ub=_tmax(d.inst, d.k) * d.scale)
+        # the telescoped prefill (eqs. 24-26) prices a whole residency segment, kpq P^2, in the
+        # batch that ends it, which may exceed any one batch's true duration (a 2,048-token
+        # prompt chunked at C = 256 was infeasible under the bound); offline makespan is
+        # sum_j t_j, so no row needs it there
+        ub = np.inf if self.telescope else _tmax(d.inst, d.k) * d.scale
+        t = self.md.add_vars("t", d.J, ub=ub)
         v["t"] = t
         terms: list[tuple[Any, Any, Any]] = [(batch, t.ids, 1.0), (batch, v["y"].ids, -ks["k0"])]
         if not d.unit_cost:
