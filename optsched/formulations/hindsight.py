@@ -53,7 +53,11 @@ from .base import (
 )
 
 VARIANTS = ("tight", "plain")
-MEMORY_FORMS = ("dense", "flow")
+MEMORY_FORMS = ("auto", "dense", "flow")
+#: ``memory=auto`` takes the flow form (H16) above this many dense memory-row nonzeros: HiGHS
+#: 1.16's presolve does not check the time limit on large dense rows (127 s for a 60 s limit
+#: at 288,649 nonzeros, formulations/hindsight.md), and ``--time-limit`` is a whole-command budget
+DENSE_MEMORY_MAX_NONZEROS = 100_000
 
 
 #: longest time line (slots) the time-indexed model accepts; the list schedules and rows
@@ -70,7 +74,8 @@ class NotRepresentable(FormulationError):
 class HindsightParams:
     """Formulation knobs (``--param key=value``).
 
-    ``variant`` plain|tight; ``memory`` dense (H4) | flow (H16); ``aggregate`` identical
+    ``variant`` plain|tight; ``memory`` dense (H4) | flow (H16) | auto (dense up to
+    :data:`DENSE_MEMORY_MAX_NONZEROS`, else flow); ``aggregate`` identical
     requests into integer counts (H10); ``symmetry`` order identical requests (H11);
     ``bucket`` late-start bucket (H12); ``horizon`` overrides the cut ``T`` (H12) / ``T`` (H9);
     ``max_rounds`` horizon doublings when the bucket is used at the optimum; ``cliques`` levels
@@ -81,7 +86,7 @@ class HindsightParams:
     """
 
     variant: str = "tight"
-    memory: str = "dense"
+    memory: str = "auto"
     aggregate: bool = True
     symmetry: bool = True
     bucket: bool = True
@@ -100,7 +105,8 @@ class HindsightParams:
 #: the ``--param`` knobs (:class:`HindsightParams` says what each one does)
 PARAMS = (
     ParamSpec("variant", str, "tight", "plain or tight model", choices=VARIANTS),
-    ParamSpec("memory", str, "dense", "dense (H4) or flow (H16) memory rows", choices=MEMORY_FORMS),
+    ParamSpec("memory", str, "auto", "dense (H4) or flow (H16) memory rows; auto: dense "
+              f"up to {DENSE_MEMORY_MAX_NONZEROS:,} nonzeros, else flow", choices=MEMORY_FORMS),
     ParamSpec("aggregate", bool, True, "identical requests as integer counts (H10)"),
     ParamSpec("symmetry", bool, True, "order identical requests (H11)"),
     ParamSpec("bucket", bool, True, "late-start bucket (H12)"),
@@ -804,11 +810,18 @@ def _memory_rows(m: milp.Model, instance: Instance, p: HindsightParams, units: _
     M = instance.limits.kv_capacity
     mem_slots = _memory_slots(instance, units, windows, horizon, plain)
     extra: dict[str, milp.VarBlock] = {}
-    if p.memory == "flow" and instance.limits.block_size == 1 and not plain:
+    keep = np.isin(cols.occ_slot, mem_slots)
+    form = p.memory
+    if form == "auto":
+        form = "flow" if int(keep.sum()) > DENSE_MEMORY_MAX_NONZEROS else "dense"
+        if form == "flow" and instance.limits.block_size == 1 and not plain:
+            notes.append(f"(H16) memory as a flow over slots: the dense rows (H4) would have "
+                         f"{int(keep.sum()):,} nonzeros, where HiGHS's presolve overruns time "
+                         "limits")
+    if form == "flow" and instance.limits.block_size == 1 and not plain:
         _flow_memory(m, x, cols, units, horizon, M)
         extra = {"mem": m.block("mem"), "act": m.block("act")}
     else:
-        keep = np.isin(cols.occ_slot, mem_slots)
         rmap = np.full(horizon, -1)
         rmap[mem_slots] = np.arange(mem_slots.size)
         m.add_constraints(rmap[cols.occ_slot[keep]], x.ids[cols.occ_column[keep]],
