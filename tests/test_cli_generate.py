@@ -2,15 +2,15 @@
 
 import csv
 import json
-from pathlib import Path
 
 import pytest
+from shared_data import SHARED_DATA  # noqa: E402
 
 from optsched.cli import main
 from optsched.fit import fit_linear_cost
 from optsched.instance import Instance
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = SHARED_DATA
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared data not found at {DATA}")
 
 

@@ -14,14 +14,13 @@ import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from shared_data import SHARED_DATA  # noqa: E402
 
 from optsched.cli import build_parser
 from optsched.milp import available_backends
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 PROFILING = SHARED_DATA / "profiling"
 INSTANCE = "demo"  # shipped: 4 requests, linear cost model, solved to optimality in seconds
 UNIT_INSTANCE = "tiny"  # shipped: 1 request, unit time (the hindsight IP needs unit time)

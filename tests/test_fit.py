@@ -1,16 +1,16 @@
 """Cost-model fit (optsched.fit) on ../shared/data/profiling, compared with the InferMax preset."""
 
 import csv
-from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_data import SHARED_DATA  # noqa: E402
 
 from optsched.cost import PRESETS, LinearCost
 from optsched.errors import InputFileError
 from optsched.fit import fit_attention, fit_linear_cost, nnls
 
-PROF = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "profiling"
+PROF = SHARED_DATA / "profiling"
 needs_data = pytest.mark.skipif(not PROF.is_dir(), reason=f"shared data not found at {PROF}")
 
 

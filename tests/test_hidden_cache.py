@@ -4,11 +4,9 @@ cannot represent. One test per violation code is in tests/test_evaluate.py."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
+from shared_data import SHARED_DATA  # noqa: E402
 
 from optsched.cost import RHO_DEFAULT, RHO_FITTED, LinearCost, UnitCost, cost_model_from_dict
 from optsched.errors import ScheduleFormatError
@@ -131,12 +129,12 @@ def test_hidden_format_errors_name_the_batch():
                                         {"entries": [["a", 1, "hiden"]]}]})
 
 
-@pytest.mark.skipif(not (Path(os.environ.get("OPTSCHED_DATA", "../shared/data"))
-                         / "profiling").is_dir(), reason="needs ../shared/data/profiling")
+@pytest.mark.skipif(not (SHARED_DATA / "profiling").is_dir(),
+                    reason=f"needs {SHARED_DATA / 'profiling'}")
 def test_rho_presets_are_the_profiling_fit():
     from optsched.fit import fit_rho
 
-    d = Path(os.environ.get("OPTSCHED_DATA", "../shared/data")) / "profiling"
+    d = SHARED_DATA / "profiling"
     for name, tp, key in (("mlp_a100_Llama-2-7b-hf.csv", 1, "llama2-7b-a100"),
                           ("mlp_a100_Llama-2-70b-hf.csv", 4, "llama2-70b-4xa100"),
                           ("mlp_a100_Meta-Llama-3-8B.csv", 1, "llama3-8b-a100")):

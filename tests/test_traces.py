@@ -1,10 +1,10 @@
 """Trace loaders (optsched.traces): real traces from ../shared/data, malformed files, options."""
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_data import SHARED_DATA  # noqa: E402
 
 from optsched.errors import InputFileError, InstanceError
 from optsched.instance import Instance, Limits
@@ -17,7 +17,7 @@ from optsched.traces import (
     trace_to_instance,
 )
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces"
+DATA = SHARED_DATA / "traces"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared data not found at {DATA}")
 AZ_CONV = DATA / "AzureLLMInferenceTrace_conv.csv"
 AZ_CODE = DATA / "AzureLLMInferenceTrace_code.csv"

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from shared_data import SHARED_DATA  # noqa: E402
 
 from optsched.cli import main
 from optsched.cost import PRESETS, LinearCost, UnitCost
@@ -25,8 +29,7 @@ from optsched.policies import (
 )
 from optsched.policies.simulator import batch_pricer
 
-TRACE = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces" / \
-    "AzureLLMInferenceTrace_conv.csv"
+TRACE = SHARED_DATA / "traces" / "AzureLLMInferenceTrace_conv.csv"
 
 
 def inst(reqs, M=100, C=100, cost=None):
