@@ -36,11 +36,14 @@ def run(args) -> int:
     print("  4 requests, prompt 16, output 4, KV capacity 32, InferMax Llama-2-7B cost model")
     print(f"  policies: {DEMO_POLICIES}; optimum: InferMax model (formulations/infermax.md) "
           "solved by HiGHS\n")
-    cargs = argparse.Namespace(
-        instance=str(path), policies=DEMO_POLICIES, schedule=[], optimal=True,
-        formulation="infermax", objective="makespan", time_limit=args.time_limit,
-        solver="highs", threads=None, max_rows=300, no_gantt=False, output=args.output,
-    )
+    # compare's own parser fills every option it has (a hand-built Namespace fell behind when
+    # compare gained --improve and the demo crashed)
+    parser = argparse.ArgumentParser(prog="optsched")
+    compare.register(parser.add_subparsers())
+    cargs = parser.parse_args(["compare", str(path), "--policies", DEMO_POLICIES, "--optimal",
+                               "--formulation", "infermax", "--objective", "makespan",
+                               "--time-limit", str(args.time_limit), "--solver", "highs",
+                               "-o", args.output])
     code = compare.run(cargs)
     from ..formulations import Hypotheses, SolveOptions, solve
     from ..instance import Instance
