@@ -299,7 +299,7 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
     if res.values is not None and res.status in ("optimal", "feasible"):
         assert res.objective is not None  # a solution has an objective
         sched = fm.decode(res.values)
-        obj = _flow_polish(fm, sched, res.objective / fm.scale, notes)
+        obj = _polish(fm, sched, res.objective / fm.scale, notes)
     raw = _raw(fm, res, sched, obj, notes, jmax, J_param)
     if raw.status == "optimal" and obj is not None and raw.bound is not None \
             and obj > raw.bound + 1e-6 * max(1.0, abs(obj)):  # never claim a proof we lack
@@ -336,20 +336,6 @@ def _flow_horizon_note(J: int, jmax: int | None, ub: float | None) -> str:
     return (f"restriction: optimal among schedules with at most J = {J} batches with "
             "entries" + (f" (a schedule within the bound could have up to {jmax})"
                          if jmax is not None else ""))
-
-
-def _flow_polish(fm: fl.FlowModel, sched: Schedule, obj: float, notes: list[str]) -> float:
-    """The flow model's objective at the exact re-encoded point of the decoded schedule."""
-    try:
-        x2 = fm.encode(sched)
-    except FormulationError as exc:
-        notes.append(f"objective not polished: {exc}")
-        return obj
-    bad = fm.model.check(x2)
-    if bad:
-        notes.append(f"objective not polished: re-encoded solution violates {bad[0]}")
-        return obj
-    return fm.objective_seconds(x2)
 
 
 def _values_disagree(fm: fl.FlowModel, res: milp.SolveResult) -> bool:
