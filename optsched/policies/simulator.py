@@ -55,7 +55,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..cost import LinearCost, UnitCost
-from ..instance import Instance
+from ..instance import Instance, Limits
 from ..schedule import Schedule, ScheduleBuilder
 from .registry import SimulationError
 
@@ -332,13 +332,8 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
                     f"policy {policy.name!r}, batch {j}: evicts request "
                     f"{instance.ids[bad]!r}, which holds no KV"
                 )
-            if n_hidden:
-                kv -= int(lim.footprint(mev, hid[ev]).sum())
-                n_hidden -= int(hid[ev].sum())
-                hid[ev] = False
-            else:
-                kv -= int(fp(mev).sum())
-            m[ev] = 0
+            freed, n_hidden = _release(lim, m, hid, ev, n_hidden)
+            kv -= freed
         moved = 0
         if len(plan.swap_out) or len(plan.swap_in) or sim.host_kv:
             kv, moved = _apply_swaps(sim, plan, policy.name, j, kv, req, ev)
@@ -372,14 +367,8 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
                 S[gen] += 1
                 fin = gen[g[gen] >= O[gen]]
                 if fin.size:
-                    mf = m[fin]
-                    if n_hidden:
-                        kv -= int(lim.footprint(mf, hid[fin]).sum())
-                        n_hidden -= int(hid[fin].sum())
-                        hid[fin] = False
-                    else:
-                        kv -= int(fp(mf).sum())
-                    m[fin] = 0
+                    freed, n_hidden = _release(lim, m, hid, fin, n_hidden)
+                    kv -= freed
                     done += int(fin.size)
             else:
                 fin = empty
@@ -415,6 +404,21 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         stats.decisions = calls
         stats.batches = len(builder)
     return builder.build()
+
+
+def _release(lim: Limits, m: np.ndarray, hid: np.ndarray, idx: np.ndarray, n_hidden: int
+             ) -> tuple[int, int]:
+    """Drop the caches of requests ``idx`` (evicted or finished): ``m = 0``, KV again; returns
+    the memory freed (KV or hidden footprint, semantics section 6) and the hidden count left."""
+    held = m[idx]
+    if n_hidden:
+        freed = int(lim.footprint(held, hid[idx]).sum())
+        n_hidden -= int(hid[idx].sum())
+        hid[idx] = False
+    else:
+        freed = int(lim.kv_footprint(held).sum())
+    m[idx] = 0
+    return freed, n_hidden
 
 
 def _apply_cache_types(inst: Instance, name: str, j: int, req: np.ndarray, mb: np.ndarray,
