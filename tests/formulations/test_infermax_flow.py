@@ -168,10 +168,9 @@ def test_online_arrivals_flow_matches_exhaustive_search():
 
 def test_flow_refuses_what_it_cannot_model():
     inst = family(1, n=2, O=2)
-    assert applicable(inst, "mean-ttft", Hypotheses()) is not None
-    online = inst.replace(requests=(inst.requests[0], type(inst.requests[1])("r1", 1.0, 1, 2)))
-    assert applicable(online, "total-latency", Hypotheses()) is not None
     assert applicable(inst, "makespan", Hypotheses(order=(("r0", "r1"),))) is not None
-    # auto falls back to the tight Big-M model for other objectives
-    r = solve(inst, "infermax", "mean-ttft", options=SolveOptions(time_limit=30, progress=False))
+    assert applicable(inst, "makespan", Hypotheses(force=(("r0", 0),))) is not None
+    # auto falls back to the tight Big-M model for hypotheses the flow model does not know
+    r = solve(inst, "infermax", "mean-ttft", hypotheses=Hypotheses(order=(("r0", "r1"),)),
+              options=SolveOptions(time_limit=30, progress=False))
     assert any("variant tight" in n for n in r.notes)

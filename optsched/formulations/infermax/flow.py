@@ -30,8 +30,8 @@ Batch indicators ``y, ap, ad`` (non-empty / has a prefill / has a decode) are ex
 ways; ``t_j = k0 y + kpb ap + kdb ad + sum_a price_a f_a``. Offline makespan is
 ``sum_j t_j``; with arrivals, ``start_j >= end_{j-1}``, ``start_j >= a_k act_kj``. Offline
 total latency is ``sum_j t_j u_j`` (``u_j`` requests unfinished before batch ``j``), exact
-through ``d[j,q] = [u_j >= q]`` (eq. F10). ``mean-ttft`` and online total latency use the
-Big-M model (``run`` picks it).
+through ``d[j,q] = [u_j >= q]`` (eq. F10); online total latency and mean TTFT generalise it
+(eqs. F11-F13, :mod:`.flow_objectives`).
 
 Exactness: decode turns counts back into request ids (requests of a class in the same
 state are interchangeable, and a chunk's remaining cost does not depend on where it
@@ -54,6 +54,7 @@ from ...evaluate import evaluate
 from ...instance import Instance, Limits
 from ...schedule import Schedule, ScheduleBuilder
 from ..base import BuiltModel, FormulationError, Hypotheses
+from .flow_objectives import LATENCY_OBJECTIVES, add_latency_objective, fill_latency
 
 # arc kinds
 IDLE, START, STEP, END, DECODE, EVICT, EVREFILL, CHUNK = range(8)
@@ -68,11 +69,8 @@ LAYER_IN_KINDS = (IDLE, END, DECODE, EVICT, CHUNK)
 
 def applicable(inst: Instance, objective: str, hyp: Hypotheses) -> str | None:
     """None if the flow variant can model this case exactly, else the reason it cannot."""
-    if objective == "total-latency":
-        if float(inst.arrival.max(initial=0.0)) > 0:
-            return "flow variant models total latency for offline instances only"
-    elif objective != "makespan":
-        return "flow variant models makespan and (offline) total latency"
+    if objective not in ("makespan", "total-latency", "mean-ttft"):
+        return f"flow variant does not model objective {objective!r}"
     if hyp.force or hyp.forbid or hyp.order:
         return "flow variant does not support force/forbid/order hypotheses"
     cm = inst.cost_model
@@ -236,6 +234,13 @@ def size_estimate(inst: Instance, J: int) -> int:
 class FlowModel:
     """The built model plus encode/decode (``formulations/infermax.md`` section 9)."""
 
+    #: the objective as (columns, coefficients, constant), for the F7 cut
+    obj_terms: tuple[np.ndarray, np.ndarray, float]
+    #: eqs. F10-F11 (latency objectives): d[j,q] = [u_j >= q], w[j,q] = d Delta_j, T >= Delta_j
+    d: milp.VarBlock
+    w: milp.VarBlock
+    T: float
+
     def __init__(self, inst: Instance, J: int, hyp: Hypotheses, ub: float | None,
                  objective: str = "makespan", restricted: bool = True):
         self.inst = inst
@@ -264,11 +269,12 @@ class FlowModel:
         self._time()
         if self.online:
             self._online_clock()
-            self.model.set_objective([self.end[J - 1]], [1.0])
-        elif objective == "total-latency":
-            self._total_latency(self.k, self.scale)
+        if objective in LATENCY_OBJECTIVES:  # eqs. F10-F11
+            add_latency_objective(self)
         else:
-            self.model.set_objective(self.t[:], np.ones(J))
+            cols = np.asarray([self.end[J - 1]] if self.online else self.t[:])
+            self.obj_terms = (cols, np.ones(cols.size), 0.0)
+            self.model.set_objective(cols, np.ones(cols.size))
         if ub is not None:
             self._upper_bound_cut(ub)
 
@@ -482,48 +488,9 @@ class FlowModel:
 
     def _upper_bound_cut(self, ub: float) -> None:
         """(F7) the objective is at most the warm start's ``UB``."""
-        if self.objective == "total-latency":
-            ub_cols = self.w[:, :].ravel()
-        else:
-            ub_cols = np.asarray([self.end[self.J - 1]] if self.online else self.t[:])
-        self.model.add_constraint(ub_cols, np.ones(len(ub_cols)),
-                                  hi=ub * self.scale * (1 + 1e-9) + 1e-9, name="ub")
-
-    def _total_latency(self, k, sc) -> None:
-        """(F10) offline total latency = sum_l t_l u_l, u_l = requests unfinished before batch
-        l; with d[l,q] = [u_l >= q] it is sum_{l,q} w[l,q], w >= t_l - T (1 - d[l,q])."""
-        m, J = self.model, self.J
-        N = sum(c.n for c in self.classes)
-        self.d = m.add_vars("d", (J, N), vtype="B")
-        self.w = m.add_vars("w", (J, N), lb=0.0)
-        T = k["k0"] + k["kpb"] + k["kdb"]
-        for c in self.classes:
-            T += c.n * max(float(c.price[c.kind == DECODE].max(initial=0.0)),
-                           float(c.price[c.kind == CHUNK].max(initial=0.0)),
-                           float(c.price[np.isin(c.kind, (START, STEP, EVREFILL))].sum()))
-        T *= sc
-        self.T = T
-        # sum_q d[l,q] + sum_{j<l} finishing(j) = N
-        rows, cols, vals = [np.repeat(np.arange(J), N)], [self.d[:, :].ravel()], [np.ones(J * N)]
-        for ci, c in enumerate(self.classes):
-            fin = np.flatnonzero(c.finishes)
-            for l in range(1, J):
-                rows.append(np.full(l * fin.size, l))
-                cols.append(self.f[ci][:l, fin].ravel())
-                vals.append(np.ones(l * fin.size))
-        m.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
-                          lo=float(N), hi=float(N), name="unfinished")
-        if N > 1:
-            R = np.arange(J * (N - 1))
-            m.add_constraints(np.repeat(R, 2), np.stack([self.d[:, 1:].ravel(),
-                                                         self.d[:, :-1].ravel()], 1).ravel(),
-                              np.tile([1.0, -1.0], R.size), hi=0.0, name="d_mono")
-        R = np.arange(J * N)
-        m.add_constraints(np.repeat(R, 3),
-                          np.stack([self.w[:, :].ravel(), np.repeat(self.t[:], N),
-                                    self.d[:, :].ravel()], 1).ravel(),
-                          np.tile([1.0, -1.0, -T], R.size), lo=-T, name="w_lin")
-        m.set_objective(self.w[:, :].ravel(), np.ones(J * N))
+        cols, coefs, const = self.obj_terms
+        self.model.add_constraint(cols, coefs,
+                                  hi=ub * self.scale * (1 + 1e-9) + 1e-9 - const, name="ub")
 
     # --------------------------------------------------------------- decode
     def decode(self, values: np.ndarray) -> Schedule:
@@ -727,15 +694,6 @@ class FlowModel:
         x[self.ap[:]] = ap
         x[self.ad[:]] = ad
         x[self.t[:]] = t
-        if self.objective == "total-latency":
-            N = sum(c.n for c in self.classes)
-            fin = np.zeros(J)
-            for ci, c in enumerate(self.classes):
-                fin += counts[ci][:, c.finishes].sum(1)
-            u = N - np.concatenate([[0.0], np.cumsum(fin)[:-1]])
-            d = (np.arange(1, N + 1)[None, :] <= u[:, None]).astype(float)
-            x[self.d[:, :].ravel()] = d.ravel()
-            x[self.w[:, :].ravel()] = (d * t[:, None]).ravel()
         if self.online:
             end_prev = 0.0
             arr_touch = np.zeros(J)
@@ -752,6 +710,8 @@ class FlowModel:
                 end_prev = en[j]
             x[self.start[:]] = st
             x[self.end[:]] = en
+        if self.objective in LATENCY_OBJECTIVES:
+            fill_latency(self, x, counts, t)
 
     # -- the BuiltModel protocol ---------------------------------------------------------
     @property

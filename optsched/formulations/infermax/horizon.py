@@ -26,14 +26,15 @@ def _cost_coefs(cost) -> dict[str, float]:
 
 
 
-def request_work_lower_bound(inst: Instance) -> np.ndarray:
-    """Per request, a lower bound on the summed entry costs in ANY feasible schedule (eq. 21)."""
+def request_work_lower_bound(inst: Instance, first_token: bool = False) -> np.ndarray:
+    """Per request, a lower bound on the summed entry costs in ANY feasible schedule (eq. 21);
+    with ``first_token``, on those up to its first token (eq. F13: ``O`` read as 1)."""
     k = _cost_coefs(inst.cost_model)
     g = lambda name: k.get(name, 0.0)  # noqa: E731
     if isinstance(inst.cost_model, UnitCost):
         return np.zeros(inst.n)
     I = inst.prompt.astype(float)
-    O = inst.output.astype(float)
+    O = np.ones(inst.n) if first_token else inst.output.astype(float)
     # first prefill: sum c = I, sum c*m = (I^2 - sum c^2)/2, sum c^2 in [I, I^2]
     a = g("kpq") - g("kpm") / 2
     sq = np.where(a >= 0, I, I * I)
@@ -52,13 +53,21 @@ def batch_overhead_lower_bound(inst: Instance) -> float:
     return k["k0"] + min(k["kpb"], k["kdb"])
 
 
-def entry_batches_upper_bound(inst: Instance, objective: str, ub: float | None) -> int | None:
-    """Max number of batches with entries in a schedule whose objective is <= ub (sec. 6)."""
+def entry_batches_upper_bound(inst: Instance, objective: str, ub: float | None,
+                              no_evictions: bool = False) -> int | None:
+    """Max number of batches with entries in a schedule whose objective is <= ub (sec. 6;
+    total latency also eq. F13; mean TTFT eq. F13 when ``O = 1`` or without evictions)."""
     if ub is None or not math.isfinite(ub):
         return None
     ovh = batch_overhead_lower_bound(inst)
     if ovh <= 0:
         return None
+    if objective == "mean-ttft":
+        first = first_token_batches_upper_bound(inst, ub)
+        if first is None or not (no_evictions or bool((inst.output == 1).all())):
+            return None
+        # without evictions every later entry is a 1-token decode (the request stays caught up)
+        return first + int((inst.output - 1).sum())
     if objective == "makespan":
         busy = ub
     elif objective == "total-latency":
@@ -66,7 +75,29 @@ def entry_batches_upper_bound(inst: Instance, objective: str, ub: float | None) 
     else:
         return None
     work = float(request_work_lower_bound(inst).sum())
-    return max(0, int(math.floor((busy - work) / ovh + 1e-9)))
+    jmax = max(0, int(math.floor((busy - work) / ovh + 1e-9)))
+    if objective == "total-latency":
+        jmax = min(jmax, _weighted_batches(inst, ub + float(inst.arrival.sum()), work, ovh))
+    return jmax
+
+
+def _weighted_batches(inst: Instance, sum_x: float, work: float, ovh: float) -> int:
+    """(F13) ``sum_x`` bounds ``sum_j Delta_j u_j`` (the sum of completion or first-token
+    times), where ``u_j >= 1`` in every batch with entries up to the last event and ``u_0 = N``;
+    with ``Delta_j >= t_j >= ovh + (entry costs)``: ``sum_x >= ovh (b + N - 1) + work``."""
+    return max(0, int(math.floor((sum_x - work) / ovh + 1e-9)) - inst.n + 1)
+
+
+def first_token_batches_upper_bound(inst: Instance, ub: float | None) -> int | None:
+    """(F13) Max number of batches with entries up to the last first token in a schedule of
+    mean TTFT <= ub: ``N ub + sum_i a_i`` bounds the sum of first-token times."""
+    if ub is None or not math.isfinite(ub) or inst.n == 0:
+        return None
+    ovh = batch_overhead_lower_bound(inst)
+    if ovh <= 0:
+        return None
+    work = float(request_work_lower_bound(inst, first_token=True).sum())
+    return _weighted_batches(inst, inst.n * ub + float(inst.arrival.sum()), work, ovh)
 
 
 def _sequential_batches(inst: Instance) -> int:

@@ -27,6 +27,7 @@ from ..base import (
     register_formulation,
 )
 from . import flow as fl
+from . import flow_objectives as fo
 from . import remainder
 from .encode import canonical
 from .horizon import _horizon, _sequential_batches, entry_batches_upper_bound
@@ -123,6 +124,9 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
     inst = instance
     if variant in ("flow", "auto"):
         why = fl.applicable(inst, objective, hyp)
+        if why is None and inst.n and fo.truncation_applies(objective, hyp):
+            return _run_first_tokens(inst, hyp, options, warm_start, J_param, slack,
+                                     forced=variant == "flow")
         if why is None and inst.n:
             return _run_flow(inst, objective, hyp, options, warm_start, J_param, slack,
                              forced=variant == "flow")
@@ -138,7 +142,7 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
     ub = ws_obj
     if hyp.at_most is not None:
         ub = hyp.at_most if ub is None else min(ub, hyp.at_most)
-    jmax = entry_batches_upper_bound(inst, objective, ub)
+    jmax = entry_batches_upper_bound(inst, objective, ub, hyp.no_evictions)
     base_J = ws.n_batches if ws is not None else _sequential_batches(inst)
     forced = max((j for _, j in hyp.force), default=-1)
     J = max(_horizon(base_J, jmax, J_param, slack), forced + 1)
@@ -265,6 +269,18 @@ def _big_m_horizon_note(J: int, jmax: int | None, ub: float | None) -> str:
                "objective)"))
 
 
+def _run_first_tokens(inst: Instance, hyp: Hypotheses, options: SolveOptions,
+                      warm_start: WarmStart | None, J_param: int | None, slack: int,
+                      forced: bool) -> RawSolution:
+    """Mean TTFT with evictions allowed (``formulations/infermax.md`` F12): the total latency
+    (over ``N``) of the instance whose requests leave after their first token, solved by the
+    flow model, and its schedule completed (evict, then finish one by one)."""
+    reduced = fo.first_token_instance(inst)
+    ws = fo.reduced_warm_start(inst, reduced, warm_start)
+    raw = _run_flow(reduced, "mean-ttft", hyp, options, ws, J_param, slack, forced)
+    return fo.lift(inst, raw)
+
+
 def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOptions,
               warm_start: WarmStart | None, J_param: int | None, slack: int,
               forced: bool) -> RawSolution:
@@ -273,7 +289,7 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
     ws, ub = _flow_warm_start(inst, objective, hyp, warm_start)
     if hyp.at_most is not None:
         ub = hyp.at_most if ub is None else min(ub, hyp.at_most)
-    jmax = entry_batches_upper_bound(inst, objective, ub)
+    jmax = entry_batches_upper_bound(inst, objective, ub, hyp.no_evictions)
     base_J = fl.entry_batches(ws) if ws is not None else _sequential_batches(inst)
     J = _horizon(base_J, jmax, J_param, slack)
     size = fl.size_estimate(inst, J)

@@ -1,0 +1,150 @@
+"""InferMax flow model, latency objectives (formulations/infermax.md section 11, eqs. F11-F13).
+
+* every random feasible schedule (with arrivals, random linear costs) encodes into a point
+  that satisfies every row of the total-latency / mean-TTFT model, priced exactly;
+* the first-token reduction (F12): a schedule's first-token prefix is no worse, and the
+  completed prefix has exactly the prefix's first-token times;
+* optima equal the exhaustive search's (no MILP) on tiny instances, with arrivals;
+* the family's mean-TTFT optimum is below every policy.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from strategies import instances, valid_schedules  # noqa: E402
+from test_infermax_flow import family, linear_costs  # noqa: E402
+
+from optsched.evaluate import evaluate  # noqa: E402
+from optsched.formulations import Hypotheses, SolveOptions, solve  # noqa: E402
+from optsched.formulations.infermax import canonical  # noqa: E402
+from optsched.formulations.infermax.flow import FlowModel, applicable, entry_batches  # noqa: E402
+from optsched.formulations.infermax.flow_objectives import (  # noqa: E402
+    complete,
+    first_token_instance,
+    first_token_prefix,
+)
+from optsched.formulations.infermax.horizon import entry_batches_upper_bound  # noqa: E402
+from optsched.policies import simulate  # noqa: E402
+
+SET = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SET
+@given(st.data(), st.sampled_from(["total-latency", "mean-ttft"]), st.booleans())
+def test_every_feasible_schedule_is_priced_exactly(data, objective, random_cost):
+    """Eq. F11 (offline and online): the encoded point satisfies every row, d and w included,
+    and the model objective equals the evaluator's."""
+    inst = data.draw(instances(max_requests=5, max_prompt=8, max_output=4))
+    if random_cost:
+        inst = inst.replace(cost_model=data.draw(linear_costs()))
+    trace = data.draw(valid_schedules(inst))
+    assume(len(trace.completion_batch) == inst.n)
+    assert applicable(inst, objective, Hypotheses()) is None
+    s = canonical(inst, trace.schedule, dominance=True, symmetry=None, compact=True)
+    ev = evaluate(inst, s)
+    assert ev.feasible
+    fm = FlowModel(inst, entry_batches(s) + data.draw(st.integers(0, 2)), Hypotheses(), None,
+                   objective)
+    x = fm.encode(s)
+    assert fm.model.check(x) == []
+    assert fm.objective_seconds(x) == pytest.approx(ev.objective(objective), rel=1e-9, abs=1e-12)
+    d = fm.decode(x)
+    assert evaluate(inst, d).objective(objective) == pytest.approx(ev.objective(objective),
+                                                                   rel=1e-9, abs=1e-12)
+
+
+@SET
+@given(st.data(), st.booleans())
+def test_first_token_prefix_is_no_worse_and_completion_keeps_it(data, random_cost):
+    """Eq. F12's two halves on random schedules (with arrivals): the prefix (a schedule of the
+    reduced instance) has first tokens no later than the schedule's, and its completion is a
+    feasible schedule of the instance with exactly the prefix's first-token times."""
+    inst = data.draw(instances(max_requests=5, max_prompt=8, max_output=4))
+    if random_cost:
+        inst = inst.replace(cost_model=data.draw(linear_costs()))
+    trace = data.draw(valid_schedules(inst))
+    assume(len(trace.completion_batch) == inst.n)
+    ev = evaluate(inst, trace.schedule)
+    reduced = first_token_instance(inst)
+    prefix = first_token_prefix(inst, trace.schedule)
+    ev_p = evaluate(reduced, prefix)
+    assert ev_p.feasible, ev_p.violations[:3]
+    assert (ev_p.first_token <= ev.first_token + 1e-9 * (1 + ev.first_token)).all()
+    full = complete(inst, prefix)
+    ev_f = evaluate(inst, full)
+    assert ev_f.feasible, ev_f.violations[:3]
+    assert ev_f.first_token == pytest.approx(ev_p.first_token, rel=1e-12, abs=1e-12)
+    assert ev_f.objective("mean-ttft") == pytest.approx(ev_p.objective("mean-ttft"), rel=1e-12)
+    # the prefix of the completion is the prefix again (what the model re-encodes)
+    assert evaluate(reduced, first_token_prefix(inst, full)).objective("mean-ttft") == \
+        pytest.approx(ev_p.objective("mean-ttft"), rel=1e-12)
+
+
+@SET
+@given(st.data(), st.sampled_from(["total-latency", "mean-ttft"]), st.booleans())
+def test_batch_bound_holds_for_every_schedule(data, objective, no_evictions):
+    """Eq. F13: a schedule with objective v has at most ``entry_batches_upper_bound(v)`` batches
+    with entries (up to its last first token for mean TTFT)."""
+    inst = data.draw(instances(max_requests=5, max_prompt=8, max_output=4))
+    inst = inst.replace(cost_model=data.draw(linear_costs()))
+    trace = data.draw(valid_schedules(inst, evict_prob=0.0 if no_evictions else 0.15))
+    assume(len(trace.completion_batch) == inst.n)
+    s = trace.schedule
+    if objective == "mean-ttft" and not no_evictions:  # bounded on the reduced instance
+        inst, s = first_token_instance(inst), first_token_prefix(inst, s)
+    v = evaluate(inst, s).objective(objective)
+    jmax = entry_batches_upper_bound(inst, objective, v, no_evictions)
+    assert jmax is not None
+    assert entry_batches(s) <= jmax
+
+
+def _solve(inst, formulation, objective, hyp=None, **params):
+    return solve(inst, formulation, objective, hypotheses=hyp,
+                 options=SolveOptions(time_limit=20, progress=False, params=params))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["total-latency", "mean-ttft", "mean-ttft-ef"]), st.data(), st.booleans())
+def test_optimum_equals_exhaustive_search(objective, data, random_cost):
+    """Online total latency and mean TTFT (via F12; "-ef": the exact form without evictions)
+    against the exhaustive search, with arrivals and random linear costs."""
+    hyp = Hypotheses(no_evictions=objective.endswith("-ef"))
+    objective = objective.removesuffix("-ef")
+    inst = data.draw(instances(max_requests=3, max_prompt=4, max_output=3))
+    if random_cost:
+        inst = inst.replace(cost_model=data.draw(linear_costs()))
+    ex = _solve(inst, "exhaustive", objective, hyp, max_states=200_000)
+    assume(ex.status == "optimal")
+    fl = _solve(inst, "infermax", objective, hyp, variant="flow")
+    assert fl.status in ("optimal", "feasible"), (fl.status, fl.message, fl.notes)
+    assert fl.bound is None or fl.bound <= fl.objective * (1 + 1e-9)
+    assert fl.objective >= ex.objective * (1 - 1e-7)
+    if fl.restricted:  # J not certified: optimal among schedules of at most J batches only
+        assert fl.global_bound is None
+        return
+    if fl.status == "feasible":  # out of time under load: the bound must still be valid
+        assert fl.bound is None or fl.bound <= ex.objective * (1 + 1e-7)
+        return
+    assert fl.objective == pytest.approx(ex.objective, rel=1e-7)
+
+
+@pytest.mark.parametrize("I", [1, 2, 8])
+def test_family_mean_ttft_is_below_every_policy(I):
+    inst = family(I)
+    r = _solve(inst, "infermax", "mean-ttft")
+    assert r.status == "optimal"
+    assert any("first-token reduction" in n for n in r.notes)
+    for p in ("vllm", "sarathi", "vllm-ef", "infermax", "fcfs"):
+        assert r.objective <= evaluate(inst, simulate(inst, p)).objective("mean-ttft") * (1 + 1e-9)
+    if I <= 2:  # the exhaustive search proves these
+        ex = _solve(inst, "exhaustive", "mean-ttft", max_states=400_000)
+        assert ex.status == "optimal"
+        assert r.objective == pytest.approx(ex.objective, rel=1e-9)
