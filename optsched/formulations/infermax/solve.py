@@ -26,9 +26,9 @@ from ..base import (
     SolveOptions,
     register_formulation,
 )
+from . import fill, remainder
 from . import flow as fl
 from . import flow_objectives as fo
-from . import remainder
 from .encode import canonical
 from .horizon import _horizon, _sequential_batches, entry_batches_upper_bound
 from .model import DEFAULT_SLACK, MAX_BATCH_SLOTS, VARIANTS, _identical_groups, build
@@ -101,8 +101,9 @@ def _raw(built: BuiltModel, res: milp.SolveResult, sched: Schedule | None, obj: 
 
 #: the ``--param`` knobs
 PARAMS = (
-    ParamSpec("variant", str, "auto", "auto (flow model where it applies, else tight), flow, "
-              "tight or plain", choices=("auto", "flow") + VARIANTS),
+    ParamSpec("variant", str, "auto", "auto (fill model for distinct offline requests, flow "
+              "model where it applies, else tight), fill, flow, tight or plain",
+              choices=("auto", "fill", "flow") + VARIANTS),
     ParamSpec("batches", int, None, "batch slots J (default: from the warm start)",
               lo=1, hi=MAX_BATCH_SLOTS),
     ParamSpec("slack", int, DEFAULT_SLACK, "batch slots added to the warm start's count",
@@ -122,6 +123,13 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
     params = parse_params(PARAMS, options.params, "formulation 'infermax'", FormulationError)
     variant, J_param, slack = params["variant"], params["batches"], params["slack"]
     inst = instance
+    if variant in ("fill", "auto") and inst.n:
+        why = fill.applicable(inst, objective, hyp)
+        # auto: distinct requests only (identical ones keep the flow model, section 9)
+        if why is None and (variant == "fill" or len(fl.classes_of(inst)) > 1):
+            return _run_fill(inst, objective, hyp, options, warm_start, J_param, slack)
+        if variant == "fill":
+            raise FormulationError(f"infermax: {why}")
     if variant in ("flow", "auto"):
         why = fl.applicable(inst, objective, hyp)
         if why is None and inst.n and fo.truncation_applies(objective, hyp):
@@ -311,6 +319,39 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
                      f"against its objective {res.objective / fm.scale:.10g}; re-solved without "
                      "the warm start")
         res = _solve_built(fm, None, replace(options, time_limit=left), notes)
+    sched, obj = None, None
+    if res.values is not None and res.status in ("optimal", "feasible"):
+        assert res.objective is not None  # a solution has an objective
+        sched = fm.decode(res.values)
+        obj = _polish(fm, sched, res.objective / fm.scale, notes)
+    raw = _raw(fm, res, sched, obj, notes, jmax, J_param)
+    if raw.status == "optimal" and obj is not None and raw.bound is not None \
+            and obj > raw.bound + 1e-6 * max(1.0, abs(obj)):  # never claim a proof we lack
+        raw = replace(raw, status="feasible", notes=raw.notes + (
+            f"decoded schedule {obj:.10g} is above the solver's bound {raw.bound:.10g}: "
+            "reported as feasible",))
+    return raw
+
+
+def _run_fill(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOptions,
+              warm_start: WarmStart | None, J_param: int | None, slack: int) -> RawSolution:
+    """The fill variant (``formulations/infermax.md`` section 11): distinct requests, every
+    prefill segment one entry (eq. G1), the flow model's rows over the states W, R, F."""
+    notes: list[str] = ["infermax variant fill (distinct requests, prefill segments merged, "
+                        "eqs. G1-G5)"]
+    ws, ub = _flow_warm_start(inst, objective, hyp, warm_start)
+    if ws is not None:  # eq. G1: merging never makes a schedule worse
+        ws = fill.merge_prefills(inst, ws)
+        ub = evaluate(inst, ws).objective(objective)
+    if hyp.at_most is not None:
+        ub = hyp.at_most if ub is None else min(ub, hyp.at_most)
+    jmax = entry_batches_upper_bound(inst, objective, ub)
+    base_J = fl.entry_batches(ws) if ws is not None else _sequential_batches(inst)
+    J = _horizon(base_J, jmax, J_param, slack)
+    notes.append(_flow_horizon_note(J, jmax, ub))
+    fm = fill.FillModel(inst, J, hyp, ub, objective, restricted=jmax is None or J < jmax)
+    notes.append(f"fill: {fm.fixed} arc columns fixed at 0 (eq. G3)")
+    res = _solve_built(fm, ws, options, notes)
     sched, obj = None, None
     if res.values is not None and res.status in ("optimal", "feasible"):
         assert res.objective is not None  # a solution has an objective
