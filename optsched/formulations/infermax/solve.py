@@ -39,6 +39,10 @@ FLOW_MAX_ARCS = 45_000
 #: on the family with the fitted cost, I = 16 (12,848 columns) ends within its budget, I = 32
 #: (41,520) ran 319 s past a 60 s budget without a bound; eq. 27 takes those over
 FLOW_MAX_ARCS_DIRECT = 15_000
+#: largest fill model (arc columns before eq. G3 fixes the unreachable ones) auto builds: the
+#: SI/LI mixes with short outputs are 10-40k; long outputs (O = 512, 1024) need J >= O batches
+#: and millions of columns, and keep the previous routing
+FILL_MAX_ARCS = 200_000
 
 
 def _polish(built: BuiltModel, sched: Schedule, obj: float | None, notes: list[str]
@@ -126,7 +130,8 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
     if variant in ("fill", "auto") and inst.n:
         why = fill.applicable(inst, objective, hyp)
         # auto: distinct requests only (identical ones keep the flow model, section 9)
-        if why is None and (variant == "fill" or len(fl.classes_of(inst)) > 1):
+        if why is None and (variant == "fill" or len(fl.classes_of(inst)) > 1 and
+                            fill.size_estimate(inst, _sequential_batches(inst)) <= FILL_MAX_ARCS):
             return _run_fill(inst, objective, hyp, options, warm_start, J_param, slack)
         if variant == "fill":
             raise FormulationError(f"infermax: {why}")
