@@ -26,6 +26,7 @@ from optsched.formulations.infermax.flow import (  # noqa: E402
     FlowModel,
     applicable,
     entry_batches,
+    split_remainder,
     telescopes,
 )
 from optsched.generators import infermax_fixed  # noqa: E402
@@ -74,7 +75,10 @@ def test_every_feasible_schedule_encodes_and_satisfies_every_cut(data, objective
     # the direct chunk arcs exist exactly when the chain prices do not telescope
     has_chunk_arcs = any((c.kind == CHUNK).any() for c in fm.classes)
     has_partial = any(state[0] == "P" for c in fm.classes for state in c.states)
-    assert has_chunk_arcs == (not telescopes(inst.cost_model) and has_partial)
+    # (F2b), unless 0 <= kpm < 2 kpq, where they run on the kpq' = kpm/2 chain (F2c)
+    split = split_remainder(inst.cost_model) is not None
+    assert has_chunk_arcs == (not telescopes(inst.cost_model) and not split and has_partial)
+    assert any(c.qidx_b for c in fm.classes) == (split and has_partial)
     # decode(encode(s)) replays to the same batches with entries and the same makespan
     d = fm.decode(x)
     ev_d = evaluate(inst, d)

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -98,6 +98,10 @@ class _Class:
     price: np.ndarray  # seconds
     kv: np.ndarray  # KV footprint after the batch (layer-to-layer arcs), else 0
     finishes: np.ndarray
+    # F2c (kpm < 2 kpq): chunks that continue a partial fill run on a second chain; its
+    # nodes (g, k) -> node index, and per arc the level g of its start/step arcs (else -1)
+    qidx_b: dict[tuple[int, int], int] = field(default_factory=dict)
+    rem_level: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -105,7 +109,7 @@ class _Class:
 
     @property
     def n_nodes(self) -> int:
-        return len(self.states) + len(self.qidx)
+        return len(self.states) + len(self.qidx) + len(self.qidx_b)
 
 
 def _coef(cm) -> dict[str, float]:
@@ -124,6 +128,16 @@ def telescopes(cm) -> bool:
     return abs(k["kpm"] - 2 * k["kpq"]) <= 1e-12 * max(1.0, abs(k["kpm"]), abs(k["kpq"]))
 
 
+def split_remainder(cm) -> float | None:
+    """F2c: ``delta = kpq - kpm/2`` when ``0 <= kpm < 2 kpq`` (every fitted cost model so far),
+    else None. Chunks that continue a partial fill then run on a chain priced with
+    ``kpq' = kpm/2`` (which telescopes) plus the convex remainder ``delta c^2``."""
+    if not isinstance(cm, LinearCost) or telescopes(cm):
+        return None
+    delta = cm.kpq - cm.kpm / 2
+    return delta if cm.kpm >= 0 and delta > 1e-12 * cm.kpq else None
+
+
 def chunk_price(k: dict[str, float], m: int, c: int) -> float:
     """The price (docs/semantics.md section 5) of one prefill entry of ``c`` tokens over ``m``
     cached ones (without the batch-level ``k0``, ``kpb``)."""
@@ -131,10 +145,11 @@ def chunk_price(k: dict[str, float], m: int, c: int) -> float:
 
 
 def _build_class(ids, I, O, arrival, k, limits: Limits, allow_evict: bool,
-                 chain_continues: bool = True) -> _Class:
+                 chain_continues: bool = True, split_kpq: float | None = None) -> _Class:
     """The arcs of one class (F1); ``chain_continues=False`` gives chunks that continue a
     partial fill direct arcs ``P(g, m) -> (g, m')`` priced exactly (F2b) instead of the
-    token chain."""
+    token chain; ``split_kpq = kpq'`` runs them on a second chain priced with ``kpq'`` instead
+    (F2c: their remainder ``(kpq - kpq') c^2`` is priced by :mod:`.flow_remainder`)."""
     fp = limits.kv_footprint
     U = I + O - 1
     states: list[tuple[str, int, int]] = []
@@ -152,11 +167,18 @@ def _build_class(ids, I, O, arrival, k, limits: Limits, allow_evict: bool,
     for g in range(O):
         for kk in range(1, I + g + 1):
             qidx[(g, kk)] = len(states) + len(qidx)
-    src, dst, kind, tok, price, kv, fin = [], [], [], [], [], [], []
+    qidx_b: dict[tuple[int, int], int] = {}
+    if split_kpq is not None:  # F2c: a start from m >= 1 enters at k = m + 1 >= 2
+        for g in range(O):
+            if (I + g - 2 if g >= 1 else I - 1) < 1:  # no partial state P(g, m) at this level
+                continue
+            for kk in range(2, I + g + 1):
+                qidx_b[(g, kk)] = len(states) + len(qidx) + len(qidx_b)
+    src, dst, kind, tok, price, kv, fin, lvl = [], [], [], [], [], [], [], []
 
-    def arc(a, b, kd, t, p, kvv, f=False):
+    def arc(a, b, kd, t, p, kvv, f=False, level=-1):
         src.append(a), dst.append(b), kind.append(kd), tok.append(t), price.append(p)
-        kv.append(kvv), fin.append(f)
+        kv.append(kvv), fin.append(f), lvl.append(level)
 
     def state_after(g, mm):
         """Layer node reached with m = mm at level g (no token generated)."""
@@ -178,6 +200,9 @@ def _build_class(ids, I, O, arrival, k, limits: Limits, allow_evict: bool,
         if kd_ == "W" or (kd_ == "P" and chain_continues):
             arc(si, qidx[(g, m + 1)], START, 1,
                 k["kpr"] + k["kpl"] * m + k["k1"] + k["kpq"] * (2 * m + 1), 0)
+        elif kd_ == "P" and split_kpq is not None:  # F2c: the continuing chain
+            arc(si, qidx_b[(g, m + 1)], START, 1,
+                k["kpr"] + k["kpl"] * m + k["k1"] + split_kpq * (2 * m + 1), 0, level=g)
         elif kd_ == "P":  # F2b: one arc per chunk end m2, priced exactly
             for m2 in range(m + 1, S + 1):
                 if m2 < S:
@@ -200,9 +225,19 @@ def _build_class(ids, I, O, arrival, k, limits: Limits, allow_evict: bool,
         else:  # kk == S: the chunk completes the (re)fill and generates a token
             nxt, kvn, f = generated(g)
             arc(qi, nxt, END, 0, 0.0, kvn, f)
+    for (g, kk), qi in qidx_b.items():  # F2c: the same steps and ends, priced with kpq'
+        assert split_kpq is not None
+        S = I + g
+        if kk < S:
+            arc(qi, qidx_b[(g, kk + 1)], STEP, 1, k["k1"] + split_kpq * (2 * kk + 1), 0, level=g)
+            arc(qi, state_after(g, kk), END, 0, 0.0, fp(kk))
+        else:
+            nxt, kvn, f = generated(g)
+            arc(qi, nxt, END, 0, 0.0, kvn, f)
     return _Class(list(ids), I, O, arrival, states, sidx, qidx,
                   np.array(src), np.array(dst), np.array(kind), np.array(tok),
-                  np.array(price, float), np.array(kv, np.int64), np.array(fin, bool))
+                  np.array(price, float), np.array(kv, np.int64), np.array(fin, bool),
+                  qidx_b, np.array(lvl, np.int64))
 
 
 def _ones(c: _Class) -> np.ndarray:
@@ -220,9 +255,12 @@ def classes_of(inst: Instance) -> list[tuple[list[str], int, int, float]]:
 def size_estimate(inst: Instance, J: int) -> int:
     """Number of arc variables the flow model would have with ``J`` batches."""
     tot = 0
-    direct = not telescopes(inst.cost_model)
+    split = split_remainder(inst.cost_model) is not None
+    direct = not telescopes(inst.cost_model) and not split
     for _, I, O, _ in classes_of(inst):
         per = sum(3 * (I + g) + 4 for g in range(O))
+        if split:  # F2c: the continuing chain's steps and ends
+            per += sum(2 * (I + g) for g in range(O))
         if direct:  # F2b: sum over partial states P(g, m) of the chunk ends m + 1 .. S
             for g in range(O):
                 S, top = I + g, (I + g - 2 if g >= 1 else I - 1)
@@ -253,12 +291,19 @@ class FlowModel:
         one = cm.batch_time([1], [0], [False])
         self.scale = 1.0 / one if one > 0 else 1.0
         self.chain_continues = telescopes(cm)
+        #: F2c remainder coefficient (None: the chain telescopes, or F2b direct arcs)
+        self.delta = split_remainder(cm)
+        split_kpq = None if self.delta is None else self.k["kpm"] / 2
         self.classes = [_build_class(ids, I, O, a, self.k, inst.limits, not hyp.no_evictions,
-                                     self.chain_continues)
+                                     self.chain_continues, split_kpq)
                         for ids, I, O, a in classes_of(inst)]
         self.online = any(c.arrival > 0 for c in self.classes)
         self.model = milp.Model("infermax_flow")
         self._add_variables()
+        self.rem = None
+        if self.delta is not None:
+            from .flow_remainder import add_remainder
+            self.rem = add_remainder(self, self.delta)
         for ci, c in enumerate(self.classes):
             self._conservation(ci, c)
         self._limits()
@@ -451,6 +496,8 @@ class FlowModel:
         k, sc, J = self.k, self.scale, self.J
         jj = np.arange(J)
         r, cc, v = self._per_batch(lambda c: c.price != 0, lambda c: c.price * sc)
+        if self.rem is not None:  # F2c: + delta * (remainder columns) of the batch
+            r, cc, v = (np.concatenate([a, b]) for a, b in zip((r, cc, v), self.rem.time_terms()))
         r = np.concatenate([r, jj, jj, jj, jj])
         cc = np.concatenate([cc, self.y[:], self.ap[:], self.ad[:], self.t[:]])
         v = np.concatenate([v, np.full(J, k["k0"] * sc), np.full(J, k["kpb"] * sc),
@@ -545,7 +592,8 @@ class FlowModel:
                 qarcs: dict[int, list[Any]] = {}  # chunk node -> its arc indices (numpy ints)
                 for a in np.flatnonzero((fl > 0) & (c.src >= nS)):
                     qarcs.setdefault(c.src[a], []).append(a)
-                for (g, kk), qi in sorted(c.qidx.items(), key=lambda t: (t[0][0], t[0][1])):
+                chain_nodes = list(c.qidx.items()) + list(c.qidx_b.items())
+                for (g, kk), qi in sorted(chain_nodes, key=lambda t: (t[0][0], t[0][1])):
                     here = at_q.get(qi, [])
                     for a in sorted(qarcs.get(qi, []), key=lambda a: c.kind[a]):
                         cnt = fl[a]
@@ -587,6 +635,8 @@ class FlowModel:
         I = {r.id: r.prompt for r in inst.requests}
         O = {r.id: r.output for r in inst.requests}
         counts = [np.zeros((self.J, c.src.size), int) for c in self.classes]
+        # F2c: sum of c^2 of the continuing chain's chunks per (batch, level)
+        squares = [np.zeros((self.J, c.O)) for c in self.classes]
         arc_index = [{(c.src[a], c.dst[a], c.kind[a]): a for a in range(c.src.size)}
                      for c in self.classes]
         pending: set[str] = set()
@@ -640,7 +690,7 @@ class FlowModel:
                     add(here, nxt, DECODE)
                     g[rid], mm[rid] = gg + 1, S
                     continue
-                elif m0 >= 1 and not self.chain_continues:  # F2b direct chunk arc
+                elif m0 >= 1 and not self.chain_continues and not c.qidx_b:  # F2b direct arc
                     top = m0 + cnt
                     add(here, node(gg + 1, S) if top == S else node(gg, top), CHUNK)
                     if top == S:
@@ -648,17 +698,22 @@ class FlowModel:
                     else:
                         mm[rid] = top
                     continue
+                elif m0 >= 1 and c.qidx_b:  # F2c: the continuing chain
+                    chain = c.qidx_b
+                    squares[ci][j, gg] += cnt * cnt
+                    first = (here, chain[(gg, m0 + 1)], START)
                 else:
                     first = (here, c.qidx[(gg, m0 + 1)], START)
+                chain = c.qidx_b if m0 >= 1 and c.qidx_b else c.qidx
                 add(*first)
                 for kk in range(m0 + 1, m0 + cnt):
-                    add(c.qidx[(gg, kk)], c.qidx[(gg, kk + 1)], STEP)
+                    add(chain[(gg, kk)], chain[(gg, kk + 1)], STEP)
                 top = m0 + cnt
                 if top == S:
-                    add(c.qidx[(gg, top)], node(gg + 1, S), END)
+                    add(chain[(gg, top)], node(gg + 1, S), END)
                     g[rid], mm[rid] = gg + 1, S
                 else:
-                    add(c.qidx[(gg, top)], node(gg, top), END)
+                    add(chain[(gg, top)], node(gg, top), END)
                     mm[rid] = top
             pending = set()
             j += 1
@@ -670,10 +725,13 @@ class FlowModel:
         x = np.zeros(self.model.num_vars)
         for ci in range(len(self.classes)):
             x[self.f[ci][:, :].ravel()] = counts[ci].ravel()
-        self._fill_batch_vars(x, counts)
+        extra_t = None
+        if self.rem is not None:
+            extra_t = self.rem.fill(x, counts, squares)
+        self._fill_batch_vars(x, counts, extra_t)
         return x
 
-    def _fill_batch_vars(self, x: np.ndarray, counts) -> None:
+    def _fill_batch_vars(self, x: np.ndarray, counts, extra_t: np.ndarray | None = None) -> None:
         J = self.J
         ent = np.zeros(J)
         pre = np.zeros(J)
@@ -690,6 +748,8 @@ class FlowModel:
         ap = (pre > 0).astype(float)
         ad = (dec > 0).astype(float)
         t += (k["k0"] * y + k["kpb"] * ap + k["kdb"] * ad) * self.scale
+        if extra_t is not None:  # F2c remainder (model units)
+            t += extra_t
         x[self.y[:]] = y
         x[self.ap[:]] = ap
         x[self.ad[:]] = ad

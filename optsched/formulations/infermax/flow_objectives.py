@@ -45,7 +45,8 @@ def counted_arcs(c: _Class, objective: str) -> np.ndarray:
         return c.finishes.copy()
     nS = len(c.states)
     level = np.array([s[1] for s in c.states] + [g for (g, _), _ in sorted(
-        c.qidx.items(), key=lambda t: t[1])])
+        c.qidx.items(), key=lambda t: t[1])] + [g for (g, _), _ in sorted(  # F2c's chain
+        c.qidx_b.items(), key=lambda t: t[1])])
     target = c.sidx[("F", c.O, 0)] if c.O == 1 else c.sidx[("R", 1, c.I)]
     return (level[c.src] == 0) & (c.dst == target) & (c.dst < nS)
 
@@ -55,6 +56,7 @@ def delta_bound(fm: FlowModel) -> float:
     starts (model units): the dearest batch plus, online, the latest arrival (an earliest
     start idles at most until the arrival of a request it touches)."""
     from .flow import CHUNK, DECODE, EVREFILL, START, STEP
+    from .flow_remainder import max_remainder
 
     k = fm.k
     T = k["k0"] + k["kpb"] + k["kdb"]
@@ -62,6 +64,7 @@ def delta_bound(fm: FlowModel) -> float:
         T += c.n * max(float(c.price[c.kind == DECODE].max(initial=0.0)),
                        float(c.price[c.kind == CHUNK].max(initial=0.0)),
                        float(c.price[np.isin(c.kind, (START, STEP, EVREFILL))].sum()))
+    T += max_remainder(fm)  # F2c: t_j includes the continuing chunks' remainder
     a_max = max((c.arrival for c in fm.classes), default=0.0)
     return (T + (a_max if fm.online else 0.0)) * fm.scale
 

@@ -305,8 +305,15 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
     jmax = entry_batches_upper_bound(inst, objective, ub, hyp.no_evictions)
     base_J = fl.entry_batches(ws) if ws is not None else _sequential_batches(inst)
     J = _horizon(base_J, jmax, J_param, slack)
+    if J_param is None and jmax is not None and base_J <= jmax < J:
+        # the flow model's J counts batches with entries only (F8), and no schedule within
+        # the bound has more than jmax of them: the slack beyond jmax is dead weight
+        J = jmax
     size = fl.size_estimate(inst, J)
-    limit = FLOW_MAX_ARCS if fl.telescopes(inst.cost_model) else FLOW_MAX_ARCS_DIRECT
+    # F2c (0 <= kpm < 2 kpq) keeps the model linear in I like the telescoping chain; only
+    # the F2b direct arcs (kpm > 2 kpq, kpq = 0) are quadratic
+    linear = fl.telescopes(inst.cost_model) or fl.split_remainder(inst.cost_model) is not None
+    limit = FLOW_MAX_ARCS if linear else FLOW_MAX_ARCS_DIRECT
     if not forced and size > limit:
         return run(inst, objective, hyp, replace(options, params={**options.params,
                                                                   "variant": "tight"}), warm_start)
