@@ -272,6 +272,11 @@ def size_estimate(inst: Instance, J: int) -> int:
 class FlowModel:
     """The built model plus encode/decode (``formulations/infermax.md`` section 9)."""
 
+    #: F2c: the remainder columns and the coefficient ``delta`` (None unless ``0 <= kpm < 2 kpq``;
+    #: class-level defaults, so subclasses with their own ``__init__`` need not set them)
+    rem: Any = None
+    delta: float | None = None
+
     #: the objective as (columns, coefficients, constant), for the F7 cut
     obj_terms: tuple[np.ndarray, np.ndarray, float]
     #: eqs. F10-F11 (latency objectives): d[j,q] = [u_j >= q], w[j,q] = d Delta_j, T >= Delta_j
