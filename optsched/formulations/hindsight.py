@@ -82,7 +82,8 @@ class HindsightParams:
     K of the dual-feasible-function rows (H19) per slot (0 = none); ``separation`` the
     completion-separation rows (H20), tight variant only; ``search`` seconds of local search
     (H21) for the upper bound and warm start (default ``min(0.2 * time limit, n / 4)`` from
-    ``n = 8`` up, none below; 0 = off).
+    ``n = 8`` up, none below; 0 = off); ``deadline`` seconds for the deadline-cardinality
+    floors and rows (H22, ``hindsight_deadline``; total latency only; 0 = off).
     """
 
     variant: str = "tight"
@@ -95,6 +96,7 @@ class HindsightParams:
     cliques: int = 0
     separation: bool = True
     search: float | None = None
+    deadline: float = 0.0
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> HindsightParams:
@@ -118,6 +120,8 @@ PARAMS = (
               lo=0),
     ParamSpec("separation", bool, True, "completion-separation rows (H20), tight variant only"),
     ParamSpec("search", float, None, "seconds of local search (H21); 0 = off", lo=0),
+    ParamSpec("deadline", float, 0.0, "seconds for the deadline-cardinality floors and rows "
+              "(H22), total latency only; 0 = off", lo=0),
 )
 
 
@@ -593,11 +597,13 @@ class _Columns:
 
 def build(instance: Instance, objective: str, hypotheses: Hypotheses | None = None,
           params: HindsightParams | None = None, ub_starts: np.ndarray | None = None,
-          cut: int | None = None, ub_valid: bool = True) -> HindsightModel:
+          cut: int | None = None, ub_valid: bool = True,
+          floors: np.ndarray | None = None) -> HindsightModel:
     """Build the model (H1)-(H20) for ``objective``; ``ub_starts`` is a feasible schedule's starts
     (the horizon and windows come from it; default: :func:`greedy_starts`). ``ub_valid=False``
     when that schedule breaks a hypothesis: its objective is then no bound, only its length is
-    used for the cut, and every request may start late (H12)."""
+    used for the cut, and every request may start late (H12). ``floors``: lower bounds on the
+    k-th smallest completion (H22b); they tighten (H8) and add the rows (H22c)."""
     check_instance(instance)
     p = params or HindsightParams()
     hyp = hypotheses or Hypotheses()
@@ -609,6 +615,8 @@ def build(instance: Instance, objective: str, hypotheses: Hypotheses | None = No
                                       ub_valid, notes)
     units = _make_units(instance, p, objective, hyp)
     completion_floors = area_lower_bounds(instance)
+    if floors is not None:  # both are lower bounds on the k-th smallest completion
+        completion_floors = np.maximum(completion_floors, floors)
     latest = _latest_starts(instance, objective, bound, units, completion_floors)
     if plain:
         windows = _plain_windows(p, units, latest, bound, ub_makespan)
@@ -627,6 +635,12 @@ def build(instance: Instance, objective: str, hypotheses: Hypotheses | None = No
     _batch_limit_rows(m, instance.limits, units, x, cols, horizon)
     if p.symmetry and not units.aggregated and not plain:
         _symmetry_rows(m, instance, x, cols, units)
+    if floors is not None and cols.size:
+        from .hindsight_deadline import deadline_rows
+
+        added = deadline_rows(m, x, cols.start + units.output[cols.unit], floors)
+        notes.append(f"(H22) {added} deadline-cardinality rows from the completion floors "
+                     f"(sum {int(np.sum(floors))})")
     z, objective_row = _objective(m, instance, objective, units, x, cols, late, windows.cut,
                                   horizon, completion_floors)
     if hyp.at_most is not None:
@@ -1174,12 +1188,14 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
         if broken:
             best = None
             ub_valid = not any(b.split(":")[0] in ("force", "forbid", "order") for b in broken)
+    floors = _deadline_floors(instance, objective, p, ub_starts, options, deadline, notes)
     bound = None
     nodes = 0
     status = "no_solution"
     solver_name = options.solver
     for rnd in range(max(1, p.max_rounds)):
-        hm = build(instance, objective, hypotheses, p, ub_starts, cut=cut, ub_valid=ub_valid)
+        hm = build(instance, objective, hypotheses, p, ub_starts, cut=cut, ub_valid=ub_valid,
+                   floors=floors)
         notes += [n_ for n_ in hm.notes if n_ not in notes]
         ws = None
         if best is not None:
@@ -1242,6 +1258,26 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
                        restricted=True,
                        runtime=time.perf_counter() - t0, solver=solver_name, nodes=nodes,
                        notes=tuple(notes))
+
+
+def _deadline_floors(instance: Instance, objective: str, p: HindsightParams,
+                     ub_starts: np.ndarray, options: SolveOptions, deadline: float | None,
+                     notes: list[str]) -> np.ndarray | None:
+    """(H22b) the completion floors within ``p.deadline`` seconds (and the time limit), from
+    the upper bound's completions; None when off or not total latency."""
+    if p.deadline <= 0 or objective != "total-latency" or instance.n < 2:
+        return None
+    from .hindsight_deadline import completion_floors
+
+    budget = p.deadline
+    if deadline is not None:
+        budget = min(budget, 0.5 * max(0.0, deadline - time.perf_counter()))
+    cf = completion_floors(instance, ub_starts + instance.output, budget=budget,
+                           probe_limit=max(1.0, budget / 10), solver=options.solver,
+                           threads=options.threads)
+    notes.append(f"(H22) completion floors: {cf.solves} max-count probes in {cf.seconds:.1f} s, "
+                 f"{int(cf.proven.sum())} of {instance.n} closed, sum {int(cf.floors.sum())}")
+    return cf.floors
 
 
 def with_params(options: SolveOptions, **params) -> SolveOptions:
