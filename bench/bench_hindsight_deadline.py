@@ -18,8 +18,6 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
-
 from optsched.formulations.hindsight import HindsightParams, best_known_starts, build, objective_of_starts
 from optsched.formulations.hindsight_deadline import completion_floors
 from optsched.generators import online_paper_random
