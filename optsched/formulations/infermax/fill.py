@@ -205,23 +205,43 @@ class FillModel(FlowModel):
             self.model.set_objective(cols, np.ones(cols.size))
         if ub is not None:
             self._upper_bound_cut(ub)
-        self._class_indicators()
+        self._phase_memory()
         self.fixed = self._fix_unreachable()
 
-    def _class_indicators(self) -> None:
-        """(G5) per class and batch, ``ind_j >= (sum of the class's arcs that set ind) / n_k``:
-        at most ``n_k`` requests of class ``k`` take such arcs in one batch (the flow model's
-        F3 row has one arc on the left; this sums them)."""
+    def _phase_memory(self) -> None:
+        """(G6) the KV after batch ``j`` of the requests a fill or evict-refill arc leaves
+        behind is ``<= M ap_j``, and that of the decoded requests ``<= M ad_j`` (each is part
+        of the F4 memory row; a batch without a prefill has no fill)."""
+        M = float(self.inst.limits.kv_capacity)
+        for ind, kinds, nm in ((self.ap, (FILL,), "Mp"), (self.ad, (DECODE,), "Md")):
+            r, cc, v = self._with_indicator(
+                self._per_batch(lambda c, kinds=kinds: np.isin(c.kind, kinds) & (c.kv > 0),
+                                lambda c: c.kv.astype(float)), ind, -M)
+            self.model.add_constraints(r, cc, v, hi=0.0, name=nm)
+
+    def _indicators(self) -> None:
+        """(F3b) ``ap_j + ad_j >= y_j``; (F3) ``ind <= sum f``; (G5) per class and batch
+        ``ind_j >= (sum of the class's arcs that set ind) / n_k``: at most ``n_k`` requests of
+        class ``k`` take such arcs in one batch. G5 implies F3's ``ind >= f_a / n_k`` for
+        every arc (a sum of non-negative counts is at least each of them), so those rows,
+        one per arc and batch, are not built."""
         m, J = self.model, self.J
+        jj = np.arange(J)
+        m.add_constraints(np.repeat(jj, 3), np.stack([self.ap[:], self.ad[:], self.y[:]], 1).ravel(),
+                          np.tile([1.0, 1.0, -1.0], J), lo=0.0, name="phase")
         for ind, kinds in ((self.y, (FILL, DECODE)), (self.ap, (FILL,)), (self.ad, (DECODE,))):
             for ci, c in enumerate(self.classes):
                 sel = np.flatnonzero(np.isin(c.kind, kinds))
-                if sel.size == 0 or c.n == 1 and sel.size == 1:
+                if sel.size == 0:
                     continue
-                rows = np.concatenate([np.repeat(np.arange(J), sel.size), np.arange(J)])
+                rows = np.concatenate([np.repeat(jj, sel.size), jj])
                 cols = np.concatenate([self.f[ci][:, sel].ravel(), ind[:]])
                 vals = np.concatenate([np.full(J * sel.size, 1.0 / c.n), -np.ones(J)])
                 m.add_constraints(rows, cols, vals, hi=0.0, name=f"{ind.name}_cls{ci}")
+            r, cc, v = self._with_indicator(
+                self._per_batch(lambda c, kinds=kinds: np.isin(c.kind, kinds), fl._ones), ind,
+                -1.0)
+            m.add_constraints(r, cc, v, lo=0.0, name=f"{ind.name}_ub")
 
     def _fix_unreachable(self) -> int:
         """(G3) an arc of batch ``j`` out of a state with ``g`` tokens generated needs
