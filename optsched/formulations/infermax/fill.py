@@ -29,6 +29,8 @@ needs ``g`` batches to reach and ``O - g`` to finish).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ... import milp
@@ -157,6 +159,14 @@ def merge_prefills(inst: Instance, s: Schedule) -> Schedule:
     return b.build()
 
 
+def _kind_mask(kinds: tuple[int, ...], kv: bool = False) -> Callable[[_Class], np.ndarray]:
+    """The arcs of the given kinds (with a KV footprint after the batch, if ``kv``)."""
+    def mask(c: _Class) -> np.ndarray:
+        sel = np.isin(c.kind, kinds)
+        return sel & (c.kv > 0) if kv else sel
+    return mask
+
+
 def _classes(inst: Instance, per_request: bool):
     """The flow model's classes, or one class per request (stronger indicator rows F3)."""
     if not per_request:
@@ -215,8 +225,7 @@ class FillModel(FlowModel):
         M = float(self.inst.limits.kv_capacity)
         for ind, kinds, nm in ((self.ap, (FILL,), "Mp"), (self.ad, (DECODE,), "Md")):
             r, cc, v = self._with_indicator(
-                self._per_batch(lambda c, kinds=kinds: np.isin(c.kind, kinds) & (c.kv > 0),
-                                lambda c: c.kv.astype(float)), ind, -M)
+                self._per_batch(_kind_mask(kinds, kv=True), lambda c: c.kv.astype(float)), ind, -M)
             self.model.add_constraints(r, cc, v, hi=0.0, name=nm)
 
     def _indicators(self) -> None:
@@ -238,9 +247,7 @@ class FillModel(FlowModel):
                 cols = np.concatenate([self.f[ci][:, sel].ravel(), ind[:]])
                 vals = np.concatenate([np.full(J * sel.size, 1.0 / c.n), -np.ones(J)])
                 m.add_constraints(rows, cols, vals, hi=0.0, name=f"{ind.name}_cls{ci}")
-            r, cc, v = self._with_indicator(
-                self._per_batch(lambda c, kinds=kinds: np.isin(c.kind, kinds), fl._ones), ind,
-                -1.0)
+            r, cc, v = self._with_indicator(self._per_batch(_kind_mask(kinds), fl._ones), ind, -1.0)
             m.add_constraints(r, cc, v, lo=0.0, name=f"{ind.name}_ub")
 
     def _fix_unreachable(self) -> int:
