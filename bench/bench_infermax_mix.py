@@ -2,8 +2,8 @@
 
 ``n`` requests at t = 0, prompts and outputs drawn from S = {8, 16} or L = {512, 1024}
 (``optsched generate mix``), C = 4096, preset ``infermax-llama2-7b-a100``. The KV capacity is
-chosen so that memory binds: ``M = 4 * max(prompt set)``, i.e. 64 for the SI mixes and 4096
-for the LI mixes (room for four of the longest prompts; the paper runs these mixes at
+chosen so that memory binds: ``M = 4 * max(prompt and output sets)``, i.e. 64 for SISO and
+4096 for the others (room for four of the longest prompts or outputs; the paper runs these mixes at
 M = 100K with B = 16 ... 1024 requests, where memory binds through the request count, which
 an exact model cannot reach; see formulations/infermax.md section 11). ``--kv`` overrides it.
 
@@ -37,21 +37,30 @@ from optsched.instance import Limits
 
 
 def mix_instance(mix: str, n: int, seed: int, kv: int | None = None, C: int = 4096):
-    M = kv if kv is not None else 4 * max(SHORT if mix[0] == "S" else LONG)
+    sets = (SHORT if mix[0] == "S" else LONG) + (SHORT if mix[2] == "S" else LONG)
+    M = kv if kv is not None else 4 * max(sets)
     return infermax_mix(mix, n, seed, limits=Limits(kv_capacity=M, max_batch_tokens=C),
                         cost_model=preset("infermax-llama2-7b-a100"))
 
 
-def before_variant(inst) -> str:
+def before_variant(inst, objective: str) -> str:
     """The variant ``auto`` ran before the fill model existed: the flow model when its size
-    estimate at the horizon ``J`` was within ``FLOW_MAX_ARCS``, else tight. Every schedule has
-    at least ``max O`` batches, so ``J >= max O``; the size at that ``J`` already exceeds the
-    limit on every mix here (SISO n = 8: 56k at J = 16; the integrator measured 120k at
-    J = 34), which settles the old choice without building anything."""
-    J = int(inst.output.max())
-    if fl.size_estimate(inst, J) <= FLOW_MAX_ARCS:
-        raise SystemExit(f"{inst.name}: the old auto rule depends on J here; pass --which after")
-    return "tight"
+    estimate at the horizon ``J`` was within ``FLOW_MAX_ARCS``, else tight; ``J`` as
+    ``_run_flow`` chose it (the "auto" warm start's batches with entries + slack 2, raised to
+    ``Jmax`` when affordable, formulations/infermax.md section 4)."""
+    from optsched.formulations.base import Hypotheses, _warm_start
+    from optsched.formulations.infermax.horizon import _horizon, entry_batches_upper_bound
+    from optsched.formulations.infermax.model import DEFAULT_SLACK
+    from optsched.formulations.infermax.solve import _flow_warm_start
+
+    hyp = Hypotheses()
+    ws, _ = _warm_start(inst, objective, "auto", hyp)
+    cws, ub = _flow_warm_start(inst, objective, hyp, ws)
+    if cws is None:
+        return "tight"
+    J = _horizon(fl.entry_batches(cws), entry_batches_upper_bound(inst, objective, ub), None,
+                 DEFAULT_SLACK)
+    return "flow" if fl.size_estimate(inst, J) <= FLOW_MAX_ARCS else "tight"
 
 
 def columns(rep) -> str:
@@ -109,7 +118,8 @@ def main(argv=None) -> int:
                 inst = mix_instance(mix, n, seed, args.kv)
                 for objective in args.objectives.split(","):
                     for which in args.which.split(","):
-                        params = {"variant": before_variant(inst)} if which == "before" else {}
+                        params = ({"variant": before_variant(inst, objective)} if which == "before"
+                                  else {})
                         print(f"{mix} n={n} seed={seed} {objective} {which} ...", file=sys.stderr,
                               flush=True)
                         r = run_one(inst, objective, params, args)

@@ -209,6 +209,7 @@ class FillModel(FlowModel):
         self._time()
         if objective == "total-latency":  # eq. F10 (offline)
             add_latency_objective(self)
+            self._latency_caps()
         else:
             cols = np.asarray(self.t[:])
             self.obj_terms = (cols, np.ones(cols.size), 0.0)
@@ -217,6 +218,37 @@ class FillModel(FlowModel):
             self._upper_bound_cut(ub)
         self._phase_memory()
         self.fixed = self._fix_unreachable()
+
+    def batch_time_cap(self, r: int) -> float:
+        """(G7) an upper bound on a batch's duration (model units) when at most ``r``
+        requests are unfinished before it: at most ``r`` entries, and at most
+        ``tok = min(M, sum of the r largest U)`` tokens (G1: a batch processes at most the
+        KV it leaves behind) and cached tokens under its decodes; a fill is priced from
+        ``m = 0`` (``kpr + k1 c + kpq c^2``, ``sum c^2 <= tok^2``), a decode
+        ``k1 + kdm (S - 1) + kdr``."""
+        if r <= 0:
+            return 0.0
+        k = self.k
+        U = sorted((c.I + c.O - 1 for c in self.classes for _ in range(c.n)), reverse=True)
+        tok = min(float(self.inst.limits.kv_capacity), float(sum(U[:r])))
+        cap = (k["k0"] + k["kpb"] + k["kdb"] + r * max(k["kpr"], k["kdr"], 0.0)
+               + k["k1"] * tok + k["kpq"] * tok * tok + k["kdm"] * tok)
+        return cap * self.scale
+
+    def _latency_caps(self) -> None:
+        """(G7) ``w[j,q] >= t_j - T_{q-1} (1 - d[j,q])``: when fewer than ``q`` requests are
+        unfinished (``d[j,q] = 0``) batch ``j`` lasts at most ``T_{q-1}`` (``T_0 = 0``: then
+        ``w[j,1] >= t_j``). Tighter than F10's single ``T``; only added where smaller."""
+        J, N = self.J, self.d.shape[1]
+        jj = np.arange(J)
+        for q in range(1, N + 1):
+            cap = self.batch_time_cap(q - 1)
+            if cap >= self.T * (1 - 1e-12):
+                continue
+            self.model.add_constraints(
+                np.repeat(jj, 3), np.stack([self.w[:, q - 1], self.t[:], self.d[:, q - 1]],
+                                           1).ravel(),
+                np.tile([1.0, -1.0, -cap], J), lo=-cap, name=f"w_cap{q}")
 
     def _phase_memory(self) -> None:
         """(G6) the KV after batch ``j`` of the requests a fill or evict-refill arc leaves
