@@ -1,13 +1,13 @@
 """Root bound of the hindsight IP with the deadline-cardinality rows (H22), and what they cost.
 
 For each instance of the online paper's random family (all arrivals at 0, total latency): the
-best known schedule (list schedules + local search, H21), the completion floors ``L_k`` (H22b,
-max-count MILP probes within ``--budget`` seconds, ``--probe`` seconds each), and the LP
-relaxation of the tight model without and with the rows (H22c). ``formulations/hindsight.md``
-(H22) quotes these numbers. Times are wall seconds on whatever the machine is doing: say the
-load when quoting them.
+best known schedule (list schedules + local search, H21), the completion floors ``L_k`` (H22b:
+CP-SAT (H22e) or max-count MILP (H22a) probes within ``--budget`` seconds, ``--probe`` seconds
+each), and the LP relaxation of the tight model without and with the rows (H22c).
+``formulations/hindsight.md`` (H22) quotes these numbers. Times are wall seconds on whatever
+the machine is doing: say the load when quoting them.
 
-    python bench/bench_hindsight_deadline.py --ns 12,16,20 --seeds 5 --budget 300
+    python bench/bench_hindsight_deadline.py --ns 12,16,20 --seeds 0,1,2,3,4 --budget 300
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ import time
 from pathlib import Path
 
 from optsched.formulations.hindsight import HindsightParams, best_known_starts, build, objective_of_starts
-from optsched.formulations.hindsight_deadline import completion_floors
+from optsched.formulations.hindsight_deadline import PROBES, completion_floors
 from optsched.generators import online_paper_random
 from optsched.milp import lp_relaxation_value
 
 
-def run_one(n: int, seed: int, budget: float, probe: float, search: float) -> dict:
+def run_one(n: int, seed: int, budget: float, probe: float, search: float, kind: str) -> dict:
     inst = online_paper_random(n, seed)
     starts, src, _ = best_known_starts(inst, "total-latency", None, search)
     best = objective_of_starts(inst, "total-latency", starts)
-    cf = completion_floors(inst, starts + inst.output, budget=budget, probe_limit=probe)
+    cf = completion_floors(inst, starts + inst.output, budget=budget, probe_limit=probe, probe=kind)
     t = time.perf_counter()
     lp = lp_relaxation_value(build(inst, "total-latency", params=HindsightParams(), ub_starts=starts).model)
     lp_cut = lp_relaxation_value(build(inst, "total-latency", params=HindsightParams(), ub_starts=starts,
@@ -45,6 +45,7 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--budget", type=float, default=300.0, help="seconds for the floors per instance")
     ap.add_argument("--probe", type=float, default=10.0, help="seconds per max-count probe")
+    ap.add_argument("--probe-kind", default="cpsat", choices=PROBES, help="(H22e) or (H22a)")
     ap.add_argument("--search", type=float, default=None, help="local search seconds (default n/4)")
     ap.add_argument("--out", default="bench/results/hindsight-deadline.json")
     args = ap.parse_args(argv)
@@ -53,14 +54,16 @@ def main(argv=None) -> None:
           f"{'probes':>6} {'floor s':>7} {'load':>5}", flush=True)
     for n in (int(v) for v in args.ns.split(",")):
         for seed in (int(v) for v in args.seeds.split(",")):
-            r = run_one(n, seed, args.budget, args.probe, n / 4 if args.search is None else args.search)
+            r = run_one(n, seed, args.budget, args.probe, n / 4 if args.search is None else args.search,
+                        args.probe_kind)
             rows.append(r)
             print(f"{n:>3} {seed:>4} {r['best']:>6.0f} {r['lp']:>8.1f} {r['lp_deadline']:>8.1f} "
                   f"{r['sum_floors']:>6} {r['floors_closed']:>3}/{n:<2} {r['probes']:>6} "
                   f"{r['floor_seconds']:>7.1f} {r['load']:>5.1f}", flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"budget": args.budget, "probe": args.probe, "runs": rows}, indent=1))
+    out.write_text(json.dumps({"budget": args.budget, "probe": args.probe,
+                                "probe_kind": args.probe_kind, "runs": rows}, indent=1))
     print(f"results written to {out}")
 
 

@@ -26,6 +26,7 @@ the interval: every returned ``L_k`` is valid whatever the time limits.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import time
 from dataclasses import dataclass
@@ -141,6 +142,81 @@ def _dominance(m: milp.Model, x: milp.VarBlock, unit: np.ndarray, I: np.ndarray,
                       nrows=len(pairs), name="dominance")
 
 
+def cpsat_at_least(instance: Instance, deadline: int, k: int, floors: np.ndarray, *,
+                   time_limit: float | None = None, threads: int | None = 1) -> bool | None:
+    """(H22e) Can ``k`` requests all complete by ``deadline``? CP-SAT on the same relaxation as
+    (H22a): an optional start per request; its KV profile ``fp(I + a)`` at age ``a`` as a stack
+    of intervals on one cumulative of capacity ``M`` (the prompt's ``fp(I)`` over all ``O``
+    slots, then ``fp(I + g) - fp(I + g - 1)`` from age ``g`` to the end); the separation
+    intervals (H20b) of the large requests on one no-overlap; (H22d) as implications; the rows
+    (H22c) of ``floors``. ``False`` only when CP-SAT proves it infeasible (so ``N(D) < k``);
+    ``True`` when it finds a schedule; ``None`` when the limit ends first."""
+    from ortools.sat.python import cp_model
+
+    I, O = instance.prompt.astype(np.int64), instance.output.astype(np.int64)
+    e = earliest_slots(instance)
+    M = instance.limits.kv_capacity
+    fits = np.flatnonzero(e + O <= deadline)
+    if fits.size < k:
+        return False
+    m = cp_model.CpModel()
+    pres, start = {}, {}
+    intervals, demands = [], []
+    for i in (int(v) for v in fits):
+        pres[i] = m.new_bool_var(f"p{i}")
+        start[i] = m.new_int_var(int(e[i]), int(deadline - O[i]), f"s{i}")
+        prof = footprint(instance, I[i] + np.arange(O[i])).astype(np.int64)
+        steps = np.diff(prof, prepend=0)
+        for g in np.flatnonzero(steps > 0):
+            intervals.append(m.new_optional_fixed_size_interval_var(
+                start[i] + int(g), int(O[i] - g), pres[i], f"kv{i}_{g}"))
+            demands.append(int(steps[g]))
+    m.add_cumulative(intervals, demands, M)
+    A, B = separation_intervals(I, O, M)
+    sep = [m.new_optional_fixed_size_interval_var(2 * (start[i] + int(O[i])) - int(A[i]),
+                                                  int(A[i] + B[i]), pres[i], f"sep{i}")
+           for i in pres if A[i] + B[i] > 0]
+    if len(sep) > 1:
+        m.add_no_overlap(sep)
+    for a, b in dominated_pairs(I, O, e):
+        if b in pres:
+            if a in pres:
+                m.add_implication(pres[b], pres[a])
+            else:
+                m.add(pres[b] == 0)
+    m.add(sum(pres.values()) >= k)
+    for j in range(2, floors.size + 1):
+        _cpsat_floor_row(m, pres, start, e, O, int(floors[j - 1]), j)
+    solver = cp_model.CpSolver()
+    if time_limit is not None:
+        solver.parameters.max_time_in_seconds = float(time_limit)
+    solver.parameters.num_workers = int(threads or 1)
+    status = solver.solve(m)
+    if status == cp_model.INFEASIBLE:
+        return False
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return True
+    return None
+
+
+def _cpsat_floor_row(m, pres: dict, start: dict, e: np.ndarray, O: np.ndarray, floor: int,
+                     j: int) -> None:
+    """(H22c) in CP-SAT: at most ``j - 1`` present requests complete by ``floor - 1``."""
+    early = []
+    for i, p in pres.items():
+        if e[i] + O[i] > floor - 1:
+            continue  # cannot complete that early
+        b = m.new_bool_var(f"early{j}_{i}")
+        m.add(start[i] + int(O[i]) <= floor - 1).only_enforce_if(b)
+        m.add_implication(b, p)
+        early.append(b)
+        late = m.new_bool_var(f"late{j}_{i}")
+        m.add(start[i] + int(O[i]) >= floor).only_enforce_if(late)
+        m.add_bool_or([b, late, p.Not()])
+    if len(early) > j - 1:
+        m.add(sum(early) <= j - 1)
+
+
 def max_completed_by(instance: Instance, deadline: int, floors: np.ndarray, *,
                      solver: str = "highs", time_limit: float | None = None,
                      threads: int | None = 1) -> tuple[int, bool]:
@@ -156,16 +232,39 @@ def max_completed_by(instance: Instance, deadline: int, floors: np.ndarray, *,
     return int(math.floor(res.bound + 1e-6)), res.status == "optimal"
 
 
+PROBES = ("cpsat", "milp")
+
+
+def at_least(instance: Instance, deadline: int, k: int, floors: np.ndarray, probe: str = "cpsat",
+             *, time_limit: float | None = None, solver: str = "highs",
+             threads: int | None = 1) -> bool | None:
+    """``N(deadline) >= k``? ``False`` only when proven not (H22a or H22e), ``None`` unknown."""
+    if probe == "cpsat":
+        return cpsat_at_least(instance, deadline, k, floors, time_limit=time_limit, threads=threads)
+    if probe != "milp":
+        raise ValueError(f"unknown probe {probe!r} (use one of {PROBES})")
+    nb, ok = max_completed_by(instance, deadline, floors, solver=solver, time_limit=time_limit,
+                              threads=threads)
+    if nb < k:
+        return False
+    return True if ok else None
+
+
 def completion_floors(instance: Instance, upper: np.ndarray | None = None, *,
                       budget: float | None = None, probe_limit: float | None = 10.0,
-                      solver: str = "highs", threads: int | None = 1) -> CompletionFloors:
+                      probe: str = "cpsat", solver: str = "highs",
+                      threads: int | None = 1) -> CompletionFloors:
     """(H22b) ``L_1 <= ... <= L_n`` by bisection over deadlines.
 
     ``upper``: completion times of a feasible schedule (sorted here); its ``k``-th smallest
-    shows ``N >= k`` without a solve. ``budget`` seconds for the whole computation (after it,
-    the remaining floors are the cheap ones), ``probe_limit`` seconds per MILP probe.
+    shows ``N >= k`` without a probe. ``budget`` seconds for the whole computation (after it,
+    the remaining floors are the cheap ones), ``probe_limit`` seconds per probe, ``probe``
+    ``cpsat`` (H22e, default; ``milp`` when OR-Tools is not installed) or ``milp`` (H22a with
+    ``solver``).
     """
     t0 = time.perf_counter()
+    if probe == "cpsat" and importlib.util.find_spec("ortools") is None:
+        probe = "milp"  # CP-SAT is an optional dependency (pip install optsched[cpsat])
     n = instance.n
     O = np.sort(instance.output.astype(np.int64))
     e0 = int(earliest_slots(instance).min()) if n else 0
@@ -175,51 +274,51 @@ def completion_floors(instance: Instance, upper: np.ndarray | None = None, *,
     floors = np.maximum.accumulate(cheap) if n else cheap
     proven = np.zeros(n, bool)
     solves = 0
+
+    def ask(deadline: int, k: int) -> bool | None:
+        nonlocal solves
+        solves += 1
+        limit = probe_limit
+        if budget is not None:
+            left = max(0.05, budget - (time.perf_counter() - t0))
+            limit = left if limit is None else min(limit, left)
+        return at_least(instance, deadline, k, floors[:k - 1], probe, time_limit=limit,
+                        solver=solver, threads=threads)
+
     for k in range(1, n + 1):
         lo = int(max(floors[k - 1], floors[k - 2] if k > 1 else 0))
         hi = int(ub[k - 1]) if ub is not None else None
-        lo, closed, used = _bisect(instance, k, lo, hi, floors, t0, budget, probe_limit, solver,
-                                   threads)
-        solves += used
+        out_of_time = (lambda: budget is not None and time.perf_counter() - t0 > budget)
+        lo, closed = _bisect(k, lo, hi, ask, out_of_time)
         floors[k - 1:] = np.maximum(floors[k - 1:], lo)
         proven[k - 1] = closed
     return CompletionFloors(floors, proven, solves, time.perf_counter() - t0)
 
 
-def _bisect(instance: Instance, k: int, lo: int, hi: int | None, floors: np.ndarray,
-            t0: float, budget: float | None, probe_limit: float | None, solver: str,
-            threads: int | None) -> tuple[int, bool, int]:
+def _bisect(k: int, lo: int, hi: int | None, ask, out_of_time) -> tuple[int, bool]:
     """Raise ``lo`` (a valid floor for the k-th completion) by probes ``N(D) < k`` with
-    ``lo <= D < hi``; returns the new floor, whether it met ``hi`` by proof, and the probes."""
-    used = 0
-    known_floors = floors[:k - 1]
+    ``lo <= D < hi``; returns the new floor and whether it met ``hi`` by proof."""
     if hi is None:  # no schedule given: gallop up from lo
-        hi = lo
-        step = 1
+        hi, step = lo, 1
         while True:
-            if budget is not None and time.perf_counter() - t0 > budget:
-                return lo, False, used
-            nb, _ = max_completed_by(instance, hi, known_floors, solver=solver,
-                                     time_limit=probe_limit, threads=threads)
-            used += 1
-            if nb >= k:
+            if out_of_time():
+                return lo, False
+            if ask(hi, k) is not False:
                 break
             lo, hi, step = hi + 1, hi + step, 2 * step
     a, b = lo, max(hi, lo)
     exact = True
     while a < b:
-        if budget is not None and time.perf_counter() - t0 > budget:
-            return a, False, used
+        if out_of_time():
+            return a, False
         mid = (a + b) // 2
-        nb, ok = max_completed_by(instance, mid, known_floors, solver=solver,
-                                  time_limit=probe_limit, threads=threads)
-        used += 1
-        if nb < k:  # proven: at most k-1 complete by mid, so L_k >= mid + 1
+        answer = ask(mid, k)
+        if answer is False:  # proven: at most k-1 complete by mid, so L_k >= mid + 1
             a = mid + 1
         else:
-            exact = exact and ok
+            exact = exact and answer is True
             b = mid
-    return a, exact, used
+    return a, exact
 
 
 def deadline_rows(m: milp.Model, x: milp.VarBlock, completion: np.ndarray,

@@ -22,6 +22,7 @@ from optsched.formulations.hindsight import (
 )
 from optsched.formulations.hindsight_deadline import (
     completion_floors,
+    cpsat_at_least,
     dominated_pairs,
     max_completed_by,
 )
@@ -82,6 +83,20 @@ def test_max_count_equals_brute_force(M, reqs, D, block):
     reqs = [(a, min(i, cap), max(1, min(o, cap - min(i, cap) + 1))) for a, i, o in reqs]
     inst = inst_of(M, reqs, block)
     assert max_completed_by(inst, D, np.zeros(0, int), time_limit=20) == (brute_max_count(inst, D), True)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(M=st.integers(6, 12), reqs=requests, D=st.integers(1, 9), block=st.sampled_from([1, 2]))
+def test_cpsat_probe_agrees_with_brute_force(M, reqs, D, block):
+    pytest.importorskip("ortools")
+    cap = (M // block) * block
+    reqs = [(a, min(i, cap), max(1, min(o, cap - min(i, cap) + 1))) for a, i, o in reqs]
+    inst = inst_of(M, reqs, block)
+    best = brute_max_count(inst, D)
+    none = np.zeros(0, int)
+    if best >= 1:
+        assert cpsat_at_least(inst, D, best, none, time_limit=20) is True
+    assert cpsat_at_least(inst, D, best + 1, none, time_limit=20) is False
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
