@@ -28,7 +28,9 @@ from optsched.formulations.infermax.remainder import (  # noqa: E402
     build_remainder,
     cmax,
     initial_points,
+    one_generator_per_batch,
 )
+from optsched.instance import Instance, Limits, Request  # noqa: E402
 from optsched.schedule import Schedule  # noqa: E402
 
 
@@ -84,6 +86,45 @@ def test_every_feasible_schedule_satisfies_every_row_and_is_priced_exactly(data,
         assert math.isclose(low, ev.objective("makespan"), rel_tol=1e-9, abs_tol=1e-12)
 
 
+@st.composite
+def tight_memory_instances(draw):
+    """Instances where eq. 27d applies: prompts close together, ``O >= 2``, and
+    ``U_max <= M <= min(2 I_min, 3 I_min - 1)`` (a first token never beside a later one)."""
+    i0 = draw(st.integers(2, 7))
+    n = draw(st.integers(2, 4))
+    reqs = tuple(Request(f"q{i}", 0.0, draw(st.integers(i0, i0 + 1)), draw(st.integers(2, 3)))
+                 for i in range(n))
+    peak = max(r.prompt + r.output - 1 for r in reqs)
+    assume(peak <= 2 * i0)
+    M = draw(st.integers(peak, 2 * i0))
+    C = draw(st.integers(max(1, peak // 2), peak * 2))
+    return Instance("tight", Limits(kv_capacity=M, max_batch_tokens=C),
+                    draw(convex_remainder_costs()), reqs)
+
+
+@SET
+@given(st.data())
+def test_batch_count_cuts_hold_for_every_feasible_schedule(data):
+    """Eqs. 27c-27d (generation packing, batches + evictions >= sum O) cut no feasible
+    schedule off: random schedules, evictions included, satisfy every row."""
+    inst = data.draw(tight_memory_instances())
+    assert one_generator_per_batch(inst)
+    trace = data.draw(valid_schedules(inst, evict_prob=0.3))
+    assume(len(trace.completion_batch) == inst.n)
+    rm = build_remainder(inst, Hypotheses(), J=1, ub=None)
+    s = rm.canonical(trace.schedule)
+    bs = list(s)
+    while bs and not bs[-1].entries and not bs[-1].evict:
+        bs.pop()
+    s = Schedule.from_batches(bs)
+    assert evaluate(inst, s).feasible
+    rm = build_remainder(inst, Hypotheses(), J=s.n_batches + data.draw(st.integers(0, 2)),
+                         ub=None)
+    assert "batches_or_evictions" in rm.model.groups
+    x = rm.encode(s)
+    assert rm.model.check(x) == []
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_optimum_equals_exhaustive_search(data):
@@ -120,3 +161,23 @@ def test_refuses_what_it_cannot_price():
     assert applicable(inst.replace(cost_model=LinearCost(k0=1.0, kpq=1.0, kpm=3.0)),
                       "makespan", Hypotheses()) is not None  # concave remainder
     assert applicable(inst, "makespan", Hypotheses(order=(("r0", "r1"),))) is not None
+
+
+def test_batch_count_cuts_keep_the_exhaustive_optimum():
+    """Eqs. 27c-27d apply to the eviction family shape (M = 2I): the tight model's optimum
+    with a fitted-like cost (kpm = 0.88 kpq, k0 dominant) equals the exhaustive search's."""
+    from optsched.generators import infermax_fixed
+
+    cost = LinearCost(k0=6.5e-3, k1=6.1e-5, kpq=5.3e-9, kpm=4.7e-9, kpl=2.2e-7, kpr=0.0,
+                      kdm=2.8e-7, kdr=3.2e-5, kpb=5.5e-4, kdb=2.6e-4)
+    inst = infermax_fixed(3, 4, 3, limits=Limits(8, 4096), cost_model=cost)
+    assert one_generator_per_batch(inst)
+    r = solve(inst, "infermax", "makespan",
+              options=SolveOptions(time_limit=60, progress=False, params={"variant": "tight"}))
+    ex = solve(inst, "exhaustive", "makespan",
+               options=SolveOptions(time_limit=60, progress=False,
+                                    params={"max_states": 400_000}))
+    assert ex.status == "optimal", ex.message
+    assert r.status == "optimal"
+    assert any("eq. 27" in n for n in r.notes)
+    assert r.objective == pytest.approx(ex.objective, rel=1e-9)

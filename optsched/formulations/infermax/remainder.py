@@ -192,6 +192,8 @@ def build_remainder(inst: Instance, hyp: Hypotheses, *, J: int, ub: float | None
         md.add_constraints(np.concatenate([r, r]), np.concatenate([q.ids.ravel(), c_ids]),
                            np.concatenate([np.ones(nJ), np.full(nJ, -(2.0 * lam + 1))]),
                            lo=-float(lam * (lam + 1)), name=f"rem_sec{lam}")
+    _generation_packing(md, base, inst)
+    _batches_or_evictions(md, base, inst)
     ds = delta * base.scale
     md.add_objective(np.concatenate([q.ids.ravel(), dec_ids]),
                      np.concatenate([np.full(nJ, ds), np.full(nJ, -ds)]))
@@ -202,6 +204,62 @@ def build_remainder(inst: Instance, hyp: Hypotheses, *, J: int, ub: float | None
                           np.concatenate([np.ones(J), np.full(nJ, ds), np.full(nJ, -ds)]),
                           hi=cut * base.scale * (1 + 1e-9) + 1e-9, name="rem_cut")
     return RemainderModel(base, inst, q, tuple(pts))
+
+
+def half_capacity_weight(footprint: np.ndarray, M: int) -> np.ndarray:
+    """The dual-feasible function of eq. 27c: 1 above ``M/2``, 1/2 at ``M/2``, 0 below; any
+    footprints summing to at most ``M`` have weights summing to at most 1."""
+    f = np.asarray(footprint, float)
+    return np.where(2 * f > M, 1.0, np.where(2 * f == M, 0.5, 0.0))
+
+
+def _generation_packing(md: milp.Model, base: InfermaxModel, inst: Instance) -> None:
+    """(eq. 27c) per batch, the requests that generate a token hold at least ``I`` KV after it
+    (the first token) or ``I + 1`` (later tokens), all within ``M``, so
+    ``sum_i w(I_i + 1) gen + (w(I_i) - w(I_i + 1)) (ftk_after - ftk_before) <= y_j`` with the
+    weights of :func:`half_capacity_weight`. Summed over batches this is a lower bound on
+    the number of batches (``k0`` dominates fitted cost models) that the LP otherwise misses."""
+    lim = inst.limits
+    M = lim.kv_capacity
+    w_first = half_capacity_weight(lim.kv_footprint(inst.prompt), M)
+    w_later = half_capacity_weight(lim.kv_footprint(inst.prompt + 1), M)
+    if not (w_first.any() or w_later.any()):
+        return
+    gen, ftk, y = base.v["gen"].ids, base.v["ftk"].ids, base.v["y"].ids
+    n, J = gen.shape
+    jj = np.broadcast_to(np.arange(J), (n, J))
+    a = np.broadcast_to(w_later[:, None], (n, J))
+    b = np.broadcast_to((w_first - w_later)[:, None], (n, J))
+    md.add_constraints(np.concatenate([jj.ravel()] * 3 + [np.arange(J)]),
+                       np.concatenate([gen.ravel(), ftk[:, 1:].ravel(), ftk[:, :-1].ravel(), y]),
+                       np.concatenate([a.ravel(), b.ravel(), -b.ravel(), -np.ones(J)]),
+                       hi=0.0, name="gen_pack")
+
+
+def one_generator_per_batch(inst: Instance) -> bool:
+    """True when eq. 27d applies: every request has ``O >= 2``, a first token (KV ``I`` after
+    the batch) never fits beside another request's later token (KV ``>= I + 1``), and no three
+    first tokens fit together. Checked on the smallest prompt, a lower bound for any pair."""
+    if inst.n < 2 or int(inst.output.min()) < 2:
+        return False
+    lim = inst.limits
+    M = lim.kv_capacity
+    i0 = int(inst.prompt.min())
+    first, later = (int(v) for v in lim.kv_footprint(np.array([i0, i0 + 1])))
+    return first + later > M and 3 * first > M
+
+
+def _batches_or_evictions(md: milp.Model, base: InfermaxModel, inst: Instance) -> None:
+    """(eq. 27d) when :func:`one_generator_per_batch` holds, ``sum_j y_j + sum_{i,j} e_ij >=
+    sum_i O_i``: each later token (``O_i - 1`` per request, evictions or not) has a batch with
+    no other token; at most two first tokens share a batch, and two that do force an eviction
+    (both hold their KV until one generates again, which needs ``I + 1`` beside the other's
+    ``I``), so batches with entries >= ``sum (O_i - 1) + n - #evictions``."""
+    if not one_generator_per_batch(inst):
+        return
+    e, y = base.v["e"].ids, base.v["y"].ids
+    md.add_constraint(np.concatenate([y, e.ravel()]), np.ones(y.size + e.size),
+                      lo=float(inst.output.sum()), name="batches_or_evictions")
 
 
 if TYPE_CHECKING:  # mypy checks that the model satisfies the solve path's protocol

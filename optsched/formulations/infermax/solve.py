@@ -39,6 +39,10 @@ FLOW_MAX_ARCS = 45_000
 #: on the family with the fitted cost, I = 16 (12,848 columns) ends within its budget, I = 32
 #: (41,520) ran 319 s past a 60 s budget without a bound; eq. 27 takes those over
 FLOW_MAX_ARCS_DIRECT = 15_000
+#: the same limit for the F2c chain (0 <= kpm < 2 kpq): on the family with the fitted cost,
+#: I = 64 (23,685 columns) is proven in ~40 s under load, I = 128 (49,840) has no root LP in
+#: 60 s, while eq. 27 with eqs. 27c-27d proves I = 128 in ~16 s
+FLOW_MAX_ARCS_SPLIT = 30_000
 #: largest fill model (arc columns before eq. G3 fixes the unreachable ones) auto builds: the
 #: SI/LI mixes with short outputs are 10-40k; long outputs (O = 512, 1024) need J >= O batches
 #: and millions of columns, and keep the previous routing
@@ -312,8 +316,12 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
     size = fl.size_estimate(inst, J)
     # F2c (0 <= kpm < 2 kpq) keeps the model linear in I like the telescoping chain; only
     # the F2b direct arcs (kpm > 2 kpq, kpq = 0) are quadratic
-    linear = fl.telescopes(inst.cost_model) or fl.split_remainder(inst.cost_model) is not None
-    limit = FLOW_MAX_ARCS if linear else FLOW_MAX_ARCS_DIRECT
+    if fl.telescopes(inst.cost_model):
+        limit = FLOW_MAX_ARCS
+    elif fl.split_remainder(inst.cost_model) is not None:
+        limit = FLOW_MAX_ARCS_SPLIT
+    else:
+        limit = FLOW_MAX_ARCS_DIRECT
     if not forced and size > limit:
         return run(inst, objective, hyp, replace(options, params={**options.params,
                                                                   "variant": "tight"}), warm_start)
