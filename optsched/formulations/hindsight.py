@@ -1190,6 +1190,8 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
             ub_valid = not any(b.split(":")[0] in ("force", "forbid", "order") for b in broken)
     floors = _deadline_floors(instance, objective, p, ub_starts, options, deadline, notes)
     bound = None
+    if floors is not None:  # (H22) total latency >= sum_k L_k - sum_i a_i, whatever the MILP does
+        bound = float(np.sum(floors) - np.sum(instance.arrival))
     nodes = 0
     status = "no_solution"
     solver_name = options.solver

@@ -64,6 +64,11 @@ def test_hand_derived_floors_of_three_requests_that_cannot_overlap_much():
         assert cf.floors.tolist() == [6, 10, 14]
         assert cf.proven.all()
     assert max_completed_by(inst, 13, np.array([6, 10]), time_limit=20) == (2, True)
+    # the floors are the optimal completions, so their sum is the optimum and a valid bound
+    res = solve(inst, "hindsight", "total-latency",
+                options=SolveOptions(time_limit=30, threads=1, progress=False,
+                                     params={"deadline": 10}))
+    assert res.status == "optimal" and res.objective == 30 and res.bound == 30
 
 
 def test_dominated_pairs_cover_the_order():
