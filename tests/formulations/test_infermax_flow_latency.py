@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -30,8 +31,11 @@ from optsched.formulations.infermax.flow_objectives import (  # noqa: E402
     complete,
     first_token_instance,
     first_token_prefix,
+    whole_prefills,
+    whole_prefills_apply,
 )
 from optsched.formulations.infermax.horizon import entry_batches_upper_bound  # noqa: E402
+from optsched.instance import Limits  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
 
 SET = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -59,6 +63,55 @@ def test_every_feasible_schedule_is_priced_exactly(data, objective, random_cost)
     d = fm.decode(x)
     assert evaluate(inst, d).objective(objective) == pytest.approx(ev.objective(objective),
                                                                    rel=1e-9, abs=1e-12)
+
+
+def _whole_prefill_case(inst, cost, offline_C):
+    """``inst`` made to satisfy eq. F15's conditions: one arrival, ``kpm >= 2 kpq``,
+    ``C = P = offline_C >= M``."""
+    reqs = tuple(type(r)(r.id, 0.0, r.prompt, r.output) for r in inst.requests)
+    lim = inst.limits
+    return inst.replace(requests=reqs, cost_model=cost, limits=Limits(
+        kv_capacity=lim.kv_capacity, max_batch_tokens=lim.kv_capacity + offline_C,
+        block_size=lim.block_size))
+
+
+@SET
+@given(st.data(), st.sampled_from(["total-latency", "mean-ttft"]), st.booleans(),
+       st.booleans())
+def test_rank_form_prices_every_reduced_schedule_exactly(data, objective, random_cost, whole):
+    """Eq. F14 (one class per request, ranks) and F15 (whole prefills): every schedule of an
+    instance with ``O = 1`` encodes into a point that satisfies every row, priced exactly,
+    after relabelling identical requests into rank order; F15's transformation of a schedule
+    is feasible and no worse."""
+    inst = data.draw(instances(max_requests=5, max_prompt=8, max_output=4))
+    cost = data.draw(linear_costs()) if random_cost else inst.cost_model
+    if whole:
+        if random_cost:
+            cost = dataclasses.replace(cost, kpm=max(cost.kpm, 2 * cost.kpq))
+        inst = _whole_prefill_case(inst, cost, data.draw(st.integers(0, 4)))
+    else:
+        inst = inst.replace(cost_model=cost)
+    trace = data.draw(valid_schedules(inst))
+    assume(len(trace.completion_batch) == inst.n)
+    reduced = first_token_instance(inst)
+    s = canonical(reduced, first_token_prefix(inst, trace.schedule), dominance=True,
+                  symmetry=None, compact=True)
+    v = evaluate(reduced, s).objective(objective)
+    if whole:
+        assert whole_prefills_apply(reduced, objective)
+        s = whole_prefills(reduced, s)
+        ev_w = evaluate(reduced, s)
+        assert ev_w.feasible, ev_w.violations[:3]
+        assert ev_w.objective(objective) <= v * (1 + 1e-12) + 1e-12
+        v = ev_w.objective(objective)
+    fm = FlowModel(reduced, entry_batches(s) + data.draw(st.integers(0, 2)), Hypotheses(), None,
+                   objective, per_request=True, whole_prefills=whole)
+    assert fm.rank is not None
+    x = fm.encode(s)
+    assert fm.model.check(x) == []
+    assert fm.objective_seconds(x) == pytest.approx(v, rel=1e-9, abs=1e-12)
+    assert evaluate(reduced, fm.decode(x)).objective(objective) == pytest.approx(v, rel=1e-9,
+                                                                                 abs=1e-12)
 
 
 @SET
@@ -133,6 +186,26 @@ def test_optimum_equals_exhaustive_search(objective, data, random_cost):
     if fl.status == "feasible":  # out of time under load: the bound must still be valid
         assert fl.bound is None or fl.bound <= ex.objective * (1 + 1e-7)
         return
+    assert fl.objective == pytest.approx(ex.objective, rel=1e-7)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.sampled_from(["total-latency", "mean-ttft"]))
+def test_whole_prefill_optimum_equals_exhaustive_search(data, objective):
+    """Eq. F15 does not cut the optimum: mean TTFT (reduced, whole prefills) and total latency
+    of ``O = 1`` instances under its conditions, against the exhaustive search (which chunks)."""
+    inst = data.draw(instances(max_requests=3, max_prompt=4, max_output=3))
+    cost = data.draw(linear_costs())
+    inst = _whole_prefill_case(inst, dataclasses.replace(cost, kpm=max(cost.kpm, 2 * cost.kpq)),
+                               data.draw(st.integers(0, 3)))
+    if objective == "total-latency":
+        inst = first_token_instance(inst)
+    ex = _solve(inst, "exhaustive", objective, max_states=200_000)
+    assume(ex.status == "optimal")
+    fl = _solve(inst, "infermax", objective, variant="flow")
+    assert any("eq. F15" in n for n in fl.notes)
+    assert fl.status == "optimal", (fl.status, fl.message, fl.notes)
+    assert not fl.restricted
     assert fl.objective == pytest.approx(ex.objective, rel=1e-7)
 
 

@@ -54,7 +54,14 @@ from ...evaluate import evaluate
 from ...instance import Instance, Limits
 from ...schedule import Schedule, ScheduleBuilder
 from ..base import BuiltModel, FormulationError, Hypotheses
-from .flow_objectives import LATENCY_OBJECTIVES, add_latency_objective, fill_latency
+from .flow_objectives import (
+    LATENCY_OBJECTIVES,
+    RankForm,
+    add_latency_objective,
+    fill_latency,
+    rank_relabel,
+    whole_prefill_class,
+)
 
 # arc kinds
 IDLE, START, STEP, END, DECODE, EVICT, EVREFILL, CHUNK = range(8)
@@ -245,19 +252,27 @@ def _ones(c: _Class) -> np.ndarray:
     return np.ones(c.src.size)
 
 
-def classes_of(inst: Instance) -> list[tuple[list[str], int, int, float]]:
+def classes_of(inst: Instance, per_request: bool = False
+               ) -> list[tuple[list[str], int, int, float]]:
+    """Classes of identical requests (equal arrival, prompt, output), or with ``per_request``
+    one class per request (identical ones consecutive, in instance order: eq. F14's ranks)."""
     groups: dict[tuple[float, int, int], list[str]] = {}
     for r in inst.requests:
         groups.setdefault((r.arrival, r.prompt, r.output), []).append(r.id)
+    if per_request:
+        return [([r], I, O, a) for (a, I, O), ids in sorted(groups.items()) for r in ids]
     return [(ids, I, O, a) for (a, I, O), ids in sorted(groups.items())]
 
 
-def size_estimate(inst: Instance, J: int) -> int:
+def size_estimate(inst: Instance, J: int, per_request: bool = False,
+                  whole_prefills: bool = False) -> int:
     """Number of arc variables the flow model would have with ``J`` batches."""
+    if whole_prefills:  # eq. F15: idle W, idle F, one whole-prefill arc per class
+        return 3 * len(classes_of(inst, per_request)) * J
     tot = 0
     split = split_remainder(inst.cost_model) is not None
     direct = not telescopes(inst.cost_model) and not split
-    for _, I, O, _ in classes_of(inst):
+    for _, I, O, _ in classes_of(inst, per_request):
         per = sum(3 * (I + g) + 4 for g in range(O))
         if split:  # F2c: the continuing chain's steps and ends
             per += sum(2 * (I + g) for g in range(O))
@@ -283,9 +298,12 @@ class FlowModel:
     d: milp.VarBlock
     w: milp.VarBlock
     T: float
+    #: eq. F14's columns when it prices the objective
+    rank: RankForm | None = None
 
     def __init__(self, inst: Instance, J: int, hyp: Hypotheses, ub: float | None,
-                 objective: str = "makespan", restricted: bool = True):
+                 objective: str = "makespan", restricted: bool = True,
+                 per_request: bool = False, whole_prefills: bool = False):
         self.inst = inst
         self.J = J
         #: optimal only among schedules with at most J batches with entries (set by ``run``)
@@ -299,9 +317,12 @@ class FlowModel:
         #: F2c remainder coefficient (None: the chain telescopes, or F2b direct arcs)
         self.delta = split_remainder(cm)
         split_kpq = None if self.delta is None else self.k["kpm"] / 2
-        self.classes = [_build_class(ids, I, O, a, self.k, inst.limits, not hyp.no_evictions,
-                                     self.chain_continues, split_kpq)
-                        for ids, I, O, a in classes_of(inst)]
+        self.classes = [whole_prefill_class(ids, I, O, a, self.k, inst.limits) if whole_prefills
+                        else _build_class(ids, I, O, a, self.k, inst.limits, not hyp.no_evictions,
+                                          self.chain_continues, split_kpq)
+                        for ids, I, O, a in classes_of(inst, per_request)]
+        #: one class per request, identical ones in rank order (eq. F14)
+        self.per_request = per_request
         self.online = any(c.arrival > 0 for c in self.classes)
         self.model = milp.Model("infermax_flow")
         self._add_variables()
@@ -631,6 +652,8 @@ class FlowModel:
         ev = evaluate(inst, s)
         if not ev.feasible:
             raise FormulationError("flow encode: schedule is infeasible")
+        if self.per_request:  # identical requests take their ranks in completion order (F14)
+            s = rank_relabel(self, s)
         cls_of = {}
         for ci, c in enumerate(self.classes):
             for r in c.ids:
@@ -695,9 +718,18 @@ class FlowModel:
                     add(here, nxt, DECODE)
                     g[rid], mm[rid] = gg + 1, S
                     continue
-                elif m0 >= 1 and not self.chain_continues and not c.qidx_b:  # F2b direct arc
+                elif (m0 >= 1 and not self.chain_continues and not c.qidx_b) or \
+                        (gg, m0 + 1) not in c.qidx:
+                    # F2b direct chunk arc, or F15's whole prefill (no chain: any other chunk
+                    # is not representable)
                     top = m0 + cnt
-                    add(here, node(gg + 1, S) if top == S else node(gg, top), CHUNK)
+                    try:
+                        dst = node(gg + 1, S) if top == S else node(gg, top)
+                    except KeyError:
+                        raise FormulationError(f"flow encode: request {rid!r} batch {j}: a "
+                                               "partial chunk, but prefills are whole (F15)"
+                                               ) from None
+                    add(here, dst, CHUNK)
                     if top == S:
                         g[rid], mm[rid] = gg + 1, S
                     else:

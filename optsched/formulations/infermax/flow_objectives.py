@@ -20,11 +20,12 @@ Total latency (offline and online) and mean TTFT (eqs. F11-F13) on the flow mode
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ... import milp
 from ...instance import Instance
 from ...schedule import Schedule, ScheduleBuilder
 from ...solve_types import WarmStart
@@ -71,7 +72,11 @@ def delta_bound(fm: FlowModel) -> float:
 
 def add_latency_objective(fm: FlowModel) -> None:
     """(F11) rows ``unfinished``, ``d_mono``, ``w_lin`` (and, online, ``idle``), and the
-    objective ``weight * (sum w - sum_i a_i)`` (``weight = 1/N`` for mean TTFT)."""
+    objective ``weight * (sum w - sum_i a_i)`` (``weight = 1/N`` for mean TTFT); the rank form
+    (F14) instead when the model has one class per request and every output is 1."""
+    if rank_form_applies(fm.inst, fm.objective) and fm.per_request:
+        add_rank_objective(fm)
+        return
     m, J = fm.model, fm.J
     N = sum(c.n for c in fm.classes)
     fm.d = m.add_vars("d", (J, N), vtype="B")
@@ -136,7 +141,11 @@ def _idle_rows(fm: FlowModel, a_max: float) -> None:
 
 
 def fill_latency(fm: FlowModel, x: np.ndarray, counts: list[np.ndarray], t: np.ndarray) -> None:
-    """The F11 columns ``d = [u_j >= q]``, ``w = d Delta_j`` of an encoded point."""
+    """The F11 columns ``d = [u_j >= q]``, ``w = d Delta_j`` of an encoded point (F14's
+    columns for the rank form)."""
+    if fm.rank is not None:
+        fill_rank(fm, x, counts)
+        return
     J = fm.J
     N = sum(c.n for c in fm.classes)
     ev = np.zeros(J)
@@ -242,3 +251,225 @@ def lift(inst: Instance, raw: RawSolution) -> RawSolution:
             "finishes them one by one (that tail does not move any first token)")
     sched = None if raw.schedule is None else complete(inst, raw.schedule)
     return replace(raw, schedule=sched, notes=(note,) + tuple(raw.notes))
+
+
+# ------------------------------------------------------------------------- eq. F14
+def rank_form_applies(inst: Instance, objective: str) -> bool:
+    """The rank form (F14) prices latency objectives when every request has ``O = 1`` (the
+    first-token reduction's instances): then every entry is a prefill entry and a batch costs
+    ``(k0 + kpb) + sum of its entries' prices``."""
+    return objective in LATENCY_OBJECTIVES and bool((inst.output == 1).all()) and inst.n > 0
+
+
+@dataclass
+class RankForm:
+    """The F14 columns: ``d[j,q]`` (request ``q`` unfinished before batch ``j``), ``P[j,q]``
+    (its entries' price in batch ``j``), ``v`` (the products ``P[j,q'] d[j,q]`` that the rank
+    order does not settle, pairs in ``pairs``), ``z[j,q] = idle_j d[j,q]`` (online)."""
+
+    d: milp.VarBlock
+    P: milp.VarBlock
+    v: milp.VarBlock | None
+    pairs: list[tuple[int, int]]  # (worker q', waiting q)
+    z: milp.VarBlock | None
+    own: np.ndarray  # weight of a request's own work: 1 + identical requests ranked after it
+
+
+def rank_groups(fm: FlowModel) -> list[list[int]]:
+    """Consecutive classes (one request each) with equal arrival, prompt and output: ranks in
+    class order, so a group's first class gets its first token first."""
+    groups: list[list[int]] = []
+    for ci, c in enumerate(fm.classes):
+        if groups and _key(fm.classes[groups[-1][0]]) == _key(c):
+            groups[-1].append(ci)
+        else:
+            groups.append([ci])
+    return groups
+
+
+def _key(c: _Class) -> tuple[float, int, int]:
+    return (c.arrival, c.I, c.O)
+
+
+def rank_relabel(fm: FlowModel, s: Schedule) -> Schedule:
+    """``s`` with identical requests relabelled so that ranks follow completion order (F14;
+    the relabelling of eq. 14)."""
+    from .encode import canonical
+
+    pos = fm.inst.index
+    groups = [[pos[fm.classes[ci].ids[0]] for ci in g] for g in rank_groups(fm) if len(g) > 1]
+    if not groups:
+        return s
+    return canonical(fm.inst, s, dominance=False, symmetry=groups, compact=False)
+
+
+def _max_batch_work(fm: FlowModel, c: _Class) -> float:
+    """An upper bound on one request's entry prices in one batch (model units)."""
+    from .flow import CHUNK, DECODE, EVREFILL, START, STEP
+
+    chain = float(c.price[np.isin(c.kind, (START, EVREFILL))].max(initial=0.0)) + \
+        float(c.price[c.kind == STEP].sum())
+    rem = 0.0 if fm.rem is None else fm.rem.delta * (c.I + c.O - 1) ** 2  # F2c remainder
+    return (max(chain, float(c.price[np.isin(c.kind, (CHUNK, DECODE))].max(initial=0.0)))
+            + rem) * fm.scale
+
+
+def add_rank_objective(fm: FlowModel) -> None:
+    """(F14) ``sum_j Delta_j u_j`` with ``u_j = sum_q d[j,q]`` and, offline,
+    ``Delta_j = t_j = (k0 + kpb) y_j + sum_q P[j,q]``:
+
+    ``(k0 + kpb) sum_{j,q} d[j,q] + sum_q own_q sum_j P[j,q] + sum_{(q',q)} sum_j v[j,(q',q)]``
+    (+ ``sum z`` online), because ``y_j d[j,q] = d[j,q]`` (an unfinished request needs a
+    batch), a request works only while unfinished (``P[j,q] d[j,q] = P[j,q]``), and an identical
+    request ranked after ``q'`` is unfinished whenever ``q'`` works. The remaining products
+    ``v >= P[j,q'] - Pbar_{q'} (1 - d[j,q])`` use the small bound ``Pbar`` on one request's
+    work in one batch instead of F11's bound on a whole batch."""
+    m, J, sc, k = fm.model, fm.J, fm.scale, fm.k
+    N = len(fm.classes)
+    d = m.add_vars("rank_d", (J, N), lb=0.0, ub=1.0)
+    P = m.add_vars("rank_P", (J, N), lb=0.0)
+    jj = np.arange(J)
+    for q, c in enumerate(fm.classes):
+        fin = np.flatnonzero(c.finishes)
+        # d[j,q] + sum_{l<j} finishing(l) = 1
+        rows = [jj] + [np.full(l * fin.size, l) for l in range(1, J)]
+        cols = [d[:, q]] + [fm.f[q][:l, fin].ravel() for l in range(1, J)]
+        m.add_constraints(np.concatenate(rows), np.concatenate(cols),
+                          np.ones(sum(r.size for r in rows)), lo=1.0, hi=1.0, name=f"rank_u{q}")
+        sel = np.flatnonzero(c.price != 0)
+        rows, cols, vals = [np.repeat(jj, sel.size), jj], [fm.f[q][:, sel].ravel(), P[:, q]], \
+            [np.tile(-c.price[sel] * sc, J), np.ones(J)]
+        if fm.rem is not None:  # F2c: the request's remainder delta * r belongs to its work
+            r = fm.rem.r[q]
+            rows.append(np.repeat(jj, r.shape[1]))
+            cols.append(r[:, :].ravel())
+            vals.append(np.full(r.size, -fm.rem.delta * sc))
+        m.add_constraints(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
+                          lo=0.0, hi=0.0, name=f"rank_P{q}")
+    groups = rank_groups(fm)
+    rank_of = {ci: (gi, r) for gi, g in enumerate(groups) for r, ci in enumerate(g)}
+    own = np.ones(N)
+    for g in groups:
+        for r, ci in enumerate(g):
+            own[ci] += len(g) - 1 - r
+            if r + 1 < len(g):  # rank order: d[j, g[r]] <= d[j, g[r+1]]
+                m.add_constraints(np.repeat(jj, 2), np.stack([d[:, ci], d[:, g[r + 1]]], 1).ravel(),
+                                  np.tile([1.0, -1.0], J), hi=0.0, name=f"rank_order{ci}")
+    pairs = [(w, q) for w in range(N) for q in range(N) if w != q and not (
+        rank_of[w][0] == rank_of[q][0] and rank_of[q][1] > rank_of[w][1])]
+    v = None
+    obj_cols = [d[:, :].ravel(), P[:, :].ravel()]
+    obj_vals = [np.full(J * N, (k["k0"] + k["kpb"]) * sc), np.tile(own, J)]
+    if pairs:
+        v = m.add_vars("rank_v", (J, len(pairs)), lb=0.0)
+        R = np.arange(J * len(pairs))
+        wq = np.array(pairs)
+        pbar = np.array([_max_batch_work(fm, fm.classes[w]) for w, _ in pairs])
+        m.add_constraints(np.repeat(R, 3), np.stack([
+            v[:, :].ravel(), P[:, :][:, wq[:, 0]].ravel(), d[:, :][:, wq[:, 1]].ravel()], 1).ravel(),
+            np.stack([np.ones(R.size), -np.ones(R.size), -np.tile(pbar, J)], 1).ravel(),
+            lo=-np.tile(pbar, J), name="rank_v")
+        obj_cols.append(v[:, :].ravel())
+        obj_vals.append(np.ones(R.size))
+    z = None
+    if fm.online:
+        A = max(c.arrival for c in fm.classes) * sc
+        _idle_rows(fm, A)
+        z = m.add_vars("rank_z", (J, N), lb=0.0)
+        R = np.arange(J * N)
+        jq = np.repeat(jj, N)
+        prev = np.r_[-1, fm.end[:-1]][jq]
+        first = jq == 0
+        m.add_constraints(np.concatenate([np.repeat(R, 3), R[~first]]),
+                          np.concatenate([np.stack([z[:, :].ravel(), fm.start[jq],
+                                                    d[:, :].ravel()], 1).ravel(), prev[~first]]),
+                          np.concatenate([np.tile([1.0, -1.0, -A], R.size),
+                                          np.ones(int((~first).sum()))]),
+                          lo=-A, name="rank_z")
+        obj_cols.append(z[:, :].ravel())
+        obj_vals.append(np.ones(R.size))
+    weight = 1.0 / N if fm.objective == "mean-ttft" else 1.0
+    const = -weight * sum(c.arrival for c in fm.classes) * sc
+    cols_all = np.concatenate(obj_cols)
+    vals_all = np.concatenate(obj_vals) * weight
+    fm.obj_terms = (cols_all, vals_all, const)
+    m.set_objective(cols_all, vals_all, constant=const)
+    fm.rank = RankForm(d, P, v, pairs, z, own)
+
+
+def fill_rank(fm: FlowModel, x: np.ndarray, counts: list[np.ndarray]) -> None:
+    """The F14 columns of an encoded point (``d``, ``P``, exact products ``v``, ``z``)."""
+    rf = fm.rank
+    assert rf is not None
+    J, N = fm.J, len(fm.classes)
+    d = np.zeros((J, N))
+    P = np.zeros((J, N))
+    for q, c in enumerate(fm.classes):
+        fin = counts[q][:, c.finishes].sum(1)
+        d[:, q] = 1.0 - np.concatenate([[0.0], np.cumsum(fin)[:-1]])
+        P[:, q] = counts[q] @ (c.price * fm.scale)
+        if fm.rem is not None:  # F2c: read back the remainder columns the flow model filled
+            P[:, q] += fm.rem.delta * fm.scale * x[fm.rem.r[q][:, :]].sum(1)
+    x[rf.d[:, :].ravel()] = d.ravel()
+    x[rf.P[:, :].ravel()] = P.ravel()
+    if rf.v is not None:
+        wq = np.array(rf.pairs)
+        x[rf.v[:, :].ravel()] = (P[:, wq[:, 0]] * d[:, wq[:, 1]]).ravel()
+    if rf.z is not None:
+        end = x[fm.end[:]]
+        idle = x[fm.start[:]] - np.r_[0.0, end[:-1]]
+        x[rf.z[:, :].ravel()] = (idle[:, None] * d).ravel()
+
+
+# ------------------------------------------------------------------------- eq. F15
+def whole_prefills_apply(inst: Instance, objective: str) -> bool:
+    """Eq. F15's conditions: a latency objective, every ``O = 1``, one common arrival,
+    ``kpm >= 2 kpq`` (unit time included) and ``min(C, P) >= M``."""
+    from ...cost import LinearCost, UnitCost
+
+    if not rank_form_applies(inst, objective) or np.ptp(inst.arrival) > 0:
+        return False
+    cm, lim = inst.cost_model, inst.limits
+    if not isinstance(cm, (LinearCost, UnitCost)):
+        return False
+    if isinstance(cm, LinearCost) and cm.kpm < 2 * cm.kpq * (1 - 1e-12):
+        return False
+    return min(lim.max_batch_tokens, lim.prefill_budget) >= lim.kv_capacity
+
+
+def whole_prefill_class(ids, I: int, O: int, arrival: float, k: dict[str, float],
+                        limits) -> _Class:
+    """(F15) a class whose requests (``O = 1``) are prefilled in one entry: states ``W(0)``
+    and ``F``, arcs idle, idle and the whole prefill ``W(0) -> F`` (``I`` tokens, KV
+    ``fp(I)``, price ``kpr + k1 I + kpq I^2``)."""
+    from .flow import CHUNK, IDLE, _Class, chunk_price
+
+    if O != 1:
+        raise ValueError("whole-prefill classes need O = 1")
+    states = [("W", 0, 0), ("F", O, 0)]
+    return _Class(list(ids), I, O, arrival, states, {s: i for i, s in enumerate(states)}, {},
+                  np.array([0, 1, 0]), np.array([0, 1, 1]), np.array([IDLE, IDLE, CHUNK]),
+                  np.array([0, 0, I]), np.array([0.0, 0.0, chunk_price(k, 0, I)]),
+                  np.array([0, 0, limits.kv_footprint(I)], np.int64),
+                  np.array([False, False, True]))
+
+
+def whole_prefills(inst: Instance, s: Schedule) -> Schedule:
+    """(F15) ``s`` (a schedule of an instance with every ``O = 1``) with each request's
+    prefill moved whole into the batch that completes it; batches left empty are dropped.
+    Under :func:`whole_prefills_apply` it is feasible and no worse (formulations/infermax.md
+    F15)."""
+    S = {r.id: r.prompt for r in inst.requests}
+    m = {r.id: 0 for r in inst.requests}
+    b = ScheduleBuilder(ids=inst.ids)
+    for bt in s:
+        for r in bt.evict:
+            m[r] = 0
+        done = []
+        for r, c in bt.entries:
+            m[r] += c
+            if m[r] == S[r]:
+                done.append((r, S[r]))
+        if done:
+            b.add(done)
+    return b.build()

@@ -304,16 +304,24 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
     """The flow variant (``formulations/infermax.md`` section 9)."""
     notes: list[str] = ["infermax variant flow (identical requests aggregated, eqs. F1-F10)"]
     ws, ub = _flow_warm_start(inst, objective, hyp, warm_start)
+    whole = fo.whole_prefills_apply(inst, objective)
+    if whole and ws is not None:  # eq. F15: the warm start with whole prefills is no worse
+        ws = fo.whole_prefills(inst, ws)
+        ub = evaluate(inst, ws).objective(objective)
     if hyp.at_most is not None:
         ub = hyp.at_most if ub is None else min(ub, hyp.at_most)
     jmax = entry_batches_upper_bound(inst, objective, ub, hyp.no_evictions)
+    if whole:  # every batch with entries completes a request
+        jmax = inst.n if jmax is None else min(jmax, inst.n)
     base_J = fl.entry_batches(ws) if ws is not None else _sequential_batches(inst)
     J = _horizon(base_J, jmax, J_param, slack)
+    if whole and J_param is None and jmax is not None:
+        J = max(J, jmax)
     if J_param is None and jmax is not None and base_J <= jmax < J:
         # the flow model's J counts batches with entries only (F8), and no schedule within
         # the bound has more than jmax of them: the slack beyond jmax is dead weight
         J = jmax
-    size = fl.size_estimate(inst, J)
+    size = fl.size_estimate(inst, J, whole_prefills=whole)
     # F2c (0 <= kpm < 2 kpq) keeps the model linear in I like the telescoping chain; only
     # the F2b direct arcs (kpm > 2 kpq, kpq = 0) are quadratic
     if fl.telescopes(inst.cost_model):
@@ -322,11 +330,20 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
         limit = FLOW_MAX_ARCS_SPLIT
     else:
         limit = FLOW_MAX_ARCS_DIRECT
+    # one class per request when eq. F14 prices the objective and the copies fit
+    per_request = fo.rank_form_applies(inst, objective) and \
+        fl.size_estimate(inst, J, per_request=True, whole_prefills=whole) <= limit
     if not forced and size > limit:
         return run(inst, objective, hyp, replace(options, params={**options.params,
                                                                   "variant": "tight"}), warm_start)
     notes.append(_flow_horizon_note(J, jmax, ub))
-    fm = fl.FlowModel(inst, J, hyp, ub, objective, restricted=jmax is None or J < jmax)
+    fm = fl.FlowModel(inst, J, hyp, ub, objective, restricted=jmax is None or J < jmax,
+                      per_request=per_request, whole_prefills=whole)
+    if whole:
+        notes.append("whole prefills (eq. F15: one arrival, kpm >= 2 kpq, min(C, P) >= M): "
+                      "some optimum prefills each request in one entry")
+    if per_request:
+        notes.append("one class per request, identical ones in rank order (eq. F14)")
     t_solve = time.perf_counter()
     res = _solve_built(fm, ws, options, notes)
     left = None if options.time_limit is None else \
