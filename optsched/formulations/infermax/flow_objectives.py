@@ -1,4 +1,4 @@
-"""InferMax flow model: the latency objectives (``formulations/infermax.md`` section 11).
+"""InferMax flow model: the latency objectives (``formulations/infermax.md`` section 12).
 
 Total latency (offline and online) and mean TTFT (eqs. F11-F13) on the flow model of
 :mod:`.flow`, and the first-token reduction of mean TTFT (eq. F12):
