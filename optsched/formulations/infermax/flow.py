@@ -300,6 +300,8 @@ class FlowModel:
     T: float
     #: eq. F14's columns when it prices the objective
     rank: RankForm | None = None
+    #: one class per request, identical ones in rank order (eq. F14; subclasses may leave it)
+    per_request: bool = False
 
     def __init__(self, inst: Instance, J: int, hyp: Hypotheses, ub: float | None,
                  objective: str = "makespan", restricted: bool = True,
