@@ -138,6 +138,9 @@ def test_fill_refuses_what_it_cannot_model():
     online = inst.replace(requests=(inst.requests[0], replace(inst.requests[1], arrival=1.0),
                                     inst.requests[2]))
     assert "arrive" in applicable(online, "makespan", Hypotheses())
+    # a common arrival after 0 shifts the makespan, which the model (clock from 0) omits
+    late = inst.replace(requests=tuple(replace(r, arrival=2.0) for r in inst.requests))
+    assert "arrive" in applicable(late, "makespan", Hypotheses())
     assert applicable(inst, "makespan", Hypotheses(order=(("r0", "r1"),))) is not None
     # auto takes the Big-M / flow path where fill does not apply, and fill refuses loudly
     r = solve(big_m, "infermax", "makespan", options=SolveOptions(time_limit=5, progress=False))

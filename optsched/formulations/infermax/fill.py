@@ -52,8 +52,8 @@ def applicable(inst: Instance, objective: str, hyp: Hypotheses) -> str | None:
     """None if the fill model is exact for this case (eq. G1's conditions), else why not."""
     if objective not in ("makespan", "total-latency"):
         return "fill variant models makespan and total latency"
-    if inst.n and float(inst.arrival.max()) > float(inst.arrival.min()):
-        return "fill variant needs every request to arrive at the same time (offline)"
+    if inst.n and float(inst.arrival.max()) > 0:
+        return "fill variant needs every request to arrive at time 0 (offline)"
     if hyp.force or hyp.forbid or hyp.order:
         return "fill variant does not support force/forbid/order hypotheses"
     lim = inst.limits
