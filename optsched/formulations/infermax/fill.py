@@ -1,6 +1,6 @@
 """InferMax, fill variant: distinct requests on a per-batch state graph without chunk nodes.
 
-``formulations/infermax.md`` section 11 (eqs. G1-G5). When no batch can run out of tokens
+``formulations/infermax.md`` section 11 (eqs. G1-G7). When no batch can run out of tokens
 (``M <= min(C, P)``: a batch processes at most the KV it leaves behind, eq. G1) and chunking a
 prefill never pays (``kpm >= 2 kpq``, ``kpl, kpr >= 0``, offline), every prefill segment of
 some optimal schedule is ONE entry from ``m = 0`` (eq. G1's merge). A request's state before a

@@ -378,7 +378,7 @@ def _run_fill(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
     """The fill variant (``formulations/infermax.md`` section 11): distinct requests, every
     prefill segment one entry (eq. G1), the flow model's rows over the states W, R, F."""
     notes: list[str] = ["infermax variant fill (distinct requests, prefill segments merged, "
-                        "eqs. G1-G5)"]
+                        "eqs. G1-G7)"]
     ws, ub = _flow_warm_start(inst, objective, hyp, warm_start)
     if ws is not None:  # eq. G1: merging never makes a schedule worse
         ws = fill.merge_prefills(inst, ws)
