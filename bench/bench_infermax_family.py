@@ -3,14 +3,14 @@
 B = O = 4 identical requests, M = max(2I, I + O - 1), C = 4096, preset
 ``infermax-llama2-7b-a100`` (``kpm = 2 kpq``) and, with ``--costs preset,fitted``, the cost
 model ``optsched fit`` gives on ``--profiling`` (Llama-2-7B, A100: ``kpm < 2 kpq``, so the flow
-model prices continuing chunks on direct arcs, formulations/infermax.md F2b, and the tight
-model prices the convex remainder ``(kpq - kpm/2) c^2`` on lazily added secants, eqs. 27-27b), objective
-``makespan``; I in {1, 2, 4, ..., 1024}. Each
-instance is solved with the default ``auto`` variant (the flow model of
-``formulations/infermax.md`` section 9 when it is small enough, else tight) and the plain
-transcription (HiGHS, 2 threads, 60 s each) and, for reference, with ``--no-evictions``.
-The table prints, per cost model, I and variant: status, objective, bound, gap, seconds, evictions in the answer, and the makespans of vLLM
-and of the eviction-free optimum.
+model runs continuing chunks on a ``kpq' = kpm/2`` chain plus a remainder bound, formulations/
+infermax.md F2c, and the tight model prices the convex remainder ``(kpq - kpm/2) c^2`` on lazily
+added secants with the batch-count cuts, eqs. 27-27d), objective ``makespan``; I in
+{1, 2, 4, ..., 1024}. Each instance is solved with the default ``auto`` variant (the flow model
+of section 9 when it is small enough, else tight) and the plain transcription (HiGHS, 2
+threads, 60 s each) and, for reference, with ``--no-evictions``. The table prints, per cost
+model, I and variant: status, objective, bound, gap, seconds, evictions in the answer, the
+makespans of vLLM and of the eviction-free optimum, and which model answered.
 
     .venv/bin/python bench/bench_infermax_family.py [--sizes 1,2,4] [--variants auto,plain,tight,flow]
         [--costs preset,fitted] [--profiling ../shared/data/profiling]
@@ -60,6 +60,16 @@ def cost_models(names: str, profiling: str) -> dict:
     return out
 
 
+def model_used(notes) -> str:
+    """Which model answered, from the solve notes: flow (F2 / F2b / F2c), tight (eq. 27), ..."""
+    text = " ".join(notes)
+    if "variant flow" in text:
+        return "flow F2c" if "F2c" in text else "flow"
+    if "eq. 27" in text:
+        return "tight eq.27"
+    return next((n.split("variant ", 1)[1].split()[0] for n in notes if "variant " in n), "-")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default=",".join(str(2 ** k) for k in range(11)))
@@ -79,7 +89,7 @@ def main(argv=None) -> int:
     costs = cost_models(args.costs, args.profiling)
     rows = []
     hdr = (f"{'cost':>6} {'I':>5} {'variant':>7} {'status':>9} {'objective ms':>13} {'bound ms':>10} "
-           f"{'gap':>8} {'sec':>6} {'evict':>5} {'vllm ms':>9} {'EF-opt ms':>10}")
+           f"{'gap':>8} {'sec':>6} {'evict':>5} {'vllm ms':>9} {'EF-opt ms':>10}  model")
     print(hdr, flush=True)
     for I, (cname, cost) in ((int(s), c) for s in args.sizes.split(",") for c in costs.items()):
         inst = family(I, cost=cost)
@@ -101,7 +111,7 @@ def main(argv=None) -> int:
                        bound=r.bound, gap=r.gap, seconds=dt, evictions=ev, vllm=vllm,
                        ef_opt=None if ef is None else ef[0],
                        ef_status=None if ef is None else ef[1], message=r.message,
-                       notes=list(r.notes))
+                       notes=list(r.notes), model=model_used(r.notes))
             rows.append(row)
 
             def ms(v):
@@ -110,7 +120,8 @@ def main(argv=None) -> int:
             gap = "-" if r.gap is None else f"{100 * r.gap:.2f}%"
             efs = "-" if ef is None else ms(ef[0]) + ("" if ef[1] == "optimal" else "*")
             print(f"{cname:>6} {I:>5} {variant:>7} {r.status:>9} {ms(r.objective):>13} {ms(r.bound):>10} "
-                  f"{gap:>8} {dt:>6.1f} {str(ev):>5} {ms(vllm):>9} {efs:>10}", flush=True)
+                  f"{gap:>8} {dt:>6.1f} {str(ev):>5} {ms(vllm):>9} {efs:>10}  {row['model']}",
+                  flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -147,7 +147,7 @@ def cmax(inst: Instance) -> np.ndarray:
     return c.astype(np.int64)
 
 
-def initial_points(inst: Instance, grid: int = 16) -> set[int]:
+def initial_points(inst: Instance, grid: int = 64) -> set[int]:
     """A first ``Lambda``: ``0 .. 7``, every ``Cmax/grid``-th size, and the sizes of a whole
     (re)fill, ``I + g - 1`` and ``I + g`` for ``g = 0 .. O`` (where ``c = S``)."""
     top = int(cmax(inst).max()) if inst.n else 1

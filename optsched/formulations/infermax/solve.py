@@ -347,6 +347,9 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
                       "some optimum prefills each request in one entry")
     if per_request:
         notes.append("one class per request, identical ones in rank order (eq. F14)")
+    if fm.rem is not None:
+        notes.append("flow F2c: kpm < 2 kpq, continuing chunks priced on the kpq' = kpm/2 chain "
+                     "plus the remainder (kpq - kpm/2) c^2 bounded by perspective secants")
     t_solve = time.perf_counter()
     res = _solve_built(fm, ws, options, notes)
     left = None if options.time_limit is None else \
