@@ -31,6 +31,7 @@ from optsched.formulations.infermax.flow_objectives import (  # noqa: E402
     complete,
     first_token_instance,
     first_token_prefix,
+    rank_form_applies,
     whole_prefills,
     whole_prefills_apply,
 )
@@ -42,10 +43,11 @@ SET = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChec
 
 
 @SET
-@given(st.data(), st.sampled_from(["total-latency", "mean-ttft"]), st.booleans())
-def test_every_feasible_schedule_is_priced_exactly(data, objective, random_cost):
-    """Eq. F11 (offline and online): the encoded point satisfies every row, d and w included,
-    and the model objective equals the evaluator's."""
+@given(st.data(), st.sampled_from(["total-latency", "mean-ttft"]), st.booleans(), st.booleans())
+def test_every_feasible_schedule_is_priced_exactly(data, objective, random_cost, per_request):
+    """Eq. F11 (offline and online) and, for total latency with arrivals and one class per
+    request, F14 with the phase products: the encoded point satisfies every row, and the model
+    objective equals the evaluator's."""
     inst = data.draw(instances(max_requests=5, max_prompt=8, max_output=4))
     if random_cost:
         inst = inst.replace(cost_model=data.draw(linear_costs()))
@@ -56,7 +58,8 @@ def test_every_feasible_schedule_is_priced_exactly(data, objective, random_cost)
     ev = evaluate(inst, s)
     assert ev.feasible
     fm = FlowModel(inst, entry_batches(s) + data.draw(st.integers(0, 2)), Hypotheses(), None,
-                   objective)
+                   objective, per_request=per_request)
+    assert (fm.rank is not None) == (per_request and rank_form_applies(inst, objective))
     x = fm.encode(s)
     assert fm.model.check(x) == []
     assert fm.objective_seconds(x) == pytest.approx(ev.objective(objective), rel=1e-9, abs=1e-12)

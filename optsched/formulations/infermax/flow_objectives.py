@@ -255,10 +255,15 @@ def lift(inst: Instance, raw: RawSolution) -> RawSolution:
 
 # ------------------------------------------------------------------------- eq. F14
 def rank_form_applies(inst: Instance, objective: str) -> bool:
-    """The rank form (F14) prices latency objectives when every request has ``O = 1`` (the
-    first-token reduction's instances): then every entry is a prefill entry and a batch costs
-    ``(k0 + kpb) + sum of its entries' prices``."""
-    return objective in LATENCY_OBJECTIVES and bool((inst.output == 1).all()) and inst.n > 0
+    """The rank form (F14) prices both latency objectives when every request has ``O = 1``
+    (the first-token reduction's instances), and total latency with arrivals (for mean TTFT
+    with ``O > 1`` a request works after its first token, so its own work is not weighted by
+    its own ``d``; offline total latency keeps F10, measured as fast on the family)."""
+    if inst.n == 0 or objective not in LATENCY_OBJECTIVES:
+        return False
+    if bool((inst.output == 1).all()):
+        return True
+    return objective == "total-latency" and float(np.ptp(inst.arrival)) > 0
 
 
 @dataclass
@@ -273,6 +278,8 @@ class RankForm:
     pairs: list[tuple[int, int]]  # (worker q', waiting q)
     z: milp.VarBlock | None
     own: np.ndarray  # weight of a request's own work: 1 + identical requests ranked after it
+    #: (e, ind): e[j,q] = ind_j d[j,q] for the phase indicators ap, ad (outputs > 1)
+    phase: list[tuple[milp.VarBlock, milp.VarBlock]]
 
 
 def rank_groups(fm: FlowModel) -> list[list[int]]:
@@ -359,7 +366,22 @@ def add_rank_objective(fm: FlowModel) -> None:
         rank_of[w][0] == rank_of[q][0] and rank_of[q][1] > rank_of[w][1])]
     v = None
     obj_cols = [d[:, :].ravel(), P[:, :].ravel()]
-    obj_vals = [np.full(J * N, (k["k0"] + k["kpb"]) * sc), np.tile(own, J)]
+    extra: list[tuple[milp.VarBlock, milp.VarBlock]] = []  # (ind AND d, ind)
+    if bool((fm.inst.output == 1).all()):  # every entry a prefill entry: ap_j = y_j, ad_j = 0
+        obj_vals = [np.full(J * N, (k["k0"] + k["kpb"]) * sc), np.tile(own, J)]
+    else:  # k0 y_j d = k0 d; kpb ap_j d and kdb ad_j d by exact products of binaries
+        obj_vals = [np.full(J * N, k["k0"] * sc), np.tile(own, J)]
+        for ind, coef, nm in ((fm.ap, k["kpb"], "ap"), (fm.ad, k["kdb"], "ad")):
+            if coef <= 0:
+                continue
+            e = m.add_vars(f"rank_{nm}d", (J, N), lb=0.0)
+            R = np.arange(J * N)
+            m.add_constraints(np.repeat(R, 3), np.stack([
+                e[:, :].ravel(), np.repeat(ind[:], N), d[:, :].ravel()], 1).ravel(),
+                np.tile([1.0, -1.0, -1.0], R.size), lo=-1.0, name=f"rank_{nm}d")
+            obj_cols.append(e[:, :].ravel())
+            obj_vals.append(np.full(R.size, coef * sc))
+            extra.append((e, ind))
     if pairs:
         v = m.add_vars("rank_v", (J, len(pairs)), lb=0.0)
         R = np.arange(J * len(pairs))
@@ -394,7 +416,7 @@ def add_rank_objective(fm: FlowModel) -> None:
     vals_all = np.concatenate(obj_vals) * weight
     fm.obj_terms = (cols_all, vals_all, const)
     m.set_objective(cols_all, vals_all, constant=const)
-    fm.rank = RankForm(d, P, v, pairs, z, own)
+    fm.rank = RankForm(d, P, v, pairs, z, own, extra)
 
 
 def fill_rank(fm: FlowModel, x: np.ndarray, counts: list[np.ndarray]) -> None:
@@ -415,6 +437,8 @@ def fill_rank(fm: FlowModel, x: np.ndarray, counts: list[np.ndarray]) -> None:
     if rf.v is not None:
         wq = np.array(rf.pairs)
         x[rf.v[:, :].ravel()] = (P[:, wq[:, 0]] * d[:, wq[:, 1]]).ravel()
+    for e, ind in rf.phase:
+        x[e[:, :].ravel()] = (x[ind[:]][:, None] * d).ravel()
     if rf.z is not None:
         end = x[fm.end[:]]
         idle = x[fm.start[:]] - np.r_[0.0, end[:-1]]
@@ -427,7 +451,8 @@ def whole_prefills_apply(inst: Instance, objective: str) -> bool:
     ``kpm >= 2 kpq`` (unit time included) and ``min(C, P) >= M``."""
     from ...cost import LinearCost, UnitCost
 
-    if not rank_form_applies(inst, objective) or np.ptp(inst.arrival) > 0:
+    if not rank_form_applies(inst, objective) or not bool((inst.output == 1).all()) or \
+            np.ptp(inst.arrival) > 0:
         return False
     cm, lim = inst.cost_model, inst.limits
     if not isinstance(cm, (LinearCost, UnitCost)):

@@ -333,7 +333,8 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
     # one class per request when eq. F14 prices the objective and the copies fit
     per_request = fo.rank_form_applies(inst, objective) and \
         fl.size_estimate(inst, J, per_request=True, whole_prefills=whole) <= limit
-    if per_request and J_param is None and jmax is not None and J < jmax and \
+    if per_request and bool((inst.output == 1).all()) and J_param is None and \
+            jmax is not None and J < jmax and \
             fl.size_estimate(inst, jmax, per_request=True, whole_prefills=whole) <= limit:
         J = jmax  # the rank form's copies are small: certify the horizon (F13)
     if not forced and size > limit:
