@@ -79,8 +79,9 @@ def estimate_model(instance: Instance, formulation: str, objective: str, params:
     if formulation != "infermax":
         return None
     from .formulations import Hypotheses
-    from .formulations.infermax import FLOW_MAX_ARCS
+    from .formulations.infermax import FLOW_MAX_ARCS, fill
     from .formulations.infermax import flow as infermax_flow
+    from .formulations.infermax.solve import fill_fits
 
     J = _horizon(instance, objective, warm_batches, warm_objective)
     variant = str(params.get("variant", "auto"))
@@ -89,6 +90,11 @@ def estimate_model(instance: Instance, formulation: str, objective: str, params:
             J = max(1, int(params["batches"]))
         except (TypeError, ValueError):
             return None  # the formulation names the bad parameter
+    if variant in ("auto", "fill") and fill.applicable(instance, objective, Hypotheses()) is None \
+            and (variant == "fill" or fill_fits(instance)):
+        arcs = fill.size_estimate(instance, J)
+        return ModelEstimate("infermax", arcs, arcs, _seconds(arcs),
+                             f"InferMax fill model with J = {J} batch slots")
     if variant in ("auto", "flow") and infermax_flow.applicable(instance, objective,
                                                                 Hypotheses()) is None:
         arcs = infermax_flow.size_estimate(instance, J)

@@ -3,6 +3,8 @@
 * ``exhaustive`` (A* over all schedule states, :mod:`optsched.oracles.exhaustive`) on
   instances of at most :data:`EXHAUSTIVE_MAX_REQUESTS` requests: when it finishes its
   optimum is the bound;
+* the InferMax fill model (``formulations/infermax.md`` section 11) when eq. G1's conditions
+  hold and it fits ``solve.fill_fits``, else
 * the InferMax flow model (``formulations/infermax.md`` section 9) when it applies and has
   at most :data:`FLOW_MAX_ARCS` arcs: the solver's dual bound counts only when the
   formulation states that its optimum is global (horizon ``J >= Jmax``), because a
@@ -35,7 +37,7 @@ def _solve(instance, formulation: str, objective: str, seconds: float, params: d
         raise BoundError(f"exact: {formulation}: {e}") from None
 
 
-@register_bound("exact", "the exhaustive search or the InferMax flow MILP when they fit the "
+@register_bound("exact", "the exhaustive search or the InferMax fill/flow MILP when they fit the "
                 "budget and prove a global bound (B8)", rung=10)
 def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
     left = budget.left()
@@ -51,8 +53,16 @@ def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
     else:
         reason = f"{instance.n} requests > {EXHAUSTIVE_MAX_REQUESTS} for the exhaustive search"
     from ..formulations import Hypotheses
+    from ..formulations.infermax import fill
     from ..formulations.infermax import flow as infermax_flow
+    from ..formulations.infermax.solve import fill_fits
 
+    if fill.applicable(instance, objective, Hypotheses()) is None and fill_fits(instance):
+        rep = _solve(instance, "infermax", objective, budget.left(), {"variant": "fill"})
+        if rep.global_bound is not None:
+            return BoundResult(rep.bound, "exact", objective,
+                               notes=(f"infermax fill model: {rep.status}, bound {rep.bound:.6g}",))
+        reason += f"; fill model gave no global bound ({rep.status})"
     why = infermax_flow.applicable(instance, objective, Hypotheses())
     if why is not None:
         raise BoundError(f"exact: {reason}; flow model: {why}")

@@ -49,6 +49,16 @@ FLOW_MAX_ARCS_SPLIT = 30_000
 FILL_MAX_ARCS = 200_000
 
 
+def fill_fits(inst: Instance) -> bool:
+    """Whether ``auto`` builds the fill model (section 11) once eq. G1's conditions hold: its
+    size at the sequential schedule's horizon is at most ``FILL_MAX_ARCS``. Identical
+    requests take it too: on the eviction family (preset cost) it proves every I = 1 ... 1024
+    in <= 0.2 s (makespan) and <= 5 s (total latency), where the flow model of section 9
+    needs up to 30 s and leaves I >= 128 (makespan) and I >= 16 (total latency) open in 30 s
+    (``bench/results/infermax-family-costs.txt``)."""
+    return fill.size_estimate(inst, _sequential_batches(inst)) <= FILL_MAX_ARCS
+
+
 def _polish(built: BuiltModel, sched: Schedule, obj: float | None, notes: list[str]
             ) -> float | None:
     """The model's objective at the exact point of the decoded schedule (section 7).
@@ -133,9 +143,7 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
     inst = instance
     if variant in ("fill", "auto") and inst.n:
         why = fill.applicable(inst, objective, hyp)
-        # auto: distinct requests only (identical ones keep the flow model, section 9)
-        if why is None and (variant == "fill" or len(fl.classes_of(inst)) > 1 and
-                            fill.size_estimate(inst, _sequential_batches(inst)) <= FILL_MAX_ARCS):
+        if why is None and (variant == "fill" or fill_fits(inst)):
             return _run_fill(inst, objective, hyp, options, warm_start, J_param, slack)
         if variant == "fill":
             raise FormulationError(f"infermax: {why}")
