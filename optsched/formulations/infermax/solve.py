@@ -371,6 +371,14 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
                      f"against its objective {res.objective / fm.scale:.10g}; re-solved without "
                      "the warm start")
         res = _solve_built(fm, None, replace(options, time_limit=left), notes)
+    return _decoded(fm, res, notes, jmax, J_param)
+
+
+def _decoded(fm: fl.FlowModel, res: milp.SolveResult, notes: list[str], jmax: int | None,
+             J_param: int | None) -> RawSolution:
+    """The flow or fill model's answer: the solution decoded into a schedule, its objective
+    polished at that exact point (section 7), and "optimal" only when the polished objective
+    is within the solver's bound (never claim a proof we lack)."""
     sched, obj = None, None
     if res.values is not None and res.status in ("optimal", "feasible"):
         assert res.objective is not None  # a solution has an objective
@@ -378,7 +386,7 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
         obj = _polish(fm, sched, res.objective / fm.scale, notes)
     raw = _raw(fm, res, sched, obj, notes, jmax, J_param)
     if raw.status == "optimal" and obj is not None and raw.bound is not None \
-            and obj > raw.bound + 1e-6 * max(1.0, abs(obj)):  # never claim a proof we lack
+            and obj > raw.bound + 1e-6 * max(1.0, abs(obj)):
         raw = replace(raw, status="feasible", notes=raw.notes + (
             f"decoded schedule {obj:.10g} is above the solver's bound {raw.bound:.10g}: "
             "reported as feasible",))
@@ -404,18 +412,7 @@ def _run_fill(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
     fm = fill.FillModel(inst, J, hyp, ub, objective, restricted=jmax is None or J < jmax)
     notes.append(f"fill: {fm.fixed} arc columns fixed at 0 (eq. G3)")
     res = _solve_built(fm, ws, options, notes)
-    sched, obj = None, None
-    if res.values is not None and res.status in ("optimal", "feasible"):
-        assert res.objective is not None  # a solution has an objective
-        sched = fm.decode(res.values)
-        obj = _polish(fm, sched, res.objective / fm.scale, notes)
-    raw = _raw(fm, res, sched, obj, notes, jmax, J_param)
-    if raw.status == "optimal" and obj is not None and raw.bound is not None \
-            and obj > raw.bound + 1e-6 * max(1.0, abs(obj)):  # never claim a proof we lack
-        raw = replace(raw, status="feasible", notes=raw.notes + (
-            f"decoded schedule {obj:.10g} is above the solver's bound {raw.bound:.10g}: "
-            "reported as feasible",))
-    return raw
+    return _decoded(fm, res, notes, jmax, J_param)
 
 
 def _flow_warm_start(inst: Instance, objective: str, hyp: Hypotheses,
