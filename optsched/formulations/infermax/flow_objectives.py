@@ -481,20 +481,10 @@ def whole_prefill_class(ids, I: int, O: int, arrival: float, k: dict[str, float]
 
 def whole_prefills(inst: Instance, s: Schedule) -> Schedule:
     """(F15) ``s`` (a schedule of an instance with every ``O = 1``) with each request's
-    prefill moved whole into the batch that completes it; batches left empty are dropped.
-    Under :func:`whole_prefills_apply` it is feasible and no worse (formulations/infermax.md
-    F15)."""
-    S = {r.id: r.prompt for r in inst.requests}
-    m = {r.id: 0 for r in inst.requests}
-    b = ScheduleBuilder(ids=inst.ids)
-    for bt in s:
-        for r in bt.evict:
-            m[r] = 0
-        done = []
-        for r, c in bt.entries:
-            m[r] += c
-            if m[r] == S[r]:
-                done.append((r, S[r]))
-        if done:
-            b.add(done)
-    return b.build()
+    prefill moved whole into the batch that completes it. This is eq. G1's merge
+    (:func:`.fill.merge_prefills`) for ``O = 1``, where each request has one prefill segment;
+    under :func:`whole_prefills_apply` it is feasible and no worse (formulations/infermax.md
+    F15, G1)."""
+    from .fill import merge_prefills
+
+    return merge_prefills(inst, s)
