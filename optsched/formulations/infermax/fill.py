@@ -59,6 +59,14 @@ def applicable(inst: Instance, objective: str, hyp: Hypotheses) -> str | None:
     lim = inst.limits
     if lim.swapping or getattr(lim, "hidden_cache", False):
         return "fill variant does not model swapping or hidden caches"
+    return merging_never_hurts(inst)
+
+
+def merging_never_hurts(inst: Instance) -> str | None:
+    """None if eq. G1's conditions on the limits and the cost model hold (``M <= min(C, P)``,
+    ``kpm >= 2 kpq``), so that merging a prefill segment into one entry never makes a
+    schedule of requests with one common arrival worse; else why not. Shared with eq. F15."""
+    lim = inst.limits
     if lim.kv_capacity > min(lim.max_batch_tokens, lim.prefill_budget):
         return (f"fill variant needs M <= min(C, P) (M = {lim.kv_capacity}, C = "
                 f"{lim.max_batch_tokens}, P = {lim.prefill_budget}): otherwise merging a "

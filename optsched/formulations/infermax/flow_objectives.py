@@ -447,19 +447,14 @@ def fill_rank(fm: FlowModel, x: np.ndarray, counts: list[np.ndarray]) -> None:
 
 # ------------------------------------------------------------------------- eq. F15
 def whole_prefills_apply(inst: Instance, objective: str) -> bool:
-    """Eq. F15's conditions: a latency objective, every ``O = 1``, one common arrival,
-    ``kpm >= 2 kpq`` (unit time included) and ``min(C, P) >= M``."""
-    from ...cost import LinearCost, UnitCost
+    """Eq. F15's conditions: a latency objective, every ``O = 1``, one common arrival, and
+    eq. G1's conditions on the limits and cost (:func:`.fill.merging_never_hurts`)."""
+    from .fill import merging_never_hurts
 
     if not rank_form_applies(inst, objective) or not bool((inst.output == 1).all()) or \
             np.ptp(inst.arrival) > 0:
         return False
-    cm, lim = inst.cost_model, inst.limits
-    if not isinstance(cm, (LinearCost, UnitCost)):
-        return False
-    if isinstance(cm, LinearCost) and cm.kpm < 2 * cm.kpq * (1 - 1e-12):
-        return False
-    return min(lim.max_batch_tokens, lim.prefill_budget) >= lim.kv_capacity
+    return merging_never_hurts(inst) is None
 
 
 def whole_prefill_class(ids, I: int, O: int, arrival: float, k: dict[str, float],
