@@ -997,25 +997,19 @@ def separation_intervals(uI: np.ndarray, uO: np.ndarray, M: int) -> tuple[np.nda
     return A, B
 
 
-def _separation_rows(m: milp.Model, x: milp.VarBlock, all_cols: _Columns, units: _Units, M: int,
-                     notes: list[str]) -> None:
-    """(H20): completion separation as one machine (tight variant).
-
-    If requests ``i`` and ``j`` both run and ``C_i <= C_j``, then at ``i``'s last slot ``i``
-    holds ``fp(Q_i) >= Q_i``; either ``j`` has not started (``C_j - C_i >= O_j``) or it holds
-    ``I_j + k <= M - Q_i`` with ``k = C_i - 1 - S_j``, so ``C_j - C_i >= Q_i + Q_j - M``
-    (H20a). The intervals of :func:`separation_intervals` satisfy
-    ``(A_j + B_i) / 2 <= min(O_j, Q_i + Q_j - M)``, so they never overlap (H20b); at every
-    maximal point of the interval graph the placements covering it sum to at most 1
-    (H20c, the time-indexed single-machine row).
-    """
-    A, B = separation_intervals(units.prompt, units.output, M)
-    part = (A + B) > 0
-    cols = np.flatnonzero(part[all_cols.unit])
+def separation_cover(start: np.ndarray, unit: np.ndarray, prompt: np.ndarray,
+                     output: np.ndarray, count: np.ndarray, M: int
+                     ) -> tuple[np.ndarray, np.ndarray, int]:
+    """(H20c) the rows "placements covering a maximal point of the separation interval graph
+    sum to at most 1" over columns that start ``unit[c]`` at slot ``start[c]``: per nonzero its
+    row and its column, and the number of rows. Rows whose placements (counted ``count`` per
+    unit) cannot sum above 1 are left out."""
+    A, B = separation_intervals(prompt, output, M)
+    cols = np.flatnonzero(((A + B) > 0)[unit])
     if cols.size == 0:
-        return
-    cu = all_cols.unit[cols]
-    C2 = 2 * (all_cols.start[cols] + units.output[cu])
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), 0
+    cu = unit[cols]
+    C2 = 2 * (start[cols] + output[cu])
     lo, hi = C2 - A[cu], C2 + B[cu]
     X = np.unique(lo)
     # a row at left endpoint X_k is maximal iff some interval ends in (X_k, X_{k+1}]
@@ -1031,16 +1025,32 @@ def _separation_rows(m: milp.Model, x: milp.VarBlock, all_cols: _Columns, units:
     rep, k = rep[keep], k[keep]
     # a row binds only if its placements could sum above 1
     cap = np.zeros(X.size)
-    np.add.at(cap, k, units.count[cu[rep]].astype(float))
+    np.add.at(cap, k, count[cu[rep]].astype(float))
     rows = np.flatnonzero(cap > 1)
-    if rows.size == 0:
-        return
     rmap = np.full(X.size, -1)
     rmap[rows] = np.arange(rows.size)
     sel = rmap[k] >= 0
-    m.add_constraints(rmap[k[sel]], x.ids[cols[rep[sel]]], 1.0, hi=1.0, nrows=rows.size,
-                      name="separation")
-    notes.append(f"(H20) {rows.size} completion-separation rows (requests whose peaks exceed M/2 "
+    return rmap[k[sel]], cols[rep[sel]], int(rows.size)
+
+
+def _separation_rows(m: milp.Model, x: milp.VarBlock, all_cols: _Columns, units: _Units, M: int,
+                     notes: list[str]) -> None:
+    """(H20): completion separation as one machine (tight variant).
+
+    If requests ``i`` and ``j`` both run and ``C_i <= C_j``, then at ``i``'s last slot ``i``
+    holds ``fp(Q_i) >= Q_i``; either ``j`` has not started (``C_j - C_i >= O_j``) or it holds
+    ``I_j + k <= M - Q_i`` with ``k = C_i - 1 - S_j``, so ``C_j - C_i >= Q_i + Q_j - M``
+    (H20a). The intervals of :func:`separation_intervals` satisfy
+    ``(A_j + B_i) / 2 <= min(O_j, Q_i + Q_j - M)``, so they never overlap (H20b); at every
+    maximal point of the interval graph the placements covering it sum to at most 1
+    (H20c, the time-indexed single-machine row).
+    """
+    rows, cols, nrows = separation_cover(all_cols.start, all_cols.unit, units.prompt,
+                                         units.output, units.count, M)
+    if nrows == 0:
+        return
+    m.add_constraints(rows, x.ids[cols], 1.0, hi=1.0, nrows=nrows, name="separation")
+    notes.append(f"(H20) {nrows} completion-separation rows (requests whose peaks exceed M/2 "
                  "complete at least Q_i + Q_j - M slots apart)")
 
 

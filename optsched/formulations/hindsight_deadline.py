@@ -36,7 +36,7 @@ import numpy as np
 from .. import milp
 from ..instance import Instance
 from ..solve_types import SolveOptions
-from .hindsight import area_lower_bounds, earliest_slots, footprint, separation_intervals
+from .hindsight import area_lower_bounds, earliest_slots, footprint, separation_cover, separation_intervals
 
 
 @dataclass(frozen=True)
@@ -88,22 +88,11 @@ def count_model(instance: Instance, deadline: int, floors: np.ndarray) -> milp.M
 
 def _separation(m: milp.Model, x: milp.VarBlock, unit: np.ndarray, start: np.ndarray,
                 I: np.ndarray, O: np.ndarray, M: int) -> None:
-    """(H20c) over the count model's columns: at every left endpoint, the doubled-time
-    intervals covering it sum to at most 1 (non-maximal points give weaker, valid rows)."""
-    A, B = separation_intervals(I, O, M)
-    cols = np.flatnonzero(((A + B) > 0)[unit])
-    if cols.size < 2:
-        return
-    cu = unit[cols]
-    c2 = 2 * (start[cols] + O[cu])
-    lo, hi = c2 - A[cu], c2 + B[cu]
-    X = np.unique(lo)
-    first = np.searchsorted(X, lo, "left")
-    last = np.searchsorted(X, hi, "left")
-    cnt = last - first
-    rep = np.repeat(np.arange(cols.size), cnt)
-    row = np.arange(rep.size) - np.repeat(np.cumsum(cnt) - cnt, cnt) + first[rep]
-    m.add_constraints(row, x.ids[cols[rep]], 1.0, hi=1.0, nrows=X.size, name="separation")
+    """(H20c) over the count model's columns, the hindsight model's rows
+    (:func:`.hindsight.separation_cover`; every request is its own unit of count 1)."""
+    rows, cols, nrows = separation_cover(start, unit, I, O, np.ones(I.size, np.int64), M)
+    if nrows:
+        m.add_constraints(rows, x.ids[cols], 1.0, hi=1.0, nrows=nrows, name="separation")
 
 
 def dominated_pairs(I: np.ndarray, O: np.ndarray, e: np.ndarray) -> list[tuple[int, int]]:
