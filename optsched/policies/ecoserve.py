@@ -12,8 +12,17 @@ What exactly is simulated
   the GT queue holding its prompt's KV (its *occupied* KV, section 2.4). A selected GT is
   allocated ``fp(m + L)`` in total (**exact allocation** in blocks): ``m`` cached tokens
   plus ``L`` = the padded prediction of the tokens still to generate. A GT decodes one token
-  in every batch until it finishes. GT allocation may use ``M - reserve`` only; the last
-  ``reserve * M`` tokens are **kept for PTs** (1-5%, section 3.2.1).
+  in every batch until it finishes.
+* **Admission** (section 3.2.1's reserve, read so that it cannot deadlock): a waiting GT may
+  be allocated anywhere in ``M``; a *new* PT is admitted only while no GT waits and while
+  the reservations stay within the cap ``M - reserve * M`` (``reserve`` 1-5%). Read the
+  other way round (GTs capped at ``M - reserve``, new prompts admitted up to ``M``), a PT's
+  prompt KV stays with it as a waiting GT and counts against the GTs' cap: once prompts
+  pass the cap, the waiting GTs hold the memory and cannot start while a few run (issue 29:
+  1-6 GTs running, 80-96 waiting on ~95% of the KV; a 3-request instance in
+  ``tests/test_fidelity_regressions.py``). Under this rule the reserve is the headroom an
+  under-predicted GT grows into first (section 3.2.2, "it first tries to use the reserved
+  KVC"), and prompts never take memory a waiting GT needs.
 * **Time-synced batching** (``sync``, section 3.2.2): GTs with the same ``L`` form a group
   and are selected together (split when the free KV cannot hold the whole group); the
   unsynced variant ``ecoserve-d`` selects GTs one by one in arrival order.
@@ -47,7 +56,7 @@ What exactly is simulated
   (the most recently hosted first). A finished host's reservation stays with its family
   until the hosted GTs finish.
 * **Progress guard** (not in the paper): when no GT runs and the head GT cannot be placed,
-  it may use the PT reserve, waiting GTs are evicted (lowest priority first) until it fits
+  waiting GTs are evicted (lowest priority first) until it fits
   (or, if its predicted allocation exceeds what is left of ``M``, it starts with what is
   left and relies on the under-prediction path), and no new PT is admitted meanwhile.
   Without it, prompts that finished prefill can fill the KV so that no GT can ever start.
@@ -124,7 +133,7 @@ class EcoServe(Policy):
         self.P = lim.prefill_budget
         self.maxbs = lim.max_batch_size or _BIG
         self.tfs = min(self.tfs_param or default_tfs(view.cost_model, self.C), self.C)
-        self.gt_cap = self.M - int(self.reserve_frac * self.M)
+        self.pt_cap = self.M - int(self.reserve_frac * self.M)
         if view.predict_remaining is None:  # bind_predictor sets it: we have a predictor
             raise RuntimeError(f"policy {self.name!r}: the simulator bound no length predictor")
         self.predict = view.predict_remaining
@@ -457,7 +466,7 @@ class EcoServe(Policy):
     def next_batch(self) -> Plan | None:
         self.ev: list[int] = []
         self._check_families()
-        self._select_gts(self.gt_cap)
+        self._select_gts(self.M)
         starving = not self.running and self.n_gt_wait > 0
         if starving:
             self._guard()
@@ -471,8 +480,8 @@ class EcoServe(Policy):
         return Plan(run, ones, ev)
 
     def _guard(self) -> None:
-        """Progress guard (module docstring): the head GT may use the reserve, and
-        waiting GTs are evicted until it fits."""
+        """Progress guard (module docstring): waiting GTs are evicted until the head GT
+        fits."""
         self._select_gts(self.M)
         if self.running or self.pt_run:
             return
@@ -514,8 +523,8 @@ class EcoServe(Policy):
                 heapq.heappop(h)
                 continue
             R = self._fp(int(v.S[i]))
-            if R > self.M - self.used:
-                break
+            if self.n_gt_wait or R > self.pt_cap - self.used:
+                break  # admission rule (module docstring): below the cap, no GT waiting
             heapq.heappop(h)
             self.used += R
             self.res[i] = R
@@ -660,7 +669,8 @@ def _params(predictor: str = "noisy", padding: float = 0.15) -> tuple[Param, ...
         Param("padding", float, padding, "padding ratio added to predictions (sweet spot "
               "0.10-0.20, section 2.3)", non_negative),
         Param("seed", int, 0, "seed of the noisy predictor", non_negative),
-        Param("reserve", float, 0.03, "share of M kept for PTs (1-5%, section 3.2.1)",
+        Param("reserve", float, 0.03, "share of M new PTs may not take (1-5%, section 3.2.1; "
+              "admission rule in the module docstring)",
               _check_reserve, lo=0.0),
         Param("buffer", float, 0.15, "KV pipelining buffer b as a share of the host's length "
               "(10-15%, section 4)", unit_interval),

@@ -125,18 +125,18 @@ def test_underprediction_uses_the_reserve_first():
 
 
 def test_underprediction_without_reserve_space_preempts_and_repredicts():
-    # a as above; b (I = 2, O = 2) arrives at t = 1 and its prompt takes the reserve.
+    # a as above; b (I = 2, O = 2) arrives at t = 1. No reserve (cap = M = 5), so b's prompt
+    # may take the last free KV (new prompts stay below the cap and wait while a GT waits).
     i = inst([("a", 0, 2, 4), ("b", 1, 2, 2)], M=5)
-    p = with_predictor("ecoserve-sd", TablePredictor(first=(2, 1)), padding=0.0, reserve=0.4)
+    p = with_predictor("ecoserve-sd", TablePredictor(first=(2, 1)), padding=0.0, reserve=0.0)
     got, ev = run(i, p)
     assert got == [
         E(("a", 2)),                # used 2
         E(("a", 1), ("b", 2)),      # a: 3/4/2 (allocation 3 used up); b's PT reserves 2: used 5
         E(("b", 1), evict=["a"]),   # a needs 4 > 3, no free KV: stopped (recompute);
-                                    # b (re-predicted L = 1) takes cap - used = 3 - 2 = 1
-        E(("a", 4)),                # a's refill of S = 4 generates token 3: 4/5/3
-        E(("a", 1)),                # re-predicted L = 1; only the reserve is left (used 4 >
-                                    # cap 3): the progress guard starts it there; finished
+                                    # b (re-predicted L = 1) takes fp(2 + 1) - 2 = 1: used 3
+        E(("a", 4)),                # b finished; a's refill of S = 4 generates token 3: 4/5/3
+        E(("a", 1)),                # re-predicted L = 1: fp(4 + 1) = 5 <= M; finished
     ]
     assert ev.metrics["evictions"] == 1 and ev.metrics["recomputed_tokens"] == 3
     assert p.counters["underpredictions"] == 1 and p.counters["reserve_uses"] == 0

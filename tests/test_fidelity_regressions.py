@@ -1,0 +1,71 @@
+"""Regression tests of issue 29 (fidelity of EcoServe, BROS and Apt-Serve): each instance is
+worked out by hand in its comments (unit-time cost model: every batch with an entry takes 1
+time unit) and failed on the code before the fix it names.
+
+Notation: ``x: m/S/g`` is request x's cached / known / generated tokens after a batch;
+``used`` the sum of EcoServe's reservations.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from optsched.cost import UnitCost
+from optsched.evaluate import evaluate
+from optsched.instance import Instance, Limits, Request
+from optsched.policies import get_policy, simulate
+
+
+def _inst(reqs, M, C, **limits) -> Instance:
+    return Instance("hand", Limits(kv_capacity=M, max_batch_tokens=C, **limits), UnitCost(),
+                    tuple(Request(*r) for r in reqs))
+
+
+def _run(instance, policy):
+    schedule = simulate(instance, policy)
+    ev = evaluate(instance, schedule)
+    assert ev.feasible, ev.violations
+    return [sorted(b.entries) for b in schedule], ev
+
+
+# -- EcoServe admission (issue 29, item 1) ------------------------------------------------
+# d (I = 1, O = 6) arrives at 0; a and b (I = 4, O = 2) at 1. M = 14, reserve 0.25: the cap
+# for new prompts is 14 - int(3.5) = 11. Oracle predictor, no padding: a GT's L = O - g.
+ADMIT = [("d", 0, 1, 6), ("a", 1, 4, 2), ("b", 1, 4, 2)]
+
+
+def test_ecoserve_waiting_gts_use_the_whole_cache_and_prompts_wait_for_them():
+    got, ev = _run(_inst(ADMIT, M=14, C=10), get_policy("ecoserve-oracle", reserve=0.25))
+    # B0 [0,1]: d's prompt (used 1); d: 1/2/1, L = 5.
+    # B1 [1,2]: d's GT takes fp(1 + 5) = 6 (used 6) and decodes. New prompts: a (6 + 4 = 10
+    #   <= 11) is admitted, b (14 > 11) is not.
+    # B2 [2,3]: a's GT takes fp(4 + 1) = 5 (used 11 <= M) and decodes its last token; b is not
+    #   admitted (11 + 4 > 11).  a finishes at 3 (latency 2).
+    # B3 [3,4]: a's 5 freed (used 6): b's prompt (10 <= 11).  B4 [4,5]: b decodes (finishes
+    #   at 5, latency 4).  d decodes in B1..B5 and finishes at 6 (latency 6).
+    # Before the fix (GTs capped at 11, prompts up to 14) B1 admitted both prompts (used 14)
+    # and neither GT could start until d finished at 6: a and b finished at 7 (latency 6
+    # each, mean 6 against 4 now).
+    assert got == [
+        [("d", 1)],
+        [("a", 4), ("d", 1)],
+        [("a", 1), ("d", 1)],
+        [("b", 4), ("d", 1)],
+        [("b", 1), ("d", 1)],
+        [("d", 1)],
+    ]
+    assert ev.latency.tolist() == [6.0, 2.0, 4.0]
+
+
+def test_ecoserve_oracle_is_not_three_times_slower_than_vllm_on_seven_requests():
+    # Seven requests found by a random search over 7-request unit-time instances for the
+    # largest ecoserve-oracle / vllm mean-latency ratio under the old admission rule: 18.57
+    # against vllm's 8.43 (2.2x), with the GTs waiting behind prompts admitted past the cap.
+    # The property (not a derived value): with the admission rule EcoServe, which knows the
+    # output lengths, is within 10% of vLLM here (measured 9.14 vs 8.43 after the fix).
+    reqs = [("a", 0, 2, 5), ("b", 0, 3, 5), ("c", 0, 2, 4), ("d", 0, 1, 8), ("e", 1, 1, 6),
+            ("f", 0, 4, 4), ("g", 0, 1, 6)]
+    inst = _inst(reqs, M=20, C=10)
+    _, eco = _run(inst, get_policy("ecoserve-oracle", reserve=0.2))
+    _, vllm = _run(inst, get_policy("vllm"))
+    assert float(np.mean(eco.latency)) <= 1.1 * float(np.mean(vllm.latency))
