@@ -69,3 +69,24 @@ def test_ecoserve_oracle_is_not_three_times_slower_than_vllm_on_seven_requests()
     _, eco = _run(inst, get_policy("ecoserve-oracle", reserve=0.2))
     _, vllm = _run(inst, get_policy("vllm"))
     assert float(np.mean(eco.latency)) <= 1.1 * float(np.mean(vllm.latency))
+
+
+# -- BROS batch time budget (issue 29, item 1) --------------------------------------------
+# x (BE, I = 2, O = 3) arrives at 0; a and b (RT, I = 1, O = 2) at 0.2 with TTFT SLOs 0.5 and
+# 10 and TPOT SLO 10. Unit time: every batch takes 1, so a budget >= 1 holds every entry.
+LATE = [Request("x", 0, 2, 3, cls="be"),
+        Request("a", 0.2, 1, 2, cls="rt", ttft_slo=0.5, tpot_slo=10.0),
+        Request("b", 0.2, 1, 2, cls="rt", ttft_slo=10.0, tpot_slo=10.0)]
+
+
+def test_bros_a_late_request_does_not_set_the_batch_time_budget():
+    inst = Instance("hand", Limits(kv_capacity=100, max_batch_tokens=10), UnitCost(), tuple(LATE))
+    got, ev = _run(inst, get_policy("bros"))
+    # B0 [0,1]: x's prefill alone (a, b not arrived).  At t = 1 a's residual is
+    # 0.2 + 0.5 - 1 = -0.3 (late), b's 0.2 + 10 - 1 = 9.2: b sets the budget (9.2 >= 1), so
+    # B1 [1,2] holds a (most urgent), b and x.  B2 [2,3]: a and b decode their last token, x
+    # its third: all finish at 3 (latencies x 3, a and b 2.8).
+    # Before the fix the budget was a's -0.3: B1 held a alone, B2 a, b, x and B3 b, x
+    # (x finished at 4, b at 4: latency 3.8).
+    assert got == [[("x", 2)], [("a", 1), ("b", 1), ("x", 1)], [("a", 1), ("b", 1), ("x", 1)]]
+    assert np.allclose(ev.latency, [3.0, 2.8, 2.8])
