@@ -25,7 +25,18 @@
   block, then the BE block with the most empty slots (FindPreemptBlock), then overwrites
   BE slots; only the overwritten BE tokens are checkpointed to host (a partial swap-out,
   lazy checkpointing), recorded in the preemption table, and swapped back in when that BE
-  request runs again. When nothing can run, a whole BE request is swapped out (host
+  request runs again. When even that finds no room (no host space for checkpoints, or no
+  BE slots left), section 5.2's **progressive drop** (``drop``, default *off*) frees memory
+  for the RT request: resident BE requests (newest first), then RT requests less urgent
+  than it (largest residual first), are dropped one at a time until it fits -- a BE request
+  swapped out whole when the host has room, else evicted; an RT request evicted
+  (recompute: Algorithm 1 never swaps an RT request in). It is tried only for an entry that
+  generates a token (``c = S - m``), so every plan that drops makes progress (point 1 of the
+  progress guarantee below). Off by default because it hurts on our model: on notebook 07's
+  full setting at RT 4 req/s (60 RT requests; ``bench/bench_fidelity.py --rt 60``) it made
+  3,085 drops and raised RT normalised latency from 0.025 to 1.0 s/token (BE throughput
+  4.69 -> 0.60 req/s): the Azure prompts are long, and each dropped RT request is
+  recomputed. When nothing can run, a whole BE request is swapped out (host
   permitting) or, failing that, the least urgent RT request is evicted (recompute).
 
 * ``bros-rr`` -- the paper's round-robin baseline (section 2.2, 7.1): RT and BE FCFS queues
@@ -88,6 +99,7 @@ reserved for the whole KV of a checkpointed request, and drain mode.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -96,13 +108,30 @@ from .registry import Param, SimulationError, positive, register
 from .simulator import Plan, Policy
 
 
+@dataclass
+class _Drops:
+    """Requests dropped for RT requests in one iteration (section 5.2): swapped out whole
+    (request -> GPU tokens) or evicted; ``moved`` the swapped tokens."""
+
+    swapped: dict[int, int] = field(default_factory=dict)
+    evicted: set[int] = field(default_factory=set)
+    ids: set[int] = field(default_factory=set)
+    moved: int = 0
+
+    def merge(self, other: _Drops) -> None:
+        self.swapped.update(other.swapped)
+        self.evicted |= other.evicted
+        self.ids |= other.ids
+        self.moved += other.moved
+
+
 class Bros(Policy):
     """See the module docstring; ``round_robin=True`` is ``bros-rr``."""
 
     def __init__(self, block: int = 16, init_batch: int = 4, max_batch: int = 256,
-                 round_robin: bool = False, patience: int = 16):
+                 round_robin: bool = False, patience: int = 16, drop: bool = False):
         self.block, self.init_batch, self.max_batch = block, init_batch, max_batch
-        self.round_robin, self.patience = round_robin, patience
+        self.round_robin, self.patience, self.drop = round_robin, patience, drop
 
     def bind(self, view) -> None:
         super().bind(view)
@@ -121,6 +150,8 @@ class Bros(Policy):
         self.target: int | None = None
         #: drain-mode episodes of this run
         self.drains = 0
+        #: requests dropped for urgent RT requests (section 5.2's progressive drop)
+        self.dropped = 0
 
     def _block_table(self, lim) -> BidirectionalBlocks:
         """The block table of the module docstring's "Block layout and M"."""
@@ -181,21 +212,28 @@ class Bros(Policy):
         moved = 0
         used = 0
         missed = False
+        drops = _Drops()
         for i in rt:  # step 1: most urgent RT first (Algorithm 1, lines 5-15)
             if len(req) >= cap:
                 break
             c = self._room(i, C - used, P - pre)
-            if c <= 0:
+            if c <= 0 or i in drops.ids:
                 continue
-            snap = self.table.snapshot()
+            snap, host = self.table.snapshot(), self.table.host_free
             over = self.table.grow(i, c, True, protected=set(req))
+            dropped = None
+            if over is None and self.drop:
+                over, dropped = self._drop_for(i, c, set(req) | set(swap_out) | drops.ids)
             if over is None:
                 continue
-            extra = sum(t for _, t in over)
+            extra = sum(t for _, t in over) + (dropped.moved if dropped else 0)
             if req and self.estimate(req + [i], tok + [c], moved + extra) > budget:
                 self.table.restore(snap)
+                self.table.host_free = host
                 missed = True
                 break
+            if dropped:
+                drops.merge(dropped)
             for j, t in over:
                 swap_out[j] = swap_out.get(j, 0) + t
             moved += extra
@@ -205,7 +243,7 @@ class Bros(Policy):
             pre += 0 if self._decoding(i) else c
         fails = 0
         for j in be:  # step 2: BE by ascending swap overhead (lines 17-33)
-            if j in swap_out or used >= C:
+            if j in swap_out or j in drops.ids or used >= C:
                 continue
             if fails >= 8:  # eight BE requests in a row did not fit: the batch is done
                 break
@@ -235,8 +273,50 @@ class Bros(Policy):
             return self._unblock()
         self._adapt(missed)
         self._g_before = {i: int(v.g[i]) for i in req}
+        swap_out.update(drops.swapped)
         so = sorted(swap_out.items())
-        return Plan(req, tok, [], [j for j, _ in so], [t for _, t in so], swap_in)
+        self.dropped += len(drops.ids)
+        return Plan(req, tok, sorted(drops.evicted), [j for j, _ in so], [t for _, t in so],
+                    swap_in)
+
+    def _drop_for(self, i: int, c: int, keep: set[int]):
+        """Section 5.2's progressive drop, for RT request ``i`` whose ``c`` tokens found no
+        memory: resident BE requests (newest first), then RT requests less urgent than ``i``
+        (largest residual first), are dropped one at a time until ``i`` fits. A dropped BE
+        request is swapped out whole when the host has room (else evicted); an RT request is
+        evicted (recompute: Algorithm 1 never swaps an RT request in). Only for an entry that
+        generates a token (``c = S - m``), so every plan that drops makes progress and the
+        drain-mode argument of the module docstring still holds. Returns the slots'
+        overwrites and the drops, or ``(None, None)`` with the table unchanged."""
+        v = self.view
+        if c != int(v.S[i] - v.m[i]):
+            return None, None
+        snap = self.table.snapshot()
+        host = self.table.host_free
+        mine = self.residual(i)
+        cands = [j for j in self.waiting if j not in keep and j != i and v.m[j] - v.h[j] > 0]
+        be = sorted((j for j in cands if not self.is_rt[j]), key=lambda j: (-v.arrival[j], -j))
+        rt = sorted((j for j in cands if self.is_rt[j] and self.residual(j) > mine),
+                    key=lambda j: (-self.residual(j), -j))
+        d = _Drops()
+        for j in be + rt:
+            gpu = int(v.m[j] - v.h[j])
+            if self._swappable(j):
+                self.table.host_free -= gpu if v.h[j] == 0 else 0
+                d.swapped[j] = gpu
+                d.moved += gpu
+            elif v.h[j] == 0:
+                d.evicted.add(j)
+            else:
+                continue
+            d.ids.add(j)
+            self.table.drop(j)
+            over = self.table.grow(i, c, True, protected=keep)
+            if over is not None:
+                return over, d
+        self.table.restore(snap)
+        self.table.host_free = host
+        return None, None
 
     def _budget(self, rt: list[int]) -> float:
         """The iteration's time budget (eq. 6): the residual of the most urgent RT request
@@ -432,15 +512,18 @@ _PARAMS = (
     Param("patience", int, 16, "preemptions without a new token before drain mode (progress "
           "guarantee, our addition)", positive),
 )
+_DROP = Param("drop", bool, False, "section 5.2's progressive drop: an RT request that finds no "
+              "memory drops BE, then less urgent RT requests (false: it waits; off by default, "
+              "it thrashes on long prompts: module docstring)")
 
 register(
     "bros",
     "BROS: RT by time to token deadline, BE by swap overhead, adaptive batch cap, "
     "bidirectional KV blocks with lazy checkpointing (partial swap-outs)",
     f"{_PAPER}, Algorithm 1, sections 4.2 and 5",
-    params=_PARAMS,
-    factory=lambda block, init_batch, max_batch, patience: Bros(block, init_batch, max_batch,
-                                                                patience=patience),
+    params=(*_PARAMS, _DROP),
+    factory=lambda block, init_batch, max_batch, patience, drop: Bros(
+        block, init_batch, max_batch, patience=patience, drop=drop),
 )
 register(
     "bros-rr",

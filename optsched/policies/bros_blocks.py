@@ -211,6 +211,22 @@ class BidirectionalBlocks:
                 break
         return k
 
+    def drop(self, i: int) -> None:
+        """Free request ``i``'s slots within an iteration, undoably (:meth:`restore`): the
+        progressive drop of section 5.2 frees a victim's blocks and may be rolled back when
+        the RT request it made room for does not fit the iteration after all."""
+        for b in list(self.blocks.get(i, ())):
+            if self.rt_owner[b] == i:
+                self._set(self.rt_owner, b, -1)
+                self._set(self.rt_n, b, 0)
+            if self.be_owner[b] == i:
+                self._set(self.be_owner, b, -1)
+                self._set(self.be_n, b, 0)
+            old = self.preempted.pop(b, None)
+            if old is not None:
+                self._undo.append(lambda b=b, old=old: self.preempted.__setitem__(b, old))
+            self._unlink(i, b)
+
     def release(self, i: int) -> None:
         """Free request ``i``'s slots (finished, evicted or swapped out whole); not undoable:
         call it between iterations only (it clears the undo log)."""

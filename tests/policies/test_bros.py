@@ -133,6 +133,7 @@ POLICIES = [p.name for p in list_policies()]
 # patience=1: drain mode at the first preemption, so the drain plans themselves are exercised
 @pytest.mark.parametrize("policy,params", [("bros", {}), ("bros-rr", {}),
                                            ("bros", {"patience": 1}),
+                                           ("bros", {"drop": True}),
                                            ("bros-rr", {"patience": 1}),
                                            ("vllm", {}), ("sarathi", {}), ("fcfs", {})])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

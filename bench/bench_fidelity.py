@@ -1,0 +1,90 @@
+"""Issue 29 (fidelity of EcoServe, BROS, Apt-Serve): the fixes measured on small settings,
+side by side (each run well under a minute).
+
+* **BROS** on notebook 07's workload (``bros_workload``: M = 20,000, C = 4,096, BE batches
+  of 8, seed 1) at RT 4 req/s: RT normalised latency, TTFT attainment and BE throughput of
+  ``bros`` (progressive drop on / off) and ``vllm``; the share of iterations holding one
+  entry, and the drops.
+* **EcoServe** on the first ``--n`` Azure conversation requests at ``--load`` x the rate the
+  trace's total work allows on M = 20,000 / C = 4,096 (notebook 06's setting): mean and p99
+  JCT and throughput of ``ecoserve``, ``ecoserve-oracle`` and ``vllm``, and EcoServe's
+  waiting / running GT counts.
+
+Run it on this tree and on an older one (``PYTHONPATH=<tree>``) to print before / after;
+parameters the older tree does not know are skipped::
+
+    PYTHONPATH=. .venv/bin/python bench/bench_fidelity.py [--n 300] [--rt 15]
+
+Reads the shared data from ``OPTSCHED_DATA`` (default ``../shared/data``); skips with a
+message when it is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from optsched.evaluate import evaluate
+from optsched.hybrid import bros_workload, hybrid_metrics
+from optsched.instance import Limits
+from optsched.policies import get_policy, simulate
+from optsched.policies.registry import PolicyError
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("OPTSCHED_DATA", ROOT.parent / "shared" / "data"))
+TRACE = DATA / "traces" / "AzureLLMInferenceTrace_conv.csv"
+LIMITS = Limits(kv_capacity=20_000, max_batch_tokens=4096)
+
+
+def _policy(name: str, **params):
+    try:
+        return get_policy(name, **params)
+    except PolicyError:
+        return None
+
+
+def _fmt(x) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.4g}"
+
+
+def bros_rows(n_rt: int, rate: float) -> None:
+    inst = bros_workload(TRACE, n_rt, rate, seed=1, be_batch=8, limits=LIMITS)
+    print(f"BROS: {inst.n} requests ({n_rt} RT at {rate} req/s)")
+    print(f"{'policy':22} {'RT norm lat':>12} {'TTFT att':>9} {'BE req/s':>9} "
+          f"{'1-entry it':>11} {'drops':>6} {'s':>6}")
+    for label, name, params in (("bros", "bros", {}), ("bros drop=false", "bros", {"drop": False}),
+                                ("vllm", "vllm", {})):
+        p = _policy(name, **params)
+        if p is None:
+            print(f"{label:22} (parameter unknown to this tree)")
+            continue
+        t0 = time.perf_counter()
+        s = simulate(inst, p)
+        ev = evaluate(inst, s)
+        m = hybrid_metrics(inst, ev)
+        one = float(np.mean([len(b.entries) == 1 for b in s if b.entries]))
+        print(f"{label:22} {_fmt(m['rt_normalised_latency']):>12} "
+              f"{_fmt(m['rt_ttft_attainment']):>9} {_fmt(m['be_throughput']):>9} "
+              f"{one:>11.3f} {getattr(p, 'dropped', 'n/a')!s:>6} "
+              f"{time.perf_counter() - t0:>6.1f}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rt", type=int, default=15, help="RT requests of the BROS run")
+    ap.add_argument("--rate", type=float, default=4.0, help="RT rate of the BROS run")
+    args = ap.parse_args(argv)
+    if not TRACE.exists():
+        print(f"skipped: trace {TRACE} not found (../shared/data missing)")
+        return 0
+    bros_rows(args.rt, args.rate)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
