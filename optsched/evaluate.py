@@ -135,6 +135,9 @@ class Evaluation:
     entry_decode: np.ndarray = field(repr=False)
     entry_cached: np.ndarray = field(repr=False)
     metrics: dict[str, Any] = field(default_factory=dict)
+    #: per entry (schedule order): whether it generated a token (section 3, step 2: its
+    #: request's ``m`` reached ``S``) -- a decode, a prefill's last chunk or a refill's
+    entry_generates: np.ndarray = field(default_factory=lambda: np.zeros(0, bool), repr=False)
 
     def objective(self, kind: str) -> float:
         """The objective a formulation optimises, computed from this replay only."""
@@ -651,6 +654,9 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     ent_live[src_e] = live[ev.is_entry]
     ent_decode[src_e] = decode[ev.is_entry]
     ent_cached[src_e] = ev.m_before[ev.is_entry]
+    ent_gen = np.zeros(entries.batch.size, bool)
+    gen = live & (ev.g_after > ev.g_before) & (ev.g_before < ev.O)
+    ent_gen[src_e] = gen[ev.is_entry]
 
     L = np.flatnonzero(ent_live)
     lb, lc, lm, ld = entries.batch[L], entries.tokens[L], ent_cached[L], ent_decode[L]
@@ -682,11 +688,11 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     _check_complete(g_final, inst.output, V)
     hidden = (ent_hidden[L], hidden_dur) if lim.hidden_cache or s.has_hidden else None
     return _evaluation(inst, V, ev, evicted, first_token, completion, g_final, end, dur, kv,
-                       totals, ent_decode, ent_cached, swaps, hidden)
+                       totals, ent_decode, ent_cached, swaps, hidden, ent_gen)
 
 
 def _evaluation(inst, V, ev, evicted, first_token, completion, g_final, end, dur, kv, totals,
-                ent_decode, ent_cached, swaps=None, hidden=None) -> Evaluation:
+                ent_decode, ent_cached, swaps=None, hidden=None, ent_gen=None) -> Evaluation:
     """Per-request and summary metrics (section 4) around the replay's arrays."""
     n, O = inst.n, inst.output
     n_evict = np.bincount(ev.req[evicted], minlength=n)
@@ -726,6 +732,7 @@ def _evaluation(inst, V, ev, evicted, first_token, completion, g_final, end, dur
         entry_decode=ent_decode,
         entry_cached=ent_cached,
         metrics=metrics,
+        entry_generates=np.zeros(ent_decode.size, bool) if ent_gen is None else ent_gen,
     )
 
 

@@ -14,9 +14,12 @@ bookkeeping -- plus the policy's decision time measured by the simulator
   times). Scale 2 by default.
 * **TTFT / P99 TBT SLOs** (Apt-Serve's effective throughput): a request meets them when its
   TTFT is at most ``ttft_slo`` and the 99th percentile (nearest rank) of its time between
-  tokens is at most ``tbt_slo``. Token times are the first token and every decode entry's
-  batch end; the token produced by a refill after an eviction is not counted, so the gap
-  across a preemption is one long gap (a conservative reading).
+  tokens is at most ``tbt_slo``. Token times are the batch ends of *every* entry that
+  generated a token (:attr:`~optsched.evaluate.Evaluation.entry_generates`): the first
+  token, every decode, and the token a refill produces after an eviction (semantics
+  section 3, step 2), so a preemption shows as the gap before the refill's token. (Counting
+  decodes only, as before issue 29, skipped refill tokens: a request whose later tokens all
+  came from recomputes scored P99 TBT = 0.)
 * **Allocation failures**: requests evicted at least once (every eviction in our semantics
   is a KV allocation failure of a running request); **preemptions**: all evictions.
 """
@@ -79,12 +82,12 @@ class JctSlo:
 
 
 def p99_tbt(schedule: Schedule, evaluation: Evaluation, n: int) -> np.ndarray:
-    """Per request: 99th percentile (nearest rank) of the time between its tokens; 0 for a
-    request with fewer than two counted tokens, NaN for an unfinished one."""
-    dec = evaluation.entry_decode
-    req = np.concatenate([schedule.entry_req[dec], np.arange(n)])
-    t = np.concatenate([evaluation.batch_end[schedule.batch_of_entry[dec]],
-                        evaluation.first_token])
+    """Per request: 99th percentile (nearest rank) of the time between its generated tokens
+    (every entry that generated one, module docstring); 0 for a request with fewer than two
+    tokens, NaN for an unfinished one."""
+    gen = evaluation.entry_generates
+    req = schedule.entry_req[gen]
+    t = evaluation.batch_end[schedule.batch_of_entry[gen]]
     keep = np.isfinite(t)
     req, t = req[keep], t[keep]
     order = np.lexsort((t, req))

@@ -14,6 +14,8 @@ from optsched.cost import UnitCost
 from optsched.evaluate import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, simulate
+from optsched.schedule import Schedule
+from optsched.serving_metrics import p99_tbt
 
 
 def _inst(reqs, M, C, **limits) -> Instance:
@@ -119,3 +121,30 @@ def test_bros_urgent_rt_request_drops_be_work_when_no_memory_is_left():
     # keeps the old behaviour: a waits
     _, kept = _run(inst, get_policy("bros", block=4, drop=False))
     assert kept.latency.tolist() == [3.0, 4.5]
+
+
+# -- P99 TBT over every generated token (issue 29, item 1) ---------------------------------
+def test_p99_tbt_counts_tokens_produced_by_a_recompute_after_an_eviction():
+    inst = Instance("one", Limits(kv_capacity=8, max_batch_tokens=8), UnitCost(),
+                    (Request("a", 0.0, 2, 3),))
+    # B0 [0,1]: prefill -> token 1 at 1 (a: 2/3/1).  B1 evicts a (no time).  B2 [1,2]: the
+    # refill of S = 3 generates token 2 at 2.  B3 stated start 6 -> [6,7]: a's decode
+    # generates token 3 at 7.  Gaps 1 and 5: the nearest-rank p99 of two values is 5.
+    # Before the fix the refill's token was skipped: one gap 7 - 1 = 6.
+    s = Schedule.from_batches([([("a", 2)], []), ([], ["a"]), ([("a", 3)], []),
+                               ([("a", 1)], [], 6.0)])
+    ev = evaluate(inst, s)
+    assert ev.feasible, ev.violations
+    assert p99_tbt(s, ev, 1).tolist() == [5.0]
+
+
+def test_p99_tbt_is_not_zero_when_every_later_token_comes_from_a_recompute():
+    inst = Instance("one", Limits(kv_capacity=8, max_batch_tokens=8), UnitCost(),
+                    (Request("a", 0.0, 2, 3),))
+    # Tokens at 1 (B0), 2 (refill B2) and 3 (refill B4): gaps 1 and 1, p99 = 1. Before the
+    # fix no decode entry existed, so only the first token counted and P99 TBT was 0.
+    s = Schedule.from_batches([([("a", 2)], []), ([], ["a"]), ([("a", 3)], []), ([], ["a"]),
+                               ([("a", 4)], [])])
+    ev = evaluate(inst, s)
+    assert ev.feasible, ev.violations
+    assert p99_tbt(s, ev, 1).tolist() == [1.0]
