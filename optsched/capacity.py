@@ -105,6 +105,43 @@ def kv_bytes_per_token(
     return int(b) if float(b).is_integer() else math.ceil(b)
 
 
+def hidden_kv_ratio(hidden: int, *, n_heads: int | None = None, kv_heads: int | None = None,
+                    head_dim: int | None = None) -> float:
+    """Hidden-state bytes per token over KV bytes per token (docs/semantics.md, "Hidden
+    cache", rule "memory"; Apt-Serve section 3.1 caches the input hidden state, one vector of
+    ``hidden`` values per layer, instead of K and V, two vectors of ``kv_heads * head_dim``):
+    ``hidden / (2 * kv_dim)``. 1/2 for multi-head attention (``kv_heads = n_heads``); 2 for
+    Llama-3-8B (4096 / (2 * 8 * 128)); 4 for Llama-2-70B (8192 / (2 * 8 * 128))."""
+    return hidden / kv_bytes_per_token(1, hidden, 1, n_heads=n_heads, kv_heads=kv_heads,
+                                       head_dim=head_dim)
+
+
+#: Head counts of the models behind the cost presets (``hidden``, ``n_heads``, ``kv_heads``),
+#: from the models' published configurations.
+MODEL_HEADS = {
+    "llama2-7b": (4096, 32, 32),
+    "llama2-70b": (8192, 64, 8),
+    "llama3-8b": (4096, 32, 8),
+}
+#: The model of each named cost preset (``optsched.cost.PRESETS``).
+PRESET_MODEL = {
+    "infermax-llama2-7b-a100": "llama2-7b",
+    "infermax-llama2-70b-4xa100": "llama2-70b",
+    "blis-llama3.1-8b-a100": "llama3-8b",
+    "blis-llama3.1-8b-h100": "llama3-8b",
+}
+
+
+def preset_hidden_ratio(preset: str | None) -> float | None:
+    """:func:`hidden_kv_ratio` of a named cost preset's model; None for a model we do not
+    know (a fitted or hand-written cost model)."""
+    model = PRESET_MODEL.get(preset or "")
+    if model is None:
+        return None
+    hidden, n_heads, kv_heads = MODEL_HEADS[model]
+    return hidden_kv_ratio(hidden, n_heads=n_heads, kv_heads=kv_heads)
+
+
 def kv_capacity(
     params: float,
     layers: int,
@@ -148,5 +185,6 @@ def kv_capacity_tokens(*args, **kwargs) -> int:
     return kv_capacity(*args, **kwargs).tokens
 
 
-__all__ = ["KVCapacity", "kv_bytes_per_token", "kv_capacity", "kv_capacity_tokens",
+__all__ = ["KVCapacity", "MODEL_HEADS", "PRESET_MODEL", "hidden_kv_ratio", "preset_hidden_ratio",
+           "kv_bytes_per_token", "kv_capacity", "kv_capacity_tokens",
            "PAPER_LLAMA2_70B_2XA100_TOKENS", "PAPER_INPUTS", "GB", "GIB"]

@@ -554,7 +554,8 @@ def _check_batch_limits(t: _BatchTotals, lim, V: _Violations) -> None:
 def _kv_in_use(ev: _Events, live, evicted, finish, limits: Limits, nb: int) -> np.ndarray:
     """KV after each batch (section 3, steps 3-4), in whole blocks: a running sum of ``+c``
     per entry, ``-m`` at an eviction and ``-m`` one batch after a request finishes; a hidden
-    cache counts half, in whole blocks (section 6, hidden cache)."""
+    cache counts ``limits.hidden_ratio`` of its KV, in whole blocks (section 6, hidden
+    cache)."""
     fp = limits.footprint  # by cache type (semantics: hidden cache, rule "memory")
     h, hb = ev.hidden, ev.hidden_before
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field, fields
+from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,14 +37,30 @@ def block_round(tokens: Tokens, block_size: int) -> Tokens:
     return tokens if block_size == 1 else -(-tokens // block_size) * block_size
 
 
-def hidden_block_round(tokens: Tokens, block_size: int) -> Tokens:
+#: hidden-state bytes per token over KV bytes per token of multi-head attention: one vector
+#: of ``hidden`` values against two (K and V) of ``kv_heads * head_dim = hidden``
+HIDDEN_RATIO_MHA = 0.5
+#: largest denominator of a hidden ratio (it is a ratio of small head counts)
+HIDDEN_RATIO_DENOMINATOR = 1024
+
+
+def hidden_ratio_fraction(ratio: float) -> Fraction:
+    """``ratio`` as the exact fraction the memory charge uses (denominator at most
+    :data:`HIDDEN_RATIO_DENOMINATOR`)."""
+    return Fraction(ratio).limit_denominator(HIDDEN_RATIO_DENOMINATOR)
+
+
+def hidden_block_round(tokens: Tokens, block_size: int, ratio: float = HIDDEN_RATIO_MHA) -> Tokens:
     """KV-token memory charged for ``tokens`` tokens of *hidden* cache (docs/semantics.md,
-    "Hidden cache"): half the KV memory, in whole blocks. A block holds ``block_size`` tokens
-    of KV or ``2 * block_size`` tokens of hidden states, so the charge is
-    ``block_size * ceil(tokens / (2 * block_size))`` (``ceil(tokens / 2)`` for ``b = 1``).
-    Never less than Apt-Serve's own pool, which stores hidden states in K-sized blocks of
-    ``b`` positions (half a KV block each): ``b/2 * ceil(tokens / b)``."""
-    return -(-tokens // (2 * block_size)) * block_size
+    "Hidden cache", rule "memory"): ``ratio`` (hidden-state bytes over KV bytes per token,
+    :func:`optsched.capacity.hidden_kv_ratio`) of the KV memory, in whole blocks:
+    ``block_size * ceil(tokens * ratio / block_size)``. For multi-head attention
+    (``ratio = 1/2``) a block holds ``2 * block_size`` tokens of hidden states
+    (``ceil(tokens / 2)`` for ``b = 1``) -- never less than Apt-Serve's own pool, which
+    stores hidden states in K-sized blocks of ``b`` positions, ``b/2 * ceil(tokens / b)``.
+    Grouped-query models have ``ratio`` 2-4: their hidden state is larger than their KV."""
+    f = hidden_ratio_fraction(ratio)
+    return -(-(tokens * f.numerator) // (f.denominator * block_size)) * block_size
 
 _CLASSES = (None, "rt", "be")
 #: largest token count or limit an instance may hold (2**40, about 1.1e12): far above any real
@@ -150,6 +167,17 @@ class Request:
         return cls(**{**d, "id": rid})
 
 
+def _check_hidden_ratio(v: Any) -> float:
+    """``limits.hidden_ratio`` validated: a finite number in (0, 64], a ratio of integers
+    with a denominator of at most :data:`HIDDEN_RATIO_DENOMINATOR`."""
+    if not _is_num(v) or not math.isfinite(v) or not 0 < v <= 64 \
+            or abs(float(hidden_ratio_fraction(v)) - v) > 1e-12 * v:
+        raise InstanceError(f"limits: field 'hidden_ratio' must be a number in (0, 64] with a "
+                            f"denominator <= {HIDDEN_RATIO_DENOMINATOR} (hidden-state bytes over "
+                            f"KV bytes per token), got {v!r}")
+    return float(v)
+
+
 @dataclass(frozen=True)
 class Limits:
     """Engine limits: KV capacity ``M``, batch token budget ``C``, prefill budget ``P``."""
@@ -168,12 +196,18 @@ class Limits:
     #: cache). False (the default) keeps every entry on KV cache and the JSON unchanged;
     #: formulations and bounds that assume KV-only memory refuse an instance with it.
     hidden_cache: bool = False
+    #: hidden-state bytes per token over KV bytes per token (semantics: hidden cache, rule
+    #: "memory"): ``hidden / (2 * kv_heads * head_dim)`` of the model
+    #: (:func:`optsched.capacity.hidden_kv_ratio`), 1/2 for multi-head attention (the
+    #: default; the JSON then has no such key), 2 for Llama-3-8B, 4 for Llama-2-70B.
+    hidden_ratio: float = HIDDEN_RATIO_MHA
 
     def __post_init__(self):
         if not isinstance(self.hidden_cache, (bool, np.bool_)):
             raise InstanceError(f"limits: field 'hidden_cache' must be true or false, "
                                 f"got {self.hidden_cache!r}")
         object.__setattr__(self, "hidden_cache", bool(self.hidden_cache))
+        object.__setattr__(self, "hidden_ratio", _check_hidden_ratio(self.hidden_ratio))
         for name in ("kv_capacity", "max_batch_tokens", "block_size"):
             v = getattr(self, name)
             if not _is_int(v) or not 1 <= v <= MAX_COUNT:
@@ -206,9 +240,9 @@ class Limits:
         return block_round(cached, self.block_size)
 
     def hidden_footprint(self, cached: Tokens) -> Tokens:
-        """KV-token memory charged for ``cached`` tokens held as hidden cache: half, in whole
-        blocks (:func:`hidden_block_round`)."""
-        return hidden_block_round(cached, self.block_size)
+        """KV-token memory charged for ``cached`` tokens held as hidden cache: ``hidden_ratio``
+        of the KV, in whole blocks (:func:`hidden_block_round`)."""
+        return hidden_block_round(cached, self.block_size, self.hidden_ratio)
 
     def footprint(self, cached: np.ndarray, hidden: np.ndarray) -> np.ndarray:
         """Elementwise :meth:`kv_footprint` or :meth:`hidden_footprint` by cache type."""
@@ -220,11 +254,12 @@ class Limits:
         return self.host_capacity is not None
 
     def to_dict(self) -> dict[str, Any]:
-        # host_capacity only when given and hidden_cache only when on, so instances without
-        # these extensions keep their JSON
+        # host_capacity only when given, hidden_cache only when on and hidden_ratio only when
+        # not the default, so instances without these extensions keep their JSON
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if (f.name != "host_capacity" or self.host_capacity is not None)
-                and (f.name != "hidden_cache" or self.hidden_cache)}
+                and (f.name != "hidden_cache" or self.hidden_cache)
+                and (f.name != "hidden_ratio" or self.hidden_ratio != HIDDEN_RATIO_MHA)}
 
     @classmethod
     def from_dict(cls, d: Any) -> Limits:

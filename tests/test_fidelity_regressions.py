@@ -9,8 +9,11 @@ Notation: ``x: m/S/g`` is request x's cached / known / generated tokens after a 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from optsched.capacity import hidden_kv_ratio, preset_hidden_ratio
 from optsched.cost import UnitCost
+from optsched.errors import InstanceError
 from optsched.evaluate import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, simulate
@@ -148,3 +151,41 @@ def test_p99_tbt_is_not_zero_when_every_later_token_comes_from_a_recompute():
     ev = evaluate(inst, s)
     assert ev.feasible, ev.violations
     assert p99_tbt(s, ev, 1).tolist() == [1.0]
+
+
+# -- hidden-cache memory from the model's head counts (issue 29, item 1) -------------------
+def test_hidden_state_is_larger_than_the_kv_for_grouped_query_models():
+    # hidden / (2 * kv_heads * head_dim): Llama-2-7B 4096 / (2 * 32 * 128) = 1/2;
+    # Llama-3-8B 4096 / (2 * 8 * 128) = 2; Llama-2-70B 8192 / (2 * 8 * 128) = 4.
+    assert hidden_kv_ratio(4096, n_heads=32, kv_heads=32) == 0.5
+    assert hidden_kv_ratio(4096, n_heads=32, kv_heads=8) == 2.0
+    assert preset_hidden_ratio("infermax-llama2-7b-a100") == 0.5
+    assert preset_hidden_ratio("blis-llama3.1-8b-a100") == 2.0
+    assert preset_hidden_ratio("infermax-llama2-70b-4xa100") == 4.0
+    # charge = b * ceil(m * ratio / b): m = 10 -> 5 (1/2), 20 (2), 40 (4) with b = 1; with
+    # b = 16: 16 * ceil(5 / 16) = 16, 16 * ceil(20 / 16) = 32. Before the fix every model was
+    # charged half (5), whatever its heads.
+    for ratio, b, charge in ((0.5, 1, 5), (2.0, 1, 20), (4.0, 1, 40), (0.5, 16, 16),
+                             (2.0, 16, 32)):
+        lim = Limits(kv_capacity=64, max_batch_tokens=8, block_size=b, hidden_cache=True,
+                     hidden_ratio=ratio)
+        assert lim.hidden_footprint(10) == charge
+
+
+def test_evaluator_charges_a_grouped_query_hidden_cache_by_its_ratio():
+    # a (I = 5, O = 1) prefilled on hidden cache, M = 8: 5 * 1/2 -> 3 fits; 5 * 2 = 10 > 8.
+    s = Schedule.from_batches([([("a", 5, "hidden")], [])])
+    for ratio, ok in ((0.5, True), (2.0, False)):
+        lim = Limits(kv_capacity=8, max_batch_tokens=8, hidden_cache=True, hidden_ratio=ratio)
+        ev = evaluate(Instance("h", lim, UnitCost(), (Request("a", 0, 5, 1),)), s)
+        assert ev.feasible is ok
+    # the ratio is part of the instance's JSON only when it is not the default
+    lim = Limits(kv_capacity=8, max_batch_tokens=8, hidden_cache=True, hidden_ratio=2.0)
+    assert lim.to_dict()["hidden_ratio"] == 2.0 and Limits.from_dict(lim.to_dict()) == lim
+    assert "hidden_ratio" not in Limits(kv_capacity=8, max_batch_tokens=8).to_dict()
+
+
+def test_bad_hidden_ratio_is_refused_naming_the_field():
+    for bad in (0, -1.0, float("nan"), 65, 1 / 3 + 1e-9, True, "2"):
+        with pytest.raises(InstanceError, match="hidden_ratio"):
+            Limits(kv_capacity=8, max_batch_tokens=8, hidden_ratio=bad)

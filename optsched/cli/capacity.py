@@ -7,10 +7,11 @@ from __future__ import annotations
 import dataclasses
 import sys
 
+from ..capacity import preset_hidden_ratio
 from ..cost import DEFAULT_PRESET, PRESETS, preset
 from ..errors import InputFileError
 from ..generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
-from ..instance import Limits
+from ..instance import HIDDEN_RATIO_MHA, Limits
 from ..policies import parse_param_args
 from . import EXIT_OK
 from ._common import fmt, image_file, load_instance, print_json, seed_arg, table
@@ -49,8 +50,8 @@ def register(sub) -> None:
     p.add_argument("--max-prefill-tokens", type=int, help="P (default C)")
     p.add_argument("--block-size", type=int, default=1, help="KV block size (default 1)")
     p.add_argument("--hidden-cache", action="store_true",
-                   help="caches may be held as hidden states at half the memory "
-                   "(Apt-Serve; limits.hidden_cache)")
+                   help="caches may be held as hidden states (Apt-Serve; limits.hidden_cache), "
+                   "charged by the preset model's head counts (limits.hidden_ratio)")
     p.add_argument("--cost-model", default=DEFAULT_PRESET,
                    help=f"cost-model preset (default {DEFAULT_PRESET}; known: "
                    f"{', '.join(sorted(PRESETS))})")
@@ -104,13 +105,16 @@ def _instance(args):
     if not args.instance.lower().endswith(".csv"):
         inst = load_instance(args.instance)
         if args.hidden_cache and not inst.limits.hidden_cache:
-            inst = inst.replace(limits=dataclasses.replace(inst.limits, hidden_cache=True))
+            ratio = preset_hidden_ratio(getattr(inst.cost_model, "preset", None)) or inst.limits.hidden_ratio
+            inst = inst.replace(limits=dataclasses.replace(inst.limits, hidden_cache=True,
+                                                           hidden_ratio=ratio))
         return inst
     from ..traces import load_trace_instance
 
     limits = Limits(kv_capacity=args.kv_capacity, max_batch_tokens=args.max_batch_tokens,
                     max_prefill_tokens=args.max_prefill_tokens, block_size=args.block_size,
-                    hidden_cache=args.hidden_cache)
+                    hidden_cache=args.hidden_cache,
+                    hidden_ratio=preset_hidden_ratio(args.cost_model) or HIDDEN_RATIO_MHA)
     return load_trace_instance(args.instance, limits, preset(args.cost_model), limit=args.limit)
 
 

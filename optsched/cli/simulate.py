@@ -7,10 +7,11 @@ import sys
 import warnings
 from typing import Any
 
+from ..capacity import preset_hidden_ratio
 from ..cost import DEFAULT_PRESET, PRESETS, preset
 from ..errors import InputFileError
 from ..evaluate import evaluate
-from ..instance import Limits
+from ..instance import HIDDEN_RATIO_MHA, Limits
 from ..policies import get_spec, list_policies, parse_param_args, simulate_policy
 from . import EXIT_NO, EXIT_OK
 from ._common import load_instance, output_file, print_json, table
@@ -44,8 +45,8 @@ def register(sub) -> None:
     t.add_argument("--max-prefill-tokens", type=int, help="P, prefill tokens per batch")
     t.add_argument("--block-size", type=int, help="KV block size (default 1)")
     t.add_argument("--hidden-cache", action="store_true",
-                   help="caches may be held as hidden states at half the memory "
-                   "(Apt-Serve; limits.hidden_cache)")
+                   help="caches may be held as hidden states (Apt-Serve; limits.hidden_cache), "
+                   "charged by the preset model's head counts (limits.hidden_ratio)")
     t.add_argument("--too-long", choices=("error", "drop", "clip"), default=None,
                    help="requests with I + O - 1 > M: error (default), drop or clip the output")
     t.add_argument("--cost-model",
@@ -73,6 +74,7 @@ def _instance(args):
             max_prefill_tokens=args.max_prefill_tokens,
             block_size=args.block_size if args.block_size is not None else 1,
             hidden_cache=args.hidden_cache,
+            hidden_ratio=preset_hidden_ratio(args.cost_model or DEFAULT_PRESET) or HIDDEN_RATIO_MHA,
         )
         with warnings.catch_warnings(record=True) as caught:  # dropped/clipped counts
             warnings.simplefilter("always")
