@@ -157,4 +157,26 @@ def serving_metrics(instance: Instance, evaluation: Evaluation, *,
     return out
 
 
-__all__ = ["JctSlo", "MetricError", "p99_tbt", "serving_metrics"]
+def mechanism_stats(instance: Instance, schedule: Schedule, evaluation: Evaluation,
+                    policy: Any = None) -> dict[str, Any]:
+    """Whether a policy's mechanisms acted (issue 29, item 3), from the one evaluator's
+    replay: mean entries per batch, the share of batches holding one entry, mean KV in use as
+    a share of ``M`` (over batches with entries), the share of entries on hidden cache; then
+    the policy's own :meth:`~optsched.policies.simulator.Policy.mechanisms`."""
+    boe = schedule.batch_of_entry
+    nb = evaluation.batch_end.size
+    per = np.bincount(boe, minlength=nb)
+    busy = per > 0
+    out: dict[str, Any] = {
+        "mean_entries_per_batch": float(per[busy].mean()) if busy.any() else 0.0,
+        "one_entry_batch_share": float((per[busy] == 1).mean()) if busy.any() else 0.0,
+        "mean_kv_utilisation": float(evaluation.batch_kv[busy].mean()
+                                     / instance.limits.kv_capacity) if busy.any() else 0.0,
+        "hidden_entry_share": float(schedule.entry_hidden.mean()) if boe.size else 0.0,
+    }
+    if policy is not None and hasattr(policy, "mechanisms"):
+        out.update(policy.mechanisms())
+    return out
+
+
+__all__ = ["JctSlo", "MetricError", "mechanism_stats", "p99_tbt", "serving_metrics"]

@@ -18,7 +18,7 @@ from optsched.evaluate import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, simulate
 from optsched.schedule import Schedule
-from optsched.serving_metrics import p99_tbt
+from optsched.serving_metrics import mechanism_stats, p99_tbt
 
 
 def _inst(reqs, M, C, **limits) -> Instance:
@@ -35,12 +35,14 @@ def _run(instance, policy):
 
 # -- EcoServe admission (issue 29, item 1) ------------------------------------------------
 # d (I = 1, O = 6) arrives at 0; a and b (I = 4, O = 2) at 1. M = 14, reserve 0.25: the cap
-# for new prompts is 14 - int(3.5) = 11. Oracle predictor, no padding: a GT's L = O - g.
+# for new prompts is 14 - int(3.5) = 11. Oracle predictor, no padding, token-exact lengths
+# (length_bin = 1): a GT's L = O - g.
 ADMIT = [("d", 0, 1, 6), ("a", 1, 4, 2), ("b", 1, 4, 2)]
 
 
 def test_ecoserve_waiting_gts_use_the_whole_cache_and_prompts_wait_for_them():
-    got, ev = _run(_inst(ADMIT, M=14, C=10), get_policy("ecoserve-oracle", reserve=0.25))
+    got, ev = _run(_inst(ADMIT, M=14, C=10), get_policy("ecoserve-oracle", reserve=0.25,
+                                                                length_bin=1))
     # B0 [0,1]: d's prompt (used 1); d: 1/2/1, L = 5.
     # B1 [1,2]: d's GT takes fp(1 + 5) = 6 (used 6) and decodes. New prompts: a (6 + 4 = 10
     #   <= 11) is admitted, b (14 > 11) is not.
@@ -68,10 +70,11 @@ def test_ecoserve_oracle_is_not_three_times_slower_than_vllm_on_seven_requests()
     # against vllm's 8.43 (2.2x), with the GTs waiting behind prompts admitted past the cap.
     # The property (not a derived value): with the admission rule EcoServe, which knows the
     # output lengths, is within 10% of vLLM here (measured 9.14 vs 8.43 after the fix).
+    # Token-exact lengths (length_bin = 1): 16-token bins would dwarf these 1-8 token outputs.
     reqs = [("a", 0, 2, 5), ("b", 0, 3, 5), ("c", 0, 2, 4), ("d", 0, 1, 8), ("e", 1, 1, 6),
             ("f", 0, 4, 4), ("g", 0, 1, 6)]
     inst = _inst(reqs, M=20, C=10)
-    _, eco = _run(inst, get_policy("ecoserve-oracle", reserve=0.2))
+    _, eco = _run(inst, get_policy("ecoserve-oracle", reserve=0.2, length_bin=1))
     _, vllm = _run(inst, get_policy("vllm"))
     assert float(np.mean(eco.latency)) <= 1.1 * float(np.mean(vllm.latency))
 
@@ -189,3 +192,37 @@ def test_bad_hidden_ratio_is_refused_naming_the_field():
     for bad in (0, -1.0, float("nan"), 65, 1 / 3 + 1e-9, True, "2"):
         with pytest.raises(InstanceError, match="hidden_ratio"):
             Limits(kv_capacity=8, max_batch_tokens=8, hidden_ratio=bad)
+
+
+# -- mechanisms made observable (issue 29, item 3) -----------------------------------------
+def test_ecoserve_groups_same_length_gts_when_lengths_are_binned():
+    # Four requests (I = 1) with outputs 3, 4, 5, 6 arrive at 0; oracle, no padding. After
+    # their prefill (g = 1) the remaining lengths 2..5 are four distinct groups token-exact;
+    # with 8-token bins the predicted outputs all round up to 8, L = 8 - 1 = 7 for every GT:
+    # one group of four (M = 64 holds 4 * fp(1 + 7) = 32).
+    inst = _inst([(x, 0, 1, o) for x, o in zip("abcd", (3, 4, 5, 6))], M=64, C=8)
+    sizes = {}
+    for k in (1, 8):
+        policy = get_policy("ecoserve-sd", predictor="exact", padding=0.0, reserve=0.0,
+                            length_bin=k)
+        schedule = simulate(inst, policy)
+        ev = evaluate(inst, schedule)
+        assert ev.feasible
+        stats = mechanism_stats(inst, schedule, ev, policy)
+        sizes[k] = (stats["groups"], stats["mean_group_size"])
+    assert sizes == {1: (4, 1.0), 8: (1, 4.0)}
+
+
+def test_mechanism_stats_report_entries_per_batch_and_kv_utilisation():
+    inst = Instance("hand", Limits(kv_capacity=100, max_batch_tokens=10), UnitCost(), tuple(LATE))
+    policy = get_policy("bros")
+    schedule = simulate(inst, policy)
+    stats = mechanism_stats(inst, schedule, evaluate(inst, schedule), policy)
+    # the schedule of test_bros_a_late_request_does_not_set_the_batch_time_budget: batches of
+    # 1, 3 and 3 entries. KV after each batch (finishing requests still count in the batch
+    # that finishes them, semantics section 3 step 3): B0 x 2; B1 x 3 + a 1 + b 1 = 5;
+    # B2 x 4 + a 2 + b 2 = 8 -> mean (2 + 5 + 8) / 3 = 5 tokens of M = 100.
+    assert stats["mean_entries_per_batch"] == 7 / 3
+    assert stats["one_entry_batch_share"] == 1 / 3
+    assert stats["mean_kv_utilisation"] == 0.05
+    assert stats["drains"] == 0 and stats["dropped"] == 0

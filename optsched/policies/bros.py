@@ -152,6 +152,8 @@ class Bros(Policy):
         self.drains = 0
         #: requests dropped for urgent RT requests (section 5.2's progressive drop)
         self.dropped = 0
+        #: greedy iterations, their summed batch cap and cap resets (adaptive batch sizing)
+        self._greedy = self._cap_sum = self._resets = 0
 
     def _block_table(self, lim) -> BidirectionalBlocks:
         """The block table of the module docstring's "Block layout and M"."""
@@ -366,7 +368,19 @@ class Bros(Policy):
         k = max(rts, key=lambda k: self.residual(req[k]))
         return k if self.residual(req[k]) >= 2 * est and k != 0 else None
 
+    def mechanisms(self) -> dict[str, float | int]:
+        """What BROS's mechanisms did in the run (issue 29, item 3): the mean adaptive batch
+        cap and the share of greedy iterations that reset it (section 4.2), drain episodes and
+        progressive drops, and the partial (lazy-checkpoint) swap-outs are in the evaluator's
+        swap metrics."""
+        n = max(self._greedy, 1)
+        return {"mean_batch_cap": self._cap_sum / n, "cap_reset_share": self._resets / n,
+                "drains": self.drains, "dropped": self.dropped}
+
     def _adapt(self, missed: bool) -> None:
+        self._greedy += 1
+        self._cap_sum += self.cap
+        self._resets += bool(missed)
         if missed:
             self.cap = self.init_batch
         else:

@@ -23,6 +23,12 @@ What exactly is simulated
   ``tests/test_fidelity_regressions.py``). Under this rule the reserve is the headroom an
   under-predicted GT grows into first (section 3.2.2, "it first tries to use the reserved
   KVC"), and prompts never take memory a waiting GT needs.
+* **Length bins** (``length_bin``, default 16 tokens = one KV block of the paper's vLLM
+  base): a padded prediction is rounded up to a multiple of ``length_bin``. The paper groups
+  GTs "with the same predicted RL" and allocates KV in blocks; with token-exact predictions
+  (``length_bin = 1``) same-length groups have mean size 1.00-1.03 on the Azure trace and
+  time-synced batching never acts (issue 29: EcoServe-SD and EcoServe-D gave identical
+  numbers). The oracle's lengths are binned too (it over-allocates less than a bin).
 * **Time-synced batching** (``sync``, section 3.2.2): GTs with the same ``L`` form a group
   and are selected together (split when the free KV cannot hold the whole group); the
   unsynced variant ``ecoserve-d`` selects GTs one by one in arrival order.
@@ -115,13 +121,14 @@ class EcoServe(Policy):
     def __init__(self, *, sync: bool = True, ordering: bool = True, pipeline: bool = True,
                  predictor: str = "noisy", accuracy: float = 0.732, padding: float = 0.15,
                  seed: int = 0, reserve: float = 0.03, buffer: float = 0.15, tfs: int = 0,
-                 slo_scale: float = 2.0, bucket: int = 128):
+                 slo_scale: float = 2.0, bucket: int = 128, length_bin: int = 16):
         if pipeline and not sync:
             raise PolicyError("EcoServe: pipeline needs sync (KV pipelining hosts groups)")
         self.sync, self.ordering, self.pipeline = sync, ordering, pipeline
         self.predictor = make_predictor(predictor, accuracy=accuracy, seed=seed)
         self.padding, self.reserve_frac, self.buffer = padding, reserve, buffer
         self.tfs_param, self.slo_scale, self.bucket = tfs, slo_scale, bucket
+        self.length_bin = length_bin
 
     # -- setup ------------------------------------------------------------------------
     def bind(self, view: SimView) -> None:
@@ -166,13 +173,19 @@ class EcoServe(Policy):
         if self.ordering:
             self._solo_times()
         self.counters = {"reserve_uses": 0, "underpredictions": 0, "hosted_preemptions": 0,
-                         "guard_evictions": 0, "hosted": 0}
+                         "guard_evictions": 0, "hosted": 0, "hosts": 0, "groups": 0,
+                         "grouped": 0, "batches": 0, "gt_waiting": 0, "gt_running": 0,
+                         "kv_reserved": 0}
 
     def _fp(self, x: int) -> int:
         return block_round(x, self.b)
 
     def _pad(self, pred: np.ndarray) -> np.ndarray:
-        return np.ceil(pred * (1.0 + self.padding) - 1e-9).astype(np.int64)
+        """Padded prediction, rounded up to a multiple of ``length_bin`` (module docstring,
+        "Length bins")."""
+        padded = np.ceil(pred * (1.0 + self.padding) - 1e-9).astype(np.int64)
+        k = self.length_bin
+        return padded if k == 1 else -(-padded // k) * k
 
     # -- arrivals and queues -------------------------------------------------------------
     def on_arrivals(self, idx: list[int]) -> None:
@@ -255,6 +268,7 @@ class EcoServe(Policy):
         self.budget[i] = total
         self.members[i] = [i]
         self.alive[i] = 1
+        self.counters["hosts"] += 1
         self._run(i, i)
 
     def _run(self, i: int, root: int) -> None:
@@ -279,6 +293,7 @@ class EcoServe(Policy):
                 self._start_host(head)
                 continue
             group, complete = self._take_group(int(self.L[head]), cap)
+            self._count_group(group)
             if group and self.pipeline:
                 self._host(group)
             if not complete:  # the head did not fit, or the group was split: KV is full
@@ -319,8 +334,15 @@ class EcoServe(Policy):
             group = [i]
             if self.sync:
                 group += self._take_group(length, cap)[0]
+            self._count_group(group)
             if self.pipeline:
                 self._host(group)
+
+    def _count_group(self, group: list[int]) -> None:
+        """Mechanism stats: one more time-synced group of ``len(group)`` GTs (if any)."""
+        if group:
+            self.counters["groups"] += 1
+            self.counters["grouped"] += len(group)
 
     def _host(self, group: list[int]) -> None:
         """KV pipelining (section 3.4): host GTs in the second halves of ``group``'s
@@ -472,12 +494,40 @@ class EcoServe(Policy):
             self._guard()
         run = self._run_array()
         req, tok = self._select_pts(len(run), admit=not starving)
+        self._sample(run.size)
         ones = self.ones[: run.size] if run.size <= self.ones.size else np.ones(run.size, np.int64)
         ev = np.array(self.ev, np.int64) if self.ev else _EMPTY
         if req:
             return Plan(np.concatenate([run, np.array(req, np.int64)]),
                         np.concatenate([ones, np.array(tok, np.int64)]), ev)
         return Plan(run, ones, ev)
+
+    def _sample(self, running: int) -> None:
+        """Mechanism stats of this batch: GTs waiting and running, KV reserved."""
+        c = self.counters
+        c["batches"] += 1
+        c["gt_waiting"] += self.n_gt_wait
+        c["gt_running"] += running
+        c["kv_reserved"] += self.used
+
+    def mechanisms(self) -> dict[str, float | int]:
+        """What EcoServe's mechanisms did in the run (issue 29, item 3): time-synced groups
+        (count, mean size), KV pipelining (share of started GTs that were hosted), the mean
+        GTs waiting and running per batch, the mean share of ``M`` reserved, and the
+        under-prediction / reserve / guard counters."""
+        c = self.counters
+        nb = max(c["batches"], 1)
+        started = c["hosts"] + c["hosted"]
+        return {
+            "groups": c["groups"],
+            "mean_group_size": c["grouped"] / c["groups"] if c["groups"] else 0.0,
+            "pipelined_share": c["hosted"] / started if started else 0.0,
+            "mean_gt_waiting": c["gt_waiting"] / nb,
+            "mean_gt_running": c["gt_running"] / nb,
+            "mean_kv_reserved_share": c["kv_reserved"] / nb / self.M,
+            **{k: c[k] for k in ("underpredictions", "reserve_uses", "hosted_preemptions",
+                                 "guard_evictions")},
+        }
 
     def _guard(self) -> None:
         """Progress guard (module docstring): waiting GTs are evicted until the head GT
@@ -678,6 +728,8 @@ def _params(predictor: str = "noisy", padding: float = 0.15) -> tuple[Param, ...
               "model)", non_negative),
         Param("slo_scale", float, 2.0, "JCT SLO scale used for the deadline buckets", positive),
         Param("bucket", int, 128, "occupied-KV bucket width in tokens (ordering)", positive),
+        Param("length_bin", int, 16, "padded predicted lengths rounded up to a multiple of "
+              "this many tokens, so that same-length groups form (1 = token-exact)", positive),
     )
 
 

@@ -170,6 +170,12 @@ class Policy(ABC):
     def on_batch_end(self, plan: Plan, finished: np.ndarray) -> None:
         ...
 
+    def mechanisms(self) -> dict[str, float | int]:
+        """What the policy's own mechanisms did in the last run (issue 29, item 3: group
+        sizes, pipelined share, drops, ...), for :func:`optsched.serving_metrics.mechanism_stats`;
+        empty for a policy with nothing to report."""
+        return {}
+
 
 def known_outputs(instance: Instance, hypothetical: bool, fallback: bool) -> np.ndarray:
     """The output lengths a policy may see (``-1`` = unknown); see the module docstring."""

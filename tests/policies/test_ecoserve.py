@@ -62,7 +62,7 @@ class TablePredictor(Predictor):
 
 
 def with_predictor(name, predictor, **params):
-    p = get_policy(name, **params)
+    p = get_policy(name, **{"length_bin": 1, **params})
     p.predictor = predictor
     return p
 
@@ -75,7 +75,8 @@ def test_grouping_takes_the_same_length_group_where_fcfs_takes_the_next_arrival(
     i = inst(GROUP, M=7)
     # B0: the three prompts (1 token each; used = 3, GT space free = 7 - 3 = 4).
     # ecoserve-d, FCFS one by one: a (needs 2, free 2), b (needs 1, free 1), c (needs 2) waits.
-    got, _ = run(i, get_policy("ecoserve-d", predictor="exact", padding=0.0, reserve=0.0))
+    got, _ = run(i, get_policy("ecoserve-d", predictor="exact", padding=0.0, reserve=0.0,
+                               length_bin=1))
     assert got == [
         E(("a", 1), ("b", 1), ("c", 1)),
         E(("a", 1), ("b", 1)),  # b: 2/3/2 finished -> frees its 2
@@ -84,7 +85,8 @@ def test_grouping_takes_the_same_length_group_where_fcfs_takes_the_next_arrival(
     ]
     # ecoserve-sd: the head a brings its group {a, c} (L = 2: 2 + 2 = free 4); b waits for
     # the group to complete (time-synced: a and c finish together in B2).
-    got, _ = run(i, get_policy("ecoserve-sd", predictor="exact", padding=0.0, reserve=0.0))
+    got, _ = run(i, get_policy("ecoserve-sd", predictor="exact", padding=0.0, reserve=0.0,
+                               length_bin=1))
     assert got == [
         E(("a", 1), ("b", 1), ("c", 1)),
         E(("a", 1), ("c", 1)),
@@ -100,6 +102,7 @@ def test_ordering_and_search_fill_with_the_longest_gt_that_fits():
     # descending: a (occ 3) first: needs 1 -> free 2; then b (occ 1, L 3) needs 3 > 2: the
     # binary search finds c (L 2 <= 2) and fills the space.
     got, _ = run(i, get_policy("ecoserve-sdo", predictor="exact", padding=0.0, reserve=0.0,
+                               length_bin=1,
                                bucket=1))
     assert got[:2] == [
         E(("a", 3), ("b", 1), ("c", 1)),
@@ -107,7 +110,8 @@ def test_ordering_and_search_fill_with_the_longest_gt_that_fits():
     ]
     assert got[2] == E(("b", 1), ("c", 1))
     # without ordering (ecoserve-sd, FCFS head-of-line): a, then b does not fit -> stop.
-    got, _ = run(i, get_policy("ecoserve-sd", predictor="exact", padding=0.0, reserve=0.0))
+    got, _ = run(i, get_policy("ecoserve-sd", predictor="exact", padding=0.0, reserve=0.0,
+                               length_bin=1))
     assert got[1] == E(("a", 1))
 
 
@@ -150,10 +154,11 @@ def test_pipelining_hosts_a_short_gt_in_the_second_half():
     i = inst(PIPE, M=10)
     # B0: both prompts (used 2). a's allocation fp(1 + 8) = 9 fills the space (used 10);
     # c (L = 2 <= 8 / 2 - 0.15 * 8 = 2.8) is hosted in a's second half and runs at once.
-    got, _ = run(i, get_policy("ecoserve-oracle", reserve=0.0, buffer=0.15))
+    got, _ = run(i, get_policy("ecoserve-oracle", length_bin=1, reserve=0.0, buffer=0.15))
     assert got == [E(("a", 1), ("c", 1))] * 3 + [E(("a", 1))] * 6
     # without pipelining c waits for a: 8 decodes of a, then 2 of c
-    got, _ = run(i, get_policy("ecoserve-sdo", predictor="exact", padding=0.0, reserve=0.0))
+    got, _ = run(i, get_policy("ecoserve-sdo", predictor="exact", padding=0.0, reserve=0.0,
+                               length_bin=1))
     assert got == [E(("a", 1), ("c", 1))] + [E(("a", 1))] * 8 + [E(("c", 1))] * 2
 
 
@@ -222,7 +227,7 @@ def test_bad_parameters_are_refused_by_name():
     with pytest.raises(PolicyError, match="predictor"):
         get_policy("ecoserve", predictor="psychic")
     with pytest.raises(PolicyError, match="reserve"):
-        get_policy("ecoserve-sd", reserve=1.0)
+        get_policy("ecoserve-sd", length_bin=1, reserve=1.0)
 
 
 def test_default_tfs_from_the_cost_model():
