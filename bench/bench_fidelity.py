@@ -74,15 +74,64 @@ def bros_rows(n_rt: int, rate: float) -> None:
               f"{time.perf_counter() - t0:>6.1f}")
 
 
+ECO_POLICIES = (("vllm", {}), ("ecoserve-d", {}), ("ecoserve-sd", {}),
+                ("ecoserve-sd", {"length_bin": 1}), ("ecoserve", {}), ("ecoserve-oracle", {}))
+
+
+def ecoserve_rows(n: int, mult: float) -> None:
+    import warnings
+
+    from optsched.cost import PRESETS
+    from optsched.rate_search import at_rate, trace_rate
+    from optsched.traces import load_trace_instance
+    try:
+        from optsched.serving_metrics import mechanism_stats
+    except ImportError:  # older trees
+        mechanism_stats = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        base = load_trace_instance(TRACE, Limits(kv_capacity=100_000, max_batch_tokens=4096),
+                                   PRESETS["infermax-llama2-7b-a100"], limit=n, too_long="drop")
+    inst = at_rate(base, mult * trace_rate(base), seed=0)
+    print(f"EcoServe: {inst.n} Azure conversation requests at {mult:g}x the trace rate "
+          f"(M = 100,000, C = 4,096)")
+    print(f"{'policy':26} {'mean JCT':>9} {'p99 JCT':>8} {'req/s':>6} {'groups':>7} "
+          f"{'grp size':>8} {'hosted':>7} {'GT wait':>8} {'GT run':>7} {'s':>5}")
+    for name, params in ECO_POLICIES:
+        label = name + "".join(f" {k}={v}" for k, v in params.items())
+        p = _policy(name, **params)
+        if p is None:
+            print(f"{label:26} (parameter unknown to this tree)")
+            continue
+        t0 = time.perf_counter()
+        s = simulate(inst, p)
+        ev = evaluate(inst, s)
+        lat = ev.latency
+        mech = mechanism_stats(inst, s, ev, p) if mechanism_stats else {}
+        c = getattr(p, "counters", {})
+        print(f"{label:26} {np.mean(lat):>9.2f} {np.percentile(lat, 99):>8.2f} "
+              f"{inst.n / ev.metrics['makespan']:>6.2f} {mech.get('groups', 'n/a')!s:>7} "
+              f"{_fmt(mech.get('mean_group_size')):>8} "
+              f"{_fmt(mech.get('pipelined_share', c.get('hosted'))):>7} "
+              f"{_fmt(mech.get('mean_gt_waiting')):>8} {_fmt(mech.get('mean_gt_running')):>7} "
+              f"{time.perf_counter() - t0:>5.1f}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rt", type=int, default=15, help="RT requests of the BROS run")
     ap.add_argument("--rate", type=float, default=4.0, help="RT rate of the BROS run")
+    ap.add_argument("--n", type=int, default=300, help="Azure requests of the EcoServe run")
+    ap.add_argument("--mult", type=float, default=4.0, help="EcoServe load: x the trace rate")
+    ap.add_argument("--only", choices=("bros", "ecoserve"), help="run one of the two")
     args = ap.parse_args(argv)
     if not TRACE.exists():
         print(f"skipped: trace {TRACE} not found (../shared/data missing)")
         return 0
-    bros_rows(args.rt, args.rate)
+    if args.only != "ecoserve":
+        bros_rows(args.rt, args.rate)
+    if args.only != "bros":
+        ecoserve_rows(args.n, args.mult)
     return 0
 
 
