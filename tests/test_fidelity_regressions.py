@@ -226,3 +226,22 @@ def test_mechanism_stats_report_entries_per_batch_and_kv_utilisation():
     assert stats["one_entry_batch_share"] == 1 / 3
     assert stats["mean_kv_utilisation"] == 0.05
     assert stats["drains"] == 0 and stats["dropped"] == 0
+
+
+# -- Apt-Serve: the paper's value model and the authors' code side by side (item 2) --------
+def test_aptserve_code_value_model_counts_only_requests_within_their_slo():
+    # a and b (I = 4, O = 2) arrive at 0; C = 4 admits one prompt per iteration; hidden cache
+    # on, unit time with rho = 1, TTFT SLO 0.5. Iteration 0 (t = 0): W = {a, b}, both p = 0:
+    # K = (2 + 0) rho = 2 (paper); code: 2 x rho (1 + 1/2) / 5 = 0.6.  Iteration 1 (t = 1):
+    # a (prefilled) is in R with p = 0; b waits with p = 1 > 0.5, past its SLO; the waiting
+    # side has the larger pending time (1 > 0): a prefill iteration. Paper: K = (1 + 1) rho
+    # = 2; code: b is not counted, K = 1 x 0.3 = 0.3.
+    inst = Instance("h", Limits(kv_capacity=64, max_batch_tokens=4, hidden_cache=True),
+                    UnitCost(rho=1.0), (Request("a", 0, 4, 2), Request("b", 0, 4, 2)))
+    scales = {}
+    for model in ("paper", "code"):
+        pol = get_policy("aptserve", record=True, value_model=model, ttft_slo=0.5)
+        _run(inst, pol)
+        scales[model] = [prob.scale for _, prob, _ in pol.problems][:2]
+    assert scales["paper"] == [2.0, 2.0]
+    assert np.allclose(scales["code"], [0.6, 0.3])

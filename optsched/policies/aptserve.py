@@ -42,8 +42,11 @@ for comparison; see also :mod:`optsched.oracles.aptserve`): their decode step pr
 every running request the greedy leaves out and every request it assigns hidden cache (even
 one already on hidden cache); we preempt only for memory and for a change of cache type,
 and bound the switches per request (``max_switches``), which rules out a
-switch-and-recompute livelock their code does not guard against. Their scaling factor
-``|W| + |R|`` excludes requests past their SLO; ours is the paper's.
+switch-and-recompute livelock their code does not guard against. Two choices of their code
+that the paper does not describe are the parameter ``value_model=code`` (default
+``paper``): the scaling factor ``|W| + |R|`` excludes requests past their SLO, and the
+hidden-cache coefficient is the QKV projection's timing slope divided by 5
+(:func:`code_coefficient`) instead of the K/V re-projection cost ``rho``.
 
 ``aptserve-kv-only`` is the same scheduler with hidden cache off (the paper's ablation,
 section 6.5). ``aptserve`` uses hidden cache only on instances that enable it
@@ -90,6 +93,17 @@ class ValueModel:
         return (n_waiting + n_running) * rho
 
 
+def code_coefficient(rho: float, hidden_ratio: float) -> float:
+    """The hidden-cache coefficient of the authors' code (``_get_coef`` of their engine):
+    the slope of the whole QKV projection's time (all layers) per cached unit, divided by 5.
+    Our ``rho`` is the K/V part of that slope (:data:`optsched.cost.RHO_FITTED`: QKV slope
+    x K/V share x layers); the K/V share of the QKV output is ``2 kv_dim / (hidden + 2
+    kv_dim) = 1 / (1 + r)`` with ``r`` the hidden ratio (``limits.hidden_ratio``), so their
+    coefficient is ``rho (1 + r) / 5`` -- ``0.3 rho`` for multi-head attention. Their slope
+    is per KV block and multiplies a block count, so per token it is the same."""
+    return rho * (1.0 + hidden_ratio) / 5.0
+
+
 def iteration_type(pending_waiting: float, pending_running: float, n_waiting: int,
                    n_running: int) -> str:
     """Section 5: ``prefill`` when the waiting queue's total pending time is larger (or
@@ -106,8 +120,9 @@ class AptServe(Policy):
 
     def __init__(self, hidden: bool = True, repaired: bool = True, compare: bool = True,
                  ttft_slo: float = 1.0, tbt_slo: float = 1.0, fallback: float = 1e-6,
-                 record: bool = False, max_switches: int = 2):
+                 record: bool = False, max_switches: int = 2, value_model: str = "paper"):
         self.use_hidden = hidden
+        self.code_values = value_model == "code"
         self.repaired = repaired
         self.compare = compare
         self.value_model = ValueModel(ttft_slo, tbt_slo, fallback)
@@ -117,7 +132,8 @@ class AptServe(Policy):
     def bind(self, view) -> None:
         super().bind(view)
         self.hidden_on = self.use_hidden and view.limits.hidden_cache
-        self.rho = float(view.cost_model.rho)
+        self.rho = code_coefficient(float(view.cost_model.rho), view.limits.hidden_ratio) \
+            if self.code_values else float(view.cost_model.rho)
         self.active: list[int] = []
         self.last_token = view.arrival.astype(np.float64).copy()
         #: cache-type switches so far, and the type a switch evicted a request for
@@ -158,7 +174,11 @@ class AptServe(Policy):
         W, R = act[m == 0], act[ready]
         p = self.value_model.pending(v.now, self.last_token[act])
         pw, pr = float(p[m == 0].sum()), float(p[ready].sum())
-        K = ValueModel.scale(W.size, R.size, self.rho)
+        if self.code_values:  # the authors' count: requests past their SLO excluded
+            ok = ~self.value_model.violated(p, g >= 1)
+            K = ValueModel.scale(int((ok & (m == 0)).sum()), int((ok & ready).sum()), self.rho)
+        else:
+            K = ValueModel.scale(W.size, R.size, self.rho)
         kind = iteration_type(pw, pr, W.size, R.size)
         if kind == "prefill":
             plan = self._prefill(W, K)
@@ -293,6 +313,9 @@ def _params() -> tuple[Param, ...]:
               "(policy.problems)"),
         Param("max_switches", int, 2, "cache-type switches allowed per request (each one an "
               "eviction and a recompute); then its type is fixed", non_negative),
+        Param("value_model", str, "paper", "eq. 8's hidden-cache penalty: paper = (|W| + |R|) "
+              "rho; code = the authors' code, (requests not past their SLO) x QKV slope / 5 "
+              "(code_coefficient)", choices=("paper", "code")),
     )
 
 
@@ -304,4 +327,4 @@ register("aptserve-kv-only", "Apt-Serve's scheduler with KV cache only (no hidde
          f"{APTSERVE}, sections 5 and 6.5 (ablation)", params=_params(),
          factory=lambda **p: AptServe(hidden=False, **p))
 
-__all__ = ["AptServe", "ValueModel", "iteration_type", "KV", "HIDDEN", "NONE"]
+__all__ = ["AptServe", "ValueModel", "code_coefficient", "iteration_type", "KV", "HIDDEN", "NONE"]
