@@ -245,3 +245,21 @@ def test_aptserve_code_value_model_counts_only_requests_within_their_slo():
         scales[model] = [prob.scale for _, prob, _ in pol.problems][:2]
     assert scales["paper"] == [2.0, 2.0]
     assert np.allclose(scales["code"], [0.6, 0.3])
+
+
+# -- EcoServe: the deadline readings side by side (item 2) --------------------------------
+def test_ecoserve_remaining_deadline_puts_the_request_closest_to_its_deadline_first():
+    # Unit time, C = 2 (TFS = 2), oracle with token-exact lengths. Every JCT SLO is
+    # 2 (t_p + t_g l) = 2 (1 + 1 x 1) = 4 (O = 1), so the slo-length reading puts everyone in
+    # the "> 2" bucket and orders by prompt length. b (I = 6) takes B0-B2 (2 tokens each).
+    # At t = 3: x (arrival 0, I = 2) has 4 - 3 = 1 s left -> bucket "0.5-2"; y (arrival 2.5,
+    # I = 3) has 3.5 s -> "> 2". remaining: x's prompt first, done at 4 (meets its SLO 4);
+    # slo-length: y's longer prompt first and x done at 6 (misses).
+    inst = Instance("h", Limits(kv_capacity=64, max_batch_tokens=2), UnitCost(),
+                    (Request("b", 0, 6, 1), Request("x", 0, 2, 1), Request("y", 2.5, 3, 1)))
+    got, ev = _run(inst, get_policy("ecoserve-oracle", length_bin=1))  # default: remaining
+    assert got[3:] == [[("x", 2)], [("y", 2)], [("y", 1)]]
+    assert ev.latency.tolist() == [3.0, 4.0, 3.5]
+    got, ev = _run(inst, get_policy("ecoserve-oracle", length_bin=1, deadline="slo-length"))
+    assert got[3:] == [[("y", 2)], [("x", 1), ("y", 1)], [("x", 1)]]
+    assert ev.latency.tolist() == [3.0, 6.0, 2.5]

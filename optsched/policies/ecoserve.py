@@ -43,9 +43,15 @@ What exactly is simulated
   the issue asks for.
 * **Ordering** (``ordering``, section 3.3): both queues by (JCT-deadline bucket ascending,
   occupied-KV bucket descending, predicted ``L`` / prompt length descending, arrival).
-  The deadline is ``slo_scale * (t_p + t_g * l)`` with ``t_p`` the cost model's time of the
+  The JCT SLO is ``slo_scale * (t_p + t_g * l)`` with ``t_p`` the cost model's time of the
   request's prefill alone, ``t_g`` of one decode at its prompt length, ``l`` the padded
-  predicted output; buckets at 0.2, 0.5 and 2 time units (the paper's seconds). When the
+  predicted output; buckets at 0.2, 0.5 and 2 time units (the paper's seconds). Two
+  readings (``deadline``): ``remaining`` (default; the paper's text, "each task has a
+  deadline") buckets the time left to the absolute deadline ``arrival + SLO`` when the
+  task is selected -- a queued task moves to a more urgent bucket as its deadline nears
+  (its queue entry is renewed then; late tasks are in the first bucket); ``slo-length``
+  (our earlier reading) buckets the SLO's length, fixed per request, which in effect
+  orders by predicted output (issue 29). When the
   head group does not fit, a **binary search** over the queued ``L`` finds the longest GT
   that fills the remaining space, repeatedly. Without ordering both queues are FCFS. PTs are
   chunked to fill ``TFS`` exactly, so no search is needed on the PT side.
@@ -121,7 +127,8 @@ class EcoServe(Policy):
     def __init__(self, *, sync: bool = True, ordering: bool = True, pipeline: bool = True,
                  predictor: str = "noisy", accuracy: float = 0.732, padding: float = 0.15,
                  seed: int = 0, reserve: float = 0.03, buffer: float = 0.15, tfs: int = 0,
-                 slo_scale: float = 2.0, bucket: int = 128, length_bin: int = 16):
+                 slo_scale: float = 2.0, bucket: int = 128, length_bin: int = 16,
+                 deadline: str = "remaining"):
         if pipeline and not sync:
             raise PolicyError("EcoServe: pipeline needs sync (KV pipelining hosts groups)")
         self.sync, self.ordering, self.pipeline = sync, ordering, pipeline
@@ -129,6 +136,7 @@ class EcoServe(Policy):
         self.padding, self.reserve_frac, self.buffer = padding, reserve, buffer
         self.tfs_param, self.slo_scale, self.bucket = tfs, slo_scale, bucket
         self.length_bin = length_bin
+        self.remaining = deadline == "remaining"
 
     # -- setup ------------------------------------------------------------------------
     def bind(self, view: SimView) -> None:
@@ -149,7 +157,10 @@ class EcoServe(Policy):
         self.pt_target = np.zeros(n, np.int64)  # S of a PT when it started: done at m == S
         self.L = np.zeros(n, np.int64)  # padded predicted tokens still to generate (GTs)
         self.total = np.zeros(n, np.int64)  # padded predicted output (at arrival)
-        self.dl = np.zeros(n, np.int64)  # JCT-deadline bucket
+        self.dl = np.zeros(n, np.int64)  # JCT-deadline bucket ("slo-length" reading)
+        self.due = np.zeros(n, np.float64)  # absolute JCT deadline ("remaining" reading)
+        self.cur = np.zeros(n, np.int64)  # seq of a request's live queue entry (stamp)
+        self.moves: list[tuple[float, int, int]] = []  # (time, seq, i): bucket changes
         self.fam = np.full(n, -1, np.int64)  # family root of a running GT
         self.budget = np.zeros(n, np.int64)  # family reservation, indexed by root
         self.members: dict[int, list[int]] = {}
@@ -209,36 +220,78 @@ class EcoServe(Policy):
         self.t_g = bt(rows, np.ones(n, np.int64), v.prompt, np.ones(n, bool), n)
 
     def _deadline_buckets(self, a: np.ndarray) -> None:
-        """Bucket of ``slo_scale * (t_p + t_g * l)`` per request (section 3.3)."""
+        """The JCT SLO ``slo_scale * (t_p + t_g * l)`` per request (section 3.3): its bucket
+        (``slo-length`` reading) and the absolute deadline ``arrival + SLO`` (``remaining``)."""
         slo = self.slo_scale * (self.t_p[a] + self.t_g[a] * self.total[a])
         self.dl[a] = np.searchsorted(DEADLINE_EDGES, slo, side="right")
+        self.due[a] = self.view.arrival[a] + slo
+
+    def _bucket(self, i: int) -> int:
+        """Request ``i``'s deadline bucket now (module docstring, "Ordering")."""
+        if not self.remaining:
+            return int(self.dl[i])
+        due, now = float(self.due[i]), self.view.now
+        k = bisect_right(DEADLINE_EDGES, due - now)
+        while k and due - DEADLINE_EDGES[k - 1] < now:  # rounding: the rule of _rekey
+            k -= 1
+        if k:  # the bucket drops when the time left falls below the edge under it
+            heapq.heappush(self.moves, (float(self.due[i]) - DEADLINE_EDGES[k - 1], self.seq, i))
+        return k
+
+    def _stamp(self, i: int) -> int:
+        self.seq += 1
+        self.cur[i] = self.seq
+        return self.seq
 
     def _pt_key(self, i: int) -> tuple:
-        self.seq += 1
+        seq = self._stamp(i)
         if not self.ordering:
-            return (float(self.view.arrival[i]), i, self.seq)
-        return (int(self.dl[i]), -int(self.view.S[i]), self.seq)
+            return (float(self.view.arrival[i]), i, seq)
+        return (self._bucket(i), -int(self.view.S[i]), seq)
 
     def _push_pt(self, i: int) -> None:
         self.state[i] = _PT_WAIT
         heapq.heappush(self.pt_heap, (*self._pt_key(i), i))
 
     def _gt_key(self, i: int) -> tuple:
-        self.seq += 1
+        seq = self._stamp(i)
         if not self.ordering:
-            return (self.seq,)
-        return (int(self.dl[i]), -(int(self.res[i]) // self.bucket), -int(self.L[i]), self.seq)
+            return (seq,)
+        return (self._bucket(i), -(int(self.res[i]) // self.bucket), -int(self.L[i]), seq)
 
     def _push_gt(self, i: int) -> None:
+        self._queue_gt(i)
+        if self.searchable:
+            insort(self.sorted_len, (int(self.L[i]), i))
+        self.n_gt_wait += 1
+
+    def _queue_gt(self, i: int) -> None:
+        """A (new) live entry of waiting GT ``i`` in the GT heaps."""
         self.state[i] = _GT_WAIT
         item = (*self._gt_key(i), i)
         heapq.heappush(self.gt_heap, item)
         if self.sync:
             heapq.heappush(self.by_len.setdefault(int(self.L[i]), []), item)
-        if self.searchable:
-            insort(self.sorted_len, (int(self.L[i]), i))
         self.gkey[i] = item
-        self.n_gt_wait += 1
+
+    def _live(self, item: tuple, state: int) -> bool:
+        """Whether a heap entry is its request's current one in that queue."""
+        i = item[-1]
+        return self.state[i] == state and self.cur[i] == item[-2]
+
+    def _rekey(self) -> None:
+        """``remaining`` reading: requests whose deadline bucket dropped since they were
+        queued get a new entry with the new bucket (the old one is dead by its stamp)."""
+        mv = self.moves
+        now = self.view.now
+        while mv and mv[0][0] < now:  # the bucket drops once time left < edge
+            _, seq, i = heapq.heappop(mv)
+            if self.cur[i] != seq:
+                continue
+            if self.state[i] == _PT_WAIT:
+                self._push_pt(i)
+            elif self.state[i] == _GT_WAIT:
+                self._queue_gt(i)
 
     def _take_gt(self, i: int) -> None:
         """Remove ``i`` from the GT queue (heaps are cleaned lazily by state)."""
@@ -250,8 +303,7 @@ class EcoServe(Policy):
 
     def _head_gt(self) -> int:
         h = self.gt_heap
-        st = self.state
-        while h and st[h[0][-1]] != _GT_WAIT:
+        while h and not self._live(h[0], _GT_WAIT):
             heapq.heappop(h)
         return h[0][-1] if h else -1
 
@@ -305,11 +357,10 @@ class EcoServe(Policy):
         """Start the queued GTs of predicted length ``length`` while they fit; also
         return whether the whole group was taken."""
         h = self.by_len.get(length, [])
-        st = self.state
         taken: list[int] = []
         while h:
             i = h[0][-1]
-            if st[i] != _GT_WAIT or self.L[i] != length:
+            if not self._live(h[0], _GT_WAIT) or self.L[i] != length:
                 heapq.heappop(h)
                 continue
             if self._room() <= 0 or self._need(i) > cap - self.used:
@@ -487,6 +538,8 @@ class EcoServe(Policy):
     # -- one batch --------------------------------------------------------------------
     def next_batch(self) -> Plan | None:
         self.ev: list[int] = []
+        if self.remaining and self.ordering:
+            self._rekey()
         self._check_families()
         self._select_gts(self.M)
         starving = not self.running and self.n_gt_wait > 0
@@ -569,7 +622,7 @@ class EcoServe(Policy):
         st = self.state
         while admit and h and budget > 0 and slots > 0:
             i = h[0][-1]
-            if st[i] != _PT_WAIT:
+            if not self._live(h[0], _PT_WAIT):
                 heapq.heappop(h)
                 continue
             R = self._fp(int(v.S[i]))
@@ -728,6 +781,10 @@ def _params(predictor: str = "noisy", padding: float = 0.15) -> tuple[Param, ...
               "model)", non_negative),
         Param("slo_scale", float, 2.0, "JCT SLO scale used for the deadline buckets", positive),
         Param("bucket", int, 128, "occupied-KV bucket width in tokens (ordering)", positive),
+        Param("deadline", str, "remaining", "section 3.3's deadline buckets: remaining = time "
+              "left to the absolute JCT deadline (arrival + SLO) when selecting (the paper's "
+              "text); slo-length = the SLO's own length (fixed per request)",
+              choices=("remaining", "slo-length")),
         Param("length_bin", int, 16, "padded predicted lengths rounded up to a multiple of "
               "this many tokens, so that same-length groups form (1 = token-exact)", positive),
     )

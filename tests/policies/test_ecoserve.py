@@ -244,10 +244,13 @@ def test_default_tfs_from_the_cost_model():
 @settings(max_examples=40, deadline=None)
 @given(instance=instances(max_requests=7, max_prompt=10, max_output=8),
        predictor=st.sampled_from(["noisy", "exact"]), seed=st.integers(0, 3),
-       reserve=st.sampled_from([0.0, 0.03, 0.2]))
-def test_every_variant_is_feasible_with_both_predictors(instance, predictor, seed, reserve):
+       reserve=st.sampled_from([0.0, 0.03, 0.2]),
+       deadline=st.sampled_from(["remaining", "slo-length"]), length_bin=st.sampled_from([1, 4]))
+def test_every_variant_is_feasible_with_both_predictors(instance, predictor, seed, reserve,
+                                                        deadline, length_bin):
     for name in VARIANTS:
-        kw = dict(predictor=predictor, reserve=reserve)
+        kw = dict(predictor=predictor, reserve=reserve, deadline=deadline,
+                  length_bin=length_bin)
         if name != "ecoserve-oracle" and predictor == "noisy":
             kw["seed"] = seed
         policy = get_policy(name, **kw)
