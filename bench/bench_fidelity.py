@@ -75,7 +75,8 @@ def bros_rows(n_rt: int, rate: float) -> None:
 
 
 ECO_POLICIES = (("vllm", {}), ("ecoserve-d", {}), ("ecoserve-sd", {}),
-                ("ecoserve-sd", {"length_bin": 1}), ("ecoserve", {}), ("ecoserve-oracle", {}))
+                ("ecoserve-sd", {"length_bin": 1}), ("ecoserve", {}),
+                ("ecoserve", {"deadline": "slo-length"}), ("ecoserve-oracle", {}))
 
 
 def ecoserve_rows(n: int, mult: float) -> None:
