@@ -5,6 +5,8 @@ side by side (each run well under a minute).
   of 8, seed 1) at RT 4 req/s: RT normalised latency, TTFT attainment and BE throughput of
   ``bros`` (progressive drop on / off) and ``vllm``; the share of iterations holding one
   entry, and the drops.
+* **Apt-Serve's 2-approximation**: violations split by whether every KV choice fits alone.
+* **Apt-Serve** on notebook 08's setting: paper vs code value model.
 * **EcoServe** on the first ``--n`` Azure conversation requests at ``--load`` x the rate the
   trace's total work allows on M = 20,000 / C = 4,096 (notebook 06's setting): mean and p99
   JCT and throughput of ``ecoserve``, ``ecoserve-oracle`` and ``vllm``, and EcoServe's
@@ -152,6 +154,30 @@ def aptserve_rows(n: int, mult: float) -> None:
               f"{ev.metrics.get('hidden_entries', 0):>15} {time.perf_counter() - t0:>5.1f}")
 
 
+def approx_rows(trials: int, seed: int) -> None:
+    """Apt-Serve's 2-approximation (``check-claim aptserve-2approx``'s random problems), its
+    violations split by whether every KV choice fits the per-iteration limit alone."""
+    import random
+
+    from optsched.oracles.aptserve import VARIANTS, exact_bruteforce, greedy, random_problem
+    rng = random.Random(seed)
+    split = {v: [0, 0] for v in VARIANTS}
+    fit = 0
+    for _ in range(trials):
+        prob = random_problem(rng, 6)
+        opt = exact_bruteforce(prob)
+        alone = all(m <= prob.capacity for m in prob.memory)
+        fit += alone
+        for v, kw in VARIANTS.items():
+            if greedy(prob, **kw).value < opt.value / 2 - 1e-9:
+                split[v][0 if alone else 1] += 1
+    print(f"Apt-Serve 2-approximation: {trials} problems (seed {seed}), {fit} with every KV "
+          f"choice fitting alone")
+    print(f"{'variant':24} {'violations, all fit':>20} {'violations, one does not':>25}")
+    for v, (a, b) in split.items():
+        print(f"{v:24} {a:>20} {b:>25}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rt", type=int, default=15, help="RT requests of the BROS run")
@@ -160,8 +186,13 @@ def main(argv=None) -> int:
     ap.add_argument("--mult", type=float, default=4.0, help="EcoServe load: x the trace rate")
     ap.add_argument("--apt-n", type=int, default=80, help="Azure requests of the Apt-Serve run")
     ap.add_argument("--apt-mult", type=float, default=2.0, help="Apt-Serve load: x trace rate")
-    ap.add_argument("--only", choices=("bros", "ecoserve", "aptserve"), help="run one part")
+    ap.add_argument("--only", choices=("bros", "ecoserve", "aptserve", "approx"),
+                    help="run one part")
     args = ap.parse_args(argv)
+    if args.only in (None, "approx"):
+        approx_rows(3000, 1)
+    if args.only == "approx":
+        return 0
     if not TRACE.exists():
         print(f"skipped: trace {TRACE} not found (../shared/data missing)")
         return 0
