@@ -59,7 +59,8 @@ def bros_rows(n_rt: int, rate: float) -> None:
     print(f"BROS: {inst.n} requests ({n_rt} RT at {rate} req/s)")
     print(f"{'policy':22} {'RT norm lat':>12} {'TTFT att':>9} {'BE req/s':>9} "
           f"{'1-entry it':>11} {'drops':>6} {'s':>6}")
-    for label, name, params in (("bros", "bros", {}), ("bros drop=false", "bros", {"drop": False}),
+    for label, name, params in (("bros", "bros", {}), ("bros drop=true", "bros", {"drop": True}),
+                                ("bros overlap=false", "bros", {"overlap": False}),
                                 ("vllm", "vllm", {})):
         p = _policy(name, **params)
         if p is None:

@@ -134,6 +134,7 @@ POLICIES = [p.name for p in list_policies()]
 @pytest.mark.parametrize("policy,params", [("bros", {}), ("bros-rr", {}),
                                            ("bros", {"patience": 1}),
                                            ("bros", {"drop": True}),
+                                           ("bros", {"overlap": False}),
                                            ("bros-rr", {"patience": 1}),
                                            ("vllm", {}), ("sarathi", {}), ("fcfs", {})])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
