@@ -17,6 +17,7 @@ better, and a function of the run); :data:`METRICS` holds them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
@@ -133,6 +134,48 @@ def trace_rate(instance: Instance) -> float:
     return (instance.n - 1) / span if span > 0 else 0.0
 
 
+def min_busy_time(instance: Instance) -> float | None:
+    """A lower bound on the engine time any schedule of ``instance`` spends in batches
+    (semantics sections 3 and 5), or None for a cost model it does not know. Every request
+    processes at least its ``I + O - 1`` tokens (a refill after an eviction only adds work)
+    and needs at least ``O`` batches (one token per batch), so there are at least
+    ``B = max(ceil(T / C), max O)`` batches with ``T = sum (I + O - 1)`` tokens. A unit-time
+    batch costs 1: ``B``. A :class:`~optsched.cost.LinearCost` batch costs at least
+    ``k0 + k1 * tokens`` (every other term is >= 0): ``k0 B + k1 T``."""
+    from .cost import LinearCost, UnitCost
+
+    if instance.n == 0:
+        return 0.0
+    T = int((instance.prompt + instance.output - 1).sum())
+    B = max(-(-T // instance.limits.max_batch_tokens), int(instance.output.max()))
+    cm = instance.cost_model
+    if isinstance(cm, UnitCost):
+        return float(B)
+    if isinstance(cm, LinearCost):
+        return cm.k0 * B + cm.k1 * T
+    return None
+
+
+def work_limit_rate(instance: Instance) -> float | None:
+    """The rate total work allows: ``n / min_busy_time``. Over a long trace a policy cannot
+    finish requests faster than this, so a "sustainable" rate above it only reflects a
+    trace too short for the queue to build up (issue 29). None when the bound is unknown
+    or zero."""
+    w = min_busy_time(instance)
+    return instance.n / w if w else None
+
+
+def repeat_trace(instance: Instance, times: int) -> Instance:
+    """``instance``'s requests ``times`` times in a row (ids suffixed ``#k``): the same mix,
+    a longer trace, for checking that a sustainable rate holds (arrivals are replaced by
+    :func:`at_rate` anyway)."""
+    if times < 1:
+        raise RateSearchError(f"times must be >= 1, got {times!r}")
+    reqs = tuple(r.__class__(**{**r.to_dict(), "id": r.id if k == 0 else f"{r.id}#{k}"})
+                 for k in range(times) for r in instance.requests)
+    return instance.replace(requests=reqs)
+
+
 @dataclass(frozen=True)
 class Probe:
     rate: float
@@ -154,11 +197,42 @@ class RateSearchResult:
     sustainable_rate: float | None
     lowest_failing_rate: float | None
     probes: tuple[Probe, ...]
+    #: :func:`work_limit_rate` of the searched trace (None: unknown cost model)
+    work_limit: float | None = None
+    #: the probe at the sustainable rate repeated on a ``confirm_factor`` x longer trace
+    #: (:func:`confirm`); None when not checked
+    confirmation: Probe | None = None
+    confirm_factor: int = 0
+
+    @property
+    def throughput(self) -> float | None:
+        """Requests per time unit finished at the sustainable rate (its probe's
+        ``throughput_rps``)."""
+        for p in self.probes:
+            if p.rate == self.sustainable_rate:
+                return p.metrics.get("throughput_rps")
+        return None
+
+    @property
+    def counted_rate(self) -> float | None:
+        """The sustainable rate if it may be claimed: at most the work limit and, when
+        checked, still met on the longer trace; else None."""
+        r = self.sustainable_rate
+        if r is None or (self.work_limit is not None and r > self.work_limit):
+            return None
+        if self.confirmation is not None and not self.confirmation.meets:
+            return None
+        return r
 
     def to_dict(self) -> dict[str, Any]:
         return {"policy": self.policy, "metric": self.metric, "target": self.target,
                 "sustainable_rate": self.sustainable_rate,
                 "lowest_failing_rate": self.lowest_failing_rate,
+                "throughput": self.throughput, "work_limit": self.work_limit,
+                "confirm_factor": self.confirm_factor or None,
+                "holds_on_longer_trace": None if self.confirmation is None
+                else self.confirmation.meets,
+                "counted_rate": self.counted_rate,
                 "probes": [p.to_dict() for p in self.probes]}
 
 
@@ -243,7 +317,23 @@ def search(instance: Instance, policy: str, metric: str, target: float, lo: floa
             good = mid
         else:
             bad = mid
-    return RateSearchResult(policy, m.name, float(target), good, bad, tuple(done))
+    return RateSearchResult(policy, m.name, float(target), good, bad, tuple(done),
+                            work_limit=work_limit_rate(instance))
+
+
+def confirm(result: RateSearchResult, instance: Instance, factor: int = 3, *, seed: int = 0,
+            params: dict[str, Any] | None = None,
+            settings: dict[str, Any] | None = None) -> RateSearchResult:
+    """``result`` with its sustainable rate probed again on ``factor`` x the trace
+    (:func:`repeat_trace`): a rate is counted only if it still meets the target there
+    (:attr:`RateSearchResult.counted_rate`; issue 29)."""
+    if result.sustainable_rate is None:
+        return result
+    settings = dict(settings or {})
+    m = check_settings(result.metric, settings)
+    p = probe(repeat_trace(instance, factor), result.policy, result.sustainable_rate, m,
+              result.target, seed=seed, params=params, settings=settings)
+    return dataclasses.replace(result, confirmation=p, confirm_factor=factor)
 
 
 def slo_from_reference(instance: Instance, policy: str = "vllm", scale: float = 2.0) -> JctSlo:
@@ -255,4 +345,4 @@ def slo_from_reference(instance: Instance, policy: str = "vllm", scale: float = 
 
 __all__ = ["METRICS", "RateMetric", "RateSearchError", "RateSearchResult", "Probe", "Run",
            "at_rate", "trace_rate", "probe", "search", "register_metric", "slo_from_reference",
-           "resolve_metric"]
+           "resolve_metric", "min_busy_time", "work_limit_rate", "repeat_trace", "confirm"]

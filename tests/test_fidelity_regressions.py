@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
 from optsched.capacity import hidden_kv_ratio, preset_hidden_ratio
-from optsched.cost import UnitCost
+from optsched.cost import LinearCost, UnitCost
 from optsched.errors import InstanceError
 from optsched.evaluate import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, simulate
+from optsched.rate_search import confirm, min_busy_time, repeat_trace, search, work_limit_rate
 from optsched.schedule import Schedule
 from optsched.serving_metrics import mechanism_stats, p99_tbt
+from tests.strategies import instances
 
 
 def _inst(reqs, M, C, **limits) -> Instance:
@@ -263,3 +266,46 @@ def test_ecoserve_remaining_deadline_puts_the_request_closest_to_its_deadline_fi
     got, ev = _run(inst, get_policy("ecoserve-oracle", length_bin=1, deadline="slo-length"))
     assert got[3:] == [[("y", 2)], [("x", 1), ("y", 1)], [("x", 1)]]
     assert ev.latency.tolist() == [3.0, 6.0, 2.5]
+
+
+# -- rate claims: the work limit (issue 29, item 5) ------------------------------------------
+def test_work_limit_rate_by_hand_and_below_every_schedules_busy_time():
+    # a (I = 3, O = 2), b (I = 1, O = 4), C = 4: T = (3 + 2 - 1) + (1 + 4 - 1) = 8 tokens,
+    # B = max(ceil(8 / 4), max O = 4) = 4 batches. Unit time: 4, work limit 2 / 4 = 0.5.
+    # Linear k0 = 0.01, k1 = 0.001: 0.01 * 4 + 0.001 * 8 = 0.048 -> 2 / 0.048.
+    reqs = (Request("a", 0, 3, 2), Request("b", 0, 1, 4))
+    unit = Instance("h", Limits(kv_capacity=16, max_batch_tokens=4), UnitCost(), reqs)
+    lin = unit.replace(cost_model=LinearCost(k0=0.01, k1=0.001))
+    assert min_busy_time(unit) == 4.0 and work_limit_rate(unit) == 0.5
+    assert abs(min_busy_time(lin) - 0.048) < 1e-15
+    assert abs(work_limit_rate(lin) - 2 / 0.048) < 1e-9
+    for inst in (unit, lin):
+        for name in ("vllm", "sarathi", "fcfs"):
+            ev = evaluate(inst, simulate(inst, name))
+            assert ev.batch_duration.sum() >= min_busy_time(inst) - 1e-12
+
+
+@settings(max_examples=30, deadline=None)
+@given(inst=instances(max_requests=6, max_prompt=12, max_output=8))
+def test_min_busy_time_never_exceeds_a_policys_busy_time(inst):
+    for name in ("vllm", "sarathi"):
+        ev = evaluate(inst, simulate(inst, name))
+        assert ev.batch_duration.sum() >= min_busy_time(inst) - 1e-9
+
+
+def test_repeat_trace_keeps_the_mix_and_confirm_counts_only_rates_that_hold():
+    reqs = tuple(Request(f"r{k}", 0, 2, 3) for k in range(4))
+    inst = Instance("h", Limits(kv_capacity=64, max_batch_tokens=8), UnitCost(), reqs)
+    longer = repeat_trace(inst, 3)
+    assert longer.n == 12 and longer.ids[4] == "r0#1"
+    assert (longer.output == 3).all() and (longer.prompt == 2).all()
+    res = search(inst, "vllm", "mean-jct", 1e9, 0.1, 1.0, probes=2, progress=False)
+    # every rate meets an unbounded target: sustainable 1.0 and, on the 3x trace, it holds
+    res = confirm(res, inst, 3)
+    assert res.sustainable_rate == 1.0 and res.confirmation is not None
+    assert res.confirmation.meets and res.confirm_factor == 3
+    # 4 requests, I + O - 1 = 4 tokens each: T = 16, B = max(2, 3) = 3: limit 4 / 3 > 1.0,
+    # so the rate is below the work limit and, holding on the 3x trace, counted
+    assert res.work_limit == 4 / 3 and res.counted_rate == 1.0
+    d = res.to_dict()
+    assert d["holds_on_longer_trace"] is True and d["work_limit"] == 4 / 3

@@ -174,10 +174,18 @@ def run_capacity(args) -> int:
             text = f">= {hi:g} (meets at the highest rate)"
         else:
             text = f"{fmt(rate, 4)} (misses at {fmt(r.lowest_failing_rate, 4)})"
-        rows.append((r.policy, text, len(r.probes)))
+        above = rate is not None and r.work_limit is not None and rate > r.work_limit
+        rows.append((r.policy, text, fmt(r.throughput, 4) if r.throughput else "n/a",
+                     fmt(r.work_limit, 4) if r.work_limit else "n/a",
+                     "yes" if above else "no", len(r.probes)))
     print(f"sustainable rate on {inst.n} requests: {args.metric} "
           f"{'<=' if metric.better == 'lower' else '>='} {args.target:g}")
-    print(table(["policy", "sustainable req/s", "probes"], rows))
+    print(table(["policy", "sustainable req/s", "throughput req/s", "work limit req/s",
+                 "above the limit", "probes"], rows))
+    if any(r.sustainable_rate is not None and r.work_limit is not None
+           and r.sustainable_rate > r.work_limit for r in results):
+        print("a rate above the work limit (the rate total work allows) is not sustainable on "
+              "a longer trace: the trace is too short for the queue to build up")
     if plot:
         print(f"plot written to {plot}")
     return EXIT_OK
