@@ -142,11 +142,17 @@ def bros_workload(
                     tuple(reqs))
 
 
-def hybrid_metrics(instance: Instance, evaluation: Any) -> dict[str, Any]:
+def hybrid_metrics(instance: Instance, evaluation: Any, schedule: Any = None) -> dict[str, Any]:
     """The paper's metrics (section 7.1) from one evaluation, per class: RT normalised
     latency (mean of latency / output tokens), TTFT and TPOT SLO attainment (share of RT
-    requests meeting each; a request that never finishes meets neither), BE throughput
-    (BE requests finished per second of makespan) and swap volume (tokens swapped out)."""
+    requests meeting each, TPOT from the request's mean; a request that never finishes meets
+    neither), BE throughput (BE requests finished per second of makespan) and swap volume
+    (tokens swapped out). Issue 29 adds two readings that do not hide what the first ones
+    average away: ``be_throughput_coserving``, BE requests finished while an RT request is
+    in the system per second of that time (BE starvation during co-serving), and, with the
+    ``schedule``, ``rt_tpot_token_attainment``, the share of RT inter-token gaps (every
+    generated token after the first, refill tokens included) within the TPOT SLO -- the
+    paper's "fine-grained" per-token SLO; the per-request mean meets it for every policy."""
     cls = np.array([r.cls or "" for r in instance.requests])
     rt, be = cls == "rt", cls == "be"
     out: dict[str, Any] = {"rt_requests": int(rt.sum()), "be_requests": int(be.sum())}
@@ -160,10 +166,56 @@ def hybrid_metrics(instance: Instance, evaluation: Any) -> dict[str, Any]:
         tpot = np.where(instance.output[rt] > 1, evaluation.tpot[rt], 0.0)
         out["rt_ttft_attainment"] = float(np.mean(np.isfinite(ttft) & (ttft <= ttft_slo + 1e-12)))
         out["rt_tpot_attainment"] = float(np.mean(done[rt] & (tpot <= tpot_slo + 1e-12)))
+        if schedule is not None:
+            out["rt_tpot_token_attainment"] = _token_attainment(instance, evaluation, schedule,
+                                                                rt)
     makespan = evaluation.metrics["makespan"]
     out["be_throughput"] = float(done[be].sum()) / makespan if makespan > 0 else None
+    if rt.any() and be.any():
+        out["be_throughput_coserving"] = _coserving_throughput(instance, evaluation, rt, be)
     out["swap_out_tokens"] = int(evaluation.metrics.get("swap_out_tokens", 0))
     return out
+
+
+def _coserving_throughput(instance: Instance, evaluation: Any, rt: np.ndarray,
+                          be: np.ndarray) -> float | None:
+    """BE requests finished inside the union of the RT requests' ``[arrival, completion]``
+    intervals, per second of that union (None when it is empty)."""
+    end = np.where(np.isfinite(evaluation.completion), evaluation.completion,
+                   evaluation.metrics["makespan"])
+    iv = sorted(zip(instance.arrival[rt].tolist(), end[rt].tolist(), strict=True))
+    merged: list[list[float]] = []
+    for a, b in iv:
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    span = sum(b - a for a, b in merged)
+    if span <= 0:
+        return None
+    fin = evaluation.completion[be]
+    fin = fin[np.isfinite(fin)]
+    inside = sum(int(((fin >= a) & (fin <= b)).sum()) for a, b in merged)
+    return inside / span
+
+
+def _token_attainment(instance: Instance, evaluation: Any, schedule: Any,
+                      rt: np.ndarray) -> float | None:
+    """Share of RT inter-token gaps within the request's TPOT SLO (every entry that
+    generated a token: :attr:`~optsched.evaluate.Evaluation.entry_generates`)."""
+    gen = evaluation.entry_generates
+    req = schedule.entry_req[gen]
+    t = evaluation.batch_end[schedule.batch_of_entry[gen]]
+    keep = rt[req]
+    req, t = req[keep], t[keep]
+    order = np.lexsort((t, req))
+    req, t = req[order], t[order]
+    same = req[1:] == req[:-1]
+    if not same.any():
+        return None
+    slo = np.array([r.tpot_slo or math.inf for r in instance.requests])
+    gaps = np.diff(t)[same]
+    return float(np.mean(gaps <= slo[req[1:][same]] + 1e-12))
 
 
 __all__ = ["bros_workload", "hybrid_metrics", "be_batch_service_time", "TTFT_SLO", "TPOT_SLO",
