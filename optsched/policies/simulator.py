@@ -57,7 +57,7 @@ import numpy as np
 from ..cost import LinearCost, UnitCost
 from ..instance import Instance, Limits
 from ..schedule import Schedule, ScheduleBuilder
-from .registry import SimulationError
+from .registry import PolicyError, SimulationError
 
 
 class Plan(NamedTuple):
@@ -257,6 +257,7 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
                     stats: SimStats | None = None) -> Schedule:
     """Run ``policy`` over ``instance``; return the schedule (no metrics). ``stats``, if
     given, receives the policy's decision time."""
+    check_policy(policy)
     sim = _Sim(instance)
     n = instance.n
     lim = instance.limits
@@ -271,6 +272,9 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     view = SimView(sim, known)
     bind_predictor(instance, policy, view, sim)
     policy.bind(view)
+    if getattr(policy, "view", None) is not view:
+        raise SimulationError(f"policy {policy.name!r}: bind() did not call super().bind(view), "
+                              "so the policy has no view of the simulation (docs/policies.md)")
     price = batch_pricer(instance.cost_model)
     builder = sim.builder
     add = builder.add_indexed
@@ -308,6 +312,10 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         decide += clock() - t0
         decide_cpu += cpu_clock() - c0
         calls += 1
+        if plan is not None and not isinstance(plan, Plan):
+            raise SimulationError(
+                f"policy {policy.name!r}, batch {len(builder)}: next_batch returned a "
+                f"{type(plan).__name__}, not a Plan (or None to wait for the next arrival)")
         if plan is None or (len(plan.req) == 0 and len(plan.evict) == 0
                             and len(plan.swap_out) == 0 and len(plan.swap_in) == 0):
             if nxt < n:
@@ -321,9 +329,7 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         j = len(builder)
         if j >= limit:
             raise SimulationError(f"policy {policy.name!r} exceeded {limit} batches (livelock?)")
-        req = np.asarray(plan.req, dtype=np.int64)
-        c = np.asarray(plan.tokens, dtype=np.int64)
-        ev = np.asarray(plan.evict, dtype=np.int64)
+        req, c, ev = checked_plan(plan, policy.name, j, instance.ids)
         if ev.size:
             mev = m[ev]
             if (mev <= 0).any():
@@ -404,6 +410,61 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         stats.decisions = calls
         stats.batches = len(builder)
     return builder.build()
+
+
+def check_policy(policy: object) -> None:
+    """A policy object must be a :class:`Policy` (docs/policies.md): a one-line
+    :class:`PolicyError` naming it otherwise, before the run starts."""
+    if not isinstance(policy, Policy):
+        name = getattr(policy, "name", "") or type(policy).__name__
+        raise PolicyError(f"policy {name!r}: {type(policy).__name__} is not a Policy subclass; "
+                          "derive it from optsched.policies.Policy (docs/policies.md)")
+
+
+def _int_array(values, what: str, name: str, j: int, ids: Sequence[str],
+               req: np.ndarray | None = None) -> np.ndarray:
+    """``values`` of a plan as int64, refusing fractions rather than flooring them
+    (a schedule file refuses them too); the error names the policy, the batch and, for token
+    counts, the request."""
+    a = np.asarray(values)
+    if a.dtype.kind in "iu" or a.size == 0:
+        return a.astype(np.int64, copy=False).reshape(-1)
+    if a.ndim != 1 or a.dtype.kind not in "fO":
+        raise SimulationError(f"policy {name!r}, batch {j}: {what} must be a list of integers, "
+                              f"got {values!r}")
+    try:
+        f = a.astype(np.float64)
+    except (TypeError, ValueError):
+        raise SimulationError(f"policy {name!r}, batch {j}: {what} must be integers, "
+                              f"got {values!r}") from None
+    bad = np.flatnonzero(~np.isfinite(f) | (f != np.round(f)) | np.array(
+        [isinstance(x, (bool, np.bool_)) for x in a.tolist()], bool))
+    if bad.size:
+        k = int(bad[0])
+        whose = f" of request {ids[int(req[k])]!r}" if req is not None and k < req.size \
+            and 0 <= req[k] < len(ids) else ""
+        raise SimulationError(f"policy {name!r}, batch {j}: {what}{whose} must be integers, "
+                              f"got {a.tolist()[k]!r}")
+    return f.astype(np.int64)
+
+
+def checked_plan(plan: Plan, name: str, j: int, ids: Sequence[str]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A plan's requests, token counts and evictions as int64 arrays, checked: integers,
+    requests that exist, one token count per entry (docs/policies.md, "Errors")."""
+    req = _int_array(plan.req, "request indices", name, j, ids)
+    ev = _int_array(plan.evict, "evictions", name, j, ids)
+    n = len(ids)
+    for arr, what in ((req, "entries"), (ev, "evictions")):
+        if arr.size and (arr.min() < 0 or arr.max() >= n):
+            bad = int(arr[(arr < 0) | (arr >= n)][0])
+            raise SimulationError(f"policy {name!r}, batch {j}: {what} refer to request index "
+                                  f"{bad}, outside 0..{n - 1}")
+    c = _int_array(plan.tokens, "tokens", name, j, ids, req)
+    if c.size != req.size:
+        raise SimulationError(f"policy {name!r}, batch {j}: {req.size} entries but {c.size} "
+                              "token counts")
+    return req, c, ev
 
 
 def _release(lim: Limits, m: np.ndarray, hid: np.ndarray, idx: np.ndarray, n_hidden: int
@@ -492,4 +553,4 @@ def _apply_swaps(sim: _Sim, plan: Plan, name: str, j: int, kv: int, req, ev) -> 
 
 
 __all__ = ["Plan", "EMPTY_PLAN", "Policy", "SimView", "SimStats", "simulate_policy",
-           "known_outputs", "batch_pricer"]
+           "known_outputs", "batch_pricer", "check_policy", "checked_plan"]
