@@ -135,7 +135,7 @@ def test_epoch_arrivals_solve_like_shifted_ones():
     zero = base.replace(requests=tuple(
         Request(r.id, r.arrival * 0.01, r.prompt, r.output) for r in base.requests))
     opts = SolveOptions(time_limit=60, progress=False)
-    for objective in ("makespan", "total_latency"):
+    for objective in ("makespan", "total-latency"):
         a = solve(epoch, "infermax", objective, options=opts)
         b = solve(zero, "infermax", objective, options=opts)
         assert a.status == b.status == "optimal", (a.status, a.notes)
@@ -368,3 +368,20 @@ def test_plan_with_numpy_integer_tokens_is_accepted():
     p = NumpyTokens()
     p.name = "np"
     assert simulate(_tiny(), p).n_batches >= 1
+
+
+# -- 5. the policy API page ----------------------------------------------------------------
+def test_the_worked_example_of_docs_policies_runs(tmp_path, capsys):
+    """docs/policies.md's example, cut from the page, runs from a file as --policy x.py:Class
+    and its schedule is feasible (the evaluator's verdict)."""
+    page = (ROOT / "docs" / "policies.md").read_text()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    f = tmp_path / "shortest.py"
+    f.write_text(code)
+    rc, out, err = run_cli(capsys, "simulate", GOOD, "--policy", f"{f}:ShortestPromptFirst",
+                           "--param", "chunk=1", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["evaluation"]["feasible"] is True
+    # the one Policy subclass in the file is picked without :Class
+    rc, out, err = run_cli(capsys, "simulate", GOOD, "--policy", f, "--json")
+    assert rc == 0, err
