@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -356,6 +357,7 @@ def _warm_start(instance: Instance, objective: str, warm_start, hyp: Hypotheses
         return ws, {"policy": "schedule", "objective": _num(ws.objective(objective)),
                     "feasible": ws.feasible}
     from ..policies import list_policies, simulate
+    from ..policies.registry import PolicyWarning
 
     if warm_start == "auto":
         known = {spec.name for spec in list_policies()}
@@ -368,7 +370,9 @@ def _warm_start(instance: Instance, objective: str, warm_start, hyp: Hypotheses
     best = None
     for name in names:
         try:
-            s = simulate(instance, name)
+            with warnings.catch_warnings():  # a warm start is any feasible schedule: how a
+                warnings.simplefilter("ignore", PolicyWarning)  # policy departs is moot
+                s = simulate(instance, name)
         except OptschedError:
             if warm_start != "auto":
                 raise
