@@ -171,10 +171,14 @@ def fuzz(tmp_path: Path, capsys, seed: int, rounds: int, expensive_every: int) -
             sched = _write(tmp_path / f"s{k}.json", mutate_json(SCHEDULE, rng))
         else:
             trace = _write(tmp_path / f"t{k}.csv", mutate_trace(rng))
-            for argv in (["simulate", "--trace", str(trace), "--policy", "vllm", "--kv-capacity",
-                          "1000", "--max-batch-tokens", "512", "--json"],
-                         ["generate", "azure", "--trace", str(trace), "--kv-capacity", "1000",
-                          "--max-batch-tokens", "512", "-o", str(tmp_path / f"g{k}.json")]):
+            lim = ["--kv-capacity", "1000", "--max-batch-tokens", "512"]
+            runs = [["simulate", "--trace", str(trace), "--policy", "vllm", *lim, "--json"],
+                    ["generate", "azure", "--trace", str(trace), *lim,
+                     "-o", str(tmp_path / f"g{k}.json")]]
+            if k % expensive_every == 0:
+                runs.append(["capacity", str(trace), "--policy", "vllm", "--metric", "mean-jct",
+                             "--target", "100", "--probes", "2", *lim, "--json"])
+            for argv in runs:
                 check(*run(capsys, argv), argv)
             continue
         for argv, solver in _commands(tmp_path, inst, sched):
