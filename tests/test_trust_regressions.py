@@ -385,3 +385,13 @@ def test_the_worked_example_of_docs_policies_runs(tmp_path, capsys):
     # the one Policy subclass in the file is picked without :Class
     rc, out, err = run_cli(capsys, "simulate", GOOD, "--policy", f, "--json")
     assert rc == 0, err
+
+
+def test_compare_with_a_broken_user_policy_exits_2(tmp_path, capsys):
+    """Before: a policy that failed made compare exit 1, the code for "infeasible"."""
+    f = tmp_path / "mine.py"
+    f.write_text(USER_POLICIES)
+    rc, out, err = run_cli(capsys, "compare", GOOD, "--policies", f"vllm,{f}:Fractional",
+                           "--no-gantt", "-o", tmp_path / "rep")
+    assert rc == 2, err
+    assert "batch 0: tokens of request 'a' must be integers, got 2.5" in out
