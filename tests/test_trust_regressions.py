@@ -388,7 +388,8 @@ def test_the_worked_example_of_docs_policies_runs(tmp_path, capsys):
 
 
 def test_compare_with_a_broken_user_policy_exits_2(tmp_path, capsys):
-    """Before: a policy that failed made compare exit 1, the code for "infeasible"."""
+    """Before: the 2.5 tokens were floored in silence and compare exited 0 with the floored
+    schedule; a policy that failed exited 1, the code for "infeasible"."""
     f = tmp_path / "mine.py"
     f.write_text(USER_POLICIES)
     rc, out, err = run_cli(capsys, "compare", GOOD, "--policies", f"vllm,{f}:Fractional",
