@@ -421,14 +421,22 @@ def check_policy(policy: object) -> None:
                           "derive it from optsched.policies.Policy (docs/policies.md)")
 
 
+_NO_INTS = np.zeros(0, np.int64)
+_NO_INTS.flags.writeable = False
+
+
 def _int_array(values, what: str, name: str, j: int, ids: Sequence[str],
                req: np.ndarray | None = None) -> np.ndarray:
     """``values`` of a plan as int64, refusing fractions rather than flooring them
     (a schedule file refuses them too); the error names the policy, the batch and, for token
     counts, the request."""
+    if isinstance(values, np.ndarray) and values.dtype == np.int64 and values.ndim == 1:
+        return values  # the common cases first: this runs for every batch
+    if not len(values):
+        return _NO_INTS
     a = np.asarray(values)
-    if a.dtype.kind in "iu" or a.size == 0:
-        return a.astype(np.int64, copy=False).reshape(-1)
+    if a.dtype.kind in "iu" and a.ndim == 1:
+        return a.astype(np.int64, copy=False)
     if a.ndim != 1 or a.dtype.kind not in "fO":
         raise SimulationError(f"policy {name!r}, batch {j}: {what} must be a list of integers, "
                               f"got {values!r}")
@@ -451,20 +459,28 @@ def _int_array(values, what: str, name: str, j: int, ids: Sequence[str],
 def checked_plan(plan: Plan, name: str, j: int, ids: Sequence[str]
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A plan's requests, token counts and evictions as int64 arrays, checked: integers,
-    requests that exist, one token count per entry (docs/policies.md, "Errors")."""
+    requests that exist, one token count per entry (docs/policies.md, "Errors"). Runs once
+    per batch, so the common case (integer lists or arrays in range) costs one conversion
+    per field and one reduction per non-empty index array."""
     req = _int_array(plan.req, "request indices", name, j, ids)
-    ev = _int_array(plan.evict, "evictions", name, j, ids)
+    ev = _int_array(plan.evict, "evictions", name, j, ids) if len(plan.evict) else _NO_INTS
     n = len(ids)
-    for arr, what in ((req, "entries"), (ev, "evictions")):
-        if arr.size and (arr.min() < 0 or arr.max() >= n):
-            bad = int(arr[(arr < 0) | (arr >= n)][0])
-            raise SimulationError(f"policy {name!r}, batch {j}: {what} refer to request index "
-                                  f"{bad}, outside 0..{n - 1}")
+    # as unsigned, a negative index is huge: one reduction finds both kinds of outsiders
+    if req.size and req.view(np.uint64).max() >= n:
+        _outside(req, "entries", name, j, n)
+    if ev.size and ev.view(np.uint64).max() >= n:
+        _outside(ev, "evictions", name, j, n)
     c = _int_array(plan.tokens, "tokens", name, j, ids, req)
     if c.size != req.size:
         raise SimulationError(f"policy {name!r}, batch {j}: {req.size} entries but {c.size} "
                               "token counts")
     return req, c, ev
+
+
+def _outside(arr: np.ndarray, what: str, name: str, j: int, n: int) -> None:
+    bad = int(arr[(arr < 0) | (arr >= n)][0])
+    raise SimulationError(f"policy {name!r}, batch {j}: {what} refer to request index {bad}, "
+                          f"outside 0..{n - 1}")
 
 
 def _release(lim: Limits, m: np.ndarray, hid: np.ndarray, idx: np.ndarray, n_hidden: int
