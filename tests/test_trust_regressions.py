@@ -17,6 +17,7 @@ import pytest
 from optsched.cli import main
 from optsched.cost import DEFAULT_PRESET, KSWAP_DEFAULT, RHO_DEFAULT, LinearCost, UnitCost, preset
 from optsched.errors import InstanceError, ScheduleFormatError
+from optsched.evaluate import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import Plan, Policy, simulate
 from optsched.policies.registry import PolicyError, SimulationError
@@ -94,15 +95,16 @@ def _other_arrivals(tmp_path) -> Path:
     return f
 
 
-@pytest.mark.parametrize("command", ["validate", "evaluate"])
-def test_schedule_replayed_on_another_instance_is_flagged(tmp_path, capsys, command):
+@pytest.mark.parametrize("command, suffix", [("validate", ".json"), ("evaluate", ".json"),
+                                             ("validate", ".npz")])
+def test_schedule_replayed_on_another_instance_is_flagged(tmp_path, capsys, command, suffix):
     """Before: a schedule file carried nothing tying it to its instance; replayed on one
     with other arrivals it was "feasible" with new metrics and no word."""
-    sched = tmp_path / "s.json"
+    sched = tmp_path / f"s{suffix}"
     rc, _, err = run_cli(capsys, "simulate", GOOD, "--policy", "fcfs", "-o", sched)
     assert rc == 0, err
-    meta = json.loads(sched.read_text())["meta"]
-    assert meta["instance"] == "arrivals-unit-3" and len(meta["instance_hash"]) == 64
+    tag = Schedule.load(sched).instance_tag
+    assert tag is not None and tag[0] == "arrivals-unit-3" and len(tag[1]) == 64
     rc, _, err = run_cli(capsys, command, GOOD, sched)
     assert "differ" not in err
     other = _other_arrivals(tmp_path)
@@ -396,3 +398,22 @@ def test_compare_with_a_broken_user_policy_exits_2(tmp_path, capsys):
                            "--no-gantt", "-o", tmp_path / "rep")
     assert rc == 2, err
     assert "batch 0: tokens of request 'a' must be integers, got 2.5" in out
+
+
+def test_epoch_arrivals_keep_the_bound_tight():
+    """Before: the bound's relative safety margin (1e-9) was taken of the epoch time itself,
+    1.7 s below the optimum at t = 1.7e9 while the whole schedule lasts 0.04 s. Shifted, the
+    bound is the shifted instance's plus the offset, and still below the optimum."""
+    from optsched.bounds import lower_bound
+
+    base = Instance.load(GOOD).replace(cost_model=preset(DEFAULT_PRESET))
+    off = 1.7e9
+    epoch = base.replace(requests=tuple(
+        Request(r.id, off + r.arrival * 0.01, r.prompt, r.output) for r in base.requests))
+    zero = base.replace(requests=tuple(
+        Request(r.id, r.arrival * 0.01, r.prompt, r.output) for r in base.requests))
+    a = lower_bound(epoch, "makespan", time_limit=10).value
+    b = lower_bound(zero, "makespan", time_limit=10).value
+    assert abs(a - (b + off)) < 1e-5  # a few ulps of 1.7e9 (2.4e-7 each)
+    best = evaluate(epoch, simulate(epoch, "vllm")).objective("makespan")
+    assert a <= best
