@@ -178,7 +178,7 @@ def solve_within(instance: Instance, formulation: str, objective: str, *, option
 
     from .bounds import BoundResult, Budget, lower_bound
     from .formulations import SolveReport, solve
-    from .formulations.base import _warm_start, refuse_swaps
+    from .formulations.base import _warm_start, arrival_origin, refuse_swaps, shift_instance
     from .schedule import Schedule
 
     # no formulation or bound here models swap preemption (docs/semantics.md section 6)
@@ -188,9 +188,14 @@ def solve_within(instance: Instance, formulation: str, objective: str, *, option
     ws, ws_info = _warm_start(instance, objective, warm_start, hypotheses)
     lower = lower_bound(instance, objective, "combinatorial", budget=budget)
     ws_obj = None if ws is None or not ws.feasible else ws.objective(objective)
-    est = estimate_model(instance, formulation, objective, dict(options.params),
+    # the model sees arrivals shifted to start at 0 (formulations.base.arrival_origin): it is
+    # sized on the shifted instance, with the makespan shifted too
+    origin = arrival_origin(instance)
+    shift = origin if objective == "makespan" else 0.0
+    est = estimate_model(shift_instance(instance, origin) if origin else instance, formulation,
+                         objective, dict(options.params),
                          ws.schedule.n_batches if ws is not None else int(instance.output.sum()),
-                         ws_obj)
+                         None if ws_obj is None else ws_obj - shift)
     plan = plan_solve(est, budget.left())
     fallback = None
     if plan.build:

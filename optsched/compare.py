@@ -139,8 +139,8 @@ def policy_names(spec: str | Sequence[str]) -> list[str]:
     if names == ["all"]:
         return known
     for n in names:
-        if is_reference(n):
-            get_spec(n)
+        if is_reference(n) or (n.endswith(".py") and n not in known):
+            get_spec(n)  # a bare file.py names its one Policy subclass, or the error lists them
         elif n not in known:
             raise CompareInputError(f"--policies: unknown policy {n!r}; known: {', '.join(known)}")
     return names

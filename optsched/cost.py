@@ -176,8 +176,7 @@ class UnitCost(CostModel):
         return (counts > 0).astype(np.float64)
 
     def to_dict(self):
-        return {"kind": "unit", **({"kswap": self.kswap} if self.kswap else {}),
-                **({"rho": self.rho} if self.rho else {})}
+        return {"kind": "unit", "kswap": self.kswap, "rho": self.rho}
 
 
 _LINEAR_KEYS = ("k0", "k1", "kpq", "kpm", "kdm", "kpr", "kdr", "kpl", "kpb", "kdb")
@@ -267,11 +266,10 @@ class LinearCost(CostModel):
         return t
 
     def to_dict(self):
-        d: dict[str, Any] = {"kind": "linear", **self.coefficients}
-        if self.kswap != KSWAP_DEFAULT:  # instances without a stated kswap keep their JSON
-            d["kswap"] = self.kswap
-        if self.rho != RHO_DEFAULT:
-            d["rho"] = self.rho
+        # kswap and rho are written even at their defaults: a saved instance's swap and
+        # hidden-cache numbers must not depend on the defaults of the version that reads it
+        d: dict[str, Any] = {"kind": "linear", **self.coefficients, "kswap": self.kswap,
+                             "rho": self.rho}
         if self.preset:
             d["preset"] = self.preset
         return d

@@ -2,18 +2,22 @@
 
 All three are frozen dataclasses that validate themselves in ``__post_init__``;
 an invalid field raises :class:`~optsched.errors.InstanceError` naming the
-request and the field. ``Instance.to_dict``/``from_dict`` round-trip the
+request and the field. The JSON states every field that changes a result: ``cost_model`` is
+required (there is no silent unit-time default in a file), and the cost model writes its
+``kswap`` and ``rho`` even when they equal the code's defaults, so a saved instance means the
+same to every version that reads it. ``Instance.to_dict``/``from_dict`` round-trip the
 instance JSON contract::
 
     {"name": "tiny",
      "limits": {"kv_capacity": 16, "max_batch_tokens": 4096, "max_prefill_tokens": null,
                 "max_batch_size": null, "block_size": 1},
-     "cost_model": {"kind": "unit"},
+     "cost_model": {"kind": "unit", "kswap": 0.0, "rho": 0.0},
      "requests": [{"id": "a", "arrival": 0, "prompt": 4, "output": 3}]}
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field, fields
@@ -24,6 +28,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from . import jsonio
 from .cost import CostModel, UnitCost, cost_model_from_dict
 from .errors import InputFileError, InstanceError
 
@@ -99,6 +104,10 @@ class Request:
     def __post_init__(self):
         if not isinstance(self.id, str) or not self.id:
             raise InstanceError(f"request {self.id!r}: field 'id' must be a non-empty string")
+        if not self.id.isprintable():  # lone surrogates are not printable either
+            # written into schedule files, CSVs and tables: it must be text that can be encoded
+            raise InstanceError(f"request {self.id!r}: field 'id' must be printable Unicode text "
+                                "(no control characters or lone surrogates)")
         where = f"request {self.id!r}"
         a = self.arrival
         if not _is_num(a) or not math.isfinite(a) or not 0 <= a <= MAX_ARRIVAL:
@@ -285,8 +294,9 @@ class Instance:
     requests: tuple[Request, ...] = ()
 
     def __post_init__(self):
-        if not isinstance(self.name, str):
-            raise InstanceError(f"instance: field 'name' must be a string, got {self.name!r}")
+        if not isinstance(self.name, str) or not self.name.isprintable():
+            raise InstanceError(f"instance: field 'name' must be a string of printable text, "
+                                f"got {self.name!r}")
         if not isinstance(self.limits, Limits):
             raise InstanceError("instance: field 'limits' must be a Limits")
         if not isinstance(self.cost_model, CostModel):
@@ -366,6 +376,17 @@ class Instance:
             "requests": [r.to_dict() for r in self.requests],
         }
 
+    @cached_property
+    def content_hash(self) -> str:
+        """SHA-256 of everything that changes a result: limits, cost model (its coefficients,
+        not its preset label) and requests, not the name. Schedule files carry it, so a
+        schedule replayed on another instance is noticed (:func:`optsched.schedule.instance_check`)."""
+        d = self.to_dict()
+        del d["name"]
+        d["cost_model"].pop("preset", None)
+        text = json.dumps(d, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
     def to_json(self, indent: int | None = 1) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
@@ -376,7 +397,7 @@ class Instance:
         extra = set(d) - {"name", "limits", "cost_model", "requests"}
         if extra:
             raise InstanceError(f"instance: unknown fields {sorted(extra)}")
-        for k in ("limits", "requests"):
+        for k in ("limits", "cost_model", "requests"):
             if k not in d:
                 raise InstanceError(f"instance: missing field {k!r}")
         if not isinstance(d["requests"], list):
@@ -384,17 +405,13 @@ class Instance:
         return cls(
             name=d.get("name", "instance"),
             limits=Limits.from_dict(d["limits"]),
-            cost_model=cost_model_from_dict(d.get("cost_model", {"kind": "unit"})),
+            cost_model=cost_model_from_dict(d["cost_model"]),
             requests=tuple(Request.from_dict(r, i) for i, r in enumerate(d["requests"])),
         )
 
     @classmethod
     def from_json(cls, text: str) -> Instance:
-        try:
-            d = json.loads(text, parse_constant=_reject_constant)
-        except json.JSONDecodeError as e:
-            raise InstanceError(f"instance: malformed JSON: {e}") from None
-        return cls.from_dict(d)
+        return cls.from_dict(jsonio.loads(text, InstanceError, "instance"))
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json())
@@ -413,6 +430,3 @@ class Instance:
         except InstanceError as e:
             raise InstanceError(f"{p}: {e}") from None
 
-
-def _reject_constant(name: str):
-    raise InstanceError(f"instance: {name} is not a valid number")

@@ -24,17 +24,22 @@ the swap arrays only when the schedule swaps, so older files load unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from . import jsonio
 from .errors import InputFileError, ScheduleFormatError
+
+if TYPE_CHECKING:
+    from .instance import Instance
 
 #: largest token count an entry may carry: far above any real batch, and sums of many such
 #: counts stay inside int64 in the evaluator
@@ -86,6 +91,9 @@ class Schedule:
     swap_in_req: np.ndarray = field(default_factory=_no_swaps)
     # hidden cache (optional; not given = every entry on KV cache): per entry
     entry_hidden: np.ndarray = field(default_factory=_no_swaps)
+    #: ``(instance name, instance content hash)`` from the file this schedule was loaded
+    #: from (None: not loaded, or a file that names no instance); see :func:`instance_check`
+    instance_tag: tuple[str, str] | None = field(default=None, compare=False)
 
     def __post_init__(self):
         ids = tuple(self.ids)
@@ -310,8 +318,12 @@ class Schedule:
             out.append(d)
         return {"batches": out}
 
-    def to_json(self, indent: int | None = None) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
+    def to_json(self, indent: int | None = None, instance: Instance | None = None) -> str:
+        """JSON text; with ``instance``, a ``meta`` object names it and its content hash."""
+        d = self.to_dict()
+        if instance is not None:
+            d["meta"] = {"instance": instance.name, "instance_hash": instance.content_hash}
+        return json.dumps(d, indent=indent)
 
     @classmethod
     def from_dict(cls, d: Any) -> Schedule:
@@ -322,10 +334,13 @@ class Schedule:
             raise ScheduleFormatError(f"schedule: unknown fields {sorted(extra)}")
         if not isinstance(d["batches"], list):
             raise ScheduleFormatError("schedule: 'batches' must be a list")
-        return cls.from_batches(d["batches"])
+        sched = cls.from_batches(d["batches"])
+        tag = _parse_meta(d.get("meta"))
+        return sched if tag is None else dataclasses.replace(sched, instance_tag=tag)
 
-    def save(self, path: str | Path) -> None:
-        """Write ``.npz`` (columnar) or JSON, chosen by the file suffix."""
+    def save(self, path: str | Path, instance: Instance | None = None) -> None:
+        """Write ``.npz`` (columnar) or JSON, chosen by the file suffix; with ``instance``,
+        the file names it and carries its content hash (:func:`instance_check`)."""
         p = Path(path)
         if p.suffix == ".npz":
             arrays: dict[str, np.ndarray] = {
@@ -336,10 +351,12 @@ class Schedule:
                 arrays.update({name: getattr(self, name) for name in _SWAP_ARRAYS})
             if self.has_hidden:
                 arrays["entry_hidden"] = self.entry_hidden
+            if instance is not None:
+                arrays["meta_instance"] = np.array([instance.name, instance.content_hash], dtype=str)
             # numpy's stub types **kwds like its allow_pickle flag (numpy >= 2.2)
             np.savez_compressed(p, **arrays)  # type: ignore[arg-type]
         else:
-            p.write_text(self.to_json())
+            p.write_text(self.to_json(instance=instance))
 
     @classmethod
     def load(cls, path: str | Path) -> Schedule:
@@ -358,9 +375,14 @@ class Schedule:
                             f"{sorted(set(_SWAP_ARRAYS) - set(swaps))}")
                     sw = [z[name] for name in swaps] if swaps else [_NO_SWAPS] * len(_SWAP_ARRAYS)
                     hidden = z["entry_hidden"] if "entry_hidden" in z.files else _NO_SWAPS
+                    tag = None
+                    if "meta_instance" in z.files:
+                        meta = z["meta_instance"].tolist()
+                        tag = _parse_meta({"instance": meta[0], "instance_hash": meta[1]}
+                                          if isinstance(meta, list) and len(meta) == 2 else meta)
                     return cls(tuple(z["ids"].tolist()), z["batch_ptr"], z["entry_req"],
                                z["entry_tokens"], z["evict_ptr"], z["evict_req"], z["start"],
-                               sw[0], sw[1], sw[2], sw[3], sw[4], hidden)
+                               sw[0], sw[1], sw[2], sw[3], sw[4], hidden, tag)
             text = p.read_text(encoding="utf-8")
         except OSError as e:
             raise InputFileError(f"{p}: cannot read schedule file: {e.strerror or e}") from None
@@ -372,13 +394,45 @@ class Schedule:
         except (ValueError, TypeError, EOFError, KeyError, zipfile.BadZipFile) as e:  # corrupt npz
             raise ScheduleFormatError(f"{p}: unreadable npz schedule: {e or type(e).__name__}") from None
         try:
-            d = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ScheduleFormatError(f"{p}: malformed JSON: {e}") from None
-        try:
-            return cls.from_dict(d)
+            return cls.from_dict(jsonio.loads(text, ScheduleFormatError, "schedule"))
         except ScheduleFormatError as e:
             raise ScheduleFormatError(f"{p}: {e}") from None
+
+
+def _parse_meta(meta: Any) -> tuple[str, str] | None:
+    """The ``(instance name, content hash)`` of a schedule file's ``meta`` object (None when
+    the file has none: files written before it, or by hand)."""
+    if meta is None:
+        return None
+    if not isinstance(meta, dict) or set(meta) - {"instance", "instance_hash"}:
+        raise ScheduleFormatError("schedule: 'meta' must be an object with 'instance' and "
+                                  "'instance_hash'")
+    name, digest = meta.get("instance"), meta.get("instance_hash")
+    if not isinstance(name, str) or not isinstance(digest, str):
+        raise ScheduleFormatError("schedule: meta 'instance' and 'instance_hash' must be strings")
+    return name, digest
+
+
+def instance_check(schedule: Schedule, instance: Instance) -> dict[str, Any]:
+    """Whether ``schedule`` was written for ``instance``: its file's instance name and content
+    hash (:attr:`Instance.content_hash`) against the instance's. ``matches`` is None when the
+    file names no instance, False when the contents differ (a replay on another instance:
+    metrics are the other instance's), True otherwise; ``message`` says it in words."""
+    out: dict[str, Any] = {"matches": None, "instance": instance.name,
+                           "instance_hash": instance.content_hash,
+                           "schedule_instance": None, "schedule_instance_hash": None}
+    if schedule.instance_tag is None:
+        return {**out, "message": "the schedule file names no instance (no 'meta')"}
+    name, digest = schedule.instance_tag
+    out.update(schedule_instance=name, schedule_instance_hash=digest)
+    if digest != instance.content_hash:
+        return {**out, "matches": False,
+                "message": f"instance {instance.name!r} differs from the one the schedule was "
+                           f"written for ({name!r}: other limits, cost model or requests); "
+                           "the metrics of this replay are not the ones it had"}
+    renamed = f" (named {name!r} there)" if name != instance.name else ""
+    return {**out, "matches": True,
+            "message": f"the schedule was written for this instance{renamed}"}
 
 
 def _parse_batch_dict(item: dict, j: int):

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cost import CostModel, UnitCost
+from .cost import DEFAULT_PRESET, CostModel, preset
 from .errors import InputFileError, InstanceError
 from .instance import MAX_COUNT, Instance, Limits, Request
 
@@ -268,6 +268,8 @@ def read_trace(
         raise InputFileError(f"{p}: line 1: header {header!r} is not a {fmt} trace")
     if zero_tokens not in ("drop", "clamp", "error"):
         raise InputFileError(f"zero_tokens must be 'drop', 'clamp' or 'error', got {zero_tokens!r}")
+    if not rows:
+        raise InputFileError(f"{p}: a {fmt} trace header and no data rows: no requests")
     tcol, icol, ocol = _COLUMNS[fmt]
     names = [c.strip() for c in header]
     i_idx, o_idx = names.index(icol), names.index(ocol)
@@ -393,7 +395,11 @@ def trace_to_instance(
     too_long: str = "error",
 ) -> Instance:
     """Wrap a trace into an instance; ``too_long`` handles requests with ``I + O - 1 > M``
-    (``"error"`` names the row, ``"drop"`` / ``"clip"`` warn with the counts)."""
+    (``"error"`` names the row, ``"drop"`` / ``"clip"`` warn with the counts).
+
+    Without ``cost_model`` the instance takes the CLI's default preset
+    (:data:`~optsched.cost.DEFAULT_PRESET`), like every generator: trace arrivals are in
+    seconds, so batch times must be too (unit time would mix steps with seconds)."""
     if too_long not in ("error", "drop", "clip"):
         raise InstanceError(f"too_long must be 'error', 'drop' or 'clip', got {too_long!r}")
     M = limits.kv_capacity
@@ -429,7 +435,7 @@ def trace_to_instance(
     return Instance(
         name=name if name is not None else Path(trace.path).stem,
         limits=limits,
-        cost_model=cost_model if cost_model is not None else UnitCost(),
+        cost_model=cost_model if cost_model is not None else preset(DEFAULT_PRESET),
         requests=tuple(t.requests()),
     )
 

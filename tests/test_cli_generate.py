@@ -38,7 +38,7 @@ def test_generate_and_info(tmp_path, capsys):
     f2 = tmp_path / "p.json"
     rc, _, _ = run(capsys, "generate", "online-paper", "--n", "5", "--arrival", "poisson",
                    "--rate", "1", "-o", str(f2))
-    assert rc == 0 and Instance.load(f2).cost_model.to_dict() == {"kind": "unit"}
+    assert rc == 0 and Instance.load(f2).cost_model.to_dict() == {"kind": "unit", "kswap": 0.0, "rho": 0.0}
 
 
 @pytest.mark.parametrize("argv,msg", [

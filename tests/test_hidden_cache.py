@@ -120,7 +120,8 @@ def test_schedule_and_instance_round_trip(tmp_path):
     assert inst.to_dict()["limits"]["hidden_cache"] is True
     assert "hidden_cache" not in Limits(8, 8).to_dict()
     assert cost_model_from_dict(inst.cost_model.to_dict()) == inst.cost_model
-    assert "rho" not in LinearCost().to_dict() and LinearCost().rho == RHO_DEFAULT
+    # rho is written even at its default (issue 30): a saved instance does not depend on it
+    assert LinearCost().to_dict()["rho"] == RHO_DEFAULT == LinearCost().rho
 
 
 def test_hidden_format_errors_name_the_batch():

@@ -56,6 +56,7 @@ def test_malformed_json_and_nan():
         Instance.from_json("{not json")
     with pytest.raises(InstanceError, match="NaN"):
         Instance.from_json('{"limits": {"kv_capacity": 16, "max_batch_tokens": 8}, '
+                           '"cost_model": {"kind": "unit"}, '
                            '"requests": [{"id": "a", "arrival": NaN, "prompt": 1, "output": 1}]}')
 
 

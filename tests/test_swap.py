@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from optsched.cost import KSWAP_DEFAULT, LinearCost, UnitCost, kswap_from_hardware
+from optsched.cost import KSWAP_DEFAULT, LinearCost, UnitCost, cost_model_from_dict, kswap_from_hardware
 from optsched.errors import ScheduleFormatError
 from optsched.evaluate import evaluate
 from optsched.formulations.base import FormulationError, solve
@@ -108,8 +108,10 @@ def test_kswap_default_is_the_stated_derivation():
     # 2 (K, V) x 32 layers x 4096 dims x 2 bytes = 524,288 B per token at 25 GB/s
     assert KSWAP_DEFAULT == pytest.approx(524_288 / 25e9)
     assert kswap_from_hardware(80, 1024, 25e9, links=4) == pytest.approx(2 * 80 * 1024 * 2 / 4 / 25e9)
-    # instances that do not state kswap keep their JSON
-    assert "kswap" not in LinearCost(k0=1.0).to_dict()
+    # kswap is written even at its default (issue 30): a saved instance does not depend on it;
+    # one read without it takes the default
+    assert LinearCost(k0=1.0).to_dict()["kswap"] == KSWAP_DEFAULT
+    assert cost_model_from_dict({"kind": "linear", "k0": 1.0}).kswap == KSWAP_DEFAULT
     assert LinearCost(k0=1.0, kswap=0.25).to_dict()["kswap"] == 0.25
 
 

@@ -4,9 +4,11 @@ Each subcommand lives in its own module in this package and defines
 ``register(subparsers)``, which adds its parser and sets ``func`` to a callable
 ``func(args) -> int`` (the exit code). Adding a command touches one file.
 
-Exit codes: 0 success, 1 a negative answer (an infeasible schedule, a claim
-violated, a solve without solution), 2 unreadable or invalid input (one line on
-stderr naming the problem).
+Exit codes mean one thing in every command: 0 an answer exists (a feasible schedule, an
+optimum, or the best schedule found with a certified bound); 1 a negative answer (an
+infeasible schedule, a claim violated, no schedule meets the hypotheses); 2 unreadable or
+invalid input (one line on stderr naming the problem); 3 a solver failure, or an internal
+error (one line on stderr; set ``OPTSCHED_TRACEBACK=1`` for the traceback).
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ import importlib
 import os
 import pkgutil
 import sys
+import warnings
 
 from ..errors import OptschedError
 from ..stdout_guard import stdout_for_python_only
 
-EXIT_OK, EXIT_NO, EXIT_INPUT = 0, 1, 2
+EXIT_OK, EXIT_NO, EXIT_INPUT, EXIT_SOLVER_ERROR = 0, 1, 2, 3
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warning(command: str):
+    """``warnings.showwarning`` for the command line: one line on stderr, no source line."""
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"optsched {command}: warning: {message}", file=sys.stderr)
+
+    return show
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -51,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # stdout carries only what the command prints (one JSON document with --json);
         # whatever a solver library writes there from C goes to stderr
-        with stdout_for_python_only():
+        with stdout_for_python_only(), warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning(args.command)
             return int(args.func(args) or 0)
     except OptschedError as e:
         print(f"optsched {args.command}: error: {e}", file=sys.stderr)
@@ -63,6 +75,17 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except (RecursionError, MemoryError) as e:  # input too deep or too large to hold
+        print(f"optsched {args.command}: error: input too large or too deeply nested "
+              f"({type(e).__name__})", file=sys.stderr)
+        return EXIT_INPUT
+    except Exception as e:  # a bug: one line, never a traceback that reads as exit 1
+        if os.environ.get("OPTSCHED_TRACEBACK"):
+            raise
+        print(f"optsched {args.command}: internal error: {type(e).__name__}: "
+              f"{str(e).splitlines()[0] if str(e) else ''} (please report it; "
+              "OPTSCHED_TRACEBACK=1 shows where)", file=sys.stderr)
+        return EXIT_SOLVER_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,10 +12,10 @@ from typing import Any
 from ..compare import fmt
 from ..errors import InputFileError
 from ..instance import Instance
-from ..schedule import Schedule
+from ..schedule import Schedule, instance_check
 
-__all__ = ["fmt", "image_file", "load_instance", "load_schedule", "output_dir", "output_file",
-           "print_json", "seed_arg", "table"]
+__all__ = ["checked_schedule", "fmt", "image_file", "load_instance", "load_schedule",
+           "output_dir", "output_file", "print_json", "seed_arg", "table"]
 
 
 def seed_arg(text: str) -> int:
@@ -46,6 +46,19 @@ def load_instance(path: str) -> Instance:
 
 def load_schedule(path: str) -> Schedule:
     return Schedule.load(path)
+
+
+def checked_schedule(path: str, inst: Instance, command: str, label: str | None = None
+                     ) -> tuple[Schedule, dict[str, Any]]:
+    """Load a schedule file and check that it was written for ``inst`` (its instance name and
+    content hash, :func:`optsched.schedule.instance_check`); a schedule of another instance is
+    still replayed, with a warning on stderr. Returns the schedule and the check (for JSON)."""
+    sched = Schedule.load(path)
+    check = instance_check(sched, inst)
+    if check["matches"] is False:
+        where = f"schedule {label!r} ({path})" if label else path
+        print(f"optsched {command}: warning: {where}: {check['message']}", file=sys.stderr)
+    return sched, check
 
 
 def output_file(path: str | None, option: str = "-o", make_dirs: bool = False) -> str | None:

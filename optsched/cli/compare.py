@@ -2,9 +2,10 @@
 
 A thin layer over :mod:`optsched.compare` (which says what the rows, gaps and figures are):
 parse the arguments, :func:`~optsched.compare.compare`, write the report, print the table.
-Exit 0: every schedule feasible (and the solve, if asked, found a solution); 1: some schedule
-infeasible, a policy failed or the solve found nothing / failed its check (the report is
-written anyway); 2: bad input.
+Exit codes (:func:`exit_code`): 0 an answer (every schedule feasible; the optimum, or a
+certified lower bound when the model was skipped or not solved to optimality); 1 a compared
+schedule infeasible; 2 bad input, including a policy that refused the instance or broke the
+simulator's rules; 3 the solver failed. The report is written in every case.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 
 from ..compare import HEADERS, CompareInputError, compare, policy_names, table_rows, write_report
 from ..evaluate import OBJECTIVES
-from . import EXIT_NO, EXIT_OK
-from ._common import load_instance, load_schedule, output_dir, table
+from . import EXIT_INPUT, EXIT_NO, EXIT_OK, EXIT_SOLVER_ERROR
+from ._common import checked_schedule, load_instance, output_dir, table
 
 
 def register(sub) -> None:
@@ -28,9 +29,9 @@ def register(sub) -> None:
         "bound or the certified bound of formulations/bounds.md, computed at every size (the report "
         "says which). --time-limit covers the whole command: a model that cannot be built in time is "
         "skipped and the report says so. Writes report.md, report.json, compare.png, kv.png and one "
-        "gantt_<label>.png per schedule, and prints the table. Exit 0: all schedules feasible; "
-        "1: a schedule infeasible, a policy failed or the solve found nothing (report written anyway); "
-        "2: bad input.",
+        "gantt_<label>.png per schedule, and prints the table. Exit 0: every schedule feasible (with "
+        "the optimum or a certified lower bound); 1: a compared schedule infeasible; 2: bad input or "
+        "a policy that failed; 3: solver failure (the report is written in every case).",
     )
     p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
     p.add_argument("--policies", default="",
@@ -61,14 +62,19 @@ def run(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
     names = policy_names(args.policies)
     files = []
+    mismatched: list[str] = []  # schedule files written for another instance
     for item in args.schedule:
         label, sep, path = item.partition("=")
         if not sep or not label or not path:
             raise CompareInputError(f"--schedule {item!r}: expected LABEL=PATH")
-        files.append((label, load_schedule(path)))
+        sched, check = checked_schedule(path, inst, "compare", label)
+        if check["matches"] is False:
+            mismatched.append(f"schedule {label!r} ({path}): {check['message']}")
+        files.append((label, sched))
     cmp = compare(inst, names, files, optimal=args.optimal, formulation=args.formulation,
                   objective=args.objective, solver=args.solver, time_limit=args.time_limit,
                   threads=args.threads, improve_seconds=args.improve)
+    cmp.notes.extend(mismatched)
     out = Path(args.output)
     write_report(out, cmp, gantt_charts=not args.no_gantt, max_rows=args.max_rows or None,
                  title=args.instance)
@@ -84,4 +90,20 @@ def run(args: argparse.Namespace) -> int:
         if r.message:
             print(f"{r.label}: {r.message}")
     print(f"report written to {out / 'report.md'}")
-    return EXIT_OK if cmp.all_feasible else EXIT_NO
+    return exit_code(cmp)
+
+
+def exit_code(cmp) -> int:
+    """The command line's contract (``optsched.cli``) for a comparison: 1 when a compared
+    schedule is infeasible, 2 when a policy refused the instance or broke the simulator's rules
+    (its row says why), 3 when the solver failed, else 0 -- a skipped model or a solve
+    without a proven optimum still leaves schedules and a certified lower bound."""
+    rows = cmp.rows
+    if any(r.kind != "optimum" and r.evaluation is not None and not r.evaluation.feasible
+           for r in rows):
+        return EXIT_NO
+    if any(r.kind == "policy" and r.status == "error" for r in rows):
+        return EXIT_INPUT
+    if cmp.optimum is not None and cmp.optimum.status == "error":
+        return EXIT_SOLVER_ERROR
+    return EXIT_OK

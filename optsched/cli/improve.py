@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..evaluate import OBJECTIVES, evaluate
 from . import EXIT_OK
-from ._common import load_instance, load_schedule, output_file, print_json, seed_arg, table
+from ._common import checked_schedule, load_instance, output_file, print_json, seed_arg, table
 
 
 def register(sub) -> None:
@@ -40,7 +40,7 @@ def _start_schedule(inst, start: str):
     if start in POLICIES:
         return simulate(inst, start), start
     if Path(start).exists():
-        return load_schedule(start), Path(start).name
+        return checked_schedule(start, inst, "improve")[0], Path(start).name
     from ..lns import LNSError
 
     raise LNSError(f"--from {start}: neither a policy (see 'optsched policies') nor a "
@@ -66,7 +66,7 @@ def run(args) -> int:
     res = improve(inst, sched, args.objective, LNSOptions(**{**opts.__dict__, "time_limit": left}))
     ev = evaluate(inst, res.schedule)  # the one evaluator judges the result
     if out:
-        res.schedule.save(out)
+        res.schedule.save(out, inst)
     if args.json:
         print_json({"instance": inst.name, "requests": inst.n, "from": origin,
                     "feasible": ev.feasible, **res.to_dict()})

@@ -101,7 +101,7 @@ def run_simulate(args) -> int:
     schedule = simulate_policy(inst, policy)
     ev = evaluate(inst, schedule)
     if args.output:
-        schedule.save(args.output)
+        schedule.save(args.output, inst)
     if args.json:
         out: dict[str, Any] = {"policy": spec.name, "evaluation": ev.to_dict()}
         if schedule.n_entries <= JSON_SCHEDULE_LIMIT or args.with_schedule:

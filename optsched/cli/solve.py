@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 from ..errors import OptschedError
 from ..evaluate import OBJECTIVES, evaluate
 from ..plugins import parse_assignments
-from . import EXIT_NO, EXIT_OK
+from . import EXIT_NO, EXIT_OK, EXIT_SOLVER_ERROR
 from ._common import fmt, load_instance, load_schedule, output_file, print_json, table
-
-EXIT_SOLVER_ERROR = 3
 
 
 def register(sub) -> None:
@@ -18,8 +17,10 @@ def register(sub) -> None:
         "solve",
         help="compute an optimal schedule (or prove a hypothesis infeasible)",
         description="Build a formulation, solve it, decode the answer and replay it through the "
-        "evaluator. Exit 0: optimal/feasible; 1: infeasible/no solution; 2: bad input; "
-        "3: solver error (e.g. the decoded schedule failed the evaluator's check).",
+        "evaluator. Exit 0: an answer (optimal, feasible, or the model skipped and the best "
+        "policy's schedule given with the certified bound); 1: infeasible (no schedule meets "
+        "the hypotheses); 2: bad input; 3: solver failure (an error, or no schedule within the "
+        "time limit).",
     )
     p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
     p.add_argument("--formulation", default="infermax",
@@ -74,9 +75,13 @@ def _pairs(items, sep, what):
 
 def resolve_than(instance, than: str, objective: str) -> float:
     try:
-        return float(than)
+        value = float(than)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(value) or value < 0:
+            raise CliInputError(f"--than {than}: expected a finite number >= 0 or a policy name")
+        return value
     from ..policies import simulate
 
     ev = evaluate(instance, simulate(instance, than))
@@ -96,6 +101,9 @@ def run(args) -> int:
     if (args.at_most is None) != (args.than is None):
         raise CliInputError("--at-most K and --than POLICY|VALUE go together")
     if args.at_most is not None:
+        if not math.isfinite(args.at_most) or args.at_most <= 0:
+            raise CliInputError(f"--at-most {args.at_most:g}: expected a finite factor K > 0 "
+                                "(the hypothesis is objective <= K x THAN)")
         at_most = args.at_most * resolve_than(inst, args.than, args.objective)
     force = [(a, _int(b, "force")) for a, b in _pairs(args.force, "@", "force")]
     forbid = [(a, _int(b, "forbid")) for a, b in _pairs(args.forbid, "@", "forbid")]
@@ -114,7 +122,7 @@ def run(args) -> int:
                         warm_start=ws, time_limit=args.time_limit)
     rep, lb = done.report, done.lower_bound
     if args.output and rep.schedule is not None:
-        rep.schedule.save(args.output)
+        rep.schedule.save(args.output, inst)
     if args.json:
         print_json(done.to_dict())
     else:
@@ -142,11 +150,19 @@ def run(args) -> int:
             print(f"message: {rep.message}", file=sys.stderr)
         if args.output and rep.schedule is not None:
             print(f"schedule written to {args.output}")
-    if rep.status in ("optimal", "feasible"):
+    return exit_code(rep.status, done.fallback is not None and not hyp.any)
+
+
+def exit_code(status: str, fallback: bool) -> int:
+    """The exit code of a solve (the command line's contract, ``optsched.cli``): 0 when an
+    answer exists (a solution, or the best policy's schedule with the certified bound when the
+    model was skipped), 1 when the model proved there is none (infeasible: no schedule meets
+    the hypotheses), 3 when the solver failed or gave nothing within the time limit."""
+    if status in ("optimal", "feasible") or fallback:
         return EXIT_OK
-    if rep.status == "error":
-        return EXIT_SOLVER_ERROR
-    return EXIT_NO
+    if status == "infeasible":
+        return EXIT_NO
+    return EXIT_SOLVER_ERROR
 
 
 def _int(s, what):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from . import EXIT_NO, EXIT_OK
+from . import EXIT_OK, EXIT_SOLVER_ERROR
 from ._common import output_dir, print_json
 
 
@@ -19,7 +19,7 @@ def register(sub) -> None:
                      description="Every cell (instance, seed, method) is an independent task; each "
                      "finished cell is written at once, so an interrupted run loses only the cells "
                      "in flight and rerunning computes only the rest. Failed cells are recorded "
-                     "with their error. Exit 0: no failed cell; 1: some failed; 2: bad input.")
+                     "with their error. Exit 0: no failed cell; 2: bad input; 3: some cell failed.")
     r.add_argument("spec", help="sweep spec (TOML)")
     r.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory (dataset)")
     r.add_argument("--engine", default="local", help="local (process pool, default) or ray")
@@ -70,7 +70,8 @@ def run(args) -> int:
         print(f"sweep {summary.sweep}: {summary.cells} cells, {summary.already_done} already done, "
               f"{summary.computed} computed ({summary.failed} failed) in {summary.elapsed:.1f} s "
               f"on {summary.engine}; results in {summary.out}/cells")
-    return EXIT_NO if summary.failed else EXIT_OK
+    # a failed cell is a failure, not a negative answer (exit codes: optsched.cli)
+    return EXIT_SOLVER_ERROR if summary.failed else EXIT_OK
 
 
 def report(args) -> int:

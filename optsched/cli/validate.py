@@ -6,7 +6,7 @@ import sys
 
 from ..evaluate import evaluate
 from . import EXIT_NO, EXIT_OK
-from ._common import fmt, load_instance, load_schedule, print_json, table
+from ._common import checked_schedule, fmt, load_instance, print_json, table
 
 
 def register(sub) -> None:
@@ -36,9 +36,10 @@ def _print_violations(ev) -> None:
 
 def run_validate(args) -> int:
     inst = load_instance(args.instance)
-    ev = evaluate(inst, load_schedule(args.schedule))
+    sched, check = checked_schedule(args.schedule, inst, "validate")
+    ev = evaluate(inst, sched)
     if args.json:
-        print_json(ev.to_dict())
+        print_json({**ev.to_dict(), "instance_check": check})
     elif ev.feasible:
         print(f"feasible: {ev.metrics['batches']} batches, {inst.n} requests, "
               f"makespan {fmt(ev.metrics['makespan'])}")
@@ -72,9 +73,10 @@ METRIC_ROWS = [
 
 def run_evaluate(args) -> int:
     inst = load_instance(args.instance)
-    ev = evaluate(inst, load_schedule(args.schedule))
+    sched, check = checked_schedule(args.schedule, inst, "evaluate")
+    ev = evaluate(inst, sched)
     if args.json:
-        print_json(ev.to_dict())
+        print_json({**ev.to_dict(), "instance_check": check})
         return EXIT_OK if ev.feasible else EXIT_NO
     if not ev.feasible:
         _print_violations(ev)

@@ -22,6 +22,7 @@ from ..plugins import (
     ParamSpec,
     Registry,
     describe_object,
+    is_reference,
     non_negative,
     open_unit_interval,
     parse_assignments,
@@ -29,6 +30,11 @@ from ..plugins import (
     positive,
     unit_interval,
 )
+
+
+class PolicyWarning(UserWarning):
+    """A policy had to depart from its published behaviour on this instance (e.g. ``vllm``
+    chunking a prompt longer than ``C``); the message says how."""
 
 
 class PolicyError(OptschedError, ValueError):
@@ -61,7 +67,16 @@ class PolicySpec:
                             dict(self.defaults))
 
     def make(self, **params: Any) -> Any:
-        policy = self.factory(**self.parse_params(params))
+        parsed = self.parse_params(params)
+        missing = sorted(getattr(self.factory, "__abstractmethods__", ()))
+        if isinstance(self.factory, type) and missing:
+            raise PolicyError(f"policy {self.name!r}: {self.factory.__name__} does not define "
+                              f"{', '.join(missing)} (a Policy implements on_arrivals, "
+                              "next_batch and on_batch_end; docs/policies.md)")
+        policy = self.factory(**parsed)
+        from .simulator import check_policy
+
+        check_policy(policy)
         policy.name = self.name
         # a policy whose length predictor is the truth itself is hypothetical (docs/semantics.md section 6)
         reads_truth = bool(getattr(getattr(policy, "predictor", None), "exact", False))
@@ -123,8 +138,32 @@ def register(
 
 
 def get_spec(name: str) -> PolicySpec:
-    """The registered policy ``name``, or a ``file.py:Class`` / ``module:Class`` reference."""
+    """The registered policy ``name``, or a ``file.py:Class`` / ``module:Class`` reference;
+    a bare ``file.py`` defining one Policy subclass means that class."""
+    if isinstance(name, str) and name.endswith(".py") and not is_reference(name) \
+            and name not in POLICIES:
+        name = _class_in_file(name)
     return POLICIES.get(name)
+
+
+def _class_in_file(path: str) -> str:
+    """``path:Class`` for the one :class:`Policy` subclass ``path`` defines; else a one-line
+    :class:`PolicyError` suggesting the ``file.py:Class`` form with the classes it defines."""
+    from pathlib import Path
+
+    from ..plugins import _load_file
+    from .simulator import Policy
+
+    module = _load_file(Path(path), path, PolicyError)
+    found = [obj.__name__ for obj in vars(module).values()
+             if isinstance(obj, type) and issubclass(obj, Policy) and obj is not Policy
+             and obj.__module__ == module.__name__]
+    if len(found) == 1:
+        return f"{path}:{found[0]}"
+    what = f"defines Policy subclasses {', '.join(found)}" if found else \
+        "defines no Policy subclass"
+    raise PolicyError(f"{path}: name the class as {path}:Class ({path} {what}; "
+                      "docs/policies.md)")
 
 
 def get_policy(name: str, **params: Any) -> Any:
@@ -149,6 +188,7 @@ __all__ = [
     "ParamSpec",
     "PolicySpec",
     "PolicyError",
+    "PolicyWarning",
     "SimulationError",
     "register",
     "get_policy",

@@ -57,7 +57,7 @@ import numpy as np
 from ..cost import LinearCost, UnitCost
 from ..instance import Instance, Limits
 from ..schedule import Schedule, ScheduleBuilder
-from .registry import SimulationError
+from .registry import PolicyError, SimulationError
 
 
 class Plan(NamedTuple):
@@ -263,6 +263,7 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
                     stats: SimStats | None = None) -> Schedule:
     """Run ``policy`` over ``instance``; return the schedule (no metrics). ``stats``, if
     given, receives the policy's decision time."""
+    check_policy(policy)
     sim = _Sim(instance)
     n = instance.n
     lim = instance.limits
@@ -277,6 +278,9 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     view = SimView(sim, known)
     bind_predictor(instance, policy, view, sim)
     policy.bind(view)
+    if getattr(policy, "view", None) is not view:
+        raise SimulationError(f"policy {policy.name!r}: bind() did not call super().bind(view), "
+                              "so the policy has no view of the simulation (docs/policies.md)")
     price = batch_pricer(instance.cost_model)
     builder = sim.builder
     add = builder.add_indexed
@@ -314,6 +318,10 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         decide += clock() - t0
         decide_cpu += cpu_clock() - c0
         calls += 1
+        if plan is not None and not isinstance(plan, Plan):
+            raise SimulationError(
+                f"policy {policy.name!r}, batch {len(builder)}: next_batch returned a "
+                f"{type(plan).__name__}, not a Plan (or None to wait for the next arrival)")
         if plan is None or (len(plan.req) == 0 and len(plan.evict) == 0
                             and len(plan.swap_out) == 0 and len(plan.swap_in) == 0):
             if nxt < n:
@@ -327,9 +335,7 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         j = len(builder)
         if j >= limit:
             raise SimulationError(f"policy {policy.name!r} exceeded {limit} batches (livelock?)")
-        req = np.asarray(plan.req, dtype=np.int64)
-        c = np.asarray(plan.tokens, dtype=np.int64)
-        ev = np.asarray(plan.evict, dtype=np.int64)
+        req, c, ev = checked_plan(plan, policy.name, j, instance.ids)
         if ev.size:
             mev = m[ev]
             if (mev <= 0).any():
@@ -410,6 +416,77 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         stats.decisions = calls
         stats.batches = len(builder)
     return builder.build()
+
+
+def check_policy(policy: object) -> None:
+    """A policy object must be a :class:`Policy` (docs/policies.md): a one-line
+    :class:`PolicyError` naming it otherwise, before the run starts."""
+    if not isinstance(policy, Policy):
+        name = getattr(policy, "name", "") or type(policy).__name__
+        raise PolicyError(f"policy {name!r}: {type(policy).__name__} is not a Policy subclass; "
+                          "derive it from optsched.policies.Policy (docs/policies.md)")
+
+
+_NO_INTS = np.zeros(0, np.int64)
+_NO_INTS.flags.writeable = False
+
+
+def _int_array(values, what: str, name: str, j: int, ids: Sequence[str],
+               req: np.ndarray | None = None) -> np.ndarray:
+    """``values`` of a plan as int64, refusing fractions rather than flooring them
+    (a schedule file refuses them too); the error names the policy, the batch and, for token
+    counts, the request."""
+    if isinstance(values, np.ndarray) and values.dtype == np.int64 and values.ndim == 1:
+        return values  # the common cases first: this runs for every batch
+    if not len(values):
+        return _NO_INTS
+    a = np.asarray(values)
+    if a.dtype.kind in "iu" and a.ndim == 1:
+        return a.astype(np.int64, copy=False)
+    if a.ndim != 1 or a.dtype.kind not in "fO":
+        raise SimulationError(f"policy {name!r}, batch {j}: {what} must be a list of integers, "
+                              f"got {values!r}")
+    try:
+        f = a.astype(np.float64)
+    except (TypeError, ValueError):
+        raise SimulationError(f"policy {name!r}, batch {j}: {what} must be integers, "
+                              f"got {values!r}") from None
+    bad = np.flatnonzero(~np.isfinite(f) | (f != np.round(f)) | np.array(
+        [isinstance(x, (bool, np.bool_)) for x in a.tolist()], bool))
+    if bad.size:
+        k = int(bad[0])
+        whose = f" of request {ids[int(req[k])]!r}" if req is not None and k < req.size \
+            and 0 <= req[k] < len(ids) else ""
+        raise SimulationError(f"policy {name!r}, batch {j}: {what}{whose} must be integers, "
+                              f"got {a.tolist()[k]!r}")
+    return f.astype(np.int64)
+
+
+def checked_plan(plan: Plan, name: str, j: int, ids: Sequence[str]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A plan's requests, token counts and evictions as int64 arrays, checked: integers,
+    requests that exist, one token count per entry (docs/policies.md, "Errors"). Runs once
+    per batch, so the common case (integer lists or arrays in range) costs one conversion
+    per field and one reduction per non-empty index array."""
+    req = _int_array(plan.req, "request indices", name, j, ids)
+    ev = _int_array(plan.evict, "evictions", name, j, ids) if len(plan.evict) else _NO_INTS
+    n = len(ids)
+    # as unsigned, a negative index is huge: one reduction finds both kinds of outsiders
+    if req.size and req.view(np.uint64).max() >= n:
+        _outside(req, "entries", name, j, n)
+    if ev.size and ev.view(np.uint64).max() >= n:
+        _outside(ev, "evictions", name, j, n)
+    c = _int_array(plan.tokens, "tokens", name, j, ids, req)
+    if c.size != req.size:
+        raise SimulationError(f"policy {name!r}, batch {j}: {req.size} entries but {c.size} "
+                              "token counts")
+    return req, c, ev
+
+
+def _outside(arr: np.ndarray, what: str, name: str, j: int, n: int) -> None:
+    bad = int(arr[(arr < 0) | (arr >= n)][0])
+    raise SimulationError(f"policy {name!r}, batch {j}: {what} refer to request index {bad}, "
+                          f"outside 0..{n - 1}")
 
 
 def _release(lim: Limits, m: np.ndarray, hid: np.ndarray, idx: np.ndarray, n_hidden: int
@@ -498,4 +575,4 @@ def _apply_swaps(sim: _Sim, plan: Plan, name: str, j: int, kv: int, req, ev) -> 
 
 
 __all__ = ["Plan", "EMPTY_PLAN", "Policy", "SimView", "SimStats", "simulate_policy",
-           "known_outputs", "batch_pricer"]
+           "known_outputs", "batch_pricer", "check_policy", "checked_plan"]

@@ -80,11 +80,12 @@ group, candidate by candidate in priority order:
 from __future__ import annotations
 
 import heapq
+import warnings
 from bisect import bisect_left
 
 import numpy as np
 
-from .registry import Param, PolicyError, non_negative, register, unit_interval
+from .registry import Param, PolicyError, PolicyWarning, non_negative, register, unit_interval
 from .simulator import Plan, Policy, SimView
 
 _NONE, _PREFILL, _DECODE = 0, 1, 2
@@ -160,6 +161,8 @@ class UnifiedScheduler(Policy):
         if lim.max_prefill_tokens is not None:
             P = min(P, lim.max_prefill_tokens)
         self.Pb = min(P, self.C)
+        if not self.chunked:
+            warn_forced_chunks(self.name, view.prompt, self.Pb, self.C)
         self.maxbs = lim.max_batch_size or _BIG
         self.b = lim.block_size
         self.capM = (self.M // self.b) * self.b
@@ -173,7 +176,7 @@ class UnifiedScheduler(Policy):
             keys = (idx, view.arrival, view.prompt)
         else:
             if np.any(view.known_output < 0):
-                raise ValueError(f"policy {self.name!r} needs output lengths")
+                raise PolicyError(f"policy {self.name!r} needs output lengths")
             keys = (idx, view.arrival, view.known_output)
         self.idx_of_rank = np.lexsort(keys)
         self.rank_of = np.empty(n, np.int64)
@@ -497,6 +500,22 @@ class UnifiedScheduler(Policy):
         if self.admitted or not self.in_rank_order:
             cand = cand[self.rank_of[cand].argsort(kind="stable")]
         self.run_idx = cand
+
+
+def warn_forced_chunks(name: str, prompt: np.ndarray, budget: int, C: int) -> None:
+    """Say (a :class:`PolicyWarning`, one line on stderr from the command line) that a policy
+    without chunked prefill must chunk the prompts longer than its prefill budget: the
+    modelling choice of the module docstring ("CanAllocate"), never applied in silence.
+    Refills longer than the budget (prompt + generated tokens) are chunked the same way."""
+    longer = int(np.count_nonzero(prompt > budget))
+    if not longer:
+        return
+    what = "max_batch_tokens C" if budget == C else "prefill budget min(C, P)"
+    warnings.warn(
+        f"{name}: {longer} prompt(s) longer than {what} = {budget} (longest "
+        f"{int(prompt.max())}) are processed in chunks although {name} has no chunked "
+        f"prefill (vLLM would reject them); raise C, or compare with a chunked-prefill "
+        "policy (sarathi*)", PolicyWarning, stacklevel=3)
 
 
 # -- registration ------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,11 +138,26 @@ def parse_spec(text: str, *, source: str = "<spec>", base_dir: str = ".") -> Swe
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"{source}: not valid TOML: {e}") from None
+        raise SpecError(f"{source}: not valid TOML: {_toml_problem(text, e)}") from None
     try:
         return _parse(doc, source, base_dir)
     except SpecError as e:
         raise SpecError(f"{source}: {e}") from None
+
+
+def _toml_problem(text: str, e: tomllib.TOMLDecodeError) -> str:
+    """``e`` in words; a key or table given twice (tomllib: "Cannot overwrite a value" /
+    "Cannot declare ... twice") is named, read from the line the error points at."""
+    msg = str(e)
+    m = re.search(r"\(at line (\d+), column \d+\)", msg)
+    if m and msg.startswith(("Cannot overwrite", "Cannot declare")):
+        lines = text.splitlines()
+        k = int(m.group(1)) - 1
+        if 0 <= k < len(lines):
+            line = lines[k].strip()
+            key = line.strip("[] ") if line.startswith("[") else line.split("=", 1)[0].strip()
+            return f"duplicate key {key!r} (line {k + 1}); each key may be given once"
+    return msg
 
 
 def _parse(doc: dict, source: str, base_dir: str) -> SweepSpec:

@@ -1,0 +1,235 @@
+"""Seeded fuzz of the command line with malformed inputs (issue 30, item 7).
+
+Mutated instances, schedules and traces go through every command that reads them. Whatever
+the input, a command must end with an exit code that means one thing (0 an answer, 1 a
+negative answer, 2 bad input; 3 only for a solver failure, never an internal error), print
+at most one JSON document on stdout (exactly one with ``--json`` unless it failed), and never
+a traceback. The default run is small (a few seconds); ``-m slow`` runs a larger one.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from optsched.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTANCE = json.loads((ROOT / "instances" / "arrivals-unit-3.json").read_text())
+SCHEDULE = {"batches": [{"entries": [["a", 2]]}, {"entries": [["a", 1], ["b", 2]]},
+                        {"entries": [["a", 1], ["b", 1]]}, {"entries": [["b", 1], ["c", 2]]},
+                        {"entries": [["c", 1]]}, {"entries": [["c", 1]]}]}
+TRACE = ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.0,50,5\n"
+         "2023-11-16 18:15:46.5,60,4\n2023-11-16 18:15:47.1,30,8\n")
+
+#: replacement values for a JSON leaf: wrong types, out of range, non-finite, odd text
+VALUES: list = [None, -1, 0, 1.5, 2**70, 1e300, -1e-300, True, "x", "", [], {}, [1, 2],
+                {"k": 1}, "\ud800", "a\nb"]
+CONSTANTS = ["NaN", "Infinity", "-Infinity"]
+
+
+def _paths(node, prefix=()):
+    """Every (path, value) of a JSON document, containers included."""
+    yield prefix, node
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _paths(v, (*prefix, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _paths(v, (*prefix, i))
+
+
+def _set(doc, path, value):
+    node = doc
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+
+
+def mutate_json(doc: dict, rng: random.Random) -> str:
+    """One structural or textual mutation of ``doc``, as file text."""
+    doc = json.loads(json.dumps(doc))
+    paths = [p for p, _ in _paths(doc) if p]
+    path = rng.choice(paths)
+    kind = rng.randrange(8)
+    if kind == 0:  # delete a key / an item
+        node = doc
+        for k in path[:-1]:
+            node = node[k]
+        del node[path[-1]]
+    elif kind == 1:  # unknown key
+        node = doc
+        for k in path[:-1]:
+            node = node[k]
+        if isinstance(node, dict):
+            node["unexpected"] = 1
+        else:
+            _set(doc, path, rng.choice(VALUES))
+    elif kind in (2, 3, 4):
+        _set(doc, path, rng.choice(VALUES))
+    elif kind == 5:  # a non-finite constant where a value was
+        _set(doc, path, "@@")
+        return json.dumps(doc).replace('"@@"', rng.choice(CONSTANTS))
+    elif kind == 6:  # a duplicate key
+        text = json.dumps(doc)
+        i = text.find('": ', rng.randrange(len(text)))
+        if i > 0:
+            j = text.rfind('"', 0, i)
+            key = text[j:i + 1]
+            return text[:j] + key + ": 0, " + text[j:]
+        return text
+    text = json.dumps(doc)
+    return _mutate_bytes(text, rng)
+
+
+def _mutate_bytes(text: str, rng: random.Random) -> str:
+    cut = rng.randrange(len(text) + 1)
+    choice = rng.randrange(4)
+    if choice == 0:
+        return text[:cut]  # truncated
+    if choice == 1:
+        return text[:cut] + rng.choice(["{", "]", "\x00", "\\", '"', "[" * 2000]) + text[cut:]
+    if choice == 2:
+        return ""
+    return text[:cut] + text[cut + 1:]
+
+
+def mutate_trace(rng: random.Random) -> str:
+    lines = TRACE.splitlines()
+    k = rng.randrange(len(lines))
+    cells = lines[k].split(",")
+    c = rng.randrange(len(cells))
+    cells[c] = rng.choice(["", "-5", "1e400", "nan", "x", "0", "3.5", "\ud800", "2023-13-45"])
+    if rng.random() < 0.3:
+        cells = cells[:-1]
+    lines[k] = ",".join(cells)
+    if rng.random() < 0.2:
+        lines = lines[:1]
+    return "\n".join(lines) + "\n"
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    return path
+
+
+def run(capsys, argv: list[str]) -> tuple[int, str, str]:
+    try:
+        rc = main(argv)
+    except SystemExit as e:  # argparse: exit 2 with its usage message
+        rc = int(e.code or 0)
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def check(rc: int, out: str, err: str, argv: list[str], solver: bool = False) -> None:
+    where = f"{argv}: rc={rc}\n{err[-2000:]}"
+    assert "Traceback" not in err and "internal error" not in err, where
+    assert rc in ((0, 1, 2, 3) if solver else (0, 1, 2)), where
+    if "--json" in argv and out.strip():
+        json.loads(out)  # exactly one document (json.loads refuses trailing data)
+    if rc == 2:
+        assert out.strip() == "", where
+        assert len(err.strip().splitlines()) >= 1, where
+
+
+def _commands(tmp: Path, inst: Path, sched: Path) -> list[tuple[list[str], bool]]:
+    """Every command that reads an instance or a schedule (argv, may the solver fail)."""
+    return [
+        (["info", str(inst)], False),
+        (["validate", str(inst), str(sched), "--json"], False),
+        (["evaluate", str(inst), str(sched), "--json"], False),
+        (["plot", str(inst), str(sched), "-o", str(tmp / "p.png")], False),
+        (["simulate", str(inst), "--policy", "vllm", "--json"], False),
+        (["bound", str(inst), "--time-limit", "1", "--json"], True),
+        (["solve", str(inst), "--time-limit", "2", "--warm-start", "none", "--json", "--quiet"],
+         True),
+        (["improve", str(inst), "--from", str(sched), "--time-limit", "1", "--json"], True),
+        (["compare", str(inst), "--policies", "fcfs", "--schedule", f"s={sched}",
+          "--no-gantt", "--time-limit", "2", "-o", str(tmp / "rep")], True),
+    ]
+
+
+# the slow commands (a solver, a figure) get fewer cases than the replays
+_CHEAP = {"info", "validate", "evaluate", "simulate"}
+
+
+def fuzz(tmp_path: Path, capsys, seed: int, rounds: int, expensive_every: int) -> None:
+    rng = random.Random(seed)
+    good_inst = _write(tmp_path / "good.json", json.dumps(INSTANCE))
+    good_sched = _write(tmp_path / "good_s.json", json.dumps(SCHEDULE))
+    for k in range(rounds):
+        target = rng.choice(["instance", "schedule", "trace"])
+        inst, sched = good_inst, good_sched
+        if target == "instance":
+            inst = _write(tmp_path / f"i{k}.json", mutate_json(INSTANCE, rng))
+        elif target == "schedule":
+            sched = _write(tmp_path / f"s{k}.json", mutate_json(SCHEDULE, rng))
+        else:
+            trace = _write(tmp_path / f"t{k}.csv", mutate_trace(rng))
+            lim = ["--kv-capacity", "1000", "--max-batch-tokens", "512"]
+            runs = [["simulate", "--trace", str(trace), "--policy", "vllm", *lim, "--json"],
+                    ["generate", "azure", "--trace", str(trace), *lim,
+                     "-o", str(tmp_path / f"g{k}.json")]]
+            if k % expensive_every == 0:
+                runs.append(["capacity", str(trace), "--policy", "vllm", "--metric", "mean-jct",
+                             "--target", "100", "--probes", "2", *lim, "--json"])
+            for argv in runs:
+                check(*run(capsys, argv), argv)
+            continue
+        for argv, solver in _commands(tmp_path, inst, sched):
+            if argv[0] not in _CHEAP and k % expensive_every:
+                continue
+            check(*run(capsys, argv), argv, solver)
+
+
+def test_fuzz_cli_small(tmp_path, capsys):
+    fuzz(tmp_path, capsys, seed=30, rounds=60, expensive_every=12)
+
+
+@pytest.mark.slow
+def test_fuzz_cli_large(tmp_path, capsys):
+    fuzz(tmp_path, capsys, seed=3030, rounds=400, expensive_every=4)
+
+
+#: the bad-input corpus of issue 30: each file, each command that reads it: exit 2, one line
+CORPUS: dict[str, Callable[[], str]] = {
+    "nested-array": lambda: "[" * 1000 + "]" * 1000,
+    "nested-object": lambda: '{"a":' * 1000 + "1" + "}" * 1000,
+    "empty": lambda: "",
+    "whitespace": lambda: "  \n",
+    "lone-surrogate-id": lambda: json.dumps(INSTANCE).replace('"id": "a"', '"id": "\\ud800"'),
+    "nan-arrival": lambda: json.dumps(INSTANCE).replace('"arrival": 1.0', '"arrival": NaN'),
+    "duplicate-key": lambda: json.dumps(INSTANCE).replace('"kv_capacity": 8',
+                                                          '"kv_capacity": 8, "kv_capacity": 9'),
+    "no-cost-model": lambda: json.dumps({k: v for k, v in INSTANCE.items() if k != "cost_model"}),
+    "a-list": lambda: "[1, 2, 3]",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_bad_instance_corpus(tmp_path, capsys, name):
+    inst = _write(tmp_path / "i.json", CORPUS[name]())
+    sched = _write(tmp_path / "s.json", json.dumps(SCHEDULE))
+    for argv, _ in _commands(tmp_path, inst, sched):
+        rc, out, err = run(capsys, argv)
+        check(rc, out, err, argv)
+        assert rc == 2 and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+@pytest.mark.parametrize("raw", [b"", b"\xff\xfe\x00", "[" * 1000, b"PK\x03\x04garbage",
+                                 '{"batches": [{"entries": [["a", 16.5]]}]}',
+                                 '{"batches": [], "batches": []}'])
+def test_bad_schedule_corpus(tmp_path, capsys, raw):
+    inst = _write(tmp_path / "i.json", json.dumps(INSTANCE))
+    f = tmp_path / "s.json"
+    f.write_bytes(raw if isinstance(raw, bytes) else raw.encode())
+    for cmd in ("validate", "evaluate"):
+        argv = [cmd, str(inst), str(f), "--json"]
+        rc, out, err = run(capsys, argv)
+        check(rc, out, err, argv)
+        assert rc == 2 and len(err.strip().splitlines()) == 1, (argv, err)
