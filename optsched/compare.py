@@ -154,15 +154,19 @@ def evaluated_row(label: str, kind: str, inst: Instance, sched: Schedule, object
     return Row(label, kind, status, sched, ev, ev.objective(objective), runtime)
 
 
-def run_policies(inst: Instance, names: Sequence[str], objective: str = "makespan") -> list[Row]:
-    """Simulate and evaluate each policy; a policy that fails is a row with status ``error``."""
+def run_policies(inst: Instance, names: Sequence[str], objective: str = "makespan",
+                 deadline: float | None = None) -> list[Row]:
+    """Simulate and evaluate each policy; a policy that fails, or does not finish by
+    ``deadline`` (a ``time.perf_counter()`` value), is a row with status ``error``."""
     from .policies import simulate
+    from .progress import phase
 
     rows = []
     for name in names:
         t0 = time.perf_counter()
+        phase(f"simulating {name}")
         try:
-            sched = simulate(inst, name)
+            sched = simulate(inst, name, deadline=deadline)
         except OptschedError as e:
             rows.append(Row(name, "policy", "error", runtime=time.perf_counter() - t0, message=str(e)))
             continue
@@ -270,7 +274,11 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
     from .bounds import Budget, lower_bound
 
     budget = Budget.seconds(time_limit)
-    rows = run_policies(instance, names, objective) if names else []
+    # the policies may use at most POLICY_SHARE of the budget: the rest is for the bound, the
+    # model (or LNS in its place) and the report
+    policy_deadline = None if budget.deadline is None else \
+        time.perf_counter() + POLICY_SHARE * budget.left()
+    rows = run_policies(instance, names, objective, policy_deadline) if names else []
     rows += [evaluated_row(label, "schedule", instance, s, objective, None)
              for label, s in pairs]
     notes: list[str] = []
@@ -291,12 +299,25 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
         opt, rep = _optimum_within(instance, rows, budget, notes, formulation=formulation,
                                    objective=objective, solver=solver, threads=threads)
         rows.append(opt)
+        if rep is None and improve_seconds <= 0:  # skipped: its time goes to LNS
+            seconds = budget.left() - REPORT_SECONDS
+            lns = _lns_row(instance, rows, objective, seconds, seed) \
+                if seconds >= MIN_LNS_SECONDS else []
+            if lns:
+                notes.append(f"the exact model was skipped; its {seconds:.0f} s went to "
+                             "large-neighbourhood search (the lns row)")
+            rows[-1:-1] = lns
     ref, ref_kind, source = reference(opt, lower)
     for r in rows:
         if r.evaluation is not None and r.evaluation.feasible:
             r.gap = gap(r.objective, ref)
     return Comparison(instance, objective, rows, opt, rep, ref_kind, ref, time_limit, solver,
                       lower, source, notes)
+
+
+#: the policies' share of the budget; seconds kept for the report (charts are skipped past
+#: the deadline); LNS is not started with less time than this
+POLICY_SHARE, REPORT_SECONDS, MIN_LNS_SECONDS = 0.6, 1.0, 1.0
 
 
 def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float,
@@ -313,7 +334,13 @@ def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float
     best = min(feas, key=_objective_of)
     if best.schedule is None:  # feas keeps only rows with a schedule
         raise RuntimeError(f"compare: row {best.label!r} has no schedule to improve")
-    res = improve(instance, best.schedule, objective, LNSOptions(time_limit=seconds, seed=seed))
+    from .progress import phase
+
+    phase(f"large-neighbourhood search for {seconds:.1f} s from {best.label}")
+    res = improve(instance, best.schedule, objective,
+                  LNSOptions(time_limit=seconds, seed=seed, progress=False))
+    phase(f"large-neighbourhood search: {res.start_objective:.6g} -> {res.objective:.6g} "
+          f"in {res.runtime:.1f} s")
     return [evaluated_row(f"lns ({best.label})", "lns", instance, res.schedule, objective,
                           res.runtime)]
 
@@ -367,13 +394,14 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
 
 
 def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_rows: int | None = 300,
-                 title: str | None = None) -> dict[str, str]:
+                 title: str | None = None, deadline: float | None = None) -> dict[str, str]:
     """Figures, ``report.md`` and ``report.json`` in ``out``; returns {what: file name}.
     ``max_rows``: Gantt rows per figure (None = all); ``title``: the instance's name in the
-    heading when the instance has none."""
+    heading when the instance has none; past ``deadline`` (a ``time.perf_counter()`` value,
+    the command's budget) no further figure is drawn and the notes say which were not."""
     out.mkdir(parents=True, exist_ok=True)
-    files = _figures(out, cmp)
-    gantts = _gantts(out, cmp, max_rows) if gantt_charts else {}
+    files = _figures(out, cmp, deadline)
+    gantts = _gantts(out, cmp, max_rows, deadline) if gantt_charts else {}
     md = _markdown(cmp, files, gantts, title)
     (out / "report.md").write_text("\n".join(md) + "\n")
     files["report"] = "report.md"
@@ -395,8 +423,19 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
     return files
 
 
-def _figures(out: Path, cmp: Comparison) -> dict[str, str]:
+def _late(cmp: Comparison, deadline: float | None, what: str) -> bool:
+    """Whether ``deadline`` has passed; if so a note says that ``what`` was not drawn."""
+    if deadline is None or time.perf_counter() < deadline:
+        return False
+    cmp.notes.append(f"{what} not drawn: the time limit was reached")
+    return True
+
+
+def _figures(out: Path, cmp: Comparison, deadline: float | None = None) -> dict[str, str]:
     from .plot import COMPARE_METRICS, compare_bars, kv_over_time, solver_progress
+    from .progress import phase
+
+    phase("report: charts")
 
     inst, rows, ref_kind, rep = cmp.instance, cmp.rows, cmp.reference_kind, cmp.report
     files: dict[str, str] = {}
@@ -411,25 +450,28 @@ def _figures(out: Path, cmp: Comparison) -> dict[str, str]:
                      + ("" if ref_kind else " (no optimum computed)"), metrics=metrics,
                      gap_label=f"gap to {ref_kind} (%)" if ref_kind else None, save=out / "compare.png")
         files["bars"] = "compare.png"
-    if done:
+    if done and not _late(cmp, deadline, "kv.png (KV cache use over time)"):
         kv_over_time({r.label: (inst, r.evaluation) for r in done if r.evaluation is not None},
                      title=f"{inst.name}: KV cache use over time", save=out / "kv.png")
         files["kv"] = "kv.png"
     history = rep.history if rep is not None else ()
-    if rep is not None and history:
+    if rep is not None and history and not _late(cmp, deadline, "progress.png"):
         solver_progress(history, title=f"{inst.name}: {rep.formulation} / {rep.solver}",
                         save=out / "progress.png")
         files["progress"] = "progress.png"
     return files
 
 
-def _gantts(out: Path, cmp: Comparison, max_rows: int | None) -> dict[str, str]:
+def _gantts(out: Path, cmp: Comparison, max_rows: int | None,
+            deadline: float | None = None) -> dict[str, str]:
     from .plot import gantt
 
     gantts: dict[str, str] = {}
     used: set[str] = set()
     for r in cmp.rows:
         if r.evaluation is None or r.schedule is None:
+            continue
+        if _late(cmp, deadline, f"the Gantt chart of {r.label}"):
             continue
         name = f"gantt_{_slug(r.label)}.png"
         k = 2

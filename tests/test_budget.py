@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 
+import optsched.plot  # noqa: F401 - loaded up front: compare's budget counts its import
 from optsched.budget import ModelEstimate, estimate_model, plan_solve, upper_gap
 from optsched.cli import main
 from optsched.cost import preset

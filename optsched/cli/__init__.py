@@ -48,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_INPUT
+    from .. import progress
+
+    # the budget of --time-limit counts from the process start when run as a program
+    progress.enable(not getattr(args, "quiet", False), args.command,
+                    from_process_start=argv is None)
     try:
         # stdout carries only what the command prints (one JSON document with --json);
         # whatever a solver library writes there from C goes to stderr
@@ -63,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    finally:
+        progress.enable(False)
 
 
 if __name__ == "__main__":  # pragma: no cover

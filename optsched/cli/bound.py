@@ -38,7 +38,10 @@ def run(args) -> int:
         raise BoundError(f"--method: unknown bound method {args.method!r}; choose one of "
                          f"{', '.join(methods)}")
     inst = load_instance(args.instance)
-    res = lower_bound(inst, args.objective, args.method, time_limit=args.time_limit)
+    from ..budget import command_seconds
+
+    res = lower_bound(inst, args.objective, args.method,
+                      time_limit=command_seconds(args.time_limit))
     if args.json:
         print_json({"instance": inst.name, "requests": inst.n, **res.to_dict()})
         return EXIT_OK

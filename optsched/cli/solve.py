@@ -86,7 +86,7 @@ def resolve_than(instance, than: str, objective: str) -> float:
 
 
 def run(args) -> int:
-    from ..budget import solve_within
+    from ..budget import command_seconds, solve_within
     from ..formulations import Hypotheses, SolveOptions
 
     output_file(args.output)
@@ -111,7 +111,7 @@ def run(args) -> int:
                         progress=False if (args.quiet or args.json) else None,
                         params=parse_assignments(args.param, error=CliInputError))
     done = solve_within(inst, args.formulation, args.objective, options=opts, hypotheses=hyp,
-                        warm_start=ws, time_limit=args.time_limit)
+                        warm_start=ws, time_limit=command_seconds(args.time_limit))
     rep, lb = done.report, done.lower_bound
     if args.output and rep.schedule is not None:
         rep.schedule.save(args.output)
