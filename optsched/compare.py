@@ -400,8 +400,9 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
     heading when the instance has none; past ``deadline`` (a ``time.perf_counter()`` value,
     the command's budget) no further figure is drawn and the notes say which were not."""
     out.mkdir(parents=True, exist_ok=True)
-    files = _figures(out, cmp, deadline)
-    gantts = _gantts(out, cmp, max_rows, deadline) if gantt_charts else {}
+    clock = _Clock(deadline)
+    files = _figures(out, cmp, clock)
+    gantts = _gantts(out, cmp, max_rows, clock) if gantt_charts else {}
     md = _markdown(cmp, files, gantts, title)
     (out / "report.md").write_text("\n".join(md) + "\n")
     files["report"] = "report.md"
@@ -423,55 +424,83 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
     return files
 
 
-def _late(cmp: Comparison, deadline: float | None, what: str) -> bool:
-    """Whether ``deadline`` has passed; if so a note says that ``what`` was not drawn."""
-    if deadline is None or time.perf_counter() < deadline:
-        return False
-    cmp.notes.append(f"{what} not drawn: the time limit was reached")
-    return True
+#: seconds loading matplotlib is assumed to take when it is not loaded yet (0.5-1 s on a
+#: quiet 2-core machine, up to 7 s at load 8)
+MATPLOTLIB_SECONDS = 2.0
 
 
-def _figures(out: Path, cmp: Comparison, deadline: float | None = None) -> dict[str, str]:
-    from .plot import COMPARE_METRICS, compare_bars, kv_over_time, solver_progress
+class _Clock:
+    """The charts' deadline: a chart is started only if the last one, drawn in the time it
+    took, would still end before ``deadline`` (a ``time.perf_counter()`` value)."""
+
+    def __init__(self, deadline: float | None):
+        self.deadline, self.last, self.started = deadline, 0.0, time.perf_counter()
+        import sys
+
+        if "matplotlib.axes" not in sys.modules:  # loading it is the first chart's cost
+            self.last = MATPLOTLIB_SECONDS
+
+    def late(self, cmp: Comparison, what: str) -> bool:
+        """Whether ``what`` cannot be drawn in time (a note says so); else it starts now."""
+        now = time.perf_counter()
+        if self.deadline is None or now + self.last < self.deadline:
+            self.started = now
+            return False
+        cmp.notes.append(f"{what} not drawn: the time limit was reached")
+        return True
+
+    def done(self) -> None:
+        self.last = time.perf_counter() - self.started
+
+
+def _figures(out: Path, cmp: Comparison, clock: _Clock) -> dict[str, str]:
     from .progress import phase
 
-    phase("report: charts")
+    files: dict[str, str] = {}
+    if clock.late(cmp, "the charts (compare.png, kv.png, Gantt charts)"):
+        clock.last = math.inf  # none will be drawn
+        return files
+    phase("report: loading matplotlib and drawing the charts")
+    from .plot import COMPARE_METRICS, compare_bars, kv_over_time, solver_progress
 
     inst, rows, ref_kind, rep = cmp.instance, cmp.rows, cmp.reference_kind, cmp.report
-    files: dict[str, str] = {}
     done = [r for r in rows if r.evaluation is not None]
     bar_rows = [{"policy": r.label, "objective": r.objective, "gap": r.gap,
                  "evictions": r.metric("evictions"), "mean_ttft": r.metric("mean_ttft"),
                  "mean_tpot": r.metric("mean_tpot"), "optimal": r.kind == "optimum",
                  "feasible": r.evaluation.feasible if r.evaluation is not None else None} for r in rows]
-    if rows:
+    if rows and not clock.late(cmp, "compare.png (comparison bars)"):
         metrics = [m for m in COMPARE_METRICS if ref_kind or m[0] != "gap"]
         compare_bars(bar_rows, title=f"{inst.name}: {cmp.objective}"
                      + ("" if ref_kind else " (no optimum computed)"), metrics=metrics,
                      gap_label=f"gap to {ref_kind} (%)" if ref_kind else None, save=out / "compare.png")
         files["bars"] = "compare.png"
-    if done and not _late(cmp, deadline, "kv.png (KV cache use over time)"):
+        clock.done()
+    if done and not clock.late(cmp, "kv.png (KV cache use over time)"):
         kv_over_time({r.label: (inst, r.evaluation) for r in done if r.evaluation is not None},
                      title=f"{inst.name}: KV cache use over time", save=out / "kv.png")
         files["kv"] = "kv.png"
+        clock.done()
     history = rep.history if rep is not None else ()
-    if rep is not None and history and not _late(cmp, deadline, "progress.png"):
+    if rep is not None and history and not clock.late(cmp, "progress.png"):
         solver_progress(history, title=f"{inst.name}: {rep.formulation} / {rep.solver}",
                         save=out / "progress.png")
         files["progress"] = "progress.png"
+        clock.done()
     return files
 
 
-def _gantts(out: Path, cmp: Comparison, max_rows: int | None,
-            deadline: float | None = None) -> dict[str, str]:
-    from .plot import gantt
-
+def _gantts(out: Path, cmp: Comparison, max_rows: int | None, clock: _Clock) -> dict[str, str]:
     gantts: dict[str, str] = {}
     used: set[str] = set()
+    if math.isinf(clock.last):  # no chart at all (the note says so)
+        return gantts
+    from .plot import gantt
+
     for r in cmp.rows:
         if r.evaluation is None or r.schedule is None:
             continue
-        if _late(cmp, deadline, f"the Gantt chart of {r.label}"):
+        if clock.late(cmp, f"the Gantt chart of {r.label}"):
             continue
         name = f"gantt_{_slug(r.label)}.png"
         k = 2
@@ -482,6 +511,7 @@ def _gantts(out: Path, cmp: Comparison, max_rows: int | None,
               title=f"{r.label}: {cmp.objective} {fmt(r.objective)}, "
                     f"{r.metric('evictions')} evictions", save=out / name)
         gantts[r.label] = name
+        clock.done()
     return gantts
 
 

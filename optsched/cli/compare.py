@@ -57,18 +57,13 @@ def register(sub) -> None:
 
 
 #: seconds before the end of --time-limit after which no further chart is started
-CHART_SECONDS = 1.5
+CHART_SECONDS = 1.0
 
 
 def run(args: argparse.Namespace) -> int:
     import time
 
     from ..budget import command_seconds
-    from ..progress import phase
-
-    phase("loading matplotlib")
-    from .. import plot  # noqa: F401 - seconds on a busy machine: paid first, so the budget sees it
-
     limit = command_seconds(args.time_limit)  # the budget counts from the command's start
     end = time.perf_counter() + limit
     output_dir(args.output)
