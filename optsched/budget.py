@@ -273,7 +273,9 @@ def solve_within(instance: Instance, formulation: str, objective: str, *, option
     budget = Budget.seconds(time_limit)
     phase("lower bound (combinatorial rungs)")
     lower = lower_bound(instance, objective, "combinatorial", budget=budget)
-    phase(f"lower bound {lower.value:.6g} s ({lower.method})")
+    from .verdict import value
+
+    phase(f"lower bound {value(lower.value, instance)} ({lower.method})")
     deadline = math.inf if budget.deadline is None else budget.deadline
     sized = sized_solve(instance, formulation, objective, options=options,
                         hypotheses=hypotheses, warm_start=warm_start, deadline=deadline)

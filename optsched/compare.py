@@ -373,6 +373,14 @@ def _optimum_within(instance: Instance, rows: list[Row], budget: Any, notes: lis
 HEADERS = ("policy", "status", "objective", "gap", "evictions", "mean TTFT", "mean TPOT", "runtime (s)")
 
 
+def headers_in(unit: str, objective: str | None = None) -> list[str]:
+    """:data:`HEADERS` with the unit of times (``s``, or ``time units`` under unit cost)."""
+    h = list(HEADERS)
+    h[2] = f"objective ({objective + ', ' if objective else ''}{unit})"
+    h[5], h[6] = f"mean TTFT ({unit})", f"mean TPOT ({unit})"
+    return h
+
+
 def table_rows(rows: Sequence[Row]) -> list[list[Any]]:
     """The report table's cells, one list per row (in :data:`HEADERS` order)."""
     out = []
@@ -403,7 +411,11 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
     clock = _Clock(deadline)
     files = _figures(out, cmp, clock)
     gantts = _gantts(out, cmp, max_rows, clock) if gantt_charts else {}
+    from .verdict import compare_verdict
+
+    verdict = compare_verdict(cmp)
     md = _markdown(cmp, files, gantts, title)
+    md[2:2] = [f"**Verdict:** {verdict}", ""]
     (out / "report.md").write_text("\n".join(md) + "\n")
     files["report"] = "report.md"
     rep = cmp.report
@@ -413,6 +425,7 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
                       "source": cmp.reference_source},
         "lower_bound": None if cmp.lower_bound is None else cmp.lower_bound.to_dict(),
         "notes": list(cmp.notes),
+        "verdict": verdict,
         "solve": None if rep is None else rep.to_dict(include_schedule=False),
         "rows": [r.to_dict() for r in cmp.rows],
         "figures": {**{k: v for k, v in files.items() if k != "report"}, "gantt": gantts},
@@ -521,8 +534,9 @@ def _markdown(cmp: Comparison, files: dict[str, str], gantts: dict[str, str],
     lim = inst.limits
     gap_head = {"optimum": "gap to optimum", "bound": "gap to bound (optimum not proven)",
                 None: "gap (no bound)"}[ref_kind]
-    headers = list(HEADERS)
-    headers[2] = f"objective ({cmp.objective})"
+    from .verdict import unit
+
+    headers = headers_in(unit(inst), cmp.objective)
     headers[3] = gap_head
     md = [f"# Comparison on `{inst.name or title}`", "",
           f"- requests: {inst.n}; M = {lim.kv_capacity}, C = {lim.max_batch_tokens}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..compare import HEADERS, CompareInputError, compare, policy_names, table_rows, write_report
+from ..compare import CompareInputError, compare, headers_in, policy_names, table_rows, write_report
 from ..evaluate import OBJECTIVES
 from . import EXIT_NO, EXIT_OK
 from ._common import load_instance, load_schedule, output_dir, table
@@ -81,7 +81,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     write_report(out, cmp, gantt_charts=not args.no_gantt, max_rows=args.max_rows or None,
                  title=args.instance, deadline=end - CHART_SECONDS)
-    headers = list(HEADERS)
+    from ..verdict import unit
+
+    headers = headers_in(unit(inst))
     headers[3] = {"optimum": "gap to optimum", "bound": "gap to bound", None: "gap"}[cmp.reference_kind]
     print(table(headers, table_rows(cmp.rows)))
     if cmp.reference_kind == "bound":
@@ -93,4 +95,7 @@ def run(args: argparse.Namespace) -> int:
         if r.message:
             print(f"{r.label}: {r.message}")
     print(f"report written to {out / 'report.md'}")
+    from ..verdict import compare_verdict, say
+
+    say(compare_verdict(cmp))
     return EXIT_OK if cmp.all_feasible else EXIT_NO
