@@ -13,7 +13,12 @@ import sys
 import time
 from typing import TextIO
 
-_state: dict = {"on": False, "t0": time.perf_counter(), "who": "optsched", "stream": None}
+#: phase lines are held back for this many seconds of a command (and dropped if it ends
+#: sooner): a quick command, or a bad input's one-line error, prints no progress
+QUIET_SECONDS = 2.0
+
+_state: dict = {"on": False, "t0": time.perf_counter(), "who": "optsched", "stream": None,
+                "t_main": time.perf_counter(), "held": []}
 
 
 def process_age() -> float:
@@ -38,7 +43,8 @@ def enable(on: bool = True, command: str | None = None, stream: TextIO | None = 
     """Report phases from now on (``on``); the clock (:func:`elapsed`, the commands' budget)
     counts from now, or from the process start with ``from_process_start``."""
     age = process_age() if from_process_start else 0.0
-    _state.update(on=bool(on), t0=time.perf_counter() - age,
+    _state.update(on=bool(on), t0=time.perf_counter() - age, t_main=time.perf_counter(),
+                  held=[],
                   who=f"optsched {command}" if command else "optsched", stream=stream)
 
 
@@ -53,12 +59,18 @@ def elapsed() -> float:
 
 
 def phase(text: str) -> None:
-    """One progress line on stderr (when enabled)."""
+    """One progress line on stderr (when enabled); held back during the first
+    :data:`QUIET_SECONDS` of the command, then written with the lines held."""
     if not _state["on"]:
+        return
+    line = f"[{_state['who']} {elapsed():6.1f} s] {text}\n"
+    if time.perf_counter() - _state["t_main"] < QUIET_SECONDS:
+        _state["held"].append(line)
         return
     stream = _state["stream"] or sys.stderr
     try:
-        stream.write(f"[{_state['who']} {elapsed():6.1f} s] {text}\n")
+        stream.write("".join(_state["held"]) + line)
         stream.flush()
     except (OSError, ValueError):
         _state["on"] = False
+    _state["held"] = []

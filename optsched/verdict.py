@@ -79,6 +79,9 @@ def solve_verdict(instance: Any, objective: str, done: Any, hyp: Any,
                 f"({fb['policy']}) has {what} {value(fb['objective'], instance)}, "
                 f"{above_optimum(fb['objective'], lb, None, False)} "
                 f"(lower bound {value(lb, instance)}).")
+    if rep.status == "error":
+        return (f"The solver failed ({rep.message or 'no message'}); every schedule has {what} "
+                f"at least {value(lb, instance)} (certified lower bound).")
     return (f"No schedule within the time limit; every schedule has {what} at least "
             f"{value(lb, instance)} (certified lower bound).")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from ..cost import DEFAULT_PRESET, PRESETS, preset
+from ..cost import DEFAULT_PRESET, PRESETS
 from ..errors import InputFileError
 from ..generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
 from ..instance import Limits
@@ -111,7 +111,10 @@ def _instance(args):
     limits = Limits(kv_capacity=args.kv_capacity, max_batch_tokens=args.max_batch_tokens,
                     max_prefill_tokens=args.max_prefill_tokens, block_size=args.block_size,
                     hidden_cache=args.hidden_cache)
-    return load_trace_instance(args.instance, limits, preset(args.cost_model), limit=args.limit)
+    from ..cost import cost_model_arg
+
+    return load_trace_instance(args.instance, limits, cost_model_arg(args.cost_model),
+                               limit=args.limit)
 
 
 def run_capacity(args) -> int:

@@ -429,6 +429,10 @@ def solve(
                        warm_start=warm_start).report
 
 
+#: formulations whose models have continuous columns (times in seconds): CP-SAT cannot take them
+CONTINUOUS_FORMULATIONS = ("infermax",)
+
+
 def prepare_solve(instance: Instance, formulation: str, objective: str, options: SolveOptions,
                   hyp: Hypotheses, warm_start: Any) -> tuple[str, SolveOptions]:
     """Every check of a solve's arguments that needs no work (a bad argument fails before
@@ -445,6 +449,11 @@ def prepare_solve(instance: Instance, formulation: str, objective: str, options:
         )
     hyp.check_against(instance)
     options = replace(options, params=info.parse_params(options.params))
+    if options.solver == "cpsat" and formulation in CONTINUOUS_FORMULATIONS:
+        raise FormulationError(
+            f"solver cpsat needs an all-integer model, and formulation {formulation!r} has "
+            "continuous times (seconds); use --formulation hindsight (integer time slots, "
+            "which CP-SAT solves) or --solver highs")
     refuse_swaps(formulation, instance,
                  warm_start.schedule if isinstance(warm_start, WarmStart) else
                  warm_start if isinstance(warm_start, Schedule) else None)
