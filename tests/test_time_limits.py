@@ -156,3 +156,26 @@ def test_solve_uses_its_budget_for_lns_when_the_model_is_skipped(tmp_path, timed
     assert took <= within(30), (took, proc.stderr[-2000:])
     fb = json.loads(proc.stdout)["fallback"]
     assert fb["policy"].startswith("lns (") and fb["objective"] <= fb["start_objective"]
+
+
+def test_compare_holds_its_limit_on_a_schedule_with_a_million_empty_batches(tmp_path,
+                                                                              timed_cli):
+    """vllm's schedule of ``tiny`` followed by 10^6 empty batches (84 s at T = 5 before: the
+    charts of a million batches were drawn after the budget)."""
+    from optsched.data import embedded_instance_path
+    from optsched.policies import simulate
+    from optsched.schedule import Schedule
+
+    s = simulate(Instance.load(embedded_instance_path("tiny")), "vllm")
+    empty = 10**6
+    padded = Schedule(s.ids, np.concatenate([s.batch_ptr, np.full(empty, s.batch_ptr[-1])]),
+                      s.entry_req, s.entry_tokens,
+                      np.concatenate([s.evict_ptr, np.full(empty, s.evict_ptr[-1])]),
+                      s.evict_req, np.concatenate([s.start, np.full(empty, np.nan)]))
+    path = tmp_path / "empty.npz"
+    padded.save(path)
+    took, proc = timed_cli("compare", "tiny", "--schedule", f"padded={path}", "--policies",
+                           "vllm", "--time-limit", "5", "-o", str(tmp_path / "rep"))
+    assert took <= within(5), (took, proc.stderr[-2000:])
+    rows = json.loads((tmp_path / "rep" / "report.json").read_text())["rows"]
+    assert [r["label"] for r in rows] == ["vllm", "padded"]

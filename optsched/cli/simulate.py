@@ -107,7 +107,11 @@ def run_simulate(args) -> int:
     policy = spec.make(**parse_param_args(args.param))  # bad params fail before loading
     output_file(args.output)
     inst = _instance(args)
+    from ..progress import phase
+
+    phase(f"simulating {spec.name} on {inst.n} requests")
     schedule = simulate_policy(inst, policy)
+    phase(f"evaluating {schedule.n_batches} batches")
     ev = evaluate(inst, schedule)
     if args.output:
         schedule.save(args.output)
