@@ -30,6 +30,8 @@ def _solve(instance, formulation: str, objective: str, seconds: float, params: d
     from ..errors import OptschedError
     from ..formulations import SolveOptions, solve
 
+    if seconds < MIN_SECONDS:
+        raise BoundError(f"exact: {formulation}: {max(0.0, seconds):.2g} s left, not started")
     opts = SolveOptions(time_limit=seconds, progress=False, params=params)
     try:
         return solve(instance, formulation, objective, options=opts, warm_start="auto")
