@@ -66,7 +66,7 @@ def timed(cmd: list[str], checkout: Path, tmp: Path, kill: float) -> float:
     t0 = time.perf_counter()
     try:
         subprocess.run([sys.executable, "-m", "optsched", *cmd], env=env, capture_output=True,
-                       stdin=subprocess.DEVNULL, timeout=kill)
+                       stdin=subprocess.DEVNULL, timeout=kill, cwd=checkout)  # -m: cwd first
     except subprocess.TimeoutExpired:
         return float("inf")
     return time.perf_counter() - t0

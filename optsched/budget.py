@@ -112,6 +112,8 @@ def estimate_model(instance: Instance, formulation: str, objective: str, params:
 #: (:func:`sized_solve` runs it first), and a small model is built, decoded and replayed in
 #: well under a second, so a short time limit still solves a small instance
 SMALL_MODEL_VARIABLES, SMALL_OVERHEAD_SECONDS = 20_000, 1.0
+#: a small model is still built with this many seconds left (and gets half of them)
+SMALL_MIN_SECONDS = 0.5
 
 
 def _seconds(variables: int) -> float:
@@ -128,6 +130,13 @@ def plan_solve(estimate: ModelEstimate | None, seconds_left: float) -> SolvePlan
         return SolvePlan(True, max(MIN_SOLVER_SECONDS, seconds_left - OVERHEAD_SECONDS), None,
                          "model size unknown in advance; the solver gets the time left")
     solver = seconds_left - estimate.seconds
+    if solver < MIN_SOLVER_SECONDS and estimate.variables < SMALL_MODEL_VARIABLES \
+            and seconds_left >= SMALL_MIN_SECONDS:
+        # a small model is built and solved in a fraction of a second: it gets half of what
+        # is left rather than nothing (an overrun stays within the 10% + 1 s slack)
+        return SolvePlan(True, seconds_left / 2, estimate,
+                         f"{estimate.describe()}; small, so the solver gets half of the "
+                         f"{seconds_left:.1f} s left")
     if solver < MIN_SOLVER_SECONDS:
         return SolvePlan(False, None, estimate,
                          f"model skipped: {estimate.describe()}, more than the "
