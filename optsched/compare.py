@@ -154,15 +154,19 @@ def evaluated_row(label: str, kind: str, inst: Instance, sched: Schedule, object
     return Row(label, kind, status, sched, ev, ev.objective(objective), runtime)
 
 
-def run_policies(inst: Instance, names: Sequence[str], objective: str = "makespan") -> list[Row]:
-    """Simulate and evaluate each policy; a policy that fails is a row with status ``error``."""
+def run_policies(inst: Instance, names: Sequence[str], objective: str = "makespan",
+                 deadline: float | None = None) -> list[Row]:
+    """Simulate and evaluate each policy; a policy that fails, or does not finish by
+    ``deadline`` (a ``time.perf_counter()`` value), is a row with status ``error``."""
     from .policies import simulate
+    from .progress import phase
 
     rows = []
     for name in names:
         t0 = time.perf_counter()
+        phase(f"simulating {name}")
         try:
-            sched = simulate(inst, name)
+            sched = simulate(inst, name, deadline=deadline)
         except OptschedError as e:
             rows.append(Row(name, "policy", "error", runtime=time.perf_counter() - t0, message=str(e)))
             continue
@@ -270,7 +274,11 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
     from .bounds import Budget, lower_bound
 
     budget = Budget.seconds(time_limit)
-    rows = run_policies(instance, names, objective) if names else []
+    # the policies may use at most POLICY_SHARE of the budget: the rest is for the bound, the
+    # model (or LNS in its place) and the report
+    policy_deadline = None if budget.deadline is None else \
+        time.perf_counter() + POLICY_SHARE * budget.left()
+    rows = run_policies(instance, names, objective, policy_deadline) if names else []
     rows += [evaluated_row(label, "schedule", instance, s, objective, None)
              for label, s in pairs]
     notes: list[str] = []
@@ -291,12 +299,25 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
         opt, rep = _optimum_within(instance, rows, budget, notes, formulation=formulation,
                                    objective=objective, solver=solver, threads=threads)
         rows.append(opt)
+        if rep is None and improve_seconds <= 0:  # skipped: its time goes to LNS
+            seconds = budget.left() - REPORT_SECONDS
+            lns = _lns_row(instance, rows, objective, seconds, seed) \
+                if seconds >= MIN_LNS_SECONDS else []
+            if lns:
+                notes.append(f"the exact model was skipped; its {seconds:.0f} s went to "
+                             "large-neighbourhood search (the lns row)")
+            rows[-1:-1] = lns
     ref, ref_kind, source = reference(opt, lower)
     for r in rows:
         if r.evaluation is not None and r.evaluation.feasible:
             r.gap = gap(r.objective, ref)
     return Comparison(instance, objective, rows, opt, rep, ref_kind, ref, time_limit, solver,
                       lower, source, notes)
+
+
+#: the policies' share of the budget; seconds kept for the report (charts are skipped past
+#: the deadline); LNS is not started with less time than this
+POLICY_SHARE, REPORT_SECONDS, MIN_LNS_SECONDS = 0.6, 1.0, 1.0
 
 
 def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float,
@@ -313,7 +334,13 @@ def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float
     best = min(feas, key=_objective_of)
     if best.schedule is None:  # feas keeps only rows with a schedule
         raise RuntimeError(f"compare: row {best.label!r} has no schedule to improve")
-    res = improve(instance, best.schedule, objective, LNSOptions(time_limit=seconds, seed=seed))
+    from .progress import phase
+
+    phase(f"large-neighbourhood search for {seconds:.1f} s from {best.label}")
+    res = improve(instance, best.schedule, objective,
+                  LNSOptions(time_limit=seconds, seed=seed, progress=False))
+    phase(f"large-neighbourhood search: {res.start_objective:.6g} -> {res.objective:.6g} "
+          f"in {res.runtime:.1f} s")
     return [evaluated_row(f"lns ({best.label})", "lns", instance, res.schedule, objective,
                           res.runtime)]
 
@@ -346,6 +373,14 @@ def _optimum_within(instance: Instance, rows: list[Row], budget: Any, notes: lis
 HEADERS = ("policy", "status", "objective", "gap", "evictions", "mean TTFT", "mean TPOT", "runtime (s)")
 
 
+def headers_in(unit: str, objective: str | None = None) -> list[str]:
+    """:data:`HEADERS` with the unit of times (``s``, or ``time units`` under unit cost)."""
+    h = list(HEADERS)
+    h[2] = f"objective ({objective + ', ' if objective else ''}{unit})"
+    h[5], h[6] = f"mean TTFT ({unit})", f"mean TPOT ({unit})"
+    return h
+
+
 def table_rows(rows: Sequence[Row]) -> list[list[Any]]:
     """The report table's cells, one list per row (in :data:`HEADERS` order)."""
     out = []
@@ -367,14 +402,20 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
 
 
 def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_rows: int | None = 300,
-                 title: str | None = None) -> dict[str, str]:
+                 title: str | None = None, deadline: float | None = None) -> dict[str, str]:
     """Figures, ``report.md`` and ``report.json`` in ``out``; returns {what: file name}.
     ``max_rows``: Gantt rows per figure (None = all); ``title``: the instance's name in the
-    heading when the instance has none."""
+    heading when the instance has none; past ``deadline`` (a ``time.perf_counter()`` value,
+    the command's budget) no further figure is drawn and the notes say which were not."""
     out.mkdir(parents=True, exist_ok=True)
-    files = _figures(out, cmp)
-    gantts = _gantts(out, cmp, max_rows) if gantt_charts else {}
+    clock = _Clock(deadline)
+    files = _figures(out, cmp, clock)
+    gantts = _gantts(out, cmp, max_rows, clock) if gantt_charts else {}
+    from .verdict import compare_verdict
+
+    verdict = compare_verdict(cmp)
     md = _markdown(cmp, files, gantts, title)
+    md[2:2] = [f"**Verdict:** {verdict}", ""]
     (out / "report.md").write_text("\n".join(md) + "\n")
     files["report"] = "report.md"
     rep = cmp.report
@@ -384,6 +425,7 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
                       "source": cmp.reference_source},
         "lower_bound": None if cmp.lower_bound is None else cmp.lower_bound.to_dict(),
         "notes": list(cmp.notes),
+        "verdict": verdict,
         "solve": None if rep is None else rep.to_dict(include_schedule=False),
         "rows": [r.to_dict() for r in cmp.rows],
         "figures": {**{k: v for k, v in files.items() if k != "report"}, "gantt": gantts},
@@ -395,41 +437,83 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
     return files
 
 
-def _figures(out: Path, cmp: Comparison) -> dict[str, str]:
+#: seconds loading matplotlib is assumed to take when it is not loaded yet (0.5-1 s on a
+#: quiet 2-core machine, up to 7 s at load 8)
+MATPLOTLIB_SECONDS = 2.0
+
+
+class _Clock:
+    """The charts' deadline: a chart is started only if the last one, drawn in the time it
+    took, would still end before ``deadline`` (a ``time.perf_counter()`` value)."""
+
+    def __init__(self, deadline: float | None):
+        self.deadline, self.last, self.started = deadline, 0.0, time.perf_counter()
+        import sys
+
+        if "matplotlib.axes" not in sys.modules:  # loading it is the first chart's cost
+            self.last = MATPLOTLIB_SECONDS
+
+    def late(self, cmp: Comparison, what: str) -> bool:
+        """Whether ``what`` cannot be drawn in time (a note says so); else it starts now."""
+        now = time.perf_counter()
+        if self.deadline is None or now + self.last < self.deadline:
+            self.started = now
+            return False
+        cmp.notes.append(f"{what} not drawn: the time limit was reached")
+        return True
+
+    def done(self) -> None:
+        self.last = time.perf_counter() - self.started
+
+
+def _figures(out: Path, cmp: Comparison, clock: _Clock) -> dict[str, str]:
+    from .progress import phase
+
+    files: dict[str, str] = {}
+    if clock.late(cmp, "the charts (compare.png, kv.png, Gantt charts)"):
+        clock.last = math.inf  # none will be drawn
+        return files
+    phase("report: loading matplotlib and drawing the charts")
     from .plot import COMPARE_METRICS, compare_bars, kv_over_time, solver_progress
 
     inst, rows, ref_kind, rep = cmp.instance, cmp.rows, cmp.reference_kind, cmp.report
-    files: dict[str, str] = {}
     done = [r for r in rows if r.evaluation is not None]
     bar_rows = [{"policy": r.label, "objective": r.objective, "gap": r.gap,
                  "evictions": r.metric("evictions"), "mean_ttft": r.metric("mean_ttft"),
                  "mean_tpot": r.metric("mean_tpot"), "optimal": r.kind == "optimum",
                  "feasible": r.evaluation.feasible if r.evaluation is not None else None} for r in rows]
-    if rows:
+    if rows and not clock.late(cmp, "compare.png (comparison bars)"):
         metrics = [m for m in COMPARE_METRICS if ref_kind or m[0] != "gap"]
         compare_bars(bar_rows, title=f"{inst.name}: {cmp.objective}"
                      + ("" if ref_kind else " (no optimum computed)"), metrics=metrics,
                      gap_label=f"gap to {ref_kind} (%)" if ref_kind else None, save=out / "compare.png")
         files["bars"] = "compare.png"
-    if done:
+        clock.done()
+    if done and not clock.late(cmp, "kv.png (KV cache use over time)"):
         kv_over_time({r.label: (inst, r.evaluation) for r in done if r.evaluation is not None},
                      title=f"{inst.name}: KV cache use over time", save=out / "kv.png")
         files["kv"] = "kv.png"
+        clock.done()
     history = rep.history if rep is not None else ()
-    if rep is not None and history:
+    if rep is not None and history and not clock.late(cmp, "progress.png"):
         solver_progress(history, title=f"{inst.name}: {rep.formulation} / {rep.solver}",
                         save=out / "progress.png")
         files["progress"] = "progress.png"
+        clock.done()
     return files
 
 
-def _gantts(out: Path, cmp: Comparison, max_rows: int | None) -> dict[str, str]:
-    from .plot import gantt
-
+def _gantts(out: Path, cmp: Comparison, max_rows: int | None, clock: _Clock) -> dict[str, str]:
     gantts: dict[str, str] = {}
     used: set[str] = set()
+    if math.isinf(clock.last):  # no chart at all (the note says so)
+        return gantts
+    from .plot import gantt
+
     for r in cmp.rows:
         if r.evaluation is None or r.schedule is None:
+            continue
+        if clock.late(cmp, f"the Gantt chart of {r.label}"):
             continue
         name = f"gantt_{_slug(r.label)}.png"
         k = 2
@@ -440,6 +524,7 @@ def _gantts(out: Path, cmp: Comparison, max_rows: int | None) -> dict[str, str]:
               title=f"{r.label}: {cmp.objective} {fmt(r.objective)}, "
                     f"{r.metric('evictions')} evictions", save=out / name)
         gantts[r.label] = name
+        clock.done()
     return gantts
 
 
@@ -449,8 +534,9 @@ def _markdown(cmp: Comparison, files: dict[str, str], gantts: dict[str, str],
     lim = inst.limits
     gap_head = {"optimum": "gap to optimum", "bound": "gap to bound (optimum not proven)",
                 None: "gap (no bound)"}[ref_kind]
-    headers = list(HEADERS)
-    headers[2] = f"objective ({cmp.objective})"
+    from .verdict import unit
+
+    headers = headers_in(unit(inst), cmp.objective)
     headers[3] = gap_head
     md = [f"# Comparison on `{inst.name or title}`", "",
           f"- requests: {inst.n}; M = {lim.kv_capacity}, C = {lim.max_batch_tokens}"

@@ -373,7 +373,36 @@ def cost_model_from_dict(d: Any) -> CostModel:
     raise InstanceError(f"cost_model: unknown kind {kind!r} (expected 'unit' or 'linear')")
 
 
+def cost_model_arg(text: str) -> CostModel:
+    """A ``--cost-model`` value: ``unit``, a preset name, or a JSON file holding a cost model
+    (what ``optsched fit -o FILE`` writes, an instance's ``cost_model`` object) or an
+    instance (its ``cost_model`` is used)."""
+    import json
+    from pathlib import Path
+
+    if text == "unit":
+        return UnitCost()
+    p = Path(text)
+    if not (p.suffix.lower() == ".json" or p.exists()):
+        return preset(text)
+    try:
+        d = json.loads(p.read_text())
+    except OSError as e:
+        raise InstanceError(f"--cost-model {text}: cannot read it ({e.strerror or e})") from None
+    except (ValueError, RecursionError) as e:
+        raise InstanceError(f"--cost-model {text}: not valid JSON ({e})") from None
+    if isinstance(d, dict) and "cost_model" in d:
+        d = d["cost_model"]
+    try:
+        return cost_model_from_dict(d)
+    except InstanceError as e:
+        raise InstanceError(f"--cost-model {text}: {e}") from None
+    except (TypeError, ValueError) as e:
+        raise InstanceError(f"--cost-model {text}: cost_model: {e}") from None
+
+
 __all__ = [
+    "cost_model_arg",
     "KSWAP_DEFAULT",
     "RHO_DEFAULT",
     "RHO_FITTED",

@@ -49,6 +49,7 @@ from .evaluate import evaluate
 from .instance import Instance, Request
 from .oracles.exhaustive import SearchOptions, search_between
 from .policies.mcsf import MCSF
+from .policies.registry import SimulationTimeout
 from .policies.simulator import SimView, simulate_policy
 from .schedule import Batch, Schedule
 
@@ -232,9 +233,11 @@ def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
     return keys
 
 
-def priority_schedule(inst: Instance, key: np.ndarray) -> Schedule:
-    """The schedule MC-SF's admission rule builds when it ranks waiting requests by ``key``."""
-    return simulate_policy(inst, _KeyedMCSF(np.asarray(key, dtype=np.float64)))
+def priority_schedule(inst: Instance, key: np.ndarray, deadline: float | None = None) -> Schedule:
+    """The schedule MC-SF's admission rule builds when it ranks waiting requests by ``key``
+    (stopped with ``SimulationTimeout`` past ``deadline``, a ``time.perf_counter()`` value)."""
+    return simulate_policy(inst, _KeyedMCSF(np.asarray(key, dtype=np.float64)),
+                           deadline=deadline)
 
 
 class _LNS:
@@ -304,7 +307,10 @@ class _LNS:
             return None
         t = time.perf_counter()
         try:
-            cand = _free_starts(priority_schedule(self.inst, key))
+            cand = _free_starts(priority_schedule(self.inst, key, self.deadline))
+        except SimulationTimeout:  # the time limit came first
+            self.decode_seconds = math.inf
+            return None
         except OptschedError as e:  # the decoder cannot run this instance: no such moves
             self._log(f"priority decoder stopped: {e}")
             self.decode_seconds = math.inf

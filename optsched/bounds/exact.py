@@ -30,6 +30,8 @@ def _solve(instance, formulation: str, objective: str, seconds: float, params: d
     from ..errors import OptschedError
     from ..formulations import SolveOptions, solve
 
+    if seconds < MIN_SECONDS:
+        raise BoundError(f"exact: {formulation}: {max(0.0, seconds):.2g} s left, not started")
     opts = SolveOptions(time_limit=seconds, progress=False, params=params)
     try:
         return solve(instance, formulation, objective, options=opts, warm_start="auto")
@@ -73,7 +75,7 @@ def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
     if size > FLOW_MAX_ARCS:
         raise BoundError(f"exact: {reason}; flow model would have over {size:,} arcs "
                          f"(> {FLOW_MAX_ARCS:,}) even with J = {J_least}")
-    J = _flow_horizon(instance)
+    J = _flow_horizon(instance, budget)
     size = infermax_flow.size_estimate(instance, J)
     if size > FLOW_MAX_ARCS:
         raise BoundError(f"exact: {reason}; flow model would have ~{size:,} arcs "
@@ -87,17 +89,18 @@ def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
                        notes=(f"infermax flow model: {rep.status}, bound {rep.bound:.6g}",))
 
 
-def _flow_horizon(instance) -> int:
+def _flow_horizon(instance, budget: Budget) -> int:
     """Batches of the best quick policy schedule plus the formulation's slack (an estimate
-    of ``J`` for sizing only; the formulation computes its own)."""
+    of ``J`` for sizing only; the formulation computes its own); the policies stop at the
+    budget's deadline."""
     from ..evaluate import evaluate
     from ..policies import simulate
 
     best = None
     for name in ("vllm", "sarathi"):
         try:
-            s = simulate(instance, name)
-        except Exception:  # noqa: BLE001 - sizing only
+            s = simulate(instance, name, deadline=budget.deadline)
+        except Exception:  # noqa: BLE001 - sizing only (a timeout included)
             continue
         if evaluate(instance, s).feasible:
             best = s.n_batches if best is None else min(best, s.n_batches)

@@ -59,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_INPUT
+    from .. import progress
+
+    # the budget of --time-limit counts from the process start when run as a program
+    progress.enable(not getattr(args, "quiet", False), args.command,
+                    from_process_start=argv is None)
     try:
         # stdout carries only what the command prints (one JSON document with --json);
         # whatever a solver library writes there from C goes to stderr
@@ -86,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{str(e).splitlines()[0] if str(e) else ''} (please report it; "
               "OPTSCHED_TRACEBACK=1 shows where)", file=sys.stderr)
         return EXIT_SOLVER_ERROR
+    finally:
+        progress.enable(False)
 
 
 if __name__ == "__main__":  # pragma: no cover

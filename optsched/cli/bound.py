@@ -38,14 +38,26 @@ def run(args) -> int:
         raise BoundError(f"--method: unknown bound method {args.method!r}; choose one of "
                          f"{', '.join(methods)}")
     inst = load_instance(args.instance)
-    res = lower_bound(inst, args.objective, args.method, time_limit=args.time_limit)
+    from ..budget import command_seconds
+
+    res = lower_bound(inst, args.objective, args.method,
+                      time_limit=command_seconds(args.time_limit))
+    from ..verdict import bound_verdict, say
+
+    verdict = bound_verdict(inst, args.objective, res)
     if args.json:
-        print_json({"instance": inst.name, "requests": inst.n, **res.to_dict()})
+        print_json({"instance": inst.name, "requests": inst.n, **res.to_dict(),
+                    "verdict": verdict})
+        say(verdict)
         return EXIT_OK
-    rows = [("lower bound", res.value), ("method", res.method), ("objective", res.objective),
+    from ..verdict import unit
+
+    rows = [(f"lower bound ({unit(inst)})", res.value), ("method", res.method),
+            ("objective", res.objective),
             ("requests", inst.n), ("runtime (s)", round(res.runtime, 4))]
-    rows += [(f"  rung {name}", v) for name, v in res.ladder.items()]
+    rows += [(f"  rung {name} ({unit(inst)})", v) for name, v in res.ladder.items()]
     print(table(["", "result"], rows))
     for n in res.notes:
         print(f"note: {n}")
+    say(verdict)
     return EXIT_OK

@@ -8,7 +8,7 @@ import dataclasses
 import sys
 
 from ..capacity import preset_hidden_ratio
-from ..cost import DEFAULT_PRESET, PRESETS, preset
+from ..cost import DEFAULT_PRESET, PRESETS
 from ..errors import InputFileError
 from ..generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
 from ..instance import HIDDEN_RATIO_MHA, Limits
@@ -115,7 +115,10 @@ def _instance(args):
                     max_prefill_tokens=args.max_prefill_tokens, block_size=args.block_size,
                     hidden_cache=args.hidden_cache,
                     hidden_ratio=preset_hidden_ratio(args.cost_model) or HIDDEN_RATIO_MHA)
-    return load_trace_instance(args.instance, limits, preset(args.cost_model), limit=args.limit)
+    from ..cost import cost_model_arg
+
+    return load_trace_instance(args.instance, limits, cost_model_arg(args.cost_model),
+                               limit=args.limit)
 
 
 def run_capacity(args) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..compare import HEADERS, CompareInputError, compare, policy_names, table_rows, write_report
+from ..compare import CompareInputError, compare, headers_in, policy_names, table_rows, write_report
 from ..evaluate import OBJECTIVES
 from . import EXIT_INPUT, EXIT_NO, EXIT_OK, EXIT_SOLVER_ERROR
 from ._common import checked_schedule, load_instance, output_dir, table
@@ -57,7 +57,16 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+#: seconds before the end of --time-limit after which no further chart is started
+CHART_SECONDS = 1.0
+
+
 def run(args: argparse.Namespace) -> int:
+    import time
+
+    from ..budget import command_seconds
+    limit = command_seconds(args.time_limit)  # the budget counts from the command's start
+    end = time.perf_counter() + limit
     output_dir(args.output)
     inst = load_instance(args.instance)
     names = policy_names(args.policies)
@@ -72,13 +81,15 @@ def run(args: argparse.Namespace) -> int:
             mismatched.append(f"schedule {label!r} ({path}): {check['message']}")
         files.append((label, sched))
     cmp = compare(inst, names, files, optimal=args.optimal, formulation=args.formulation,
-                  objective=args.objective, solver=args.solver, time_limit=args.time_limit,
+                  objective=args.objective, solver=args.solver, time_limit=limit,
                   threads=args.threads, improve_seconds=args.improve)
     cmp.notes.extend(mismatched)
     out = Path(args.output)
     write_report(out, cmp, gantt_charts=not args.no_gantt, max_rows=args.max_rows or None,
-                 title=args.instance)
-    headers = list(HEADERS)
+                 title=args.instance, deadline=end - CHART_SECONDS)
+    from ..verdict import unit
+
+    headers = headers_in(unit(inst))
     headers[3] = {"optimum": "gap to optimum", "bound": "gap to bound", None: "gap"}[cmp.reference_kind]
     print(table(headers, table_rows(cmp.rows)))
     if cmp.reference_kind == "bound":
@@ -90,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
         if r.message:
             print(f"{r.label}: {r.message}")
     print(f"report written to {out / 'report.md'}")
+    from ..verdict import compare_verdict, say
+
+    say(compare_verdict(cmp))
     return exit_code(cmp)
 
 

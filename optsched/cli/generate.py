@@ -9,16 +9,18 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 
-from ..cost import UnitCost, preset
+from ..cost import UnitCost, cost_model_arg, preset
 from ..errors import InstanceError
 from ..instance import Instance, Limits
 from . import EXIT_INPUT, EXIT_OK
-from ._common import fmt, load_instance, print_json, seed_arg, table
+from ._common import fmt, load_instance, output_file, print_json, seed_arg, table
 
 TRACE_KINDS = {"azure": "azure", "vidur": "vidur", "arxiv": "arxiv"}
 
@@ -62,9 +64,12 @@ def register(sub) -> None:
     lim.add_argument("--kv-capacity", type=int, help="M in tokens (default 100000)")
     lim.add_argument("--max-batch-tokens", type=int, help="C (default 4096)")
     lim.add_argument("--max-prefill-tokens", type=int, help="P (default none)")
+    lim.add_argument("--block-size", type=int,
+                     help="KV block size in tokens (default 1; docs/semantics.md section 2)")
     lim.add_argument("--host-capacity", type=int,
                      help="host tokens for swapped KV (enables swapping; bros default 4 M)")
-    lim.add_argument("--cost-model", help="preset name or 'unit' (default: the InferMax Llama-2-7B preset)")
+    lim.add_argument("--cost-model", help="preset name, 'unit', or a cost-model JSON file "
+                     "(as written by 'optsched fit -o'; default: the InferMax Llama-2-7B preset)")
     p.set_defaults(func=run_generate)
 
     p = sub.add_parser("info", help="descriptive statistics of an instance")
@@ -82,6 +87,8 @@ def register(sub) -> None:
     p.add_argument("--weighting", choices=("relative", "absolute"), default="relative")
     p.add_argument("--unconstrained", action="store_true", help="plain lstsq (may go negative)")
     p.add_argument("--json", action="store_true", help="print as JSON")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write the fitted cost model as JSON (use it with --cost-model FILE)")
     p.set_defaults(func=run_fit)
 
     p = sub.add_parser("kv-capacity", help="KV capacity (tokens) from model size and GPU memory")
@@ -129,13 +136,14 @@ def _limits(args) -> Limits:
                           else DEFAULT_MAX_BATCH_TOKENS),
         max_prefill_tokens=args.max_prefill_tokens,
         host_capacity=args.host_capacity,
+        block_size=args.block_size if args.block_size is not None else 1,
     )
 
 
 def _cost(name: str | None):
     if name is None:
         return None
-    return UnitCost() if name == "unit" else preset(name)
+    return cost_model_arg(name)
 
 
 def _window(s: str | None) -> tuple[float | None, float | None]:
@@ -214,7 +222,7 @@ def _generate_family(args, g) -> Instance:
         limits, cost = _limits(args), _cost(args.cost_model)
     else:
         given = _given(args, ("kv_capacity", "max_batch_tokens", "max_prefill_tokens", "cost_model",
-                              "host_capacity"))
+                              "host_capacity", "block_size"))
         if given:
             raise InstanceError(f"kind {g.name!r} fixes its own limits and cost model; "
                                 f"drop --{', --'.join(x.replace('_', '-') for x in given)}")
@@ -306,9 +314,13 @@ def run_fit(args) -> int:
     from ..cost import PRESETS
     from ..fit import fit_linear_cost
 
+    out = output_file(args.output)
     r = fit_linear_cost(args.profiling, args.model, args.gpu, args.tp, layers=args.layers,
                         nonneg=not args.unconstrained, weighting=args.weighting,
                         attention=args.attention)
+    if out is not None:  # the cost_model object of an instance: --cost-model FILE reads it
+        Path(out).write_text(json.dumps(r.cost.to_dict(), indent=1) + "\n")
+        print(f"cost model written to {out}", file=sys.stderr)
     if args.json:
         print_json(r.to_dict())
         return EXIT_OK

@@ -6,8 +6,11 @@ import sys
 from pathlib import Path
 
 from ..evaluate import OBJECTIVES, evaluate
-from . import EXIT_OK
+from . import EXIT_OK, EXIT_SOLVER_ERROR
 from ._common import checked_schedule, load_instance, output_file, print_json, seed_arg, table
+
+#: share of --time-limit the start policy may take; seconds kept for the replay and output
+START_SHARE, FINISH_SECONDS = 0.7, 0.5
 
 
 def register(sub) -> None:
@@ -34,11 +37,11 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _start_schedule(inst, start: str):
+def _start_schedule(inst, start: str, deadline: float):
     from ..policies import POLICIES, simulate
 
     if start in POLICIES:
-        return simulate(inst, start), start
+        return simulate(inst, start, deadline=deadline), start
     if Path(start).exists():
         return checked_schedule(start, inst, "improve")[0], Path(start).name
     from ..lns import LNSError
@@ -50,19 +53,33 @@ def _start_schedule(inst, start: str):
 def run(args) -> int:
     import time
 
+    from ..budget import command_seconds
     from ..lns import LNSOptions, improve
 
     t0 = time.perf_counter()
+    limit = command_seconds(args.time_limit)  # the budget counts from the command's start
     out = output_file(args.output)
     opts = LNSOptions(time_limit=args.time_limit, seed=args.seed, max_window=args.max_window,
                       max_requests=args.max_requests, progress=True)
     inst = load_instance(args.instance)
-    sched, origin = _start_schedule(inst, args.start)
-    left = args.time_limit - (time.perf_counter() - t0)
+    from ..policies import SimulationTimeout
+    from ..progress import phase
+
+    phase(f"start schedule: {args.start}")
+    try:  # the start schedule draws on the budget too: it must leave time for the rest
+        sched, origin = _start_schedule(inst, args.start,
+                                        t0 + START_SHARE * limit)
+    except SimulationTimeout as e:
+        print(f"optsched improve: {e}: no start schedule within {START_SHARE:.0%} of "
+              f"--time-limit {args.time_limit:g} s; give a longer limit or a schedule file",
+              file=sys.stderr)
+        return EXIT_SOLVER_ERROR  # no answer in time: not a proof that none exists (exit 1)
+    left = limit - (time.perf_counter() - t0) - FINISH_SECONDS
     if left <= 0:
         print("improve: the time limit passed while building the start schedule",
               file=sys.stderr)
         left = 1e-3
+    phase(f"large-neighbourhood search for {left:.1f} s")
     res = improve(inst, sched, args.objective, LNSOptions(**{**opts.__dict__, "time_limit": left}))
     ev = evaluate(inst, res.schedule)  # the one evaluator judges the result
     if out:

@@ -8,7 +8,7 @@ import warnings
 from typing import Any
 
 from ..capacity import preset_hidden_ratio
-from ..cost import DEFAULT_PRESET, PRESETS, preset
+from ..cost import DEFAULT_PRESET, PRESETS
 from ..errors import InputFileError
 from ..evaluate import evaluate
 from ..instance import HIDDEN_RATIO_MHA, Limits
@@ -40,8 +40,10 @@ def register(sub) -> None:
     t = p.add_argument_group("trace input (instead of INSTANCE)")
     t.add_argument("--trace", help="trace CSV (Azure, Vidur/Splitwise or arXiv format)")
     t.add_argument("--limit", type=int, help="first N requests of the trace")
-    t.add_argument("--kv-capacity", type=int, help="M, KV capacity in tokens")
-    t.add_argument("--max-batch-tokens", type=int, help="C, tokens per batch")
+    t.add_argument("--kv-capacity", type=int,
+                   help="M, KV capacity in tokens (default 100000, as generate)")
+    t.add_argument("--max-batch-tokens", type=int,
+                   help="C, tokens per batch (default 4096, as generate)")
     t.add_argument("--max-prefill-tokens", type=int, help="P, prefill tokens per batch")
     t.add_argument("--block-size", type=int, help="KV block size (default 1)")
     t.add_argument("--hidden-cache", action="store_true",
@@ -51,7 +53,8 @@ def register(sub) -> None:
                    help="requests with I + O - 1 > M: error (default), drop or clip the output")
     t.add_argument("--cost-model",
                    help=f"cost-model preset (default {DEFAULT_PRESET}; "
-                   f"known: {', '.join(sorted(PRESETS))})")
+                   f"known: {', '.join(sorted(PRESETS))}) or a cost-model JSON file "
+                   "(optsched fit -o)")
     p.set_defaults(func=run_simulate)
 
     q = sub.add_parser("policies", help="list the scheduling policies with their sources")
@@ -63,14 +66,22 @@ def _instance(args):
     if args.trace and args.instance:
         raise InputFileError("give an INSTANCE or --trace, not both")
     if args.trace:
+        from ..cost import cost_model_arg
+        from ..generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
         from ..traces import load_trace_instance
 
-        for opt in ("kv_capacity", "max_batch_tokens"):
-            if getattr(args, opt) is None:
-                raise InputFileError(f"--trace needs --{opt.replace('_', '-')}")
+        # generate's defaults (one default everywhere), said on stderr
+        M = args.kv_capacity if args.kv_capacity is not None else DEFAULT_KV_CAPACITY
+        C = args.max_batch_tokens if args.max_batch_tokens is not None \
+            else DEFAULT_MAX_BATCH_TOKENS
+        unset = [f"--{o.replace('_', '-')} {v}" for o, v in
+                 (("kv_capacity", M), ("max_batch_tokens", C)) if getattr(args, o) is None]
+        if unset:
+            print(f"optsched simulate: note: --trace with generate's defaults "
+                  f"{', '.join(unset)}", file=sys.stderr)
         limits = Limits(
-            kv_capacity=args.kv_capacity,
-            max_batch_tokens=args.max_batch_tokens,
+            kv_capacity=M,
+            max_batch_tokens=C,
             max_prefill_tokens=args.max_prefill_tokens,
             block_size=args.block_size if args.block_size is not None else 1,
             hidden_cache=args.hidden_cache,
@@ -79,7 +90,7 @@ def _instance(args):
         with warnings.catch_warnings(record=True) as caught:  # dropped/clipped counts
             warnings.simplefilter("always")
             inst = load_trace_instance(args.trace, limits,
-                                       preset(args.cost_model or DEFAULT_PRESET),
+                                       cost_model_arg(args.cost_model or DEFAULT_PRESET),
                                        limit=args.limit, too_long=args.too_long or "error")
         for w in caught:
             print(f"optsched simulate: warning: {w.message}", file=sys.stderr)
@@ -98,7 +109,11 @@ def run_simulate(args) -> int:
     policy = spec.make(**parse_param_args(args.param))  # bad params fail before loading
     output_file(args.output)
     inst = _instance(args)
+    from ..progress import phase
+
+    phase(f"simulating {spec.name} on {inst.n} requests")
     schedule = simulate_policy(inst, policy)
+    phase(f"evaluating {schedule.n_batches} batches")
     ev = evaluate(inst, schedule)
     if args.output:
         schedule.save(args.output, inst)

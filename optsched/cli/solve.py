@@ -91,7 +91,7 @@ def resolve_than(instance, than: str, objective: str) -> float:
 
 
 def run(args) -> int:
-    from ..budget import solve_within
+    from ..budget import command_seconds, solve_within
     from ..formulations import Hypotheses, SolveOptions
 
     output_file(args.output)
@@ -116,17 +116,25 @@ def run(args) -> int:
         ws = load_schedule(ws)
     opts = SolveOptions(solver=args.solver, time_limit=args.time_limit, threads=args.threads,
                         seed=args.seed, rel_gap=args.gap, log_file=args.log,
-                        progress=False if (args.quiet or args.json) else None,
+                        progress=False if args.quiet else None,
                         params=parse_assignments(args.param, error=CliInputError))
     done = solve_within(inst, args.formulation, args.objective, options=opts, hypotheses=hyp,
-                        warm_start=ws, time_limit=args.time_limit)
+                        warm_start=ws, time_limit=command_seconds(args.time_limit))
     rep, lb = done.report, done.lower_bound
+    from ..verdict import say, solve_verdict
+
+    verdict = solve_verdict(inst, args.objective, done, hyp,
+                            None if args.at_most is None else (args.at_most, args.than))
     if args.output and rep.schedule is not None:
         rep.schedule.save(args.output, inst)
     if args.json:
-        print_json(done.to_dict())
+        print_json({**done.to_dict(), "verdict": verdict})
     else:
-        rows = [("status", rep.status), ("objective", rep.objective), ("bound", rep.bound),
+        from ..verdict import unit
+
+        u = unit(inst)
+        rows = [("status", rep.status), (f"objective ({u})", rep.objective),
+                (f"bound ({u})", rep.bound),
                 ("gap", rep.gap), ("runtime (s)", rep.runtime), ("solver", rep.solver),
                 ("formulation", rep.formulation), ("objective kind", rep.objective_kind)]
         if rep.warm_start:
@@ -139,7 +147,7 @@ def run(args) -> int:
         if rep.evaluation is not None:
             rows.append(("evictions", rep.evaluation.metrics["evictions"]))
             rows.append(("batches", rep.evaluation.metrics["batches"]))
-        rows.append(("lower bound", f"{fmt(lb.value)} ({lb.method}; formulations/bounds.md)"))
+        rows.append((f"lower bound ({u})", f"{fmt(lb.value)} ({lb.method}; formulations/bounds.md)"))
         if done.fallback is not None:
             rows.append(("fallback", f"{done.fallback['policy']} ({fmt(done.fallback['objective'])})"))
         rows.append(("gap to lower bound", None if done.gap is None else f"{100 * done.gap:.2f}%"))
@@ -150,6 +158,7 @@ def run(args) -> int:
             print(f"message: {rep.message}", file=sys.stderr)
         if args.output and rep.schedule is not None:
             print(f"schedule written to {args.output}")
+    say(verdict)
     return exit_code(rep.status, done.fallback is not None and not hyp.any)
 
 

@@ -344,10 +344,13 @@ def refuse_hidden_cache(who: str, instance: Instance | None = None,
 DEFAULT_WARM_START = "auto"
 
 
-def _warm_start(instance: Instance, objective: str, warm_start, hyp: Hypotheses
+def _warm_start(instance: Instance, objective: str, warm_start, hyp: Hypotheses,
+                deadline: float | None = None
                 ) -> tuple[WarmStart | None, dict[str, Any] | None]:
     """Resolve the warm start: a Schedule, a policy name, or "auto" (best of a few policies),
-    evaluated here once (the formulations read :attr:`WarmStart.evaluation`)."""
+    evaluated here once (the formulations read :attr:`WarmStart.evaluation`). Past
+    ``deadline`` (a ``time.perf_counter()`` value: the command's budget, optsched/budget.py)
+    no further policy starts and a running one stops; the info's ``"stopped"`` says which."""
     if warm_start is None or warm_start is False:
         return None, None
     if isinstance(warm_start, WarmStart):
@@ -356,8 +359,9 @@ def _warm_start(instance: Instance, objective: str, warm_start, hyp: Hypotheses
         ws = WarmStart.of(instance, warm_start)
         return ws, {"policy": "schedule", "objective": _num(ws.objective(objective)),
                     "feasible": ws.feasible}
-    from ..policies import list_policies, simulate
+    from ..policies import SimulationTimeout, list_policies, simulate
     from ..policies.registry import PolicyWarning
+    from ..progress import phase
 
     if warm_start == "auto":
         known = {spec.name for spec in list_policies()}
@@ -368,11 +372,19 @@ def _warm_start(instance: Instance, objective: str, warm_start, hyp: Hypotheses
     else:
         names = [warm_start]
     best = None
-    for name in names:
+    stopped: list[str] = []
+    for k, name in enumerate(names):
+        if deadline is not None and time.perf_counter() >= deadline:
+            stopped.append(f"warm start: {', '.join(names[k:])} not run (time limit)")
+            break
+        phase(f"warm start: simulating {name}")
         try:
             with warnings.catch_warnings():  # a warm start is any feasible schedule: how a
                 warnings.simplefilter("ignore", PolicyWarning)  # policy departs is moot
-                s = simulate(instance, name)
+                s = simulate(instance, name, deadline=deadline)
+        except SimulationTimeout as e:
+            stopped.append(f"warm start: {e}")
+            break
         except OptschedError:
             if warm_start != "auto":
                 raise
@@ -386,8 +398,11 @@ def _warm_start(instance: Instance, objective: str, warm_start, hyp: Hypotheses
         if best is None or v < best[2]:
             best = (name, WarmStart(s, ev), v)
     if best is None:
-        return None, None
-    return best[1], {"policy": best[0], "objective": _num(best[2])}
+        return None, ({"policy": None, "objective": None, "stopped": stopped} if stopped else None)
+    info: dict[str, Any] = {"policy": best[0], "objective": _num(best[2])}
+    if stopped:
+        info["stopped"] = stopped
+    return best[1], info
 
 
 def solve(
@@ -399,9 +414,34 @@ def solve(
     hypotheses: Hypotheses | None = None,
     warm_start: Any = DEFAULT_WARM_START,
 ) -> SolveReport:
-    """Solve ``instance`` with a registered formulation, decode, replay and check."""
+    """Solve ``instance`` with a registered formulation, decode, replay and check.
+
+    With a time limit (the default 60 s) the limit is the whole call's budget, as for the
+    CLI (:func:`optsched.budget.sized_solve`): the warm start stops at its share, the model
+    is sized before it is built and skipped (``no_solution``, saying so in the notes) when it
+    cannot fit, and a call that still overruns says so in its notes and on stderr."""
     options = options or SolveOptions()
     hyp = hypotheses or Hypotheses()
+    objective, options = prepare_solve(instance, formulation, objective, options, hyp,
+                                       warm_start)
+    if options.time_limit is None:
+        return solve_model(instance, formulation, objective, options=options, hypotheses=hyp,
+                           warm_start=warm_start)
+    from ..budget import sized_solve
+
+    return sized_solve(instance, formulation, objective, options=options, hypotheses=hyp,
+                       warm_start=warm_start).report
+
+
+#: formulations whose models have continuous columns (times in seconds): CP-SAT cannot take them
+CONTINUOUS_FORMULATIONS = ("infermax",)
+
+
+def prepare_solve(instance: Instance, formulation: str, objective: str, options: SolveOptions,
+                  hyp: Hypotheses, warm_start: Any) -> tuple[str, SolveOptions]:
+    """Every check of a solve's arguments that needs no work (a bad argument fails before
+    the warm start runs): the objective, the formulation and its parameters, the
+    hypotheses, swaps. Returns the objective and the options with parsed parameters."""
     if objective not in OBJECTIVES:
         raise FormulationError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     objective = Objective(objective)
@@ -413,18 +453,33 @@ def solve(
         )
     hyp.check_against(instance)
     options = replace(options, params=info.parse_params(options.params))
+    if options.solver == "cpsat" and formulation in CONTINUOUS_FORMULATIONS:
+        raise FormulationError(
+            f"solver cpsat needs an all-integer model, and formulation {formulation!r} has "
+            "continuous times (seconds); use --formulation hindsight (integer time slots, "
+            "which CP-SAT solves) or --solver highs")
     refuse_swaps(formulation, instance,
                  warm_start.schedule if isinstance(warm_start, WarmStart) else
                  warm_start if isinstance(warm_start, Schedule) else None)
+    return objective, options
+
+
+def solve_model(instance: Instance, formulation: str, objective: str, *,
+                options: SolveOptions, hypotheses: Hypotheses, warm_start: Any,
+                warm_deadline: float | None = None) -> SolveReport:
+    """Warm start, build, solve, decode, replay and check, with no sizing (the caller has
+    sized the model, or set no time limit); arguments as checked by :func:`prepare_solve`."""
+    info = FORMULATIONS.get(formulation)
     t0 = time.perf_counter()
     offset = arrival_origin(instance)
     if not offset:
-        ws, ws_info = _warm_start(instance, objective, warm_start, hyp)
-        raw = info.run(instance, objective, hyp, options, ws)
+        ws, ws_info = _warm_start(instance, objective, warm_start, hypotheses, warm_deadline)
+        raw = info.run(instance, objective, hypotheses, options, ws)
     else:
-        raw, ws_info = _solve_shifted(instance, info, objective, hyp, options, warm_start, offset)
-    return _check(instance, formulation, objective, hyp, raw, ws_info, time.perf_counter() - t0,
-                  rounding=_time_rounding(instance, offset))
+        raw, ws_info = _solve_shifted(instance, info, objective, hypotheses, options, warm_start,
+                                      offset, warm_deadline)
+    return _check(instance, formulation, objective, hypotheses, raw, ws_info,
+                  time.perf_counter() - t0, rounding=_time_rounding(instance, offset))
 
 
 def _time_rounding(instance: Instance, origin: float) -> float:
@@ -470,7 +525,8 @@ def _shift_time(value: float | None, offset: float, objective: Objective) -> flo
 
 
 def _solve_shifted(instance: Instance, info: Any, objective: Objective, hyp: Hypotheses,
-                   options: SolveOptions, warm_start: Any, offset: float
+                   options: SolveOptions, warm_start: Any, offset: float,
+                   warm_deadline: float | None = None
                    ) -> tuple[RawSolution, dict[str, Any] | None]:
     """Run the formulation on ``instance`` shifted by ``-offset`` (:func:`arrival_origin`) and
     shift its answer back: stated starts, and the makespan's objective, bound and history."""
@@ -482,7 +538,7 @@ def _solve_shifted(instance: Instance, info: Any, objective: Objective, hyp: Hyp
     hyp_w = hyp
     if hyp.at_most is not None and objective is Objective.MAKESPAN:
         hyp_w = replace(hyp, at_most=hyp.at_most - offset)
-    ws, ws_info = _warm_start(work, objective, warm_start, hyp_w)
+    ws, ws_info = _warm_start(work, objective, warm_start, hyp_w, warm_deadline)
     raw = info.run(work, objective, hyp_w, options, ws)
     if ws_info is not None:
         ws_info = {**ws_info, "objective": _shift_time(ws_info["objective"], offset, objective)}

@@ -902,8 +902,10 @@ def _makespan_objective(m: milp.Model, units: _Units, x: milp.VarBlock, cols: _C
                         horizon: int, completion_floors: np.ndarray
                         ) -> tuple[milp.VarBlock, _ObjectiveRow]:
     """(H5c) ``min z`` with ``z >= sum_t (t + O_u) x[u, t]`` per unit, and (H18) the floor
-    ``z >= max(L_n, max_u (e_u + O_u))``."""
-    z = m.add_vars("z", (), lb=0, ub=float(horizon), vtype="C")
+    ``z >= max(L_n, max_u (e_u + O_u))``. Every right-hand side is an integer slot, so ``z``
+    is declared integer: the optimum is the same, and the model stays all-integer for
+    solvers that need one (CP-SAT)."""
+    z = m.add_vars("z", (), lb=0, ub=float(horizon), vtype="I")
     zc = int(z.ids)
     m.add_constraints(np.concatenate([cols.unit, np.arange(units.size)]),
                       np.concatenate([x.ids, np.full(units.size, zc)]),

@@ -236,6 +236,9 @@ class Model:
         if not isinstance(name, str) or not name.strip():
             raise ModelError(f"model name must be a non-empty string, got {name!r}")
         self.name = name
+        #: for progress displays only: objective units per user unit, and the user unit
+        self.user_scale: float = 1.0
+        self.user_unit: str = ""
         self._blocks: dict[str, VarBlock] = {}
         self._block_starts: list[int] = []
         self._block_list: list[VarBlock] = []

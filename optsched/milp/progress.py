@@ -1,4 +1,9 @@
-"""Live one-line progress display (incumbent, bound, gap, nodes, elapsed) on stderr."""
+"""Solver progress on stderr (incumbent, bound, gap, nodes, elapsed), in user units.
+
+On a terminal one live line is redrawn; otherwise (a log file, a pipe) a line is written for
+every new incumbent and at least every :data:`HEARTBEAT_SECONDS` (issue 30 item 4). Values
+are divided by the model's ``user_scale`` (model units per second) and carry its
+``user_unit``, so a user reads seconds, not the formulation's internal units."""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ from typing import TextIO
 
 from ..solve_types import relative_gap
 
+#: most seconds between two progress lines when stderr is not a terminal
+HEARTBEAT_SECONDS = 5.0
+
 
 class Progress:
     """Backends call :meth:`update` from callbacks (any thread); it redraws at most every
@@ -17,10 +25,16 @@ class Progress:
     plots), whether or not the line is displayed; ``tracking`` says a backend should report."""
 
     def __init__(self, solver: str, enabled: bool, stream: TextIO | None = None,
-                 interval: float = 0.25):
+                 interval: float = 0.25, scale: float = 1.0, unit: str = "",
+                 lines: bool = False):
         self.solver = solver
         self.enabled = enabled
         self.stream = stream if stream is not None else sys.stderr
+        #: model units per user unit, and the user unit ("s"), for display only
+        self.scale = scale if scale > 0 else 1.0
+        self.unit = unit
+        #: one line per new incumbent and every HEARTBEAT_SECONDS (not a terminal)
+        self.lines = lines
         self.interval = interval
         self._lock = threading.Lock()
         self._last_draw = 0.0
@@ -61,6 +75,12 @@ class Progress:
             if not self.enabled:
                 return
             now = time.monotonic()
+            if self.lines:
+                if force or self.incumbent != before[0] \
+                        or now - self._last_draw >= HEARTBEAT_SECONDS:
+                    self._last_draw = now
+                    self._write_line()
+                return
             if force or now - self._last_draw >= self.interval:
                 self._last_draw = now
                 self._draw()
@@ -68,8 +88,10 @@ class Progress:
     def line(self) -> str:
         """The text of the progress line as it stands."""
 
+        unit = f" {self.unit}" if self.unit else ""
+
         def fmt(v: float | None) -> str:
-            return "-" if v is None else f"{v:.8g}"
+            return "-" if v is None else f"{v / self.scale:.8g}{unit}"
 
         gap = relative_gap(self.incumbent, self.bound)
         gap_s = "-" if gap is None else f"{100 * gap:.2f}%"
@@ -77,6 +99,13 @@ class Progress:
         el = 0.0 if self.elapsed is None else self.elapsed
         return (f"[{self.solver}] incumbent {fmt(self.incumbent)}  bound {fmt(self.bound)}  "
                 f"gap {gap_s}{nodes}  {el:.1f}s")
+
+    def _write_line(self) -> None:
+        try:
+            self.stream.write(self.line() + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.enabled = False
 
     def _draw(self) -> None:
         text = self.line()
@@ -94,6 +123,11 @@ class Progress:
         self._tracking = False
         if not self.enabled:
             return
+        if self.lines:
+            if self.updates:
+                self._write_line()
+            self.enabled = False
+            return
         with self._lock:
             if self.updates:
                 self._draw()
@@ -106,13 +140,18 @@ class Progress:
             self.enabled = False
 
 
-def make_progress(solver: str, wanted: bool | None, stream: TextIO | None = None) -> Progress:
+def make_progress(solver: str, wanted: bool | None, stream: TextIO | None = None,
+                  scale: float = 1.0, unit: str = "") -> Progress:
     """A :class:`Progress` that is on when ``wanted`` is True, or when it is None and the
-    stream (stderr by default) is a terminal."""
+    stream (stderr by default) is a terminal or a command reports its phases
+    (:mod:`optsched.progress`); a live line on a terminal, lines otherwise."""
+    from ..progress import enabled as phases_on
+
     s = stream if stream is not None else sys.stderr
+    try:
+        tty = bool(s.isatty())
+    except (AttributeError, ValueError):
+        tty = False
     if wanted is None:
-        try:
-            wanted = bool(s.isatty())
-        except (AttributeError, ValueError):
-            wanted = False
-    return Progress(solver, bool(wanted), s)
+        wanted = tty or phases_on()
+    return Progress(solver, bool(wanted), s, scale=scale, unit=unit, lines=not tty)

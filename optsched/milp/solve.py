@@ -143,7 +143,8 @@ def solve(model: Model, solver: str = "highs", options: SolveOptions | None = No
         start, ws_obj, ws_viol, ws_notes = _prepare_start(model, warm_start, backend)
         notes += ws_notes
     notes += _option_notes(backend, options)
-    progress = make_progress(solver, options.progress)
+    progress = make_progress(solver, options.progress, scale=model.user_scale,
+                             unit=model.user_unit)
     try:
         with c_stdout_to_stderr():  # a solver's console log is never part of our stdout
             out = backend.solve(model, options, start, progress)

@@ -218,8 +218,11 @@ def check_mcsf(trials: int = 200, seed: int = 0, max_requests: int = 4, max_stat
     hs_mismatch = ref_mismatch = 0
     first: Instance | None = None
     _, source = _mcsf_schedule(paper_instance(2, [1], 2))
-    for _ in range(trials):
+    from ..progress import phase
+
+    for k in range(trials):
         inst = random_paper_instance(rng, max_requests)
+        phase(f"trial {k + 1} of {trials}: {inst.n} requests ({viol} violations so far)")
         tr = _run_trial(inst, max_states, time_limit)
         if tr is None:
             skipped += 1

@@ -16,6 +16,7 @@ from .registry import (
     PolicyError,
     PolicySpec,
     SimulationError,
+    SimulationTimeout,
     get_policy,
     get_spec,
     list_policies,
@@ -26,17 +27,18 @@ from .simulator import Plan, Policy, SimStats, SimView, simulate_policy
 
 
 def simulate(instance: Instance, policy: str | Policy, *, stats: SimStats | None = None,
-             **params) -> Schedule:
+             deadline: float | None = None, **params) -> Schedule:
     """Run ``policy`` (a registered name or a ``file.py:Class`` / ``module:Class`` reference,
     built fresh with ``params``, or a policy object)
-    over ``instance`` and return its schedule; ``stats`` receives the decision time."""
+    over ``instance`` and return its schedule; ``stats`` receives the decision time;
+    past ``deadline`` (a ``time.perf_counter()`` value) it raises :class:`SimulationTimeout`."""
     if isinstance(policy, str):
         obj: Policy = get_policy(policy, **params)
     elif params:
         raise PolicyError("parameters can only be given with a policy name")
     else:
         obj = policy
-    return simulate_policy(instance, obj, stats=stats)
+    return simulate_policy(instance, obj, stats=stats, deadline=deadline)
 
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "PolicySpec",
     "PolicyError",
     "SimulationError",
+    "SimulationTimeout",
     "Plan",
     "Policy",
     "SimView",

@@ -45,6 +45,10 @@ class SimulationError(OptschedError, RuntimeError):
     """A policy produced a batch the simulator cannot apply (a policy bug), or stalled."""
 
 
+class SimulationTimeout(SimulationError):
+    """The run passed its deadline (a command's time limit) before every request finished."""
+
+
 #: a policy parameter (the one parameter-spec type of all plug-ins)
 Param = ParamSpec
 

@@ -57,7 +57,7 @@ import numpy as np
 from ..cost import LinearCost, UnitCost
 from ..instance import Instance, Limits
 from ..schedule import Schedule, ScheduleBuilder
-from .registry import PolicyError, SimulationError
+from .registry import PolicyError, SimulationError, SimulationTimeout
 
 
 class Plan(NamedTuple):
@@ -259,10 +259,16 @@ def batch_pricer(cost_model):
     return lambda c, mb, dec, nd: float(bt(np.zeros(c.size, np.int64), c, mb, dec, 1)[0])
 
 
+#: decisions between two looks at the clock when a deadline is set
+DEADLINE_EVERY = 64
+
+
 def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None = None,
-                    stats: SimStats | None = None) -> Schedule:
+                    stats: SimStats | None = None, deadline: float | None = None) -> Schedule:
     """Run ``policy`` over ``instance``; return the schedule (no metrics). ``stats``, if
-    given, receives the policy's decision time."""
+    given, receives the policy's decision time. ``deadline`` (a ``time.perf_counter()``
+    value) stops the run with :class:`SimulationTimeout` once passed, checked every
+    :data:`DEADLINE_EVERY` decisions (a command's ``--time-limit``, optsched/budget.py)."""
     check_policy(policy)
     sim = _Sim(instance)
     n = instance.n
@@ -322,6 +328,10 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
             raise SimulationError(
                 f"policy {policy.name!r}, batch {len(builder)}: next_batch returned a "
                 f"{type(plan).__name__}, not a Plan (or None to wait for the next arrival)")
+        if deadline is not None and calls % DEADLINE_EVERY == 0 and clock() > deadline:
+            raise SimulationTimeout(
+                f"policy {policy.name!r} stopped at the time limit after {len(builder)} "
+                f"batches ({done} of {n} requests finished)")
         if plan is None or (len(plan.req) == 0 and len(plan.evict) == 0
                             and len(plan.swap_out) == 0 and len(plan.swap_in) == 0):
             if nxt < n:

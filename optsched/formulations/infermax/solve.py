@@ -95,6 +95,9 @@ def _solve_built(built: BuiltModel, ws: Schedule | None, options: SolveOptions,
         except FormulationError as exc:
             notes.append(f"warm start not encodable: {exc}")
     mopts = replace(options, abs_gap=options.abs_gap * built.scale)
+    # progress in seconds (the model's times are scaled, section 4); unit cost has scale 1
+    built.model.user_scale, built.model.user_unit = built.scale, \
+        ("s" if built.scale != 1.0 else "")
     res = milp.solve(built.model, options.solver, mopts, warm_start=start)
     notes += [f"{options.solver}: {n_}" for n_ in res.notes]
     return res

@@ -234,15 +234,21 @@ class CbcBackend(Backend):
                 tail.start()
             solver.tmpDir = tmp  # PuLP's model, start and solution files
             t0 = time.perf_counter()
+            failure = None
             try:
                 prob.solve(solver)
+            except pulp.PulpSolverError as exc:  # CBC exited abnormally or wrote no solution
+                failure = str(exc)
             finally:
                 if tail:
                     tail.stop.set()
                     tail.join()
             wall = time.perf_counter() - t0
             with open(log_path) as fh:
-                log = parse_log(fh.read())
+                text = fh.read()
+            log = parse_log(text)
+        if failure is not None:
+            return self._failed(out, failure, text, log, sign, wall)
         if log.version:
             CbcBackend._version = f"{log.version} (pulp {pulp.__version__})"
             out.version = CbcBackend._version
@@ -251,6 +257,25 @@ class CbcBackend(Backend):
         self._read(prob, xs, a, log, sign, out)
         progress.update(incumbent=out.objective, bound=out.bound, nodes=out.nodes,
                         elapsed=out.runtime, force=True)
+        return out
+
+    @staticmethod
+    def _failed(out: BackendOutput, failure: str, text: str, log: CbcLog, sign: float,
+                wall: float) -> BackendOutput:
+        """CBC ended without a solution file (a crash, or a kill at the time limit; PuLP
+        raises ``PulpSolverError``): status ``error`` with CBC's own last words and the best
+        objective its log reported (its values are lost with the file)."""
+        last = [ln.strip() for ln in text.splitlines() if ln.strip()][-3:]
+        said = "; ".join(last) if last else "nothing (an empty log)"
+        found = [_to_float(m.group(1)) for m in _RE_SOL.finditer(text)]
+        best = [b for b in found if b is not None]
+        out.status, out.runtime = "error", log.wallclock if log.wallclock is not None else wall
+        out.message = (f"CBC stopped without writing a solution after {out.runtime:.1f} s "
+                       f"(PuLP: {failure.split(',')[0]}); CBC's last output: {said}")
+        if best:
+            out.notes.append(f"cbc: best objective CBC reported before it stopped: "
+                             f"{sign * min(best):.10g} (model units; its values were not "
+                             "written, so there is no schedule from CBC)")
         return out
 
     @staticmethod
