@@ -1,6 +1,7 @@
-"""The ``coupled`` rung (bounds.md B10): below the exhaustive optimum on random small instances
-(arrivals, evictions, chunking, blocks), below every registered policy on random instances up
-to 200 requests, and its pieces (the trade-off frontier, the SRPT count) checked by hand."""
+"""The ``coupled`` and ``dual`` rungs (bounds.md B10, B11): below the exhaustive optimum on
+random small instances (arrivals, evictions, chunking, blocks), below every registered policy
+on random instances up to 200 requests, and their pieces (the trade-off frontier, the SRPT
+count, the dual's piece floors) checked by hand."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from test_bounds import _assert_below, instances, larger_instances
 
 from optsched.bounds import Floors, lower_bound
 from optsched.bounds.coupled import frontier, other_entry_rate, srpt_count
+from optsched.bounds.dual import next_smaller, piece_floor
 from optsched.bounds.srpt import srpt_completions
-from optsched.cost import LinearCost
+from optsched.cost import LinearCost, preset
 from optsched.evaluate import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.oracles.exhaustive import SearchOptions, search
@@ -23,7 +25,10 @@ OBJS = ("total-latency", "mean-ttft")
 
 
 def _coupled(inst, objective):
-    return {"coupled": lower_bound(inst, objective, "coupled").value}
+    out = {"coupled": lower_bound(inst, objective, "coupled").value}
+    if objective == "total-latency":
+        out["dual"] = lower_bound(inst, objective, "dual").value
+    return out
 
 
 def _check_against_search(inst, objective, max_states):
@@ -113,15 +118,32 @@ def test_srpt_count_matches_completions():
     assert srpt_count(np.array([0.0, 1.0, 0.0]), np.array([3.0, 1.0, np.inf]), 4.0) == 2
 
 
-def test_coupling_raises_the_bound_under_load():
-    # 30 identical requests at t = 0, decode cost per cached token kdm > 0: every rung before
-    # coupled prices each request's chain alone; finishing them all quickly needs batches
-    # that hold many requests, and such batches are slow
-    cm = LinearCost(k0=0.01, k1=1e-4, kdm=1e-4, kpl=1e-4)
-    reqs = tuple(Request(f"r{i}", 0.0, 50, 40) for i in range(30))
-    inst = Instance("load", Limits(kv_capacity=1000, max_batch_tokens=2048), cm, reqs)
-    old = max(lower_bound(inst, "total-latency", m).value for m in ("srpt", "mbt", "work"))
-    new = lower_bound(inst, "total-latency", "coupled").value
+def test_coupling_raises_the_bound_at_light_load():
+    # 12 identical requests (I = 200, O = 30) arriving every 20 ms on the Llama-2-7B preset,
+    # M = 3000: little queueing, so the older rungs rest on each request's chain alone; a
+    # request that finishes that fast must run in small batches, whose server share is
+    # large, and the server cannot give that to all of them
+    cm = preset("infermax-llama2-7b-a100")
+    reqs = tuple(Request(f"r{i}", round(0.02 * i, 6), 200, 30) for i in range(12))
+    inst = Instance("light", Limits(kv_capacity=3000, max_batch_tokens=2048), cm, reqs)
+    old = max(lower_bound(inst, "total-latency", m).value
+              for m in ("request", "work", "srpt", "mbt"))
+    coupled = lower_bound(inst, "total-latency", "coupled").value
+    dual = lower_bound(inst, "total-latency", "dual").value
     best = min(evaluate(inst, simulate(inst, p)).objective("total-latency")
                for p in ("vllm", "sarathi", "mcsf"))
-    assert old < new <= best
+    assert old < coupled < dual <= best
+
+
+def test_next_smaller_and_piece_floor_by_hand():
+    # prices 3, 1, 2, 0.5: from interval 0 the cheapest price drops at 1 and at 3
+    assert next_smaller(np.array([3.0, 1.0, 2.0, 0.5])).tolist() == [1, 3, 3, 4, 4]
+    fr = frontier(Floors(_one_request()))
+    # price 0: min over s >= s0 of s is s0 (the chain floor 3.7 when s0 is below it)
+    assert piece_floor(fr, np.array([0.0]), np.array([3.7]))[0] == pytest.approx(3.7)
+    # every piece floor is at most the value of a feasible choice: u = 1 in both steps
+    # (s = 3.7, work 3.7) gives 3.7 + p 3.7; u = M / S (s = 5.2, work 2.2) gives 5.2 + 2.2 p
+    for p in (0.1, 0.5, 1.0, 2.0, 10.0):
+        v = piece_floor(fr, np.array([p]), np.array([3.7]))[0]
+        assert v <= min(3.7 + 3.7 * p, 5.2 + 2.2 * p) + 1e-9
+        assert v >= 3.7 + 2.2 * p - 1e-9  # s >= dmin and work >= wmin
