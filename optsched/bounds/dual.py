@@ -26,6 +26,9 @@ from .floors import Floors
 from .srpt import srpt_completions
 
 INTERVALS = 300
+#: price drops followed per request; past them every later completion is priced at 0
+#: (still a lower bound: ``C - a_i`` alone), which caps the time per step
+MAX_PIECES = 48
 #: projected subgradient: steps of STEP x (largest start price) x DECAY^t along g / |g|
 #: (tuned on the conversation windows of bench_bounds.py; any prices are valid)
 ITERATIONS = 160
@@ -78,18 +81,20 @@ def dual_value(fr: Frontier, a: np.ndarray, edges: np.ndarray, pi: np.ndarray
     best = np.full(a.size, np.inf)
     arg = np.full(a.size, G)
     active = np.ones(a.size, dtype=bool)
+    depth = 0
     while active.any():
         idx = np.nonzero(active)[0]
         k = pos[idx]
-        inside = k < G
+        depth += 1
+        inside = (k < G) & (depth < MAX_PIECES)
         p = np.where(inside, pi[np.minimum(k, G - 1)], 0.0)
-        start = np.where(inside, edges[np.minimum(k, G - 1)], edges[-1])
+        start = edges[np.minimum(k, G)]  # the last piece: every C >= start, price 0
         s0 = np.maximum(np.maximum(start - a[idx], 0.0), fr.dmin[idx])
         sub = Frontier(fr.lams, fr.L[idx], fr.wmin[idx], fr.dmin[idx])
         v = piece_floor(sub, p, s0)
         better = v < best[idx]
         best[idx[better]] = v[better]
-        arg[idx[better]] = k[better]
+        arg[idx[better]] = np.where(inside[better], k[better], G)  # price 0: no capacity
         pos[idx] = np.where(inside, nxt[np.minimum(k, G - 1)], G + 1)
         active[idx[~inside]] = False
     work = np.zeros(G)
