@@ -24,8 +24,8 @@ each trace, the start drawn by ``--window-seeds`` (not only the first requests),
 own arrival times (re-based to 0), ``M = 30,000``, ``C = 8192``: per window and objective
 (total latency, mean TTFT) the old best rung (``combinatorial``), the coupled rungs
 (``coupled``, ``dual``: bounds.md B10-B11), the best of ``--window-policies`` and of the
-``prefill-first`` construction below (every schedule replayed by ``evaluate``), both gaps
-and every time.
+``prefill-first`` construction below (one prefill per batch, or packed; every schedule
+replayed by ``evaluate``), both gaps and every time.
 
 Part 2 (``--part rungs``): each rung's bound as a fraction of the proven optimum on every
 instance of ``instances/manifest.json`` and on the InferMax B = O = 4 family (optima proven
@@ -212,11 +212,12 @@ def timed_bound(inst: Instance, objective: str, method: str) -> tuple[float, flo
     return v, time.perf_counter() - t0
 
 
-def prefill_first(inst: Instance):
-    """Upper-side diagnostic for mean TTFT (not a policy): each request's whole prefill in its
-    own batches as soon as the server is free, shortest prefill first among the arrived,
-    evicting every request that holds KV when the next prefill would not fit; then groups
-    that fit in ``M`` are refilled and decoded together. Replayed by ``evaluate``."""
+def prefill_first(inst: Instance, pack: bool = True):
+    """Upper-side diagnostic for mean TTFT (not a policy): whole prefills as soon as the
+    server is free, shortest prefill first among the arrived, packed into one batch while
+    they fit in ``min(C, P)`` tokens if ``pack`` (a longer prompt gets its own chunks), evicting every
+    request that holds KV when the next prefills would not fit; then groups that fit in
+    ``M`` are refilled and decoded together. Replayed by ``evaluate``."""
     from optsched.schedule import Schedule
 
     k = inst.cost_model.coefficients
@@ -244,15 +245,21 @@ def prefill_first(inst: Instance):
         while nxt < len(order) and a[order[nxt]] <= t:
             heapq.heappush(pending, (price(I[order[nxt]]), order[nxt]))
             nxt += 1
-        cost, i = heapq.heappop(pending)
+        group = [heapq.heappop(pending)[1]]  # shortest prefill first; pack more up to cap
+        while pack and pending and sum(I[j] for j in group) + I[pending[0][1]] <= cap:
+            group.append(heapq.heappop(pending)[1])
         evict: list[str] = []
-        if sum(I[j] for j in held) + I[i] > inst.limits.kv_capacity:
+        need = sum(I[j] for j in group)
+        if sum(I[j] for j in held) + need > inst.limits.kv_capacity:
             evict, held = [ids[j] for j in held], []
-        for n_c, (c, _) in enumerate(chunks(I[i])):
-            batches.append(([(ids[i], c)], evict if n_c == 0 else []))
-        t += cost
-        if O[i] > 1:
-            held.append(i)
+        if len(group) == 1:
+            for n_c, (c, _) in enumerate(chunks(I[group[0]])):
+                batches.append(([(ids[group[0]], c)], evict if n_c == 0 else []))
+            t += price(I[group[0]])
+        else:
+            batches.append(([(ids[j], I[j]) for j in group], evict))
+            t += sum(price(I[j]) for j in group) - (len(group) - 1) * (k["k0"] + k["kpb"])
+        held += [j for j in group if O[j] > 1]
     # phase 2: groups that fit in memory, refilled (or continued) and decoded together
     cached = {j: I[j] for j in held}
     todo = [i for i in range(inst.n) if O[i] > 1]
@@ -296,7 +303,8 @@ def part_windows(args) -> list[dict]:
         for seed in (int(x) for x in args.window_seeds.split(",")):
             inst, start = window_instance(trace, seed, args.window)
             sims = {p: evaluate(inst, simulate(inst, p)) for p in pols}
-            sims["prefill-first"] = evaluate(inst, prefill_first(inst))
+            sims["prefill-first"] = evaluate(inst, prefill_first(inst, pack=False))
+            sims["prefill-packed"] = evaluate(inst, prefill_first(inst, pack=True))
             for objective in ("total-latency", "mean-ttft"):
                 t0 = time.perf_counter()
                 old = lower_bound(inst.replace(name=inst.name), objective, "combinatorial")
