@@ -25,10 +25,7 @@ OBJS = ("total-latency", "mean-ttft")
 
 
 def _coupled(inst, objective):
-    out = {"coupled": lower_bound(inst, objective, "coupled").value}
-    if objective == "total-latency":
-        out["dual"] = lower_bound(inst, objective, "dual").value
-    return out
+    return {m: lower_bound(inst, objective, m).value for m in ("coupled", "dual")}
 
 
 def _check_against_search(inst, objective, max_states):

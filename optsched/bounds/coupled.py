@@ -110,16 +110,28 @@ def multipliers(kappa: float, h: float, M: float) -> np.ndarray:
     return np.geomspace(lo / 4, hi * 4, N_LAMBDAS)
 
 
+def other_token_rate(k: dict[str, float]) -> float:
+    """Every entry costs at least this much per token it processes (B10, first tokens): a
+    prefill entry ``>= k1 c``, a decode entry (``c = 1``) ``>= k1 + kdr``."""
+    return max(0.0, min(k["k1"], k["k1"] + k["kdr"]))
+
+
 def frontier(f: Floors, ttft: bool = False) -> Frontier:
     """The per-request Lagrangian values of B10, one pass over the steps per multiplier.
     Step ``g`` with ``u = K / S`` in ``[1, M / S]``: ``chain = c + kappa S (u - 1)``,
     ``work = ent + h / u``; ``min_u kappa S u + lam h / u`` is at ``sqrt(lam h / (kappa S))``
-    clipped to the range (``u = M / S`` when ``kappa = 0``, ``u = 1`` when ``h = 0``)."""
-    M = float(f.instance.limits.kv_capacity)
-    h = f.batch_overhead
-    kappa = other_entry_rate(f.k)
+    clipped to the range (``u = M / S`` when ``kappa = 0``, ``u = 1`` when ``h = 0``).
+    First tokens (``ttft``) share the batch term by tokens instead: ``S = I`` tokens,
+    ``kappa`` = :func:`other_token_rate`, ``C`` in place of ``M``, ``h = k0 + kpb``."""
+    lim, k = f.instance.limits, f.k
+    if ttft:
+        M = float(lim.max_batch_tokens)
+        h, kappa = k["k0"] + k["kpb"], other_token_rate(k)
+    else:
+        M = float(lim.kv_capacity)
+        h, kappa = f.batch_overhead, other_entry_rate(k)
     S, ent, c, first = _steps(f, ttft)
-    umax = M / S
+    umax = np.maximum(M / S, 1.0)  # a prompt longer than C: no sharing is assumed (u = 1)
     lams = multipliers(kappa, h, M)
     L = np.empty((f.instance.n, lams.size))
     for j, lam in enumerate(lams):
@@ -217,5 +229,6 @@ def coupled_bound(instance, objective: str, budget: Budget) -> BoundResult:
     total = float(np.maximum(np.maximum(lo, base), own).sum()) - float(a.sum())
     if objective == "mean-ttft":
         total /= instance.n
-    return BoundResult(total, "coupled", objective,
-                       notes=(f"kappa = {other_entry_rate(f.k):.4g} s per cached token",))
+    rate = (f"{other_token_rate(f.k):.4g} s per token" if objective == "mean-ttft"
+            else f"{other_entry_rate(f.k):.4g} s per cached token")
+    return BoundResult(total, "coupled", objective, notes=(f"kappa = {rate}",))
