@@ -310,12 +310,11 @@ def part_windows(args) -> list[dict]:
                 old = lower_bound(inst.replace(name=inst.name), objective, "combinatorial")
                 t_old = time.perf_counter() - t0
                 cp, t_cp = timed_bound(inst, objective, "coupled")
-                du, t_du = (timed_bound(inst, objective, "dual")
-                            if objective == "total-latency" else (float("nan"), 0.0))
+                du, t_du = timed_bound(inst, objective, "dual")
                 vals = {p: ev.objective(objective) for p, ev in sims.items() if ev.feasible}
                 best = min(vals, key=lambda p: vals[p])
                 up = vals[best]
-                new = max(old.value, cp, du if du == du else -np.inf)
+                new = max(old.value, cp, du)
                 r = {"trace": trace, "seed": seed, "start": start, "requests": inst.n,
                      "span": float(inst.arrival.max()), "objective": objective,
                      "old": old.value, "old_rung": old.method, "old_seconds": t_old,

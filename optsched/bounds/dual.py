@@ -26,14 +26,16 @@ from .floors import Floors
 from .srpt import srpt_completions
 
 INTERVALS = 300
-#: price drops followed per request; past them every later completion is priced at 0
-#: (still a lower bound: ``C - a_i`` alone), which caps the time per step
+#: price drops followed per request; past them every later completion is priced at the
+#: least price left (the piece floor is nondecreasing in the price), which caps a step's time
 MAX_PIECES = 48
 #: projected subgradient: steps of STEP x (largest start price) x DECAY^t along g / |g|
 #: (tuned on the conversation windows of bench_bounds.py; any prices are valid)
 ITERATIONS = 160
 STEP = 0.3
 DECAY = 0.995
+#: fewer steps on large instances (a step costs ~ n x MAX_PIECES x multipliers operations)
+STEP_WORK = 1e9
 
 
 def next_smaller(pi: np.ndarray) -> np.ndarray:
@@ -77,6 +79,7 @@ def dual_value(fr: Frontier, a: np.ndarray, edges: np.ndarray, pi: np.ndarray
     G = pi.size
     ell = np.diff(edges)
     nxt = next_smaller(pi)
+    rest = np.minimum.accumulate(pi[::-1])[::-1]  # least price over intervals k..G-1
     pos = np.clip(np.searchsorted(edges, a, side="right") - 1, 0, G)
     best = np.full(a.size, np.inf)
     arg = np.full(a.size, G)
@@ -86,16 +89,20 @@ def dual_value(fr: Frontier, a: np.ndarray, edges: np.ndarray, pi: np.ndarray
         idx = np.nonzero(active)[0]
         k = pos[idx]
         depth += 1
-        inside = (k < G) & (depth < MAX_PIECES)
-        p = np.where(inside, pi[np.minimum(k, G - 1)], 0.0)
-        start = edges[np.minimum(k, G)]  # the last piece: every C >= start, price 0
+        inside = k < G
+        kk = np.minimum(k, G - 1)
+        # after MAX_PIECES drops one piece covers every C in [edges[k], H) at the least
+        # price left; the piece beyond H (price 0) still follows
+        capped = inside & (depth >= MAX_PIECES)
+        p = np.where(inside, np.where(capped, rest[kk], pi[kk]), 0.0)
+        start = edges[np.minimum(k, G)]
         s0 = np.maximum(np.maximum(start - a[idx], 0.0), fr.dmin[idx])
         sub = Frontier(fr.lams, fr.L[idx], fr.wmin[idx], fr.dmin[idx])
         v = piece_floor(sub, p, s0)
         better = v < best[idx]
         best[idx[better]] = v[better]
-        arg[idx[better]] = np.where(inside[better], k[better], G)  # price 0: no capacity
-        pos[idx] = np.where(inside, nxt[np.minimum(k, G - 1)], G + 1)
+        arg[idx[better]] = np.where(inside[better] & ~capped[better], k[better], G)
+        pos[idx] = np.where(inside, np.where(capped, G, nxt[kk]), G + 1)
         active[idx[~inside]] = False
     work = np.zeros(G)
     on = arg < G
@@ -130,7 +137,8 @@ def dual_bound(instance, objective: str, budget: Budget) -> BoundResult:
     best, _ = dual_value(fr, a, edges, np.zeros_like(pi))
     scale = max(float(pi.max()), 1.0)
     its = 0
-    for its in range(1, ITERATIONS + 1):
+    steps = max(10, min(ITERATIONS, int(STEP_WORK / (a.size * MAX_PIECES * fr.lams.size))))
+    for its in range(1, steps + 1):
         if budget.expired:
             break
         v, g = dual_value(fr, a, edges, pi)
