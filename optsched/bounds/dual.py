@@ -34,6 +34,8 @@ MAX_PIECES = 48
 ITERATIONS = 160
 STEP = 0.3
 DECAY = 0.995
+#: stop after this many steps without a gain of 1e-6 relative
+PATIENCE = 30
 #: fewer steps on large instances (a step costs ~ n x MAX_PIECES x multipliers operations)
 STEP_WORK = 1e9
 
@@ -138,10 +140,13 @@ def dual_bound(instance, objective: str, budget: Budget) -> BoundResult:
     scale = max(float(pi.max()), 1.0)
     its = 0
     steps = max(10, min(ITERATIONS, int(STEP_WORK / (a.size * MAX_PIECES * fr.lams.size))))
+    last_gain = 0
     for its in range(1, steps + 1):
-        if budget.expired:
+        if budget.expired or its - last_gain > PATIENCE:
             break
         v, g = dual_value(fr, a, edges, pi)
+        if v > best * (1 + 1e-6) + 1e-12:
+            last_gain = its
         best = max(best, v)
         norm = float(np.linalg.norm(g))
         if norm == 0:
