@@ -27,6 +27,10 @@ own arrival times (re-based to 0), ``M = 30,000``, ``C = 8192``: per window and 
 ``prefill-first`` construction below (one prefill per batch, or packed; every schedule
 replayed by ``evaluate``), both gaps and every time.
 
+``--part ceiling`` (a diagnostic, not a bound, not in ``all``): on the same windows, what
+granting every request its duration at the largest batching would give (bounds.md, "What
+did not help").
+
 Part 2 (``--part rungs``): each rung's bound as a fraction of the proven optimum on every
 instance of ``instances/manifest.json`` and on the InferMax B = O = 4 family (optima proven
 by ``bench/bench_infermax_family.py``, recorded in the README; ``--prove`` re-proves them).
@@ -293,6 +297,37 @@ def prefill_first(inst: Instance, pack: bool = True):
     return Schedule.from_batches(batches)
 
 
+def part_ceiling(args) -> list[dict]:
+    """Diagnostic, NOT a bound: how far any per-request duration coupling of the B10 kind
+    could lift the order-statistic bound, by granting every request its duration at the
+    largest batching (``u = M / S`` in every step, which no valid bound may assume) next to
+    the works at that batching: ``sum_k max(SRPT_(k), (a + D_max)_(k))`` against the same
+    with the chain alone (``srpt``'s form) and ``mbt`` (bounds.md, "What did not help")."""
+    from optsched.bounds.coupled import _steps, frontier, other_entry_rate
+    from optsched.bounds.floors import Floors
+    from optsched.bounds.srpt import srpt_completions
+
+    rows = []
+    print(f"{'trace':5} {'seed':>4} {'mbt':>10} {'chain alone':>12} {'D_max ceiling':>14}",
+          flush=True)
+    for trace in args.traces.split(","):
+        for seed in (int(x) for x in args.window_seeds.split(",")):
+            inst, _ = window_instance(trace, seed, args.window)
+            f = Floors.of(inst)
+            fr = frontier(f)
+            S, _ent, c, first = _steps(f, False)
+            dmax = np.add.reduceat(c + other_entry_rate(f.k) * (M - S), first)
+            a = inst.arrival
+            base = srpt_completions(a, fr.wmin)
+            alone = float(np.maximum(base, np.sort(a + fr.dmin)).sum() - a.sum())
+            ceil = float(np.maximum(base, np.sort(a + dmax)).sum() - a.sum())
+            mbt = lower_bound(inst, "total-latency", "mbt").value
+            rows.append({"trace": trace, "seed": seed, "mbt": mbt, "alone": alone,
+                         "ceiling": ceil})
+            print(f"{trace:5} {seed:>4} {mbt:>10.5g} {alone:>12.5g} {ceil:>14.5g}", flush=True)
+    return rows
+
+
 def part_windows(args) -> list[dict]:
     rows = []
     pols = args.window_policies.split(",")
@@ -376,7 +411,8 @@ def part_rungs(args) -> list[dict]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", default="all", choices=("trace", "rungs", "windows", "all"))
+    ap.add_argument("--part", default="all",
+                    choices=("trace", "rungs", "windows", "ceiling", "all"))
     ap.add_argument("--window", type=int, default=1200, help="requests per seeded window")
     ap.add_argument("--window-seeds", default="0,1,2", help="seeds drawing the window starts")
     ap.add_argument("--window-policies",
@@ -409,6 +445,8 @@ def main(argv=None) -> int:
             print(f"skipping the windows part: {TRACES} not found", file=sys.stderr)
         else:
             out["windows"] = part_windows(args)
+    if args.part == "ceiling" and TRACES.exists():
+        out["ceiling"] = part_ceiling(args)
     if args.part in ("rungs", "all"):
         out["rungs"] = part_rungs(args)
     if args.json:
