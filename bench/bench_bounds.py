@@ -19,11 +19,23 @@ from the best policy's schedule (``optsched/lns.py``, ``--lns-seconds`` per cell
 with best upper = min(best policy, LNS), times.
 Then the time of the combinatorial bounds on the full traces (target <= 2 s).
 
+Part 3 (``--part windows``): windows of ``--window`` consecutive requests (default 1,200) of
+each trace, the start drawn by ``--window-seeds`` (not only the first requests), with their
+own arrival times (re-based to 0), ``M = 30,000``, ``C = 8192``: per window and objective
+(total latency, mean TTFT) the old best rung (``combinatorial``), the coupled rungs
+(``coupled``, ``dual``: bounds.md B10-B11), the best of ``--window-policies`` and of the
+``prefill-first`` construction below (one prefill per batch, or packed; every schedule
+replayed by ``evaluate``), both gaps and every time.
+
+``--part ceiling`` (a diagnostic, not a bound, not in ``all``): on the same windows, what
+granting every request its duration at the largest batching would give (bounds.md, "What
+did not help").
+
 Part 2 (``--part rungs``): each rung's bound as a fraction of the proven optimum on every
 instance of ``instances/manifest.json`` and on the InferMax B = O = 4 family (optima proven
 by ``bench/bench_infermax_family.py``, recorded in the README; ``--prove`` re-proves them).
 
-    .venv/bin/python bench/bench_bounds.py [--part trace|rungs|all] [--sizes 100,1000,10000]
+    .venv/bin/python bench/bench_bounds.py [--part trace|rungs|windows|all] [--sizes 100,1000,10000]
         [--traces conv,code] [--policies vllm,vllm-ef,sarathi,sarathi-ef,mcsf] [--json out.json]
 
 The machine is shared (2 cores, other jobs running): times are pessimistic.
@@ -32,6 +44,7 @@ The machine is shared (2 cores, other jobs running): times are pessimistic.
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import os
 import sys
@@ -184,6 +197,174 @@ def part_trace(args) -> list[dict]:
     return rows
 
 
+def window_instance(trace: str, seed: int, n: int) -> tuple[Instance, int]:
+    """``n`` consecutive requests of the trace from a start index drawn by ``seed``, with
+    their own arrivals re-based to 0."""
+    full = load_azure(TRACES / f"AzureLLMInferenceTrace_{trace}.csv",
+                      Limits(kv_capacity=M, max_batch_tokens=C), preset(PRESET), too_long="drop")
+    start = int(np.random.default_rng(seed).integers(0, max(1, full.n - n)))
+    reqs = full.requests[start:start + n]
+    a0 = reqs[0].arrival
+    return full.replace(name=f"{trace}-w{seed}", requests=tuple(
+        Request(r.id, r.arrival - a0, r.prompt, r.output) for r in reqs)), start
+
+
+def timed_bound(inst: Instance, objective: str, method: str) -> tuple[float, float]:
+    fresh = inst.replace(name=inst.name)  # no floors cached from another rung
+    t0 = time.perf_counter()
+    v = lower_bound(fresh, objective, method).value
+    return v, time.perf_counter() - t0
+
+
+def prefill_first(inst: Instance, pack: bool = True):
+    """Upper-side diagnostic for mean TTFT (not a policy): whole prefills as soon as the
+    server is free, shortest prefill first among the arrived, packed into one batch while
+    they fit in ``min(C, P)`` tokens if ``pack`` (a longer prompt gets its own chunks), evicting every
+    request that holds KV when the next prefills would not fit; then groups that fit in
+    ``M`` are refilled and decoded together. Replayed by ``evaluate``."""
+    from optsched.schedule import Schedule
+
+    k = inst.cost_model.coefficients
+    cap = min(inst.limits.max_batch_tokens, inst.limits.prefill_budget)
+    I, O, a = inst.prompt.tolist(), inst.output.tolist(), inst.arrival.tolist()
+    ids = [r.id for r in inst.requests]
+
+    def chunks(n_tok: int) -> list[tuple[int, int]]:  # (tokens, cached before)
+        return [(min(cap, n_tok - m), m) for m in range(0, n_tok, cap)]
+
+    def price(n_tok: int) -> float:
+        return sum(k["k0"] + k["kpb"] + k["kpr"] + k["k1"] * c + k["kpq"] * c * c
+                   + k["kpm"] * c * m + k["kpl"] * m for c, m in chunks(n_tok))
+
+    order = sorted(range(inst.n), key=lambda i: a[i])
+    batches: list = []
+    pending: list[tuple[float, int]] = []
+    held: list[int] = []
+    t, nxt = 0.0, 0
+
+
+    while nxt < len(order) or pending:
+        if not pending:
+            t = max(t, a[order[nxt]])
+        while nxt < len(order) and a[order[nxt]] <= t:
+            heapq.heappush(pending, (price(I[order[nxt]]), order[nxt]))
+            nxt += 1
+        group = [heapq.heappop(pending)[1]]  # shortest prefill first; pack more up to cap
+        while pack and pending and sum(I[j] for j in group) + I[pending[0][1]] <= cap:
+            group.append(heapq.heappop(pending)[1])
+        evict: list[str] = []
+        need = sum(I[j] for j in group)
+        if sum(I[j] for j in held) + need > inst.limits.kv_capacity:
+            evict, held = [ids[j] for j in held], []
+        if len(group) == 1:
+            for n_c, (c, _) in enumerate(chunks(I[group[0]])):
+                batches.append(([(ids[group[0]], c)], evict if n_c == 0 else []))
+            t += price(I[group[0]])
+        else:
+            batches.append(([(ids[j], I[j]) for j in group], evict))
+            t += sum(price(I[j]) for j in group) - (len(group) - 1) * (k["k0"] + k["kpb"])
+        held += [j for j in group if O[j] > 1]
+    # phase 2: groups that fit in memory, refilled (or continued) and decoded together
+    cached = {j: I[j] for j in held}
+    todo = [i for i in range(inst.n) if O[i] > 1]
+    g0 = 0
+    while g0 < len(todo):
+        group, mem = [], 0
+        while g0 < len(todo) and mem + I[todo[g0]] + O[todo[g0]] <= inst.limits.kv_capacity:
+            group.append(todo[g0])
+            mem += I[todo[g0]] + O[todo[g0]]
+            g0 += 1
+        others = [j for j in cached if j not in set(group)]
+        evict = [ids[j] for j in others]
+        for j in others:
+            del cached[j]
+        left = {i: O[i] - 1 for i in group}
+        for i in group:
+            if i not in cached:  # refill prompt + first token, generating token 2
+                for c, _ in chunks(I[i] + 1):
+                    batches.append(([(ids[i], c)], evict))
+                    evict = []
+                left[i] -= 1
+            cached[i] = 1
+        while any(v > 0 for v in left.values()):
+            ent = [(ids[i], 1) for i in group if left[i] > 0]
+            batches.append((ent, evict))
+            evict = []
+            for i in group:
+                left[i] -= left[i] > 0
+        for i in group:
+            cached.pop(i, None)
+    return Schedule.from_batches(batches)
+
+
+def part_ceiling(args) -> list[dict]:
+    """Diagnostic, NOT a bound: how far any per-request duration coupling of the B10 kind
+    could lift the order-statistic bound, by granting every request its duration at the
+    largest batching (``u = M / S`` in every step, which no valid bound may assume) next to
+    the works at that batching: ``sum_k max(SRPT_(k), (a + D_max)_(k))`` against the same
+    with the chain alone (``srpt``'s form) and ``mbt`` (bounds.md, "What did not help")."""
+    from optsched.bounds.coupled import _steps, frontier, other_entry_rate
+    from optsched.bounds.floors import Floors
+    from optsched.bounds.srpt import srpt_completions
+
+    rows = []
+    print(f"{'trace':5} {'seed':>4} {'mbt':>10} {'chain alone':>12} {'D_max ceiling':>14}",
+          flush=True)
+    for trace in args.traces.split(","):
+        for seed in (int(x) for x in args.window_seeds.split(",")):
+            inst, _ = window_instance(trace, seed, args.window)
+            f = Floors.of(inst)
+            fr = frontier(f)
+            S, _ent, c, first = _steps(f, False)
+            dmax = np.add.reduceat(c + other_entry_rate(f.k) * (M - S), first)
+            a = inst.arrival
+            base = srpt_completions(a, fr.wmin)
+            alone = float(np.maximum(base, np.sort(a + fr.dmin)).sum() - a.sum())
+            ceil = float(np.maximum(base, np.sort(a + dmax)).sum() - a.sum())
+            mbt = lower_bound(inst, "total-latency", "mbt").value
+            rows.append({"trace": trace, "seed": seed, "mbt": mbt, "alone": alone,
+                         "ceiling": ceil})
+            print(f"{trace:5} {seed:>4} {mbt:>10.5g} {alone:>12.5g} {ceil:>14.5g}", flush=True)
+    return rows
+
+
+def part_windows(args) -> list[dict]:
+    rows = []
+    pols = args.window_policies.split(",")
+    print(f"{'trace':5} {'seed':>4} {'start':>6} {'n':>5} {'span s':>7} {'objective':13} "
+          f"{'old bound':>10} {'rung':8} {'s':>5} {'coupled':>10} {'s':>5} {'dual':>10} {'s':>5} "
+          f"{'best policy':>11} {'value':>10} {'old gap':>8} {'new gap':>8}", flush=True)
+    for trace in args.traces.split(","):
+        for seed in (int(x) for x in args.window_seeds.split(",")):
+            inst, start = window_instance(trace, seed, args.window)
+            sims = {p: evaluate(inst, simulate(inst, p)) for p in pols}
+            sims["prefill-first"] = evaluate(inst, prefill_first(inst, pack=False))
+            sims["prefill-packed"] = evaluate(inst, prefill_first(inst, pack=True))
+            for objective in ("total-latency", "mean-ttft"):
+                t0 = time.perf_counter()
+                old = lower_bound(inst.replace(name=inst.name), objective, "combinatorial")
+                t_old = time.perf_counter() - t0
+                cp, t_cp = timed_bound(inst, objective, "coupled")
+                du, t_du = timed_bound(inst, objective, "dual")
+                vals = {p: ev.objective(objective) for p, ev in sims.items() if ev.feasible}
+                best = min(vals, key=lambda p: vals[p])
+                up = vals[best]
+                new = max(old.value, cp, du)
+                r = {"trace": trace, "seed": seed, "start": start, "requests": inst.n,
+                     "span": float(inst.arrival.max()), "objective": objective,
+                     "old": old.value, "old_rung": old.method, "old_seconds": t_old,
+                     "coupled": cp, "coupled_seconds": t_cp, "dual": du, "dual_seconds": t_du,
+                     "policies": vals, "best_policy": best, "best": up,
+                     "old_gap": (up - old.value) / up, "new_gap": (up - new) / up}
+                rows.append(r)
+                print(f"{trace:5} {seed:>4} {start:>6} {inst.n:>5} {r['span']:>7.1f} "
+                      f"{objective:13} {old.value:>10.5g} {old.method:8} {t_old:>5.1f} "
+                      f"{cp:>10.5g} {t_cp:>5.1f} {du:>10.5g} {t_du:>5.1f} {best:>11} "
+                      f"{up:>10.5g} {100 * r['old_gap']:>7.1f}% {100 * r['new_gap']:>7.1f}%",
+                      flush=True)
+    return rows
+
+
 def rung_row(label: str, inst: Instance, objective: str, optimum: float) -> dict:
     methods = bound_methods()
     fr = {}
@@ -230,7 +411,13 @@ def part_rungs(args) -> list[dict]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", default="all", choices=("trace", "rungs", "all"))
+    ap.add_argument("--part", default="all",
+                    choices=("trace", "rungs", "windows", "ceiling", "all"))
+    ap.add_argument("--window", type=int, default=1200, help="requests per seeded window")
+    ap.add_argument("--window-seeds", default="0,1,2", help="seeds drawing the window starts")
+    ap.add_argument("--window-policies",
+                    default="vllm,sarathi,mcsf,rank-i,aptserve-kv-only,ecoserve",
+                    help="policies simulated on each window (the best is the upper side)")
     ap.add_argument("--sizes", default="100,1000,10000")
     ap.add_argument("--traces", default="conv,code")
     ap.add_argument("--policies", default="vllm,vllm-ef,sarathi,sarathi-ef,mcsf")
@@ -253,6 +440,13 @@ def main(argv=None) -> int:
             print(f"skipping the trace part: {TRACES} not found", file=sys.stderr)
         else:
             out["trace"] = part_trace(args)
+    if args.part in ("windows", "all"):
+        if not TRACES.exists():
+            print(f"skipping the windows part: {TRACES} not found", file=sys.stderr)
+        else:
+            out["windows"] = part_windows(args)
+    if args.part == "ceiling" and TRACES.exists():
+        out["ceiling"] = part_ceiling(args)
     if args.part in ("rungs", "all"):
         out["rungs"] = part_rungs(args)
     if args.json:

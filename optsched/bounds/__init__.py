@@ -12,6 +12,10 @@ returns a :class:`BoundResult`: a value never above the optimum over all feasibl
 * ``mbt`` -- the mean-busy-time LP (preemptive smallest-work-first) plus per-request
   chain tails (B9, total latency);
 * ``combinatorial`` -- the largest of the four, O(sum O + n log n);
+* ``coupled`` -- a request's batching trades its server share against its own duration
+  (memory-full batches are slow): an SRPT count per time (B10);
+* ``dual`` -- the same trade-off in one interval-indexed relaxation, its Lagrangian dual
+  over interval prices (B11, total latency);
 * ``exact`` -- the exhaustive search / InferMax flow model when they fit (B8);
 * ``best`` -- the ladder within the time limit.
 """
