@@ -26,17 +26,19 @@ from .simulator import Plan, Policy, SimStats, SimView, simulate_policy
 
 
 def simulate(instance: Instance, policy: str | Policy, *, stats: SimStats | None = None,
-             **params) -> Schedule:
+             fast: bool = True, **params) -> Schedule:
     """Run ``policy`` (a registered name or a ``file.py:Class`` / ``module:Class`` reference,
     built fresh with ``params``, or a policy object)
-    over ``instance`` and return its schedule; ``stats`` receives the decision time."""
+    over ``instance`` and return its schedule; ``stats`` receives the decision time.
+    ``fast=False`` forces the Python simulator (the reference) where a compiled kernel
+    would otherwise run (:func:`~optsched.policies.simulator.simulate_policy`)."""
     if isinstance(policy, str):
         obj: Policy = get_policy(policy, **params)
     elif params:
         raise PolicyError("parameters can only be given with a policy name")
     else:
         obj = policy
-    return simulate_policy(instance, obj, stats=stats)
+    return simulate_policy(instance, obj, stats=stats, fast=fast)
 
 
 __all__ = [

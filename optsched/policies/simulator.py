@@ -254,9 +254,15 @@ def batch_pricer(cost_model):
 
 
 def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None = None,
-                    stats: SimStats | None = None) -> Schedule:
+                    stats: SimStats | None = None, *, fast: bool = True) -> Schedule:
     """Run ``policy`` over ``instance``; return the schedule (no metrics). ``stats``, if
-    given, receives the policy's decision time."""
+    given, receives the policy's decision time.
+
+    With ``fast`` (the default) a built-in policy that has a compiled kernel
+    (:mod:`optsched.policies.fast`) runs there: the same schedule, batch for batch
+    (``tests/test_fast_path.py``). ``fast=False``, decision ``stats`` (a per-hook timing
+    only the Python path has), or a policy without a kernel runs this Python loop, the
+    reference."""
     sim = _Sim(instance)
     n = instance.n
     lim = instance.limits
@@ -271,6 +277,13 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     view = SimView(sim, known)
     bind_predictor(instance, policy, view, sim)
     policy.bind(view)
+    limit = max_batches if max_batches is not None else 50 * (int(O.sum()) + int(S.sum())) + 1000
+    if fast and stats is None:
+        from .fast import simulate_fast  # lazy: numba is imported only when a kernel runs
+
+        compiled = simulate_fast(instance, policy, known, limit)
+        if compiled is not None:
+            return compiled
     price = batch_pricer(instance.cost_model)
     builder = sim.builder
     add = builder.add_indexed
@@ -286,7 +299,6 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     done = 0
     kv = 0  # KV in use (blocks counted whole), finished requests excluded
     idle = False
-    limit = max_batches if max_batches is not None else 50 * (int(O.sum()) + int(S.sum())) + 1000
     empty = np.zeros(0, np.int64)
     now = 0.0
     clock = time.perf_counter
