@@ -111,11 +111,19 @@ def test_fast_path_evicts_on_a_generator_instance():
     assert ev.feasible and ev.metrics["evictions"] > 0
 
 
-def test_stats_and_user_policies_take_the_python_path():
+def test_stats_count_the_same_plans_and_batches_on_both_paths():
+    inst = poisson_trace(infermax_mix("LILO", 30, seed=2), 20, rate=0.02, seed=3, replace=True,
+                         limits=Limits(kv_capacity=2_500, max_batch_tokens=1024))
+    fast, ref = SimStats(), SimStats()
+    simulate(inst, "vllm", stats=fast)
+    simulate(inst, "vllm", stats=ref, fast=False)
+    # idle plans (nothing to run before the next arrival) are counted by both
+    assert (fast.decisions, fast.batches) == (ref.decisions, ref.batches)
+    assert fast.decisions > fast.batches > 0 and fast.decision_seconds > 0
+
+
+def test_user_policies_take_the_python_path():
     inst = infermax_mix("SISO", 10, seed=0)
-    stats = SimStats()
-    simulate(inst, "vllm", stats=stats)
-    assert stats.decisions >= stats.batches > 0  # filled by the Python loop's timers
 
     class Sub(UnifiedScheduler):  # a user subclass: its overrides must run
         pass
@@ -220,3 +228,25 @@ def test_large_schedules_take_the_compiled_evaluator(monkeypatch):
     monkeypatch.setattr(E, "_compiled", lambda i, x: calls.append(1) or real(i, x))
     monkeypatch.setattr(E, "COMPILED_MIN_ENTRIES", 0)
     assert E.evaluate(inst, s).feasible and calls == [1]
+
+
+def test_long_schedules_grow_the_kernel_buffers():
+    # regression: the kernel sizes its batch buffers by sum(O) + n and grows them; with
+    # long prompts cut into 3-token chunks there are far more batches (3 x ceil(100 / 3)
+    # + decodes ~ 105 > 16), and the start column must grow with the batch pointers
+    reqs = tuple(Request(f"r{i}", 0.0, 100, 2) for i in range(3))
+    inst = Instance("chunks", Limits(kv_capacity=400, max_batch_tokens=3), UnitCost(), reqs)
+    for policy in ("sarathi", "fcfs", "vllm"):
+        assert_identical(inst, policy)
+        assert simulate(inst, policy).n_batches > 100
+
+
+def test_patched_hooks_take_the_python_path():
+    # a hook replaced on the object (tests spy on next_batch this way) must run
+    inst = infermax_mix("SISO", 10, seed=0)
+    p = get_policy("vllm")
+    seen = []
+    inner = p.next_batch
+    p.next_batch = lambda: seen.append(1) or inner()
+    simulate(inst, p)
+    assert seen

@@ -30,6 +30,7 @@ clocks, hence arrival gating and stated starts, are equal to the last bit.
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -363,7 +364,7 @@ def _price(ip, fc, nent, cur, ctok, mb, decf, nd):
 def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx_of_rank,
                      ip, fc, quantile, limit):
     """The whole simulation; returns ``(status, batch_ptr, entry_req, entry_tokens,
-    evict_ptr, evict_req, start)``."""
+    evict_ptr, evict_req, start, plans)`` (``plans``: calls of the policy's walk)."""
     n = prompt.size
     S = prompt.copy()
     m = np.zeros(n, np.int64)
@@ -413,6 +414,7 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
     kv = 0
     idle = False
     now = 0.0
+    calls = 0
     while done < n:
         if next_arrival <= now:
             hi = np.searchsorted(arr_sorted, now, side="right")
@@ -421,6 +423,7 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
             nxt = hi
             next_arrival = arr_sorted[nxt] if nxt < n else math.inf
         # -- plan (UnifiedScheduler.next_batch) --
+        calls += 1
         nseq = _build_seq(run, nrun, npartial, ip, m, S, g, seq, seq_dec)
         st[_END] = nseq
         st[_TOK] = 0
@@ -482,14 +485,14 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
                 # the Python policy's plan left its state as it was: nothing to undo, the
                 # walk only reads (an empty plan admitted and evicted nothing)
                 continue
-            return STALLED, bptr[:1], e_req[:0], e_tok[:0], eptr[:1], v_req[:0], start[:0]
+            return STALLED, bptr[:1], e_req[:0], e_tok[:0], eptr[:1], v_req[:0], start[:0], calls
         if nbat >= limit:
-            return LIVELOCK, bptr[:1], e_req[:0], e_tok[:0], eptr[:1], v_req[:0], start[:0]
+            return LIVELOCK, bptr[:1], e_req[:0], e_tok[:0], eptr[:1], v_req[:0], start[:0], calls
         # -- apply the plan (semantics section 3) --
         for k in range(nev):
             e = evl[k]
             if m[e] <= 0:
-                return BROKEN, bptr[:1], e_req[:0], e_tok[:0], eptr[:1], v_req[:0], start[:0]
+                return BROKEN, bptr[:1], e_req[:0], e_tok[:0], eptr[:1], v_req[:0], start[:0], calls
             kv -= _fp(m[e], b)
             m[e] = 0
         nd = 0
@@ -497,7 +500,7 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
             i = cur[k]
             c = ctok[k]
             if m[i] + c > S[i] or c < 1:
-                return BROKEN, bptr[:1], e_req[:0], e_tok[:0], eptr[:1], v_req[:0], start[:0]
+                return BROKEN, bptr[:1], e_req[:0], e_tok[:0], eptr[:1], v_req[:0], start[:0], calls
             mb[k] = m[i]
             decf[k] = m[i] == S[i] - 1 and g[i] >= 1
             if decf[k]:
@@ -509,7 +512,7 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
             m[i] = ma
             kv += _fp(ma, b) - _fp(mb[k], b)
         if kv > M:
-            return BROKEN, bptr[:1], e_req[:0], e_tok[:0], eptr[:1], v_req[:0], start[:0]
+            return BROKEN, bptr[:1], e_req[:0], e_tok[:0], eptr[:1], v_req[:0], start[:0], calls
         for k in range(ncur):
             i = cur[k]
             if m[i] == S[i]:
@@ -538,6 +541,7 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
         if nbat + 1 >= bptr.size:
             bptr = _grow(bptr, nbat + 1)
             eptr = _grow(eptr, nbat + 1)
+        if nbat >= start.size:
             start = _grow(start, nbat)
         while ne + ncur > e_req.size:
             e_req = _grow(e_req, ne)
@@ -617,7 +621,7 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
         run, cand = cand, run
         nrun = nc
     return OK, bptr[:nbat + 1], e_req[:ne], e_tok[:ne], eptr[:nbat + 1], v_req[:nv], \
-        start[:nbat]
+        start[:nbat], calls
 
 
 # --- the entry point ------------------------------------------------------------------
@@ -632,6 +636,9 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
         return None
     if getattr(policy, "predictor", None) is not None:
         return None
+    if any(hook in vars(policy) for hook in ("bind", "on_arrivals", "next_batch",
+                                             "on_batch_end")):
+        return None  # a hook replaced on the object (a spy, a patch): it must run
     if policy.order == "single" and policy.decode_sort is not None:
         return None  # no registered policy; the kernel's walk order does not cover it
     cm = instance.cost_model
@@ -651,13 +658,20 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
     return ip, fc
 
 
-def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int
-                  ) -> Schedule | None:
-    """Run the kernel for a bound ``policy``; None when it does not apply or gives up."""
+def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int,
+                  stats: Any = None) -> Schedule | None:
+    """Run the kernel for a bound ``policy``; None when it does not apply or gives up.
+
+    ``stats`` (a :class:`~optsched.policies.simulator.SimStats`) gets the calls of the
+    policy's walk, the batches, and as decision time the kernel's whole run (wall and
+    thread CPU): the policy's decisions and the simulator's bookkeeping together, an upper
+    bound on the decision time, which compiled code cannot time per hook without costing
+    more than it measures."""
     cfg = fast_config(instance, policy)
     if cfg is None:
         return None
     ip, fc = cfg
+    t0, c0 = time.perf_counter(), time.thread_time()
     arr = np.ascontiguousarray(instance.arrival, dtype=np.float64)
     order = np.argsort(arr, kind="stable")
     out = simulate_unified(arr, arr[order], order, np.ascontiguousarray(instance.prompt, np.int64),
@@ -666,9 +680,14 @@ def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int
                            np.ascontiguousarray(policy.rank_of, np.int64),
                            np.ascontiguousarray(policy.idx_of_rank, np.int64),
                            ip, fc, float(policy.quantile), int(limit))
-    status, bptr, e_req, e_tok, eptr, v_req, start = out
+    status, bptr, e_req, e_tok, eptr, v_req, start, calls = out
     if status != OK:
         return None
+    if stats is not None:
+        stats.decision_seconds = time.perf_counter() - t0
+        stats.decision_cpu_seconds = time.thread_time() - c0
+        stats.decisions = int(calls)
+        stats.batches = int(start.size)
     return Schedule(tuple(instance.ids), bptr.copy(), e_req.copy(), e_tok.copy(), eptr.copy(),
                     v_req.copy(), start.copy())
 

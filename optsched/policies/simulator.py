@@ -260,9 +260,9 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
 
     With ``fast`` (the default) a built-in policy that has a compiled kernel
     (:mod:`optsched.policies.fast`) runs there: the same schedule, batch for batch
-    (``tests/test_fast_path.py``). ``fast=False``, decision ``stats`` (a per-hook timing
-    only the Python path has), or a policy without a kernel runs this Python loop, the
-    reference."""
+    (``tests/test_fast_path.py``); its ``stats`` time the whole compiled run, an upper
+    bound on the decision time (:func:`~optsched.policies.fast.simulate_fast`).
+    ``fast=False`` or a policy without a kernel runs this Python loop, the reference."""
     sim = _Sim(instance)
     n = instance.n
     lim = instance.limits
@@ -278,10 +278,10 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     bind_predictor(instance, policy, view, sim)
     policy.bind(view)
     limit = max_batches if max_batches is not None else 50 * (int(O.sum()) + int(S.sum())) + 1000
-    if fast and stats is None:
+    if fast:
         from .fast import simulate_fast  # lazy: numba is imported only when a kernel runs
 
-        compiled = simulate_fast(instance, policy, known, limit)
+        compiled = simulate_fast(instance, policy, known, limit, stats)
         if compiled is not None:
             return compiled
     price = batch_pricer(instance.cost_model)
@@ -303,22 +303,27 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     now = 0.0
     clock = time.perf_counter
     cpu_clock = time.thread_time
-    decide = decide_cpu = 0.0
+    decide = decide_cpu = t0 = c0 = 0.0
     calls = 0
+    timing = stats is not None  # the hooks' clocks run only when their times are asked for
 
     while done < n:
         if next_arrival <= now:
             hi = int(searchsorted(arr_sorted, now, side="right"))
-            t0, c0 = clock(), cpu_clock()
+            if timing:
+                t0, c0 = clock(), cpu_clock()
             policy.on_arrivals(order_list[nxt:hi])
-            decide += clock() - t0
-            decide_cpu += cpu_clock() - c0
+            if timing:
+                decide += clock() - t0
+                decide_cpu += cpu_clock() - c0
             nxt = hi
             next_arrival = arr_list[nxt] if nxt < n else math.inf
-        t0, c0 = clock(), cpu_clock()
+        if timing:
+            t0, c0 = clock(), cpu_clock()
         plan = policy.next_batch()
-        decide += clock() - t0
-        decide_cpu += cpu_clock() - c0
+        if timing:
+            decide += clock() - t0
+            decide_cpu += cpu_clock() - c0
         calls += 1
         if plan is None or (len(plan.req) == 0 and len(plan.evict) == 0
                             and len(plan.swap_out) == 0 and len(plan.swap_in) == 0):
@@ -406,10 +411,12 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         else:
             add(req.tolist(), c.tolist(), ev.tolist(), start, hidden=hflags)
         now = sim.now = now + dur
-        t0, c0 = clock(), cpu_clock()
+        if timing:
+            t0, c0 = clock(), cpu_clock()
         policy.on_batch_end(plan, fin)
-        decide += clock() - t0
-        decide_cpu += cpu_clock() - c0
+        if timing:
+            decide += clock() - t0
+            decide_cpu += cpu_clock() - c0
     if stats is not None:
         stats.decision_seconds = decide
         stats.decision_cpu_seconds = decide_cpu
