@@ -21,6 +21,7 @@ Skips with a message when ``../shared/data`` is missing.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,7 +29,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACE = ROOT.parent / "shared" / "data" / "traces" / "AzureLLMInferenceTrace_conv.csv"
+#: ``OPTSCHED_DATA`` if set (a worktree), else ``../shared/data`` (tests/shared_data.py's rule)
+DATA = Path(os.environ.get("OPTSCHED_DATA", ROOT.parent / "shared" / "data"))
+TRACE = DATA / "traces" / "AzureLLMInferenceTrace_conv.csv"
 SIZES = (1000, 5000, 19366)
 POLICIES = ("vllm", "sarathi", "fcfs", "infermax")
 COLUMNS = ("batch_ptr", "entry_req", "entry_tokens", "evict_ptr", "evict_req")

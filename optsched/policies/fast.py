@@ -364,7 +364,8 @@ def _price(ip, fc, nent, cur, ctok, mb, decf, nd):
 def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx_of_rank,
                      ip, fc, quantile, limit):
     """The whole simulation; returns ``(status, batch_ptr, entry_req, entry_tokens,
-    evict_ptr, evict_req, start, plans)`` (``plans``: calls of the policy's walk)."""
+    evict_ptr, evict_req, start, plans, batches, entries, evictions)``: the columns' buffers
+    (used up to the counts) and the calls of the policy's walk."""
     n = prompt.size
     S = prompt.copy()
     m = np.zeros(n, np.int64)
@@ -485,14 +486,14 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
                 # the Python policy's plan left its state as it was: nothing to undo, the
                 # walk only reads (an empty plan admitted and evicted nothing)
                 continue
-            return STALLED, bptr[:1], e_req[:0], e_tok[:0], eptr[:1], v_req[:0], start[:0], calls
+            return STALLED, bptr, e_req, e_tok, eptr, v_req, start, calls, 0, 0, 0
         if nbat >= limit:
-            return LIVELOCK, bptr[:1], e_req[:0], e_tok[:0], eptr[:1], v_req[:0], start[:0], calls
+            return LIVELOCK, bptr, e_req, e_tok, eptr, v_req, start, calls, 0, 0, 0
         # -- apply the plan (semantics section 3) --
         for k in range(nev):
             e = evl[k]
             if m[e] <= 0:
-                return BROKEN, bptr[:1], e_req[:0], e_tok[:0], eptr[:1], v_req[:0], start[:0], calls
+                return BROKEN, bptr, e_req, e_tok, eptr, v_req, start, calls, 0, 0, 0
             kv -= _fp(m[e], b)
             m[e] = 0
         nd = 0
@@ -500,7 +501,7 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
             i = cur[k]
             c = ctok[k]
             if m[i] + c > S[i] or c < 1:
-                return BROKEN, bptr[:1], e_req[:0], e_tok[:0], eptr[:1], v_req[:0], start[:0], calls
+                return BROKEN, bptr, e_req, e_tok, eptr, v_req, start, calls, 0, 0, 0
             mb[k] = m[i]
             decf[k] = m[i] == S[i] - 1 and g[i] >= 1
             if decf[k]:
@@ -512,7 +513,7 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
             m[i] = ma
             kv += _fp(ma, b) - _fp(mb[k], b)
         if kv > M:
-            return BROKEN, bptr[:1], e_req[:0], e_tok[:0], eptr[:1], v_req[:0], start[:0], calls
+            return BROKEN, bptr, e_req, e_tok, eptr, v_req, start, calls, 0, 0, 0
         for k in range(ncur):
             i = cur[k]
             if m[i] == S[i]:
@@ -620,8 +621,7 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
             ka += 1
         run, cand = cand, run
         nrun = nc
-    return OK, bptr[:nbat + 1], e_req[:ne], e_tok[:ne], eptr[:nbat + 1], v_req[:nv], \
-        start[:nbat], calls
+    return OK, bptr, e_req, e_tok, eptr, v_req, start, calls, nbat, ne, nv
 
 
 # --- the entry point ------------------------------------------------------------------
@@ -680,16 +680,24 @@ def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int
                            np.ascontiguousarray(policy.rank_of, np.int64),
                            np.ascontiguousarray(policy.idx_of_rank, np.int64),
                            ip, fc, float(policy.quantile), int(limit))
-    status, bptr, e_req, e_tok, eptr, v_req, start, calls = out
+    status, bptr, e_req, e_tok, eptr, v_req, start, calls, nbat, ne, nv = out
     if status != OK:
         return None
+    bptr, eptr, start = _trim(bptr, nbat + 1), _trim(eptr, nbat + 1), _trim(start, nbat)
+    e_req, e_tok, v_req = _trim(e_req, ne), _trim(e_tok, ne), _trim(v_req, nv)
     if stats is not None:
         stats.decision_seconds = time.perf_counter() - t0
         stats.decision_cpu_seconds = time.thread_time() - c0
         stats.decisions = int(calls)
         stats.batches = int(start.size)
-    return Schedule(tuple(instance.ids), bptr.copy(), e_req.copy(), e_tok.copy(), eptr.copy(),
-                    v_req.copy(), start.copy())
+    return Schedule(tuple(instance.ids), bptr, e_req, e_tok, eptr, v_req, start)
+
+
+def _trim(buf: np.ndarray, k: int) -> np.ndarray:
+    """The first ``k`` items of a kernel buffer: a view when the buffer is mostly used (the
+    entry columns, sized by sum O), else a copy, so a schedule never holds more than twice
+    its size."""
+    return buf[:k] if 2 * k >= buf.size else buf[:k].copy()
 
 
 __all__ = ["simulate_fast", "fast_config", "HAVE_NUMBA"]
