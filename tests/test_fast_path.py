@@ -19,6 +19,7 @@ from optsched.generators import infermax_mix, poisson_trace
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, list_policies, simulate
 from optsched.policies.fast import HAVE_NUMBA, fast_config
+from optsched.policies.mcsf import MCSF
 from optsched.policies.simulator import SimStats, SimView, _Sim, known_outputs
 from optsched.policies.unified import UnifiedScheduler
 from optsched.schedule import Schedule
@@ -26,8 +27,9 @@ from optsched.schedule import Schedule
 pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed: no fast path")
 
 #: every registered policy that is a UnifiedScheduler configuration (vLLM, SARATHI, their
-#: variants, -ef, ranking, InferMax, FCFS): each must have a kernel
-FAST = [s.name for s in list_policies() if isinstance(get_policy(s.name), UnifiedScheduler)]
+#: variants, -ef, ranking, InferMax, FCFS), and MC-SF: each must have a kernel
+FAST = [s.name for s in list_policies()
+        if type(get_policy(s.name)) in (UnifiedScheduler, MCSF)]
 COLUMNS = ("batch_ptr", "entry_req", "entry_tokens", "evict_ptr", "evict_req",
            "swap_out_ptr", "swap_in_ptr", "entry_hidden")
 
@@ -56,15 +58,19 @@ def assert_identical(inst: Instance, name: str, **params) -> None:
 
 def test_every_unified_policy_has_a_kernel():
     # the registry's vLLM family, SARATHI, FCFS, ranking and InferMax policies
-    assert {"vllm", "sarathi", "fcfs", "infermax", "vllm-ef", "rank-o"} <= set(FAST)
+    assert {"vllm", "sarathi", "fcfs", "infermax", "vllm-ef", "rank-o", "mcsf"} <= set(FAST)
 
 
 @st.composite
 def online_instances(draw):
     """Small online instances with tight memory (evictions) and either cost model."""
     n = draw(st.integers(1, 14))
+    # predicted outputs (MC-SF ranks and plans by them; wrong ones trigger its safety net)
+    predict = draw(st.booleans())
     reqs = [Request(f"r{i}", float(draw(st.integers(0, 12))), draw(st.integers(1, 40)),
-                    draw(st.integers(1, 12))) for i in range(n)]
+                    draw(st.integers(1, 12)),
+                    predicted_output=draw(st.integers(1, 15)) if predict else None)
+            for i in range(n)]
     peak = max(r.prompt + r.output - 1 for r in reqs)
     block = draw(st.sampled_from([1, 1, 4]))
     M = -(-draw(st.integers(peak, 3 * peak)) // block) * block + block
@@ -78,11 +84,13 @@ def online_instances(draw):
                                    block_size=block, max_batch_size=bs), cost, tuple(reqs))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(inst=online_instances(), policy=st.sampled_from(FAST),
        watermark=st.sampled_from([None, 0.0, 0.2]), seqs=st.sampled_from([None, 0, 2]))
 def test_fast_equals_python_on_random_instances(inst, policy, watermark, seqs):
-    params = {}
+    params: dict[str, float] = {}
+    if policy == "mcsf":  # takes no parameters
+        watermark = seqs = None
     if watermark is not None:
         params["watermark"] = watermark
     if seqs is not None:
@@ -129,7 +137,7 @@ def test_user_policies_take_the_python_path():
         pass
 
     assert fast_config(inst, _bound_obj(inst, Sub())) is None
-    assert fast_config(inst, _bound(inst, "mcsf")) is None
+    assert fast_config(inst, _bound(inst, "alpha-greedy")) is None  # no kernel: Python
 
 
 def _bound_obj(inst: Instance, p):

@@ -1,9 +1,10 @@
 """Compiled fast path of the simulator for :class:`~optsched.policies.unified.UnifiedScheduler`
 (vLLM, SARATHI and their Table-1 variants, the ``-ef`` variants, the ranking schedulers,
-InferMax, FCFS).
+InferMax, FCFS) and :class:`~optsched.policies.mcsf.MCSF` (MC-SF).
 
 One numba kernel runs the whole loop of :func:`~optsched.policies.simulator.simulate_policy`
-(arrival gating, ``GETNEXTBATCH`` of InferMax Algorithm 1 as :mod:`.unified` implements it,
+(arrival gating, ``GETNEXTBATCH`` of InferMax Algorithm 1 as :mod:`.unified` implements it
+or MC-SF's equation-(1) admissions as :mod:`.mcsf` does,
 the rules of semantics section 3 applied to the plan, batch pricing with the cost model's own
 arithmetic, idle-clock jumps and stated starts) and returns the schedule's columns. It is an
 implementation detail: :func:`simulate_policy` uses it when :func:`fast_config` accepts the
@@ -52,9 +53,10 @@ except ImportError:  # pragma: no cover - exercised only on a machine without nu
 
 # integer parameters (``ip``)
 _M, _C, _PB, _MAXBS, _B, _CAPM, _WM, _MAXSEQ, _ORDER, _HYBRID, _CHUNKED, _WEVICT, _RESERVE, \
-    _COST, _MDESC = range(15)
+    _COST, _MDESC, _KIND, _CAP = range(17)
 # mutable scalar state of the batch being planned (``st``)
-_USED, _NRES, _TOK, _PRE, _NB, _PHASE, _END, _NCUR, _NEV, _NADM, _NPRE, _HN = range(12)
+_USED, _NRES, _TOK, _PRE, _NB, _PHASE, _END, _NCUR, _NEV, _NADM, _NPRE, _HN, _LONE, _LONEG \
+    = range(14)
 _BIG = 1 << 62
 _ORDER_CODES = {"prefill-first": 0, "decode-first": 1, "single": 2}
 _RESERVE_CODES = {"input": 0, "full": 1, "histogram": 2}
@@ -315,6 +317,124 @@ def _build_seq(run, nrun, npartial, ip, m, S, g, seq, seq_dec):
     return nrun
 
 
+# --- MC-SF (mcsf.py) -------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _profile_ok(base, fin, k, M, b, key):
+    """``mcsf.profile_ok`` on ``base[:k]``, ``fin[:k]`` (equation (1)): at every completion
+    offset ``t``, the KV of the requests still unfinished fits ``M``. The sum at the last
+    request of each group of equal ``fin`` (in decreasing order) is that offset's total."""
+    for q in range(k):
+        key[q] = -fin[q]
+    o = np.argsort(key[:k], kind="mergesort")
+    acc = 0
+    for q in range(k):
+        acc += base[o[q]]
+        t = fin[o[q]]
+        if q + 1 < k and fin[o[q + 1]] == t:
+            continue
+        if b == 1:
+            if acc + (q + 1) * t > M:
+                return False
+        else:
+            tot = 0
+            for p in range(q + 1):
+                tot += _fp(base[o[p]] + t, b)
+            if tot > M:
+                return False
+    return True
+
+
+@njit(cache=True)
+def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, evl, base, fin,
+               key):
+    """``MCSF.next_batch``: the running requests (admission order) one token each, the
+    safety net, then admissions by rank while equation (1) holds. Returns the running
+    count after the safety net."""
+    b, M, Pb = ip[_B], ip[_M], ip[_PB]
+    lone = st[_LONE]
+    st[_NEV] = 0
+    for k in range(nrun):
+        i = run[k]
+        cur[k] = i
+        ctok[k] = min(S[i] - m[i], Pb) if i == lone else 1
+    if nrun:
+        kv_after = 0
+        for k in range(nrun):
+            kv_after += _fp(m[run[k]] + ctok[k], b)
+        while kv_after > M and nrun > 0:
+            victim = run[nrun - 1]
+            kv_after -= _fp(m[victim] + ctok[nrun - 1], b)
+            evl[st[_NEV]] = victim
+            st[_NEV] += 1
+            nrun -= 1
+            if victim == lone:
+                lone = -1
+    ncur = nrun
+    ntok = 0
+    for k in range(nrun):
+        ntok += ctok[k]
+    npre = 0
+    if lone < 0:
+        for k in range(nrun):
+            i = run[k]
+            base[k] = m[i] + 1
+            fin[k] = max(est[i] - g[i] - 1, 0)
+        nb = nrun
+        while st[_HN] > 0:
+            i = idx_of_rank[heap[0]]
+            evicted = False
+            for q in range(st[_NEV]):
+                evicted = evicted or evl[q] == i
+            if evicted:
+                break
+            Si = S[i]
+            if ncur == 0 and Si > Pb:  # a prompt longer than min(C, P): chunked, alone
+                _heap_pop(heap, st)
+                cur[0] = i
+                ctok[0] = Pb
+                ncur = 1
+                lone = i
+                st[_LONEG] = g[i]
+                break
+            if ncur + 1 > ip[_CAP] or ntok + Si > ip[_C] or npre + Si > Pb:
+                break
+            base[nb] = Si
+            fin[nb] = max(est[i] - g[i] - 1, 0)
+            if not _profile_ok(base, fin, nb + 1, M, b, key):
+                break
+            _heap_pop(heap, st)
+            nb += 1
+            cur[ncur] = i
+            ctok[ncur] = Si
+            ncur += 1
+            ntok += Si
+            npre += Si
+    st[_NCUR] = ncur
+    st[_LONE] = lone
+    return nrun
+
+
+@njit(cache=True)
+def _mcsf_end(run, st, rank_of, heap, g, cur, ncur, evl, nev, fin, nfin, finmark, stamp):
+    """``MCSF.on_batch_end``: victims back to the queue; the batch's requests that did not
+    finish run on (admission order). Returns the running count."""
+    for k in range(nev):
+        _heap_push(heap, st, rank_of[evl[k]])
+    for k in range(nfin):
+        finmark[fin[k]] = stamp
+    nrun = 0
+    for k in range(ncur):
+        if finmark[cur[k]] != stamp:
+            run[nrun] = cur[k]
+            nrun += 1
+    lone = st[_LONE]
+    if lone >= 0 and (finmark[lone] == stamp or g[lone] > st[_LONEG]):
+        st[_LONE] = -1
+    return nrun
+
+
 # --- the simulator loop (simulator.simulate_policy) -----------------------------------
 
 
@@ -393,7 +513,13 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
     hsize = 16
     cum = np.zeros(16, np.int64)
     hdirty = True
-    st = np.zeros(12, np.int64)
+    st = np.zeros(14, np.int64)
+    st[_LONE] = -1
+    mcsf = ip[_KIND] == 1
+    base = np.empty(n + 1, np.int64)
+    finoff = np.empty(n + 1, np.int64)
+    key = np.empty(n + 1, np.int64)
+    finmark = np.full(n, -1, np.int64)
     b = ip[_B]
     M = ip[_M]
     # output columns (grown by doubling)
@@ -423,60 +549,65 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
                 _heap_push(heap, st, rank_of[order[k]])
             nxt = hi
             next_arrival = arr_sorted[nxt] if nxt < n else math.inf
-        # -- plan (UnifiedScheduler.next_batch) --
         calls += 1
-        nseq = _build_seq(run, nrun, npartial, ip, m, S, g, seq, seq_dec)
-        st[_END] = nseq
-        st[_TOK] = 0
-        st[_PRE] = 0
-        st[_NB] = 0
-        st[_PHASE] = 0
-        st[_NCUR] = 0
-        st[_NEV] = 0
-        st[_NADM] = 0
-        st[_NPRE] = 0
-        if ip[_RESERVE] == 2 and hdirty:
-            hdirty = False
-            acc = 0
-            for k in range(hsize):
-                acc += hist[k]
-                cum[k] = acc
-        if ip[_ORDER] == 0:
-            while st[_HN] > 0:
-                if not _cand_waiting(idx_of_rank[heap[0]], 0, seq, st, ip, S, g, prompt, known,
-                                     res, resident, cur, ctok, evl, pre_e, adm, cum, hsize,
-                                     quantile):
-                    break
-                _heap_pop(heap, st)
-            _run_seq(0, nseq, seq, seq_dec, st, ip, m, S, res, resident, cur, ctok, evl, pre_e)
-        elif ip[_ORDER] == 1:
-            _run_seq(0, nseq, seq, seq_dec, st, ip, m, S, res, resident, cur, ctok, evl, pre_e)
-            while st[_HN] > 0:
-                if not _cand_waiting(idx_of_rank[heap[0]], st[_END], seq, st, ip, S, g, prompt,
-                                     known, res, resident, cur, ctok, evl, pre_e, adm, cum,
-                                     hsize, quantile):
-                    break
-                _heap_pop(heap, st)
+        if mcsf:
+            nrun = _mcsf_plan(run, nrun, st, ip, m, S, g, known, heap, idx_of_rank, cur, ctok,
+                              evl, base, finoff, key)
+            nseq = 0
+        # -- plan (UnifiedScheduler.next_batch) --
         else:
-            for k in range(nseq):
-                seq_rank[k] = rank_of[seq[k]]
-            pos = 0
-            closed = False
-            while True:
-                wr = heap[0] if (st[_HN] > 0 and not closed) else _BIG
-                hi = min(np.searchsorted(seq_rank[:nseq], wr), st[_END])
-                if pos < hi:
-                    pos = _run_seq(pos, hi, seq, seq_dec, st, ip, m, S, res, resident, cur,
-                                   ctok, evl, pre_e)
-                elif wr < _BIG:
-                    if _cand_waiting(idx_of_rank[wr], pos, seq, st, ip, S, g, prompt, known,
-                                     res, resident, cur, ctok, evl, pre_e, adm, cum, hsize,
-                                     quantile):
-                        _heap_pop(heap, st)
+            nseq = _build_seq(run, nrun, npartial, ip, m, S, g, seq, seq_dec)
+            st[_END] = nseq
+            st[_TOK] = 0
+            st[_PRE] = 0
+            st[_NB] = 0
+            st[_PHASE] = 0
+            st[_NCUR] = 0
+            st[_NEV] = 0
+            st[_NADM] = 0
+            st[_NPRE] = 0
+            if ip[_RESERVE] == 2 and hdirty:
+                hdirty = False
+                acc = 0
+                for k in range(hsize):
+                    acc += hist[k]
+                    cum[k] = acc
+            if ip[_ORDER] == 0:
+                while st[_HN] > 0:
+                    if not _cand_waiting(idx_of_rank[heap[0]], 0, seq, st, ip, S, g, prompt, known,
+                                         res, resident, cur, ctok, evl, pre_e, adm, cum, hsize,
+                                         quantile):
+                        break
+                    _heap_pop(heap, st)
+                _run_seq(0, nseq, seq, seq_dec, st, ip, m, S, res, resident, cur, ctok, evl, pre_e)
+            elif ip[_ORDER] == 1:
+                _run_seq(0, nseq, seq, seq_dec, st, ip, m, S, res, resident, cur, ctok, evl, pre_e)
+                while st[_HN] > 0:
+                    if not _cand_waiting(idx_of_rank[heap[0]], st[_END], seq, st, ip, S, g, prompt,
+                                         known, res, resident, cur, ctok, evl, pre_e, adm, cum,
+                                         hsize, quantile):
+                        break
+                    _heap_pop(heap, st)
+            else:
+                for k in range(nseq):
+                    seq_rank[k] = rank_of[seq[k]]
+                pos = 0
+                closed = False
+                while True:
+                    wr = heap[0] if (st[_HN] > 0 and not closed) else _BIG
+                    hi = min(np.searchsorted(seq_rank[:nseq], wr), st[_END])
+                    if pos < hi:
+                        pos = _run_seq(pos, hi, seq, seq_dec, st, ip, m, S, res, resident, cur,
+                                       ctok, evl, pre_e)
+                    elif wr < _BIG:
+                        if _cand_waiting(idx_of_rank[wr], pos, seq, st, ip, S, g, prompt, known,
+                                         res, resident, cur, ctok, evl, pre_e, adm, cum, hsize,
+                                         quantile):
+                            _heap_pop(heap, st)
+                        else:
+                            closed = True
                     else:
-                        closed = True
-                else:
-                    break
+                        break
         ncur = st[_NCUR]
         nev = st[_NEV]
         if ncur == 0 and nev == 0:
@@ -559,6 +690,10 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
         bptr[nbat] = ne
         eptr[nbat] = nv
         now = now + dur
+        if mcsf:
+            nrun = _mcsf_end(run, st, rank_of, heap, g, cur, ncur, evl, nev, fin, nfin,
+                             finmark, nbat)
+            continue
         # -- UnifiedScheduler.on_batch_end --
         for k in range(nfin):
             i = fin[k]
@@ -630,16 +765,18 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
 def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray] | None:
     """The kernel's integer and float parameters for a *bound* ``policy`` on ``instance``,
     or None when the fast path does not apply (the Python path runs)."""
+    from .mcsf import MCSF
     from .unified import UnifiedScheduler
 
-    if not HAVE_NUMBA or type(policy) is not UnifiedScheduler:
+    if not HAVE_NUMBA or type(policy) not in (UnifiedScheduler, MCSF):
         return None
     if getattr(policy, "predictor", None) is not None:
         return None
     if any(hook in vars(policy) for hook in ("bind", "on_arrivals", "next_batch",
                                              "on_batch_end")):
         return None  # a hook replaced on the object (a spy, a patch): it must run
-    if policy.order == "single" and policy.decode_sort is not None:
+    if type(policy) is UnifiedScheduler and policy.order == "single" \
+            and policy.decode_sort is not None:
         return None  # no registered policy; the kernel's walk order does not cover it
     cm = instance.cost_model
     if type(cm) is UnitCost:
@@ -651,10 +788,14 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
     else:
         return None
     p = policy
+    if type(p) is MCSF:
+        ip = np.array([p.M, p.C, p.Pb, p.maxbs, p.b, 0, 0, _BIG, 0, 1, 0, 0, 0, cost, 0, 1,
+                       p.cap], np.int64)
+        return ip, fc
     ip = np.array([p.M, p.C, p.Pb, p.maxbs, p.b, p.capM, p.wm, p.max_num_seqs,
                    _ORDER_CODES[p.order], int(p.hybrid), int(p.chunked),
                    int(p.waiting_evicts), _RESERVE_CODES[p.reserve], cost,
-                   int(p.decode_sort == "m_desc")], np.int64)
+                   int(p.decode_sort == "m_desc"), 0, 0], np.int64)
     return ip, fc
 
 
@@ -674,12 +815,14 @@ def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int
     t0, c0 = time.perf_counter(), time.thread_time()
     arr = np.ascontiguousarray(instance.arrival, dtype=np.float64)
     order = np.argsort(arr, kind="stable")
+    mcsf = ip[_KIND] == 1  # MC-SF ranks by its capped estimates, which it reads as "known"
+    known = policy.est if mcsf else known
     out = simulate_unified(arr, arr[order], order, np.ascontiguousarray(instance.prompt, np.int64),
                            np.ascontiguousarray(instance.output, np.int64),
                            np.ascontiguousarray(known, np.int64),
                            np.ascontiguousarray(policy.rank_of, np.int64),
                            np.ascontiguousarray(policy.idx_of_rank, np.int64),
-                           ip, fc, float(policy.quantile), int(limit))
+                           ip, fc, float(getattr(policy, "quantile", 0.5)), int(limit))
     status, bptr, e_req, e_tok, eptr, v_req, start, calls, nbat, ne, nv = out
     if status != OK:
         return None
