@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("OPTSCHED_DATA", ROOT.parent / "shared" / "data"))
 TRACE = DATA / "traces" / "AzureLLMInferenceTrace_conv.csv"
 SIZES = (1000, 5000, 19366)
-POLICIES = ("vllm", "sarathi", "fcfs", "infermax")
+POLICIES = ("vllm", "sarathi", "fcfs", "infermax", "mcsf")
 COLUMNS = ("batch_ptr", "entry_req", "entry_tokens", "evict_ptr", "evict_req")
 
 
