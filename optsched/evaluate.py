@@ -622,6 +622,66 @@ def _check_complete(g_final: np.ndarray, O: np.ndarray, V: _Violations) -> None:
 
 # --- the evaluator ------------------------------------------------------------------------
 
+#: schedules with at least this many entries are first replayed by the compiled one-pass
+#: kernel (:mod:`optsched.evaluate_fast`), which answers only when it finds no violation;
+#: below it the vectorised replay is faster than loading the kernel
+COMPILED_MIN_ENTRIES = 100_000
+
+
+def _compiled(inst: Instance, s: Schedule) -> Evaluation | None:
+    """The evaluation of a feasible schedule by the one-pass kernel, or None (a broken rule,
+    or a case the kernel does not cover): then the vectorised replay below answers."""
+    from . import evaluate_fast as fast
+
+    if not fast.applies(inst, s):
+        return None
+    idmap = np.array([inst.index.get(x, -1) for x in s.ids], dtype=np.int64)
+    if (idmap < 0).any():  # UNKNOWN_REQUEST: only if the schedule names one
+        e_req = idmap[s.entry_req]
+        v_req = idmap[s.evict_req]
+        if (e_req < 0).any() or (v_req < 0).any():
+            return None
+    else:
+        e_req, v_req = idmap[s.entry_req], idmap[s.evict_req]
+    lim = inst.limits
+    cost, fc = fast.cost_params(inst)
+    P = -1 if lim.max_prefill_tokens is None else lim.max_prefill_tokens
+    bs = -1 if lim.max_batch_size is None else lim.max_batch_size
+    (ok, dur, kv, tok, pre_tok, pre_ent, dec_ent, end, ent_decode, ent_cached, first_b, done_b,
+     g, n_evict, recomputed, ent_gen) = fast.replay(
+        s.batch_ptr, e_req, s.entry_tokens, s.evict_ptr, v_req, s.start, inst.arrival,
+        inst.prompt, inst.output, lim.kv_capacity, lim.max_batch_tokens, P, bs,
+        lim.block_size, cost, fc)
+    if not ok:
+        return None
+    V = _Violations(inst.ids)
+    stated = np.flatnonzero(~np.isnan(s.start))
+    if stated.size:  # START_TOO_EARLY, BEFORE_ARRIVAL on the batches that state a start
+        end_prev = np.concatenate([[0.0], end[:-1]])
+        touch_b, touch_r = _touched(s, stated, e_req, v_req)
+        _check_stated_starts(inst.arrival, s.start, touch_b, touch_r, dur, end_prev, V)
+        if V.counts:
+            return None
+    first_token = np.where(first_b >= 0, end[first_b], np.nan)
+    completion = np.where(done_b >= 0, end[done_b], np.nan)
+    g_final = np.minimum(g, inst.output)
+    totals = _BatchTotals(tok, pre_tok, pre_ent, dec_ent)
+    return _evaluation(inst, V, n_evict, recomputed, first_token, completion, g_final, end, dur,
+                       kv, totals, ent_decode, ent_cached, ent_gen=ent_gen)
+
+
+def _touched(s: Schedule, batches: np.ndarray, e_req: np.ndarray, v_req: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """(batch, request) of every entry and eviction of ``batches``."""
+    tb, tr = [], []
+    for ptr, req in ((s.batch_ptr, e_req), (s.evict_ptr, v_req)):
+        lo, hi = ptr[batches], ptr[batches + 1]
+        tb.append(np.repeat(batches, hi - lo))
+        tr.append(np.concatenate([req[a:b] for a, b in zip(lo.tolist(), hi.tolist())])
+                  if batches.size else np.zeros(0, np.int64))
+    return np.concatenate(tb), np.concatenate(tr).astype(np.int64)
+
+
 
 def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     """Replay ``schedule`` on ``instance`` (semantics sections 3-4); never raises on a
@@ -629,6 +689,10 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     inst, s = instance, schedule
     n, nb, lim = inst.n, s.n_batches, inst.limits
     V = _Violations(inst.ids)
+    if s.n_entries >= COMPILED_MIN_ENTRIES:
+        done = _compiled(inst, s)
+        if done is not None:
+            return done
 
     entries, evictions = _columns(inst, s)
     _check_known_requests(entries, s.ids, V)
@@ -688,17 +752,18 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
         np.maximum.at(g_final, ev.req[live], np.minimum(ev.g_after[live], ev.O[live]))
     _check_complete(g_final, inst.output, V)
     hidden = (ent_hidden[L], hidden_dur) if lim.hidden_cache or s.has_hidden else None
-    return _evaluation(inst, V, ev, evicted, first_token, completion, g_final, end, dur, kv,
-                       totals, ent_decode, ent_cached, swaps, hidden, ent_gen)
-
-
-def _evaluation(inst, V, ev, evicted, first_token, completion, g_final, end, dur, kv, totals,
-                ent_decode, ent_cached, swaps=None, hidden=None, ent_gen=None) -> Evaluation:
-    """Per-request and summary metrics (section 4) around the replay's arrays."""
-    n, O = inst.n, inst.output
     n_evict = np.bincount(ev.req[evicted], minlength=n)
     recomputed = np.bincount(ev.req[evicted], weights=ev.m_before[evicted],
                              minlength=n).astype(np.int64)
+    return _evaluation(inst, V, n_evict, recomputed, first_token, completion, g_final, end, dur,
+                       kv, totals, ent_decode, ent_cached, swaps, hidden, ent_gen)
+
+
+def _evaluation(inst, V, n_evict, recomputed, first_token, completion, g_final, end, dur, kv,
+                totals, ent_decode, ent_cached, swaps=None, hidden=None,
+                ent_gen=None) -> Evaluation:
+    """Per-request and summary metrics (section 4) around the replay's arrays."""
+    O = inst.output
     latency = completion - inst.arrival
     ttft = first_token - inst.arrival
     with np.errstate(invalid="ignore", divide="ignore"):

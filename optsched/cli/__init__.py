@@ -26,7 +26,27 @@ from ..stdout_guard import stdout_for_python_only
 EXIT_OK, EXIT_NO, EXIT_INPUT, EXIT_SOLVER_ERROR = 0, 1, 2, 3
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: subcommands registered by a module of another name (the others live in ``<name>.py``)
+_HOSTS = {"policies": "simulate", "evaluate": "validate", "info": "generate",
+          "fit": "generate", "kv-capacity": "generate"}
+
+
+def _command_module(argv: list[str]) -> str | None:
+    """The module that registers the subcommand in ``argv`` (its first word that is not an
+    option), when it exists; None for no command or ``--help``/``--version``."""
+    words = [a for a in argv if not a.startswith("-")]
+    if not words or any(a in ("-h", "--help", "--version") for a in argv[: argv.index(words[0])]):
+        return None
+    name = _HOSTS.get(words[0], words[0].replace("-", "_"))
+    if name.startswith("_") or not any(m.name == name for m in pkgutil.iter_modules(__path__)):
+        return None
+    return name
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``argv``, only the module of its subcommand is imported (the
+    others are not needed to run it, and importing them all costs a good part of a
+    second), falling back to every module when that one does not register it."""
     from .. import __version__
 
     parser = argparse.ArgumentParser(
@@ -36,6 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"optsched {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    only = _command_module(argv) if argv is not None else None
+    if only is not None:
+        module = importlib.import_module(f"{__name__}.{only}")
+        words = [a for a in argv or () if not a.startswith("-")]
+        if hasattr(module, "register"):
+            module.register(sub)
+            if words[0] in sub.choices:
+                return parser
+        return build_parser()
     for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if mod.name.startswith("_"):
             continue
@@ -54,7 +83,7 @@ def _one_line_warning(command: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

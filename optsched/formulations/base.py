@@ -476,8 +476,8 @@ def solve_model(instance: Instance, formulation: str, objective: str, *,
         ws, ws_info = _warm_start(instance, objective, warm_start, hypotheses, warm_deadline)
         raw = info.run(instance, objective, hypotheses, options, ws)
     else:
-        raw, ws_info = _solve_shifted(instance, info, objective, hypotheses, options, warm_start,
-                                      offset, warm_deadline)
+        raw, ws_info = _solve_shifted(instance, info, Objective(objective), hypotheses, options,
+                                      warm_start, offset, warm_deadline)
     return _check(instance, formulation, objective, hypotheses, raw, ws_info,
                   time.perf_counter() - t0, rounding=_time_rounding(instance, offset))
 

@@ -27,18 +27,21 @@ from .simulator import Plan, Policy, SimStats, SimView, simulate_policy
 
 
 def simulate(instance: Instance, policy: str | Policy, *, stats: SimStats | None = None,
-             deadline: float | None = None, **params) -> Schedule:
+             deadline: float | None = None, fast: bool | None = None, **params) -> Schedule:
     """Run ``policy`` (a registered name or a ``file.py:Class`` / ``module:Class`` reference,
     built fresh with ``params``, or a policy object)
     over ``instance`` and return its schedule; ``stats`` receives the decision time;
-    past ``deadline`` (a ``time.perf_counter()`` value) it raises :class:`SimulationTimeout`."""
+    past ``deadline`` (a ``time.perf_counter()`` value) it raises :class:`SimulationTimeout`.
+    ``fast`` chooses the compiled kernel of a built-in policy (True), the Python simulator,
+    the reference (False), or the kernel only where it pays (None, the default;
+    :func:`~optsched.policies.simulator.simulate_policy`)."""
     if isinstance(policy, str):
         obj: Policy = get_policy(policy, **params)
     elif params:
         raise PolicyError("parameters can only be given with a policy name")
     else:
         obj = policy
-    return simulate_policy(instance, obj, stats=stats, deadline=deadline)
+    return simulate_policy(instance, obj, stats=stats, deadline=deadline, fast=fast)
 
 
 __all__ = [

@@ -261,14 +261,27 @@ def batch_pricer(cost_model):
 
 #: decisions between two looks at the clock when a deadline is set
 DEADLINE_EVERY = 64
+#: output tokens from which ``simulate_policy(fast=None)`` runs a built-in policy's compiled
+#: kernel: below it the Python loop (~60 us a batch) finishes before numba is imported and
+#: its cached kernels loaded (~1-2 s); bench/bench_simulate.py measures both paths
+FAST_MIN_OUTPUT_TOKENS = 50_000
 
 
 def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None = None,
-                    stats: SimStats | None = None, deadline: float | None = None) -> Schedule:
+                    stats: SimStats | None = None, deadline: float | None = None, *,
+                    fast: bool | None = None) -> Schedule:
     """Run ``policy`` over ``instance``; return the schedule (no metrics). ``stats``, if
     given, receives the policy's decision time. ``deadline`` (a ``time.perf_counter()``
     value) stops the run with :class:`SimulationTimeout` once passed, checked every
-    :data:`DEADLINE_EVERY` decisions (a command's ``--time-limit``, optsched/budget.py)."""
+    :data:`DEADLINE_EVERY` decisions (a command's ``--time-limit``, optsched/budget.py).
+
+    A built-in policy that has a compiled kernel (:mod:`optsched.policies.fast`) can run
+    there: the same schedule, batch for batch (``tests/test_fast_path.py``); its ``stats``
+    time the whole compiled run, an upper bound on the decision time
+    (:func:`~optsched.policies.fast.simulate_fast`). ``fast=True`` asks for the kernel,
+    ``fast=False`` for this Python loop (the reference, and the only path for user
+    policies); ``None`` (the default) takes the kernel when the instance has at least
+    :data:`FAST_MIN_OUTPUT_TOKENS` output tokens, where it pays for loading numba."""
     check_policy(policy)
     sim = _Sim(instance)
     n = instance.n
@@ -287,6 +300,15 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     if getattr(policy, "view", None) is not view:
         raise SimulationError(f"policy {policy.name!r}: bind() did not call super().bind(view), "
                               "so the policy has no view of the simulation (docs/policies.md)")
+    limit = max_batches if max_batches is not None else 50 * (int(O.sum()) + int(S.sum())) + 1000
+    if fast is None:
+        fast = int(O.sum()) >= FAST_MIN_OUTPUT_TOKENS
+    if fast:
+        from .fast import simulate_fast  # lazy: numba is imported only when a kernel runs
+
+        compiled = simulate_fast(instance, policy, known, limit, stats)
+        if compiled is not None:
+            return compiled
     price = batch_pricer(instance.cost_model)
     builder = sim.builder
     add = builder.add_indexed
@@ -302,27 +324,31 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     done = 0
     kv = 0  # KV in use (blocks counted whole), finished requests excluded
     idle = False
-    limit = max_batches if max_batches is not None else 50 * (int(O.sum()) + int(S.sum())) + 1000
     empty = np.zeros(0, np.int64)
     now = 0.0
     clock = time.perf_counter
     cpu_clock = time.thread_time
-    decide = decide_cpu = 0.0
+    decide = decide_cpu = t0 = c0 = 0.0
     calls = 0
+    timing = stats is not None  # the hooks' clocks run only when their times are asked for
 
     while done < n:
         if next_arrival <= now:
             hi = int(searchsorted(arr_sorted, now, side="right"))
-            t0, c0 = clock(), cpu_clock()
+            if timing:
+                t0, c0 = clock(), cpu_clock()
             policy.on_arrivals(order_list[nxt:hi])
-            decide += clock() - t0
-            decide_cpu += cpu_clock() - c0
+            if timing:
+                decide += clock() - t0
+                decide_cpu += cpu_clock() - c0
             nxt = hi
             next_arrival = arr_list[nxt] if nxt < n else math.inf
-        t0, c0 = clock(), cpu_clock()
+        if timing:
+            t0, c0 = clock(), cpu_clock()
         plan = policy.next_batch()
-        decide += clock() - t0
-        decide_cpu += cpu_clock() - c0
+        if timing:
+            decide += clock() - t0
+            decide_cpu += cpu_clock() - c0
         calls += 1
         if plan is not None and not isinstance(plan, Plan):
             raise SimulationError(
@@ -416,10 +442,12 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         else:
             add(req.tolist(), c.tolist(), ev.tolist(), start, hidden=hflags)
         now = sim.now = now + dur
-        t0, c0 = clock(), cpu_clock()
+        if timing:
+            t0, c0 = clock(), cpu_clock()
         policy.on_batch_end(plan, fin)
-        decide += clock() - t0
-        decide_cpu += cpu_clock() - c0
+        if timing:
+            decide += clock() - t0
+            decide_cpu += cpu_clock() - c0
     if stats is not None:
         stats.decision_seconds = decide
         stats.decision_cpu_seconds = decide_cpu

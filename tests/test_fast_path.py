@@ -1,0 +1,260 @@
+"""The compiled simulator (optsched.policies.fast) is the same simulator as the Python path:
+for every built-in policy with a kernel, on random and generator instances, the schedules
+are equal batch for batch (entries, tokens, evictions, stated starts, ids) and so are the
+evaluator's metrics, to the last digit. The Python path (``fast=False``) is the reference."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from optsched import evaluate_fast
+from optsched.cost import LinearCost, UnitCost
+from optsched.evaluate import evaluate
+from optsched.generators import infermax_mix, poisson_trace
+from optsched.instance import Instance, Limits, Request
+from optsched.policies import get_policy, list_policies, simulate
+from optsched.policies.fast import HAVE_NUMBA, fast_config
+from optsched.policies.mcsf import MCSF
+from optsched.policies.simulator import SimStats, SimView, _Sim, known_outputs
+from optsched.policies.unified import UnifiedScheduler
+from optsched.schedule import Schedule
+
+pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed: no fast path")
+
+#: every registered policy that is a UnifiedScheduler configuration (vLLM, SARATHI, their
+#: variants, -ef, ranking, InferMax, FCFS), and MC-SF: each must have a kernel
+FAST = [s.name for s in list_policies()
+        if type(get_policy(s.name)) in (UnifiedScheduler, MCSF)]
+COLUMNS = ("batch_ptr", "entry_req", "entry_tokens", "evict_ptr", "evict_req",
+           "swap_out_ptr", "swap_in_ptr", "entry_hidden")
+
+
+def _bound(inst: Instance, name: str, **params):
+    p = get_policy(name, **params)
+    p.bind(SimView(_Sim(inst), known_outputs(inst, p.hypothetical, p.output_fallback)))
+    return p
+
+
+def assert_identical(inst: Instance, name: str, **params) -> None:
+    """Fast and Python schedules equal batch for batch; metrics equal to the last digit."""
+    assert fast_config(inst, _bound(inst, name, **params)) is not None, name
+    fast = simulate(inst, name, fast=True, **params)
+    ref = simulate(inst, name, fast=False, **params)
+    assert fast.ids == ref.ids
+    for col in COLUMNS:
+        assert np.array_equal(getattr(fast, col), getattr(ref, col)), (name, col)
+    assert np.array_equal(fast.start, ref.start, equal_nan=True), name
+    ef, er = evaluate(inst, fast), evaluate(inst, ref)
+    assert ef.feasible and er.feasible
+    for k, v in er.metrics.items():
+        w = ef.metrics[k]
+        assert (w == v) or (isinstance(v, float) and math.isnan(v) and math.isnan(w)), (name, k)
+
+
+def test_every_unified_policy_has_a_kernel():
+    # the registry's vLLM family, SARATHI, FCFS, ranking and InferMax policies
+    assert {"vllm", "sarathi", "fcfs", "infermax", "vllm-ef", "rank-o", "mcsf"} <= set(FAST)
+
+
+@st.composite
+def online_instances(draw):
+    """Small online instances with tight memory (evictions) and either cost model."""
+    n = draw(st.integers(1, 14))
+    # predicted outputs (MC-SF ranks and plans by them; wrong ones trigger its safety net)
+    predict = draw(st.booleans())
+    reqs = [Request(f"r{i}", float(draw(st.integers(0, 12))), draw(st.integers(1, 40)),
+                    draw(st.integers(1, 12)),
+                    predicted_output=draw(st.integers(1, 15)) if predict else None)
+            for i in range(n)]
+    peak = max(r.prompt + r.output - 1 for r in reqs)
+    block = draw(st.sampled_from([1, 1, 4]))
+    M = -(-draw(st.integers(peak, 3 * peak)) // block) * block + block
+    C = draw(st.integers(max(1, peak // 3), 2 * peak))
+    P = draw(st.sampled_from([None, None, max(1, C // 2)]))
+    bs = draw(st.sampled_from([None, None, 3]))
+    cost = (LinearCost(k0=0.5, k1=0.01, kpq=1e-4, kpm=2e-4, kdm=1e-3, kpr=0.05, kdr=0.02,
+                       kpb=0.003, kdb=0.001)
+            if draw(st.booleans()) else UnitCost())
+    return Instance("fast", Limits(kv_capacity=M, max_batch_tokens=C, max_prefill_tokens=P,
+                                   block_size=block, max_batch_size=bs), cost, tuple(reqs))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(inst=online_instances(), policy=st.sampled_from(FAST),
+       watermark=st.sampled_from([None, 0.0, 0.2]), seqs=st.sampled_from([None, 0, 2]))
+def test_fast_equals_python_on_random_instances(inst, policy, watermark, seqs):
+    params: dict[str, float] = {}
+    if policy == "mcsf":  # takes no parameters
+        watermark = seqs = None
+    if watermark is not None:
+        params["watermark"] = watermark
+    if seqs is not None:
+        params["max_num_seqs"] = seqs
+    assert_identical(inst, policy, **params)
+
+
+@pytest.mark.parametrize("policy", FAST)
+def test_fast_equals_python_on_generators(policy):
+    # Poisson arrivals over the mix generator's lengths, tight memory so requests are
+    # evicted and refilled; 4-token blocks on the second instance
+    pool = infermax_mix("LILO", 60, seed=1)
+    for k, (M, b) in enumerate(((2_500, 1), (3_000, 4))):
+        lim = Limits(kv_capacity=M, max_batch_tokens=1024, block_size=b)
+        inst = poisson_trace(pool, 40, rate=4.0, seed=k, limits=lim, replace=True)
+        assert_identical(inst, policy)
+
+
+def test_fast_path_evicts_on_a_generator_instance():
+    # the identity above covers evictions: under vLLM this instance evicts (M below the
+    # running set's growth), so the kernel's eviction path is exercised, not only decodes
+    pool = infermax_mix("LILO", 60, seed=1)
+    inst = poisson_trace(pool, 40, rate=4.0, seed=0,
+                         limits=Limits(kv_capacity=2_500, max_batch_tokens=1024), replace=True)
+    ev = evaluate(inst, simulate(inst, "vllm", fast=True))
+    assert ev.feasible and ev.metrics["evictions"] > 0
+
+
+def test_stats_count_the_same_plans_and_batches_on_both_paths():
+    inst = poisson_trace(infermax_mix("LILO", 30, seed=2), 20, rate=0.02, seed=3, replace=True,
+                         limits=Limits(kv_capacity=2_500, max_batch_tokens=1024))
+    fast, ref = SimStats(), SimStats()
+    simulate(inst, "vllm", stats=fast, fast=True)
+    simulate(inst, "vllm", stats=ref, fast=False)
+    # idle plans (nothing to run before the next arrival) are counted by both
+    assert (fast.decisions, fast.batches) == (ref.decisions, ref.batches)
+    assert fast.decisions > fast.batches > 0 and fast.decision_seconds > 0
+
+
+def test_user_policies_take_the_python_path():
+    inst = infermax_mix("SISO", 10, seed=0)
+
+    class Sub(UnifiedScheduler):  # a user subclass: its overrides must run
+        pass
+
+    assert fast_config(inst, _bound_obj(inst, Sub())) is None
+    assert fast_config(inst, _bound(inst, "alpha-greedy")) is None  # no kernel: Python
+
+
+def _bound_obj(inst: Instance, p):
+    p.bind(SimView(_Sim(inst), known_outputs(inst, False, False)))
+    return p
+
+
+# --- the one-pass compiled evaluator (optsched.evaluate_fast) -----------------------------
+
+EVAL_FIELDS = ("first_token", "completion", "latency", "ttft", "tpot", "evictions",
+               "recomputed_tokens", "batch_start", "batch_end", "batch_duration", "batch_kv",
+               "batch_tokens", "batch_prefill_tokens", "batch_prefill_entries",
+               "batch_decode_entries", "entry_decode", "entry_cached", "entry_generates")
+
+
+def assert_same_evaluation(inst: Instance, s: Schedule) -> bool:
+    """The compiled replay answers exactly what the vectorised one does, or defers to it;
+    returns whether it answered. It must answer for every feasible schedule it covers and
+    never for an infeasible one."""
+    import optsched.evaluate as E
+
+    ref = E.evaluate(inst, s)  # vectorised: the schedule is below COMPILED_MIN_ENTRIES
+    got = E._compiled(inst, s)
+    if got is None:
+        assert not ref.feasible or not evaluate_fast.applies(inst, s)
+        return False
+    assert evaluate_fast.applies(inst, s)
+    assert ref.feasible and got.feasible and got.violations == ()
+    assert got.metrics == ref.metrics
+    for f in EVAL_FIELDS:
+        x, y = getattr(got, f), getattr(ref, f)
+        assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), f
+    return True
+
+
+def _mutate(s: Schedule, how: int, k: int) -> Schedule:
+    """A schedule with one rule broken at entry ``k`` (tokens, duplicate, dropped entry,
+    eviction of a request holding nothing, an early stated start)."""
+    tok, req = s.entry_tokens.copy(), s.entry_req.copy()
+    bptr, start = s.batch_ptr.copy(), s.start.copy()
+    vptr, vreq = s.evict_ptr.copy(), s.evict_req.copy()
+    j = int(np.searchsorted(bptr, k, side="right") - 1)
+    if how == 0:
+        tok[k] += 1  # TOKENS_OVER_AVAILABLE (or a request left with too few, INCOMPLETE...)
+    elif how == 1:
+        tok[k] = 0  # ZERO_TOKENS
+    elif how == 2:  # DUPLICATE_ENTRY: the entry again in its batch
+        req = np.insert(req, k, req[k])
+        tok = np.insert(tok, k, tok[k])
+        bptr[j + 1:] += 1
+    elif how == 3:  # a dropped entry: INCOMPLETE or later over-available entries
+        req, tok = np.delete(req, k), np.delete(tok, k)
+        bptr[j + 1:] -= 1
+    elif how == 4:  # evict the entry's request in its own batch: EVICT_AND_PROCESS
+        vreq = np.insert(vreq, vptr[j], req[k])
+        vptr[j + 1:] += 1
+    else:  # a stated start at 0 on the last batch: START_TOO_EARLY unless all ends are 0
+        start[-1] = 0.0
+    return Schedule(s.ids, bptr, req, tok, vptr, vreq, start)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_compiled_evaluation_equals_vectorised(data):
+    from strategies import instances, valid_schedules
+
+    inst = data.draw(instances(max_requests=6))
+    trace = data.draw(valid_schedules(inst, stated_starts=data.draw(st.booleans())))
+    s = trace.schedule
+    # the kernel answers exactly for the feasible ones (the generator's stated starts
+    # under the linear cost can be early: START_TOO_EARLY, answered by the vectorised path)
+    assert assert_same_evaluation(inst, s) == evaluate(inst, s).feasible
+    if s.n_entries:
+        how = data.draw(st.integers(0, 5))
+        k = data.draw(st.integers(0, s.n_entries - 1))
+        assert_same_evaluation(inst, _mutate(s, how, k))
+
+
+@pytest.mark.parametrize("policy", ["vllm", "sarathi", "fcfs", "mcsf"])
+def test_compiled_evaluation_of_simulated_schedules(policy):
+    pool = infermax_mix("LILO", 60, seed=1)
+    inst = poisson_trace(pool, 40, rate=4.0, seed=0, replace=True,
+                         limits=Limits(kv_capacity=3_000, max_batch_tokens=1024, block_size=4,
+                                       max_prefill_tokens=768, max_batch_size=16))
+    assert assert_same_evaluation(inst, simulate(inst, policy))
+
+
+def test_large_schedules_take_the_compiled_evaluator(monkeypatch):
+    # evaluate() itself routes a schedule past COMPILED_MIN_ENTRIES to the kernel
+    import optsched.evaluate as E
+
+    inst = infermax_mix("SISO", 30, seed=0)
+    s = simulate(inst, "vllm")
+    calls = []
+    real = E._compiled
+    monkeypatch.setattr(E, "_compiled", lambda i, x: calls.append(1) or real(i, x))
+    monkeypatch.setattr(E, "COMPILED_MIN_ENTRIES", 0)
+    assert E.evaluate(inst, s).feasible and calls == [1]
+
+
+def test_long_schedules_grow_the_kernel_buffers():
+    # regression: the kernel sizes its batch buffers by sum(O) + n and grows them; with
+    # long prompts cut into 3-token chunks there are far more batches (3 x ceil(100 / 3)
+    # + decodes ~ 105 > 16), and the start column must grow with the batch pointers
+    reqs = tuple(Request(f"r{i}", 0.0, 100, 2) for i in range(3))
+    inst = Instance("chunks", Limits(kv_capacity=400, max_batch_tokens=3), UnitCost(), reqs)
+    for policy in ("sarathi", "fcfs", "vllm"):
+        assert_identical(inst, policy)
+        assert simulate(inst, policy).n_batches > 100
+
+
+def test_patched_hooks_take_the_python_path():
+    # a hook replaced on the object (tests spy on next_batch this way) must run
+    inst = infermax_mix("SISO", 10, seed=0)
+    p = get_policy("vllm")
+    seen = []
+    inner = p.next_batch
+    p.next_batch = lambda: seen.append(1) or inner()
+    simulate(inst, p, fast=True)
+    assert seen
