@@ -147,7 +147,7 @@ def plan_solve(estimate: ModelEstimate | None, seconds_left: float) -> SolvePlan
     if solver < MIN_SOLVER_SECONDS:
         return SolvePlan(False, None, estimate,
                          f"model skipped: {estimate.describe()}, more than the "
-                         f"{seconds_left:.0f} s left of the time limit")
+                         f"{max(0.0, seconds_left):.0f} s left of the time limit")
     return SolvePlan(True, solver, estimate,
                      f"{estimate.describe()}; the solver gets {solver:.0f} s")
 
