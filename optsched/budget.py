@@ -311,6 +311,10 @@ def solve_within(instance: Instance, formulation: str, objective: str, *, option
                     "objective": ws_obj, "gap": upper_gap(ws_obj, lower.value)}
         if improve_fallback:
             better = _improve_fallback(instance, ws.schedule, objective, budget, options.seed)
+            if better is not None and not better.objective < ws_obj:
+                rep = dc_replace(rep, notes=tuple(rep.notes) + (
+                    f"the {better.runtime:.0f} s left went to large-neighbourhood search "
+                    f"(optsched/lns.py), which found nothing better than {ws_obj:.6g}",))
             if better is not None and better.objective < ws_obj:
                 fallback = {"policy": f"lns ({fallback['policy']})", "objective": better.objective,
                             "gap": upper_gap(better.objective, lower.value),
