@@ -31,6 +31,8 @@ SECONDS_PER_VARIABLE = 5e-5
 #: tight InferMax model size per (request, batch slot)
 TIGHT_VARS_PER_SLOT = 47
 TIGHT_ROWS_PER_SLOT = 118
+#: fill model rows per (request, batch slot), measured (see estimate_model)
+FILL_ROWS_PER_SLOT = 2.5
 #: the solver gets at most this share of what is left; the rest is the estimate's margin
 MIN_SOLVER_SECONDS = 1.0
 
@@ -93,7 +95,10 @@ def estimate_model(instance: Instance, formulation: str, objective: str, params:
     if variant in ("auto", "fill") and fill.applicable(instance, objective, Hypotheses()) is None \
             and (variant == "fill" or fill_fits(instance)):
         arcs = fill.size_estimate(instance, J)
-        return ModelEstimate("infermax", arcs, arcs, _seconds(arcs),
+        # its per-batch cardinality rows (eq. G5) outnumber the arcs: ~2.4 per request and
+        # slot on 400 identical requests (21,781 rows for 713 columns at J = 23)
+        rows = max(arcs, int(FILL_ROWS_PER_SLOT * instance.n * J))
+        return ModelEstimate("infermax", arcs, rows, _seconds(arcs + rows),
                              f"InferMax fill model with J = {J} batch slots")
     if variant in ("auto", "flow") and infermax_flow.applicable(instance, objective,
                                                                 Hypotheses()) is None:
@@ -107,10 +112,11 @@ def estimate_model(instance: Instance, formulation: str, objective: str, params:
                          f"InferMax Big-M model ({instance.n} requests x J = {J} batch slots)")
 
 
-#: models below this many variables take :data:`SMALL_OVERHEAD_SECONDS` fixed instead of
-#: :data:`OVERHEAD_SECONDS`: the warm start, which the 3 s covered, is now timed on its own
-#: (:func:`sized_solve` runs it first), and a small model is built, decoded and replayed in
-#: well under a second, so a short time limit still solves a small instance
+#: models below this many variables (columns plus rows in :func:`plan_solve`) take
+#: :data:`SMALL_OVERHEAD_SECONDS` fixed instead of :data:`OVERHEAD_SECONDS`: the warm start,
+#: which the 3 s covered, is now timed on its own (:func:`sized_solve` runs it first), and a
+#: small model is built, decoded and replayed in well under a second, so a short time limit
+#: still solves a small instance
 SMALL_MODEL_VARIABLES, SMALL_OVERHEAD_SECONDS = 20_000, 1.0
 #: a small model is still built with this many seconds left (and gets half of them)
 SMALL_MIN_SECONDS = 0.5
@@ -130,7 +136,8 @@ def plan_solve(estimate: ModelEstimate | None, seconds_left: float) -> SolvePlan
         return SolvePlan(True, max(MIN_SOLVER_SECONDS, seconds_left - OVERHEAD_SECONDS), None,
                          "model size unknown in advance; the solver gets the time left")
     solver = seconds_left - estimate.seconds
-    if solver < MIN_SOLVER_SECONDS and estimate.variables < SMALL_MODEL_VARIABLES \
+    if solver < MIN_SOLVER_SECONDS \
+            and estimate.variables + estimate.constraints < SMALL_MODEL_VARIABLES \
             and seconds_left >= SMALL_MIN_SECONDS:
         # a small model is built and solved in a fraction of a second: it gets half of what
         # is left rather than nothing (an overrun stays within the 10% + 1 s slack)
@@ -140,7 +147,7 @@ def plan_solve(estimate: ModelEstimate | None, seconds_left: float) -> SolvePlan
     if solver < MIN_SOLVER_SECONDS:
         return SolvePlan(False, None, estimate,
                          f"model skipped: {estimate.describe()}, more than the "
-                         f"{seconds_left:.0f} s left of the time limit")
+                         f"{max(0.0, seconds_left):.0f} s left of the time limit")
     return SolvePlan(True, solver, estimate,
                      f"{estimate.describe()}; the solver gets {solver:.0f} s")
 
@@ -315,6 +322,10 @@ def solve_within(instance: Instance, formulation: str, objective: str, *, option
                     "objective": ws_obj, "gap": upper_gap(ws_obj, lower.value)}
         if improve_fallback:
             better = _improve_fallback(instance, ws.schedule, objective, budget, options.seed)
+            if better is not None and not better.objective < ws_obj:
+                rep = dc_replace(rep, notes=tuple(rep.notes) + (
+                    f"the {better.runtime:.0f} s left went to large-neighbourhood search "
+                    f"(optsched/lns.py), which found nothing better than {ws_obj:.6g}",))
             if better is not None and better.objective < ws_obj:
                 fallback = {"policy": f"lns ({fallback['policy']})", "objective": better.objective,
                             "gap": upper_gap(better.objective, lower.value),

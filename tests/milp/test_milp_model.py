@@ -246,10 +246,22 @@ def test_progress_line_only_when_asked_or_on_a_terminal():
     p.update(incumbent=5, bound=4)
     p.close()
     assert buf.getvalue() == ""
-    p = make_progress("demo", True, buf)
+    p = make_progress("demo", True, buf)  # asked for, not a terminal: whole lines (issue 30)
     p.update(incumbent=5, bound=4, nodes=3, elapsed=1.5)
     p.close()
     text = buf.getvalue()
+    assert text.startswith("[demo] incumbent 5  bound 4  gap 20.00%  nodes 3  1.5s\n")
+    assert "\r" not in text
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty = Terminal()
+    p = make_progress("demo", None, tty)  # a terminal: one live line, redrawn
+    p.update(incumbent=5, bound=4, nodes=3, elapsed=1.5, force=True)
+    p.close()
+    text = tty.getvalue()
     assert text.startswith("\r[demo] incumbent 5  bound 4  gap 20.00%  nodes 3  1.5s")
     assert text.endswith("\n")
 
