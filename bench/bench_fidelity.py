@@ -15,7 +15,11 @@ side by side (each run well under a minute).
 Run it on this tree and on an older one (``PYTHONPATH=<tree>``) to print before / after;
 parameters the older tree does not know are skipped::
 
-    PYTHONPATH=. .venv/bin/python bench/bench_fidelity.py [--n 300] [--rt 15]
+    PYTHONPATH=. .venv/bin/python bench/bench_fidelity.py [--n 300] [--rt 15] \
+        [--cost-model vidur-llama2-7b-a100]
+
+``--cost-model`` prices every run with another preset (issue 29 item 6: each headline under
+the InferMax preset and under the one fitted from the profiling tables).
 
 Reads the shared data from ``OPTSCHED_DATA`` (default ``../shared/data``); skips with a
 message when it is missing.
@@ -41,6 +45,13 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("OPTSCHED_DATA", ROOT.parent / "shared" / "data"))
 TRACE = DATA / "traces" / "AzureLLMInferenceTrace_conv.csv"
 LIMITS = Limits(kv_capacity=20_000, max_batch_tokens=4096)
+#: the cost preset every run prices batches with (--cost-model; issue 29 item 6)
+COST = {"preset": "infermax-llama2-7b-a100"}
+
+
+def _cost():
+    from optsched.cost import PRESETS
+    return PRESETS[COST["preset"]]
 
 
 def _policy(name: str, **params):
@@ -55,7 +66,8 @@ def _fmt(x) -> str:
 
 
 def bros_rows(n_rt: int, rate: float) -> None:
-    inst = bros_workload(TRACE, n_rt, rate, seed=1, be_batch=8, limits=LIMITS)
+    inst = bros_workload(TRACE, n_rt, rate, seed=1, be_batch=8, limits=LIMITS,
+                         cost_model=_cost())
     print(f"BROS: {inst.n} requests ({n_rt} RT at {rate} req/s)")
     print(f"{'policy':22} {'RT norm lat':>12} {'TTFT att':>9} {'BE req/s':>9} "
           f"{'1-entry it':>11} {'drops':>6} {'s':>6}")
@@ -85,7 +97,6 @@ ECO_POLICIES = (("vllm", {}), ("ecoserve-d", {}), ("ecoserve-sd", {}),
 def ecoserve_rows(n: int, mult: float) -> None:
     import warnings
 
-    from optsched.cost import PRESETS
     from optsched.rate_search import at_rate, trace_rate
     from optsched.traces import load_trace_instance
     try:
@@ -95,7 +106,7 @@ def ecoserve_rows(n: int, mult: float) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         base = load_trace_instance(TRACE, Limits(kv_capacity=100_000, max_batch_tokens=4096),
-                                   PRESETS["infermax-llama2-7b-a100"], limit=n, too_long="drop")
+                                   _cost(), limit=n, too_long="drop")
     inst = at_rate(base, mult * trace_rate(base), seed=0)
     print(f"EcoServe: {inst.n} Azure conversation requests at {mult:g}x the trace rate "
           f"(M = 100,000, C = 4,096)")
@@ -127,14 +138,13 @@ def aptserve_rows(n: int, mult: float) -> None:
     authors' code at ``mult`` x the trace rate."""
     import warnings
 
-    from optsched.cost import PRESETS
     from optsched.rate_search import at_rate, trace_rate
     from optsched.serving_metrics import serving_metrics
     from optsched.traces import load_trace_instance
     lim = Limits(kv_capacity=10_000, max_batch_tokens=4096, block_size=16, hidden_cache=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        base = load_trace_instance(TRACE, lim, PRESETS["infermax-llama2-7b-a100"], limit=n,
+        base = load_trace_instance(TRACE, lim, _cost(), limit=n,
                                    too_long="drop")
     inst = at_rate(base, mult * trace_rate(base), seed=0)
     print(f"Apt-Serve: {inst.n} Azure conversation requests at {mult:g}x the trace rate")
@@ -189,7 +199,14 @@ def main(argv=None) -> int:
     ap.add_argument("--apt-mult", type=float, default=2.0, help="Apt-Serve load: x trace rate")
     ap.add_argument("--only", choices=("bros", "ecoserve", "aptserve", "approx"),
                     help="run one part")
+    ap.add_argument("--cost-model", default=COST["preset"],
+                    help="cost preset (e.g. vidur-llama2-7b-a100, fitted by bench/fit_preset.py)")
     args = ap.parse_args(argv)
+    from optsched.cost import PRESETS
+    if args.cost_model not in PRESETS:
+        ap.error(f"--cost-model: unknown preset {args.cost_model!r}; known: {', '.join(PRESETS)}")
+    COST["preset"] = args.cost_model
+    print(f"# cost model: {args.cost_model}")
     if args.only in (None, "approx"):
         approx_rows(3000, 1)
     if args.only == "approx":
