@@ -12,6 +12,11 @@ side by side (each run well under a minute).
   JCT and throughput of ``ecoserve``, ``ecoserve-oracle`` and ``vllm``, and EcoServe's
   waiting / running GT counts.
 
+* **Paper-like settings** (issue 29 item 4; synthetic lengths from ``optsched generate
+  chat-like``, each run at n and 2n requests to show whether the trace is long enough):
+  ``--only ecoserve-paper`` (EcoServe's ShareGPT statistics, M = 14,648), ``--only bros-paper``
+  (BROS's ShareGPT statistics for RT, closed-loop BE batches), ``--only aptserve-paper``.
+
 Run it on this tree and on an older one (``PYTHONPATH=<tree>``) to print before / after;
 parameters the older tree does not know are skipped::
 
