@@ -227,8 +227,9 @@ if HAVE_DATA:
 #   gain here does not come from block fragmentation.
 # * Swap transfers are added to the iteration time (not overlapped as in BROS), so BROS's lazy
 #   checkpoints cost at least what they cost BROS.
-# * BE batches are submitted at times fixed from an estimate of their standalone service time
-#   (`optsched/hybrid.py` explains why), not when the previous batch really finishes.
+# * In the Azure setting BE batches are submitted at times fixed from an estimate of their
+#   standalone service time (`optsched/hybrid.py` explains why), not when the previous batch really
+#   finishes; the paper-like setting at the end uses the paper's rule (`closed_loop_be`).
 # * Our `bros` chunks a BE prefill (by halving) to meet the most urgent RT deadline; the paper
 #   prefills whole.
 # * Our `bros` reserves host room for the whole KV of a request it checkpoints, and both `bros` and
