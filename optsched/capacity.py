@@ -127,6 +127,7 @@ MODEL_HEADS = {
 PRESET_MODEL = {
     "infermax-llama2-7b-a100": "llama2-7b",
     "infermax-llama2-70b-4xa100": "llama2-70b",
+    "vidur-llama2-7b-a100": "llama2-7b",
     "blis-llama3.1-8b-a100": "llama3-8b",
     "blis-llama3.1-8b-h100": "llama3-8b",
 }

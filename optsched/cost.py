@@ -303,7 +303,8 @@ def _blis(name: str, b0, b1, b2, kswap: float, rho: float) -> LinearCost:
 
 
 #: Named presets. Each is built from the reference coefficients in
-#: ``shared/data/README.md`` ("Reference figures").
+#: ``shared/data/README.md`` ("Reference figures"), except ``vidur-llama2-7b-a100``, fitted
+#: from the profiling tables by ``bench/fit_preset.py`` (cost-model sensitivity, issue 29).
 PRESETS: dict[str, LinearCost] = {
     # InferMax authors' per-layer coefficients (ms) x 32 layers, Llama-2-7B on one A100.
     "infermax-llama2-7b-a100": _infermax(
@@ -319,6 +320,16 @@ PRESETS: dict[str, LinearCost] = {
         kswap_from_hardware(80, 1024, PCIE4_BYTES_PER_SECOND, links=4),
         RHO_FITTED["llama2-70b-4xa100"],
     ),
+    # Llama-2-7B on one A100 fitted from the shared profiling tables (Vidur's
+    # mlp_a100_Llama-2-7b-hf.csv and attention_samples_a100_Llama-2-7b-hf.csv, TP 1) by
+    # optsched.fit.fit_linear_cost (NNLS, relative weighting); bench/fit_preset.py derives and
+    # prints these values, tests/test_fit.py checks them against a re-fit when the data is
+    # present. Seconds, whole model. A decode batch of 8 entries holding 1,000 tokens each:
+    # 9.79 ms here vs 5.55 ms under the InferMax preset (k0 alone is 6.54 ms vs 2.08 ms).
+    "vidur-llama2-7b-a100": LinearCost(
+        k0=0.0065436, k1=6.12856e-05, kpq=5.28627e-09, kpm=4.662e-09, kdm=2.80022e-07,
+        kpr=0.0, kdr=3.17814e-05, kpl=2.21966e-07, kpb=0.00055458, kdb=0.000260981,
+        kswap=KSWAP_DEFAULT, rho=RHO_FITTED["llama2-7b-a100"], preset="vidur-llama2-7b-a100"),
     # BLIS whole-step fits (ms): Llama-3.1-8B TP1.
     # Llama-3.1-8B: GQA 8 KV heads x 128 = 1,024 dims, 32 layers; PCIe 4 (A100), 5 (H100)
     "blis-llama3.1-8b-a100": _blis("blis-llama3.1-8b-a100", 16.4, 0.0478, 0.0182,

@@ -7,6 +7,8 @@
   name) and its output length from S or L (third letter).
 * :func:`poisson_trace` -- Poisson arrivals at ``rate`` per second over (prompt, output)
   pairs drawn from a trace (a CSV path or an :class:`~optsched.instance.Instance`).
+* :func:`chat_like` -- Poisson arrivals with synthetic ShareGPT / LMSYS-like lengths
+  (:mod:`optsched.chat_lengths`: the papers' reported means and spreads).
 * :func:`online_paper_random` -- the random family of the online-scheduling paper
   (Jaillet, Jiang, Podimata, Zhou), converted to our semantics (see its docstring);
   :func:`online_paper_horizon` -- its online setting over a fixed horizon of rounds.
@@ -170,6 +172,34 @@ def poisson_trace(
                      _default_cost(cost_model), arrival, P[idx], O[idx])
 
 
+# -- ShareGPT / LMSYS-like lengths (synthetic, optsched.chat_lengths) --------------------
+def chat_like(
+    n: int,
+    rate: float,
+    seed: int = 0,
+    *,
+    dataset: str = "sharegpt",
+    limits: Limits | None = None,
+    cost_model: CostModel | None = None,
+    name: str | None = None,
+) -> Instance:
+    """``n`` requests arriving as a Poisson process of ``rate`` per second (first at 0) with
+    **synthetic** (prompt, output) lengths matching the mean and spread EcoServe / BROS
+    report for ShareGPT or LMSYS-Chat-1M (:mod:`optsched.chat_lengths` cites each number).
+    Pairs whose KV could not fit ``M`` are redrawn. Seeded."""
+    from .chat_lengths import chat_lengths
+    from .traces import poisson_arrivals
+
+    n, rate = _check_int("n", n), _check_rate(rate)
+    lim = _default_limits(limits)
+    rng = np.random.default_rng(seed)
+    b = lim.block_size
+    P, O = chat_lengths(dataset, n, rng, max_tokens=(lim.kv_capacity // b) * b)
+    arrival = poisson_arrivals(n, rate, rng)
+    return _instance(name or f"chat-{dataset}-n{n}-r{rate:g}-s{seed}", lim,
+                     _default_cost(cost_model), arrival, P, O)
+
+
 # -- the online-scheduling paper's random family -----------------------------------------
 def online_paper_random(
     n: int,
@@ -323,6 +353,16 @@ GENERATORS: dict[str, GeneratorKind] = {
          Param("seed", int, 0, "random seed"),
          Param("replace", bool, False, "draw the pairs with replacement")),
     ),
+    "chat-like": GeneratorKind(
+        "chat-like", chat_like,
+        "SYNTHETIC ShareGPT/LMSYS-like lengths (log-normal, the papers' reported mean/std/range; "
+        "optsched.chat_lengths) with Poisson arrivals",
+        (Param("n", int, REQUIRED, "number of requests"),
+         Param("rate", float, REQUIRED, "arrival rate, requests per second"),
+         Param("seed", int, 0, "random seed"),
+         Param("dataset", str, "sharegpt", "length statistics to match",
+               ("sharegpt", "lmsys", "sharegpt-ecoserve"))),
+    ),
     "online-paper": GeneratorKind(
         "online-paper", online_paper_random,
         "online-scheduling paper's random family: M~U[30,50], s~U[1,5], o~U[1,M-s]; "
@@ -375,7 +415,8 @@ def generate(kind: str, **kwargs) -> Instance:
 
 
 __all__ = [
-    "infermax_fixed", "infermax_mix", "poisson_trace", "online_paper_random", "online_paper_horizon",
+    "infermax_fixed", "infermax_mix", "poisson_trace", "chat_like", "online_paper_random",
+    "online_paper_horizon",
     "GENERATORS", "GeneratorKind", "Param", "REQUIRED", "generate", "MIXES", "SHORT", "LONG",
     "DEFAULT_KV_CAPACITY", "DEFAULT_MAX_BATCH_TOKENS",
 ]

@@ -5,6 +5,8 @@
   per-token SLOs (TTFT 0.4 s, TPOT 0.2 s by default, section 7.1); best-effort
   (``cls="be"``) requests submitted in batches, prompt ~ U(512, 1024), output ~ U(32, 128).
 * :func:`hybrid_metrics` -- the paper's metrics per class from one :class:`Evaluation`.
+* :func:`closed_loop_be` -- the paper's submission rule itself, per policy: each BE batch
+  submitted when the previous one completes under the policy measured (issue 29 item 4).
 
 **How "a BE batch is submitted when the previous one completes" becomes an offline
 instance.** An instance fixes every arrival before any policy runs, while the paper's BE
@@ -18,11 +20,16 @@ the release rule. Its consequence: with RT traffic a BE batch takes longer than 
 BE batches arrive at least as fast as the engine can finish them and BE work can queue up;
 the BE throughput we report is requests finished per second of makespan, which a policy
 can only raise by finishing BE work, as in the paper.
+
+:func:`closed_loop_be` applies the rule itself for one policy (a run per BE batch): the
+re-timed instance differs per policy, so compare policies on their own closed-loop runs.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +149,70 @@ def bros_workload(
                     tuple(reqs))
 
 
+@dataclass(frozen=True)
+class ClosedLoopRun:
+    """The outcome of :func:`closed_loop_be`: the re-timed instance, the policy's schedule of
+    it and its evaluation; ``batches`` BE batches were submitted, ``simulations`` runs made."""
+
+    instance: Instance
+    schedule: Any
+    evaluation: Any
+    batches: int
+    simulations: int
+
+    def __post_init__(self):
+        if self.batches < 1 or self.simulations < self.batches:
+            raise InstanceError("closed-loop run: needs batches >= 1 and one run per batch")
+
+
+def _be_batches(instance: Instance) -> list[list[Request]]:
+    """The BE requests grouped by batch (ids ``be<k>-<j>``, :func:`bros_workload`'s), by k."""
+    groups: dict[int, list[Request]] = {}
+    for r in instance.requests:
+        if r.cls == "be":
+            head = r.id.split("-", 1)[0]
+            if not (head.startswith("be") and head[2:].isdigit()):
+                raise InstanceError(f"closed-loop BE: request {r.id!r} is not named be<k>-<j>")
+            groups.setdefault(int(head[2:]), []).append(r)
+    if not groups:
+        raise InstanceError(f"closed-loop BE: instance {instance.name!r} has no BE request")
+    return [groups[k] for k in sorted(groups)]
+
+
+def closed_loop_be(instance: Instance, make_policy: Callable[[], Any]) -> ClosedLoopRun:
+    """BROS section 7.1's BE submission, closed-loop: BE batch ``k + 1`` is submitted when
+    batch ``k``'s last request completes *under the policy being measured*, from ``t = 0``
+    while RT requests still arrive (the last submission is the first completion after the
+    last RT arrival). ``instance`` supplies the RT requests and the BE batches' lengths (a
+    :func:`bros_workload`; batches it has beyond need are left out).
+
+    A policy only sees requests that have arrived, so its schedule before batch ``k + 1``'s
+    submission does not depend on it: we simulate with batches ``0..k``, read batch ``k``'s
+    completion, submit batch ``k + 1`` then and simulate again (one run per batch). The
+    returned instance is an ordinary one -- the evaluator judges its schedule as any other
+    -- and every batch's arrival equals the previous batch's completion in that schedule
+    (``tests/test_hybrid_closed_loop.py`` checks it)."""
+    from .evaluate import evaluate
+    from .policies import simulate
+
+    rt = [r for r in instance.requests if r.cls != "be"]
+    horizon = max((r.arrival for r in rt), default=0.0)
+    batches, submitted = _be_batches(instance), []
+    t, runs = 0.0, 0
+    for k, batch in enumerate(batches):
+        submitted += [replace(r, arrival=t) for r in batch]
+        inst = Instance(f"{instance.name}-closed", instance.limits, instance.cost_model,
+                        tuple(sorted(rt + submitted, key=lambda r: r.arrival)))
+        sched = simulate(inst, make_policy())
+        ev = evaluate(inst, sched)
+        runs += 1
+        idx = [i for i, r in enumerate(inst.requests) if r.id.startswith(f"be{k}-")]
+        t = float(np.max(ev.completion[idx]))
+        if not math.isfinite(t) or t > horizon:
+            break
+    return ClosedLoopRun(inst, sched, ev, k + 1, runs)
+
+
 def hybrid_metrics(instance: Instance, evaluation: Any, schedule: Any = None) -> dict[str, Any]:
     """The paper's metrics (section 7.1) from one evaluation, per class: RT normalised
     latency (mean of latency / output tokens), TTFT and TPOT SLO attainment (share of RT
@@ -218,5 +289,6 @@ def _token_attainment(instance: Instance, evaluation: Any, schedule: Any,
     return float(np.mean(gaps <= slo[req[1:][same]] + 1e-12))
 
 
-__all__ = ["bros_workload", "hybrid_metrics", "be_batch_service_time", "TTFT_SLO", "TPOT_SLO",
+__all__ = ["bros_workload", "closed_loop_be", "ClosedLoopRun", "hybrid_metrics",
+           "be_batch_service_time", "TTFT_SLO", "TPOT_SLO",
            "BE_PROMPT", "BE_OUTPUT"]

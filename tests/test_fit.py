@@ -77,3 +77,24 @@ def test_malformed_attention_file(tmp_path):
                  "attn_prefill_median_ms\nFalse,1,0,32,0.009,\nTrue,1,96,0,,oops\n")
     with pytest.raises(InputFileError, match=r"a\.csv: line 3: column 'attn_prefill_median_ms'"):
         fit_attention(p)
+
+
+@needs_data
+def test_vidur_preset_is_the_fit_of_the_profiling_tables():
+    """The shipped ``vidur-llama2-7b-a100`` preset is what bench/fit_preset.py derives: a
+    re-fit of the shared tables gives the same coefficients to the 6 digits pasted."""
+    r = fit_linear_cost(PROF, "Llama-2-7b-hf", "a100", 1)
+    shipped = PRESETS["vidur-llama2-7b-a100"]
+    for k, v in r.cost.coefficients.items():
+        assert shipped.coefficients[k] == pytest.approx(v, rel=1e-5, abs=1e-12), k
+    assert shipped.rho == pytest.approx(r.cost.rho, rel=1e-3)
+
+
+def test_vidur_preset_prices_small_decode_batches_above_infermax():
+    """Hand check of the two presets on a decode batch of 8 entries with 1,000 cached tokens
+    each (t = k0 + kdb + 8 (k1 + kdr) + kdm * 8,000):
+    InferMax: 32e-3 * (0.06486 + 0.01921 + 8 (0.00191 + 0.00074) + 8.513e-6 * 8000) = 5.548 ms;
+    fitted: 6.5436 + 0.260981 + 8 (0.0612856 + 0.0317814) + 0.280022e-3 * 8000 = 9.789 ms."""
+    im, vd = PRESETS["infermax-llama2-7b-a100"], PRESETS["vidur-llama2-7b-a100"]
+    assert 1000 * im.batch_time([1] * 8, [1000] * 8, [True] * 8) == pytest.approx(5.548, abs=1e-3)
+    assert 1000 * vd.batch_time([1] * 8, [1000] * 8, [True] * 8) == pytest.approx(9.789, abs=1e-3)

@@ -40,6 +40,7 @@ def register(sub) -> None:
     g.add_argument("--prompt", type=int, help="prompt tokens I (fixed)")
     g.add_argument("--output", type=int, help="output tokens O (fixed)")
     g.add_argument("--mix", help="SISO, SILO, LISO or LILO (mix)")
+    g.add_argument("--dataset", help="sharegpt, lmsys or sharegpt-ecoserve (chat-like)")
     g.add_argument("--seed", type=seed_arg, help="random seed (default 0)")
     g.add_argument("--rate", type=float, help="arrival rate (req/s; per round for online-paper)")
     g.add_argument("--arrival", choices=("offline", "poisson"), help="online-paper arrivals")
@@ -158,7 +159,7 @@ def _window(s: str | None) -> tuple[float | None, float | None]:
         raise InstanceError(f"--window must be START:END (seconds), got {s!r}") from None
 
 
-_GEN_FLAGS = ("n", "prompt", "output", "mix", "seed", "rate", "arrival", "horizon", "trace",
+_GEN_FLAGS = ("n", "prompt", "output", "mix", "dataset", "seed", "rate", "arrival", "horizon", "trace",
               "be_batch", "ttft_slo", "tpot_slo", "replace")
 _TRACE_FLAGS = ("limit", "sample", "window", "zero_tokens", "too_long")
 
@@ -235,7 +236,7 @@ def _generate_trace(args, kind: str) -> Instance:
 
     if args.trace is None:
         raise InstanceError(f"kind {kind!r} needs --trace FILE")
-    bad = _given(args, ("n", "prompt", "output", "mix", "arrival", "horizon", "be_batch",
+    bad = _given(args, ("n", "prompt", "output", "mix", "dataset", "arrival", "horizon", "be_batch",
                         "ttft_slo", "tpot_slo", "replace"))
     if args.rate is not None and kind != "arxiv":
         bad.append("rate")
