@@ -11,6 +11,7 @@ from optsched.instance import Instance
 from optsched.oracles.claims import (
     PAPER_MODEL,
     check_aptserve,
+    check_hsf,
     check_mcsf,
     mcsf_reference,
     paper_instance,
@@ -103,3 +104,27 @@ def test_cli_exit_codes_and_json():
     assert out.returncode == 2
     out = cli("mcsf-optimal", "--trials", "2", "--max-requests", "2")
     assert out.returncode == 0 and "trials run" in out.stdout
+
+
+def test_check_hsf_refutes_hindsight_shortest_first(tmp_path):
+    # H-SF (amin, alpha = 1) is shortest first with exact lengths, so on I = 2, outputs
+    # 3, 1, 3, 1, M = 5 it builds MC-SF's schedule (13, test_mcsf_counterexample_by_hand)
+    # while the paper's model allows 12: the A_min paper's hindsight benchmark is not optimal
+    rep = check_hsf(trials=30, seed=0, max_requests=4, write=tmp_path)
+    assert rep.trials == 30 and rep.violations >= 1 and rep.worst_ratio > 1
+    assert rep.details["reference_mismatches"] == 0
+    cx = rep.counterexample
+    small = Instance.from_dict(cx["instance"])
+    assert [r.output for r in small.requests] == [3, 1, 3, 1]
+    assert small.requests[0].prompt == 2 and small.limits.kv_capacity == 5
+    assert cx["total_latency"] == {"hsf": 13.0, "optimal_paper_model": 12.0}
+    # A_min (alpha 0.5) is a feasible schedule: never below the unrestricted optimum
+    assert rep.details["amin_alpha_0.5_vs_unrestricted"]["worst_ratio"] >= 1
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["amin-hsf-counterexample-I2-O3-1-3-1-M5.json",
+                     "amin-hsf-counterexample-I2-O3-1-3-1-M5.schedules.json"]
+    out = cli("amin-hsf-optimal", "--trials", "30", "--json")
+    assert out.returncode == 1, out.stderr
+    assert json.loads(out.stdout)["claim"] == "amin-hsf-optimal"
+    out = cli("aptserve-2approx", "--trials", "3", "--write", str(tmp_path))
+    assert out.returncode == 2 and "--write" in out.stderr
