@@ -69,7 +69,7 @@ def test_volume_order_can_cost_ten_sevenths():
     # The worst ratio `check-claim svf-ratio --trials 300 --seed 1` found (10 / 7 = 1.43 < 5):
     # r0: I=5, O=2 (V = 10 + 1 = 11), r1: I=1, O=4 (V = 4 + 6 = 10), M = C = 7, all at 0.
     # SVF admits r1 first; r0 joining at batch k holds 6 one batch later, when r1 holds k + 2:
-    # k = 0: 2 + 6 > 7, k = 1: 3 + 6, k = 2: 4 + 6, k = 3: 4 + 6 (r1 finishing counts) -- so
+    # k = 0: 2 + 6 > 7, k = 1: 3 + 6, k = 2: 4 + 6; k = 3: 4 + 5 > 7 in the batch itself -- so
     # r0 waits until r1 is done (time 4), then runs 2 batches: completions 4, 6 -> 10.
     # MC-SF (O order: r0 first): b0 r0 (5); b1 r0 decodes (6) and r1 joins (6 + 1 = 7 <= 7,
     # r1 alone later); r0 done at 2, r1 at 5 -> 7, the optimum (found by exhaustive search).
