@@ -21,16 +21,24 @@ def register(sub) -> None:
         "latency with all requests at 0, equal prompts, unit time), against the exhaustive optimum of "
         "the paper's model (and, reported separately, the optimum with evictions/chunking allowed). "
         "aptserve-2approx: Apt-Serve's greedy is a 2-approximation of its per-iteration problem "
-        "(Definition 1). Exit 0: no violation found; 1: the claim is violated; 2: bad input.",
+        "(Definition 1). amin-hsf-optimal: the A_min paper's hindsight benchmark (shortest first with "
+        "exact lengths, equal prompts, all at 0) is optimal; same model and oracles as mcsf-optimal, "
+        "plus A_min's worst ratio to the optimum. svf-ratio: a seeded hill climb for the worst "
+        "SVF / optimum (paper: at most 5). "
+        "Exit 0: no violation found; 1: the claim is violated; 2: bad input.",
     )
     p.add_argument("claim", choices=CLAIMS)
     p.add_argument("--trials", type=int, default=None,
-                   help="random instances (default 200 for mcsf-optimal, 1000 for aptserve-2approx)")
+                   help="random instances (default 200 for mcsf-optimal, amin-hsf-optimal, svf-ratio; "
+                   "1000 for "
+                   "aptserve-2approx)")
     p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--max-requests", type=int, default=None,
-                   help="largest instance (default 4 for mcsf-optimal, 6 for aptserve-2approx)")
+                   help="largest instance (default 4 for mcsf-optimal, amin-hsf-optimal, svf-ratio; 6 for "
+                   "aptserve-2approx)")
     p.add_argument("--write", default=None, metavar="DIR",
-                   help="mcsf-optimal: write the minimal counterexample (instance + schedules) to DIR")
+                   help="mcsf-optimal, amin-hsf-optimal: write the minimal counterexample (svf-ratio: the "
+                   "worst instance found) with its schedules to DIR")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
@@ -38,15 +46,16 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..oracles.claims import check_claim
 
-    trials = args.trials if args.trials is not None else (200 if args.claim == "mcsf-optimal" else 1000)
+    exact = args.claim in ("mcsf-optimal", "amin-hsf-optimal", "svf-ratio")  # exhaustive-search oracles
+    trials = args.trials if args.trials is not None else (200 if exact else 1000)
     if trials < 1:
         raise CheckClaimInputError(f"--trials must be >= 1, got {trials}")
     if args.max_requests is not None and not 1 <= args.max_requests <= 12:
         raise CheckClaimInputError(f"--max-requests must be in 1..12, got {args.max_requests}")
     output_dir(args.write, "--write")
-    if args.write is not None and args.claim != "mcsf-optimal":
-        raise CheckClaimInputError("--write applies to mcsf-optimal only (it writes the minimal "
-                                   "counterexample)")
+    if args.write is not None and not exact:
+        raise CheckClaimInputError("--write applies to mcsf-optimal, amin-hsf-optimal and svf-ratio "
+                                   "only (it writes the counterexample or worst instance)")
     try:
         rep = check_claim(args.claim, trials, args.seed, args.max_requests, write=args.write)
     except ValueError as e:

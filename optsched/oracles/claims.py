@@ -22,6 +22,24 @@
 
 * ``aptserve-2approx`` -- Apt-Serve (Gao et al.), section 5: the greedy for Definition 1 is a
   2-approximation. See :mod:`optsched.oracles.aptserve`.
+
+* ``amin-hsf-optimal`` -- Chen, Ye, Zhou, *Adaptively Robust LLM Inference Optimization under
+  Prediction Uncertainty* (arXiv 2508.14544), its hindsight benchmark: with identical prompts
+  and every request at time 0, shortest-first with the true lengths (H-SF) minimises total
+  end-to-end latency. H-SF is policy ``amin`` with ``alpha = 1`` (exact intervals), checked
+  against ``mcsf_reference`` (an independent shortest-first). Same model, instances, oracles
+  and shrinking as ``mcsf-optimal``: a strictly worse H-SF against the restricted exhaustive
+  optimum (no evictions, chunking or pausing) IS a counterexample. Also reported, not a
+  violation: A_min's (``alpha`` < 1) worst ratio to the unrestricted optimum (its
+  ``O(log 1/alpha)`` constant was not reachable, so there is nothing to compare it with).
+
+* ``svf-ratio`` -- Kong, Qi, Ye, Zhou (arXiv 2606.22327), abstract: SVF with known output
+  lengths has competitive ratio at most 5 (total latency). A seeded hill climb over tiny
+  instances (all at t = 0, heterogeneous prompts, unit time, ``C = M``) maximises policy
+  ``svf`` / the restricted exhaustive optimum (no evictions, chunking or pausing: the
+  classical model, where a job runs from start to completion); a ratio above 5 would be a
+  bug in the policy or in the proof's model, and the note says so. The ratio to the
+  unrestricted optimum (our semantics) is reported beside it, not as a violation.
 """
 
 from __future__ import annotations
@@ -39,7 +57,9 @@ from ..instance import Instance, Limits, Request
 from ..schedule import Schedule, ScheduleBuilder
 from .exhaustive import SearchOptions, search
 
-CLAIMS = ("mcsf-optimal", "aptserve-2approx")
+CLAIMS = ("mcsf-optimal", "aptserve-2approx", "amin-hsf-optimal", "svf-ratio")
+#: the proven constant each ratio claim is checked against
+SVF_RATIO = 5.0
 PAPER_MODEL = dict(no_evictions=True, no_chunking=True, no_pausing=True)
 _TOL = 1e-9
 
@@ -290,20 +310,247 @@ def _mcsf_counterexample(tr: _Trial) -> dict[str, Any]:
     }
 
 
-def write_counterexample(cx: dict[str, Any], directory: str | Path) -> Path:
+def write_counterexample(cx: dict[str, Any], directory: str | Path,
+                         prefix: str = "mcsf-counterexample") -> Path:
     """Write ``<name>.json`` (a loadable instance) and ``<name>.schedules.json`` (schedules,
     objectives, reason) into ``directory``."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     inst = Instance.from_dict(cx["instance"])
     outs = "-".join(str(r.output) for r in inst.requests)
-    name = f"mcsf-counterexample-I{inst.requests[0].prompt}-O{outs}-M{inst.limits.kv_capacity}"
+    name = f"{prefix}-I{inst.requests[0].prompt}-O{outs}-M{inst.limits.kv_capacity}"
     inst = inst.replace(name=name)
     inst.save(d / f"{name}.json")
     (d / f"{name}.schedules.json").write_text(json.dumps(
         {"instance": f"{name}.json", "reason": cx["reason"], "total_latency": cx["total_latency"],
          "schedules": cx["schedules"]}, indent=1))
     return d / f"{name}.json"
+
+
+# -- A_min's hindsight shortest-first ------------------------------------------------------
+def _hsf(inst: Instance, alpha: float = 1.0) -> Schedule:
+    """Policy ``amin``; ``alpha = 1`` is H-SF (exact intervals)."""
+    from ..policies import simulate
+
+    return simulate(inst, "amin", alpha=alpha)
+
+
+def _paper_opt(inst: Instance, max_states: int, time_limit: float,
+               restricted: bool = True) -> tuple[float, Schedule] | None:
+    """The exhaustive optimum (restricted to the paper's model, or not); None at a limit."""
+    opts = PAPER_MODEL if restricted else {}
+    rep = search(inst, "total-latency", SearchOptions(max_states=max_states, time_limit=time_limit,
+                                                      **opts))
+    if rep.status != "optimal" or rep.objective is None or rep.schedule is None:
+        return None
+    return rep.objective, rep.schedule
+
+
+def _shrink_paper(inst: Instance, violates) -> Instance:
+    """Fewest requests, then smaller outputs, prompt and memory, keeping ``violates(inst)``."""
+    s = inst.requests[0].prompt
+    outs = [r.output for r in inst.requests]
+    M = inst.limits.kv_capacity
+    changed = True
+    while changed:
+        changed = False
+        cands = [(s, outs[:k] + outs[k + 1:], M) for k in range(len(outs)) if len(outs) > 1]
+        cands += [(s, outs[:k] + [outs[k] - 1] + outs[k + 1:], M)
+                  for k in range(len(outs)) if outs[k] > 1]
+        if s > 2:
+            cands += [(s - 1, outs, M - 1), (s - 1, outs, M)]
+        cands.append((s, outs, M - 1))
+        for cs, co, cm in cands:
+            if cm >= cs + max(co) - 1 and violates(paper_instance(cs, co, cm)):
+                s, outs, M = cs, co, cm
+                changed = True
+                break
+    return paper_instance(s, outs, M, "amin-hsf-counterexample")
+
+
+def check_hsf(trials: int = 200, seed: int = 0, max_requests: int = 4, alpha: float = 0.5,
+              max_states: int = 100_000, time_limit: float = 10.0,
+              write: str | Path | None = None) -> ClaimReport:
+    """H-SF's hindsight optimality (module docstring) on random instances of the model."""
+    rng = random.Random(seed)
+    run = skipped = viol = ref_mismatch = 0
+    worst = worst_amin = 1.0
+    worst_amin_inst: Instance | None = None
+    first: Instance | None = None
+    for _ in range(trials):
+        inst = random_paper_instance(rng, max_requests)
+        paper = _paper_opt(inst, max_states, time_limit)
+        free = _paper_opt(inst, max_states, time_limit, restricted=False)
+        if paper is None or free is None:
+            skipped += 1
+            continue
+        run += 1
+        hsf = _total_latency(inst, _hsf(inst))
+        if abs(hsf - _total_latency(inst, mcsf_reference(inst))) > _TOL:
+            ref_mismatch += 1
+        worst = max(worst, hsf / paper[0])
+        if hsf > paper[0] + _TOL:
+            viol += 1
+            if first is None or inst.n < first.n:
+                first = inst
+        ratio = _total_latency(inst, _hsf(inst, alpha)) / free[0]
+        if ratio > worst_amin:
+            worst_amin, worst_amin_inst = ratio, inst
+    notes = ["H-SF = policy amin with alpha = 1; violations / worst_ratio (H-SF / optimum) are "
+             "against the paper's model: no evictions, chunking or pausing (restricted "
+             "exhaustive search)",
+             f"A_min with alpha = {alpha:g} against the optimum with evictions allowed: worst "
+             f"ratio {worst_amin:.6g} (not a violation: the paper's O(log 1/alpha) constant was "
+             "not reachable)"]
+    if ref_mismatch:
+        notes.append(f"policy amin (alpha 1) and mcsf_reference disagree on {ref_mismatch} instances")
+    if skipped:
+        notes.append(f"{skipped} instances skipped: exhaustive search hit its state/time limit")
+    cx = None
+    if first is not None:
+        def violates(i: Instance) -> bool:
+            opt = _paper_opt(i, max_states, time_limit)
+            return opt is not None and _total_latency(i, _hsf(i)) > opt[0] + _TOL
+
+        small = _shrink_paper(first, violates)
+        cx = _hsf_counterexample(small, max_states, time_limit)
+        if write is not None:
+            path = write_counterexample(cx, write, "amin-hsf-counterexample")
+            notes.append(f"counterexample written to {path}")
+    details = {"paper_model": {"violations": viol, "worst_ratio": worst},
+               f"amin_alpha_{alpha:g}_vs_unrestricted": {
+                   "worst_ratio": worst_amin,
+                   "worst_instance": worst_amin_inst.to_dict() if worst_amin_inst else None},
+               "skipped": skipped, "reference_mismatches": ref_mismatch}
+    return ClaimReport("amin-hsf-optimal", run, viol, worst, cx, details, notes)
+
+
+def _hsf_counterexample(inst: Instance, max_states: int, time_limit: float) -> dict[str, Any]:
+    h = _hsf(inst)
+    opt = _paper_opt(inst, max_states, time_limit)
+    assert opt is not None  # the shrunk instance was checked against this optimum
+    hv = _total_latency(inst, h)
+    return {
+        "instance": inst.to_dict(),
+        "schedules": {"hsf": h.to_dict(), "optimal_paper_model": opt[1].to_dict()},
+        "total_latency": {"hsf": hv, "optimal_paper_model": opt[0]},
+        "reason": (f"A_min paper's hindsight benchmark: H-SF (shortest first, exact lengths) total "
+                   f"latency {hv:g} > {opt[0]:g}, the optimum of the paper's model (identical "
+                   "prompts, all at t = 0, unit time, no preemption, no chunking), found by "
+                   "exhaustive search"),
+    }
+
+
+# -- adversarial ratio search ------------------------------------------------------------
+def het_instance(prompts: list[int], outputs: list[int], M: int, name: str = "ratio") -> Instance:
+    """All at 0, prompts and outputs per request, unit time, ``C = M`` (never binds)."""
+    reqs = tuple(Request(f"r{i}", 0.0, p, o) for i, (p, o) in enumerate(zip(prompts, outputs)))
+    return Instance(name, Limits(kv_capacity=M, max_batch_tokens=M), UnitCost(), reqs)
+
+
+def _random_het(rng: random.Random, max_requests: int) -> tuple[list[int], list[int], int]:
+    n = rng.randint(2, max(2, max_requests))
+    ps = [rng.randint(1, 4) for _ in range(n)]
+    os_ = [rng.randint(1, 5) for _ in range(n)]
+    peak = max(p + o - 1 for p, o in zip(ps, os_))
+    return ps, os_, rng.randint(peak, 2 * peak)
+
+
+def _mutate(rng: random.Random, ps: list[int], os_: list[int], M: int,
+            max_requests: int) -> tuple[list[int], list[int], int]:
+    """One random local move: a prompt or output +-1, M +-1, a request added or dropped;
+    ``M`` is raised to the largest peak ``I + O - 1`` so every request fits."""
+    ps, os_ = list(ps), list(os_)
+    k = rng.randrange(len(ps))
+    move = rng.randrange(5)
+    if move == 0:
+        ps[k] = min(6, max(1, ps[k] + rng.choice((-1, 1))))
+    elif move == 1:
+        os_[k] = min(7, max(1, os_[k] + rng.choice((-1, 1))))
+    elif move == 2:
+        M += rng.choice((-1, 1))
+    elif move == 3 and len(ps) < max_requests:
+        ps.append(rng.randint(1, 4))
+        os_.append(rng.randint(1, 5))
+    elif len(ps) > 2:
+        del ps[k], os_[k]
+    return ps, os_, max(M, max(p + o - 1 for p, o in zip(ps, os_)))
+
+
+def _ratios(inst: Instance, policy: str, max_states: int,
+            time_limit: float) -> tuple[float, float] | None:
+    """policy / restricted optimum and policy / unrestricted optimum (None at a search limit)."""
+    from ..policies import simulate
+
+    val = _total_latency(inst, simulate(inst, policy))
+    paper = _paper_opt(inst, max_states, time_limit)
+    free = _paper_opt(inst, max_states, time_limit, restricted=False)
+    if paper is None or free is None:
+        return None
+    return val / paper[0], val / free[0]
+
+
+def check_ratio(policy: str, bound: float, trials: int = 200, seed: int = 0,
+                max_requests: int = 4, restarts: int = 4, max_states: int = 100_000,
+                time_limit: float = 10.0, write: str | Path | None = None) -> ClaimReport:
+    """Hill climb (``restarts`` seeded starts sharing ``trials`` evaluations) maximising
+    ``policy`` / restricted optimum; the worst instance is kept (module docstring)."""
+    rng = random.Random(seed)
+    evals = skipped = viol = 0
+    worst = worst_free = 1.0
+    worst_inst: Instance | None = None
+    per = max(1, trials // max(1, restarts))
+    while evals < trials:
+        cur = _random_het(rng, max_requests)
+        cur_r = 0.0
+        for _ in range(min(per, trials - evals)):
+            cand = cur if cur_r == 0.0 else _mutate(rng, *cur, max_requests)
+            inst = het_instance(*cand)
+            evals += 1
+            r = _ratios(inst, policy, max_states, time_limit)
+            if r is None:
+                skipped += 1
+                if cur_r == 0.0:  # the start itself was too large: draw another start
+                    cur = _random_het(rng, max_requests)
+                continue
+            worst_free = max(worst_free, r[1])
+            if r[0] > bound + _TOL:
+                viol += 1
+            if r[0] >= cur_r:
+                cur, cur_r = cand, r[0]
+            if r[0] > worst:
+                worst, worst_inst = r[0], inst
+    notes = [f"{policy} / optimum of the classical model (no evictions, chunking or pausing), "
+             f"hill climb over {evals} instances from {restarts} seeded starts: worst "
+             f"{worst:.6g} against the proven {bound:g}",
+             f"{policy} / optimum with evictions, chunking and pausing allowed (our semantics): "
+             f"worst {worst_free:.6g} (not a violation: the bound is about the classical model)"]
+    if viol:
+        notes.append(f"a ratio above {bound:g} is a bug in the policy or in the proof's model "
+                     "(the policy's admission test is ours where the paper's was not reachable)")
+    if skipped:
+        notes.append(f"{skipped} instances skipped: exhaustive search hit its state/time limit")
+    cx = None
+    if worst_inst is not None and (viol or write is not None):
+        from ..policies import simulate
+
+        opt = _paper_opt(worst_inst, max_states, time_limit)
+        assert opt is not None  # it was solved when it became the worst
+        pv = _total_latency(worst_inst, simulate(worst_inst, policy))
+        cx = {"instance": worst_inst.to_dict(),
+              "schedules": {policy: simulate(worst_inst, policy).to_dict(),
+                            "optimal_paper_model": opt[1].to_dict()},
+              "total_latency": {policy: pv, "optimal_paper_model": opt[0]},
+              "reason": f"worst {policy} / optimum found: {pv:g} / {opt[0]:g} = {pv / opt[0]:.6g} "
+                        f"(proven bound {bound:g})"}
+        if write is not None:
+            path = write_counterexample(cx, write, f"{policy}-worst")
+            notes.append(f"worst instance written to {path}")
+    details = {"paper_model": {"violations": viol, "worst_ratio": worst},
+               "unrestricted": {"worst_ratio": worst_free, "is_counterexample": False},
+               "bound": bound, "evaluations": evals, "skipped": skipped}
+    return ClaimReport(f"{policy}-ratio", evals - skipped, viol, worst,
+                       cx if viol else None, details, notes)
 
 
 # -- Apt-Serve ----------------------------------------------------------------------------
@@ -343,6 +590,10 @@ def check_claim(claim: str, trials: int, seed: int = 0, max_requests: int | None
                 write: str | Path | None = None) -> ClaimReport:
     if claim == "mcsf-optimal":
         return check_mcsf(trials, seed, max_requests or 4, write=write)
+    if claim == "amin-hsf-optimal":
+        return check_hsf(trials, seed, max_requests or 4, write=write)
+    if claim == "svf-ratio":
+        return check_ratio("svf", SVF_RATIO, trials, seed, max_requests or 4, write=write)
     if claim == "aptserve-2approx":
         return check_aptserve(trials, seed, max_requests or 6)
     raise ValueError(f"unknown claim {claim!r}; choose one of {', '.join(CLAIMS)}")

@@ -41,6 +41,7 @@ paper does not need.
 from __future__ import annotations
 
 import heapq
+from typing import Any
 
 import numpy as np
 
@@ -94,7 +95,7 @@ class MCSF(Policy):
         self.rank_of[self.idx_of_rank] = idx
         self.rank_list = self.rank_of.tolist()
         self.est = est
-        self.waiting: list[int] = []
+        self.waiting: list[Any] = []  # heap: ranks here, (estimate, arrival, index) in A_min
         self.running: list[int] = []  # admission order
         self.lone: int | None = None  # a prompt longer than C being chunked alone
 
@@ -106,7 +107,24 @@ class MCSF(Policy):
 
     def on_arrivals(self, idx: list[int]) -> None:
         for i in idx:
-            heapq.heappush(self.waiting, self.rank_list[i])
+            self._push(i)
+
+    # the waiting queue and the safety net's victim choice, overridable (A_min re-ranks)
+    def _push(self, i: int) -> None:
+        """Queue request ``i`` (an arrival or an evicted request)."""
+        heapq.heappush(self.waiting, self.rank_list[i])
+
+    def _head(self) -> int:
+        """The first waiting request in admission order (the queue is not empty)."""
+        return int(self.idx_of_rank[self.waiting[0]])
+
+    def _pop(self) -> None:
+        heapq.heappop(self.waiting)
+
+    def _victim_pos(self, run: np.ndarray) -> int:
+        """Position in ``run`` (admission order) of the next request the safety net evicts:
+        the most recently admitted."""
+        return run.size - 1
 
     def next_batch(self) -> Plan | None:
         v = self.view
@@ -122,10 +140,11 @@ class MCSF(Policy):
         if run.size:
             kv_after = int(self.view.fp(m[run] + c_run).sum())
             while kv_after > self.M and run.size:
-                victim = int(run[-1])
-                kv_after -= int(self.view.fp(m[victim] + c_run[-1]))
+                k = self._victim_pos(run)
+                victim = int(run[k])
+                kv_after -= int(self.view.fp(m[victim] + c_run[k]))
                 self.ev.append(victim)
-                run, c_run = run[:-1], c_run[:-1]
+                run, c_run = np.delete(run, k), np.delete(c_run, k)
             if self.ev:
                 self.running = run.tolist()
                 if self.lone in self.ev:
@@ -143,13 +162,13 @@ class MCSF(Policy):
             w = self.waiting
             evicted = set(self.ev)
             while w:
-                i = int(self.idx_of_rank[w[0]])
+                i = self._head()
                 if i in evicted:
                     break
                 Si = int(S[i])
                 if not req and Si > self.Pb:
                     # a prompt longer than min(C, P): chunk it, alone
-                    heapq.heappop(w)
+                    self._pop()
                     req.append(i)
                     tok.append(self.Pb)
                     self.lone = i
@@ -162,7 +181,7 @@ class MCSF(Policy):
                 nf = np.append(fin, fi)
                 if not profile_ok(nb, nf, self.M, self.b):
                     break
-                heapq.heappop(w)
+                self._pop()
                 base, fin = nb, nf
                 req.append(i)
                 tok.append(Si)
@@ -174,7 +193,7 @@ class MCSF(Policy):
     def on_batch_end(self, plan: Plan, finished: np.ndarray) -> None:
         fin = set(finished.tolist())
         for i in self.ev:
-            heapq.heappush(self.waiting, self.rank_list[i])
+            self._push(i)
         self.running = [i for i in self.plan_req if i not in fin]
         if self.lone is not None:
             i = self.lone
