@@ -1,0 +1,257 @@
+"""TTFT-first: prefill every request as soon as it arrives, evict as memory requires, finish
+later (issue 25, item 2; the schedule side of the mean-TTFT bound).
+
+Why: with recompute preemption (docs/semantics.md section 3) a request's first token needs
+only its prompt's prefill. A policy that admits arrivals only when memory is free (vLLM,
+SARATHI: "a waiting candidate never evicts", ``unified.py``) makes a new request wait for
+running decodes to finish; mean TTFT then carries the decode queue. Here a first prefill
+outranks every request that already has its first token: it evicts them (recompute) until
+its prompt fits. The ``srpt`` bound of ``formulations/bounds.md`` prices exactly this: each
+request's first token as its prefill work alone.
+
+What exactly is simulated (per batch, token budget ``C``, prefill budget ``P``, entry cap
+``max_batch_size``)
+---------------------------------------------------------------------------------------
+Memory is held by **reservations**: a request whose (re)fill has started reserves its whole
+``S`` (whole blocks) at its first chunk, so later chunks always fit; a decode grows its
+reservation to ``m + 1``. The sum of reservations stays ``<= M`` and every reservation is
+``>= m``, so the KV after every batch fits ``M`` (section 3 step 3; finishing requests count).
+
+1. **First prefills under way** (``g = 0``, ``m > 0``): their next chunk, ``min(S - m,
+   tokens left, prefill tokens left)``.
+2. **New first prefills** (``g = 0``, ``m = 0``), in ``first`` order (``arrival``: FCFS;
+   ``prompt``: shortest prompt first, ties by arrival): a chunk as in 1; if the prompt's
+   reservation does not fit, requests that have their first token are evicted (lowest
+   resident priority first, never one already in the batch) until it does; if it cannot fit
+   even then, no further first prefill starts this batch.
+3. **Requests with their first token that hold KV**, in resident priority order: a decode (one
+   token) or the next chunk of a refill. A decode that does not fit evicts the
+   lowest-priority resident not yet in the batch, or itself when it is the lowest (vLLM's
+   recompute preemption).
+4. **Refills** of evicted requests, in resident priority order, while their ``S`` fits the
+   free memory without evicting anyone (a refill never evicts; the first that does not fit
+   closes the refill queue for this batch, so a long refill is not starved).
+
+A request generates at most one token per batch, and a refill always makes progress (its
+completing chunk generates a token), so with a finite instance the run ends.
+
+**Resident priority** (``ttft-first``): arrival, earlier first; the victim is the latest
+arrival (vLLM's LIFO preemption); non-clairvoyant. ``ttft-first-sr`` (hypothetical): the
+fewest tokens left to generate (``O - g``) first, so the victim is the request with the most
+left (SRPT on the decode side, true output lengths).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from .registry import Param, register
+from .simulator import Plan, Policy, SimView
+
+_BIG = 1 << 62
+_FIRST_ORDERS = ("arrival", "prompt")
+
+
+class TTFTFirst(Policy):
+    """The TTFT-first policy; see the module docstring."""
+
+    def __init__(self, first: str = "prompt", P: int = 0):
+        if first not in _FIRST_ORDERS:
+            raise ValueError(f"first must be one of {', '.join(_FIRST_ORDERS)}, got {first!r}")
+        self.first = first
+        self.P = P
+
+    # -- keys (subclasses: the LNS's keyed decoder, optsched/lns.py) ------------------------
+    def first_key(self, view: SimView) -> np.ndarray:
+        """Order of new first prefills, smallest first (ties: arrival, then index)."""
+        return view.prompt.astype(np.float64) if self.first == "prompt" else view.arrival
+
+    def resident_key(self, idx: np.ndarray) -> np.ndarray:
+        """Priority of requests that have their first token, smallest first (the largest is
+        the first victim)."""
+        return self.view.arrival[idx]
+
+    # -- hooks --------------------------------------------------------------------------------
+    def bind(self, view: SimView) -> None:
+        super().bind(view)
+        lim = view.limits
+        self.M, self.C = lim.kv_capacity, lim.max_batch_tokens
+        cap = self.C if self.P <= 0 else min(self.P, self.C)
+        self.Pb = min(cap, lim.prefill_budget)
+        self.cap = lim.max_batch_size or _BIG
+        n = view.n
+        key = self.first_key(view)
+        order = np.lexsort((np.arange(n), view.arrival, key))
+        self.first_rank = np.empty(n, np.int64)
+        self.first_rank[order] = np.arange(n)
+        self.pending: list[tuple[int, int]] = []  # heap of (rank, i): never prefilled
+        self.prefilling: list[int] = []  # first prefill under way (g = 0, m > 0), in order
+        self.active: set[int] = set()  # first token generated, unfinished
+        self.res: dict[int, int] = {}  # reserved KV (whole blocks) of requests holding KV
+        self.used = 0
+
+    def on_arrivals(self, idx: list[int]) -> None:
+        for i in idx:
+            heapq.heappush(self.pending, (int(self.first_rank[i]), i))
+
+    def next_batch(self) -> Plan | None:
+        self._req: list[int] = []
+        self._tok: list[int] = []
+        self._ev: list[int] = []
+        self._left, self._pre = self.C, self.Pb
+        self._started: list[int] = []
+        act = np.fromiter(self.active, np.int64, len(self.active))
+        ranked = act[np.lexsort((act, self.resident_key(act)))].tolist() if act.size else []
+        self._victims = [i for i in ranked if self.view.m[i] > 0]  # the tail goes first
+        self._in_batch: set[int] = set()
+        self._continue_first()
+        self._new_first()
+        self._residents(ranked)
+        self._refills(ranked)
+        return Plan(self._req, self._tok, self._ev)
+
+    def _chunk(self, i: int) -> int:
+        """Tokens request ``i``'s (re)fill processes in this batch (0: none fit)."""
+        if len(self._req) >= self.cap:
+            return 0
+        v = self.view
+        return max(0, min(int(v.S[i] - v.m[i]), self._left, self._pre))
+
+    def _add(self, i: int, c: int, prefill: bool) -> None:
+        self._req.append(i)
+        self._tok.append(c)
+        self._in_batch.add(i)
+        self._left -= c
+        if prefill:
+            self._pre -= c
+
+    def _evict_one(self) -> bool:
+        """Evict the lowest-priority resident not in the batch; False if there is none."""
+        j = self._tail()
+        if j is not None:
+            self._victims.pop()
+            self._ev.append(j)
+            self.used -= self.res.pop(j)
+            return True
+        return False
+
+    def _continue_first(self) -> None:
+        for i in self.prefilling:
+            c = self._chunk(i)
+            if c:
+                self._add(i, c, True)
+
+    def _new_first(self) -> None:
+        fp = self.view.fp
+        while self.pending:
+            i = self.pending[0][1]
+            c = self._chunk(i)
+            if not c:
+                return
+            need = int(fp(int(self.view.S[i])))
+            while self.used + need > self.M and self._evict_one():
+                pass
+            if self.used + need > self.M:
+                return
+            heapq.heappop(self.pending)
+            self.res[i] = need
+            self.used += need
+            self._started.append(i)
+            self._add(i, c, True)
+
+    def _tail(self) -> int | None:
+        """The lowest-priority resident that may still be evicted (None: no one)."""
+        while self._victims and (self._victims[-1] in self._in_batch
+                                 or self._victims[-1] in self._ev):
+            self._victims.pop()
+        return self._victims[-1] if self._victims else None
+
+    def _residents(self, ranked: list[int]) -> None:
+        """Step 3 of the module docstring: requests holding KV, in resident priority order."""
+        v = self.view
+        for i in ranked:
+            m = int(v.m[i])
+            if m == 0 or i in self._ev or i in self._in_batch:
+                continue
+            if m < int(v.S[i]) - 1:  # a refill under way: its reservation covers the chunk
+                c = self._chunk(i)
+                if c:
+                    self._add(i, c, True)
+            else:
+                self._decode(i)
+
+    def _refills(self, ranked: list[int]) -> None:
+        """Step 4: evicted requests into free memory, in resident priority order."""
+        v = self.view
+        for i in ranked:
+            if v.m[i] > 0 or i in self._ev or i in self._in_batch:
+                continue
+            c = self._chunk(i)
+            need = int(v.fp(int(v.S[i])))
+            if not c or self.used + need > self.M:
+                return
+            self.res[i] = need
+            self.used += need
+            self._add(i, c, True)
+
+    def _decode(self, i: int) -> None:
+        v = self.view
+        if self._left < 1 or len(self._req) >= self.cap:
+            return
+        grow = int(v.fp(int(v.m[i]) + 1)) - self.res[i]
+        while grow > 0 and self.used + grow > self.M and self._tail() is not None:
+            self._evict_one()  # the tail may be i itself: a self-eviction
+            if i in self._ev:
+                return
+        if self.used + grow > self.M:
+            return
+        self.res[i] += max(grow, 0)
+        self.used += max(grow, 0)
+        self._add(i, 1, False)
+
+    def on_batch_end(self, plan: Plan, finished: np.ndarray) -> None:
+        v = self.view
+        self.prefilling = [i for i in self.prefilling + self._started if v.g[i] == 0]
+        for i in self._req:
+            if v.g[i] >= 1:
+                self.active.add(i)
+        for i in finished.tolist():
+            self.active.discard(i)
+            self.used -= self.res.pop(i, 0)
+
+
+class TTFTFirstSR(TTFTFirst):
+    """TTFT-first with shortest remaining output first among requests that have their first
+    token (true output lengths: hypothetical)."""
+
+    def resident_key(self, idx: np.ndarray) -> np.ndarray:
+        v = self.view
+        return (v.known_output[idx] - v.g[idx]).astype(np.float64)
+
+
+_PARAMS = (
+    Param("first", str, "prompt", "order of new first prefills: arrival (FCFS) or prompt "
+          "(shortest prompt first)", choices=_FIRST_ORDERS),
+    Param("P", int, 0, "max prefill tokens per batch (0 = C); capped by the instance's P",
+          lo=0),
+)
+_SOURCE = ("optsched issue 25 item 2 (prefill on arrival, evict as memory requires); recompute "
+           "preemption as vLLM (Kwon et al., section 4.5), first token priced by the srpt "
+           "bound, formulations/bounds.md")
+
+register(
+    "ttft-first",
+    "TTFT-first: every arrival's prompt is prefilled at once, evicting (recompute) requests "
+    "that already have their first token, latest arrival first; the rest decode FCFS",
+    _SOURCE, params=_PARAMS, factory=TTFTFirst,
+)
+register(
+    "ttft-first-sr",
+    "TTFT-first with shortest remaining output first among requests past their first token "
+    "(the one with the most left is evicted first; knows O)",
+    _SOURCE, hypothetical=True, params=_PARAMS, factory=TTFTFirstSR,
+)
+
+__all__ = ["TTFTFirst", "TTFTFirstSR"]
