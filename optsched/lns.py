@@ -47,9 +47,8 @@ import numpy as np
 from .errors import OptschedError
 from .evaluate import evaluate
 from .instance import Instance, Request
+from .lns_decode import decode
 from .oracles.exhaustive import SearchOptions, search_between
-from .policies.mcsf import MCSF
-from .policies.simulator import SimView, simulate_policy
 from .schedule import Batch, Schedule
 
 State = tuple[int, int]  # (g, m): generated tokens, cached tokens (semantics section 3)
@@ -105,12 +104,16 @@ class LNSResult:
     #: priority re-orderings decoded, and the key of the best one ("" if none was kept)
     priority_decodes: int = 0
     priority_key: str = ""
+    #: the neighbourhood that found the result: "start" (nothing better was found), "priority
+    #: key NAME (DECODER)", "block", "crowded batch", "key mix", "time window", "exact window"
+    method: str = "start"
 
     def to_dict(self) -> dict:
         return {"objective": self.objective, "start_objective": self.start_objective,
                 "objective_kind": self.objective_kind, "iterations": self.iterations,
                 "windows_solved": self.windows_solved, "improvements": self.improvements,
                 "priority_decodes": self.priority_decodes, "priority_key": self.priority_key,
+                "method": self.method,
                 "runtime": self.runtime, "seed": self.seed,
                 "improvement": self.start_objective - self.objective}
 
@@ -201,24 +204,11 @@ def _free_starts(s: Schedule) -> Schedule:
     return Schedule.from_batches([Batch(b.entries, b.evict, None) for b in s])
 
 
-class _KeyedMCSF(MCSF):
-    """MC-SF admitting waiting requests by a given key, smallest first, with the true output
-    lengths (a hindsight decoder: any feasible schedule is an upper bound on the optimum)."""
-
-    hypothetical = True
-
-    def __init__(self, key: np.ndarray):
-        super().__init__()
-        self._key = key
-
-    def priority(self, view: SimView, est: np.ndarray) -> np.ndarray:
-        return self._key
-
-
 def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
-    """The first priority keys tried: each request's fluid work under three sharing rules
-    (bounds.md B7; prefill work only for mean TTFT), its entry costs alone, and its output
-    length (plain MC-SF)."""
+    """The first priority keys tried (smallest first): remaining work -- each request's fluid
+    work under three sharing rules (bounds.md B7; prefill work only for mean TTFT) and its
+    entry costs alone --, its memory volume (KV held x batches, F3; the prompt's for mean
+    TTFT), MC-SF's rule (output length) and arrival (FCFS)."""
     from .bounds.floors import Floors
     from .bounds.srpt import job_works
 
@@ -228,13 +218,51 @@ def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
             "entry": f.prefill_entry_cost if kind == "mean-ttft" else f.entry_cost}
     for mix in ((0.0, 0.0, 1.0), (0.5, 0.0, 0.5)):
         keys[f"work{mix}"] = job_works(f, kind, mix)
+    keys["memory-volume"] = np.asarray(f.prefill_area if kind == "mean-ttft" else f.area,
+                                       dtype=np.float64)
     keys["output"] = inst.output.astype(np.float64)
-    return keys
+    keys["arrival"] = inst.arrival.astype(np.float64)
+    return {k: np.asarray(v, dtype=np.float64) for k, v in keys.items()}
 
 
-def priority_schedule(inst: Instance, key: np.ndarray) -> Schedule:
-    """The schedule MC-SF's admission rule builds when it ranks waiting requests by ``key``."""
-    return simulate_policy(inst, _KeyedMCSF(np.asarray(key, dtype=np.float64)))
+def priority_schedule(inst: Instance, key: np.ndarray, decoder: str = "mcsf") -> Schedule:
+    """The schedule the ``decoder`` (optsched/lns_decode.py) builds when it ranks requests by
+    ``key``."""
+    return decode(inst, decoder, key)
+
+
+def _ranks(key: np.ndarray) -> np.ndarray:
+    """``key`` as ranks in [0, 1) (a scale-free form to mix keys of different units)."""
+    r = np.empty(key.size)
+    r[np.argsort(key, kind="stable")] = np.arange(key.size)
+    return r / max(1, key.size)
+
+
+def _handover_points(inst: Instance, s: Schedule) -> np.ndarray:
+    """Batches ``j0`` where a decoder may take over (:mod:`optsched.lns_decode`): no request
+    is in the middle of a (re)fill before batch ``j0`` (MC-SF's decoder runs every resident
+    one token per batch)."""
+    I, O = inst.prompt.tolist(), inst.output.tolist()
+    g, m = [0] * inst.n, [0] * inst.n
+    partial: set[int] = set()  # (re)fill under way: 0 < m, and m < S - 1 or no token yet
+    ok = []
+    for j in range(s.n_batches):
+        if not partial and j > 0:
+            ok.append(j)
+        for r in s.evict_req[s.evict_ptr[j]:s.evict_ptr[j + 1]].tolist():
+            m[r] = 0
+            partial.discard(r)
+        a, b = s.batch_ptr[j], s.batch_ptr[j + 1]
+        for r, c in zip(s.entry_req[a:b].tolist(), s.entry_tokens[a:b].tolist()):
+            m[r] += c
+            if m[r] == I[r] + g[r]:
+                g[r] += 1
+                m[r] = 0 if g[r] == O[r] else m[r]
+            if 0 < m[r] and (g[r] == 0 or m[r] < I[r] + g[r] - 1):
+                partial.add(r)
+            else:
+                partial.discard(r)
+    return np.asarray(ok, np.int64)
 
 
 class _LNS:
@@ -245,6 +273,9 @@ class _LNS:
         self.deadline = self.t0 + opts.time_limit
         self._small: np.ndarray | None = None  # batches a window may start at (per schedule)
         self.solved, self.decodes, self.key_name = 0, 0, ""
+        #: the neighbourhood that found the best schedule so far ("start": none improved it)
+        self.method = "start"
+        self.order = np.argsort(inst.arrival, kind="stable")
         # a decode of the whole instance is not started unless this much time is left (the
         # measured time of the last decode replaces the guess after the first one)
         self.decode_seconds: float = 1e-3 * inst.n
@@ -296,17 +327,19 @@ class _LNS:
         cev = evaluate(self.inst, cand)
         return (cand, cev) if cev.feasible else None
 
-    def _decode(self, key: np.ndarray, best: float):
-        """Decode ``key`` if the time left allows one more decode; (schedule, evaluation) when
-        it is feasible and strictly better than ``best``, else None."""
+    def _decode(self, dec: str, key: np.ndarray, best: float, prefix: Schedule | None = None,
+                j0: int = 0):
+        """Decode ``key`` with decoder ``dec`` (after ``prefix``'s first ``j0`` batches) if the
+        time left allows one more decode; (schedule, evaluation) when it is feasible and
+        strictly better than ``best``, else None."""
         left = self.deadline - time.perf_counter()
         if left <= 0 or left < self.decode_seconds:
             return None
         t = time.perf_counter()
         try:
-            cand = _free_starts(priority_schedule(self.inst, key))
+            cand = _free_starts(decode(self.inst, dec, key, prefix, j0))
         except OptschedError as e:  # the decoder cannot run this instance: no such moves
-            self._log(f"priority decoder stopped: {e}")
+            self._log(f"priority decoder {dec} stopped: {e}")
             self.decode_seconds = math.inf
             return None
         self.decode_seconds = time.perf_counter() - t
@@ -316,43 +349,88 @@ class _LNS:
             return cand, cev
         return None
 
-    def _priority_phase(self, s: Schedule, ev, best: float, history, it: int, cap):
-        """Seed keys, then random block perturbations of the best key (module docstring)."""
+    def _decoders(self) -> tuple[str, ...]:
+        """TTFT-first's decoder evicts for arrivals: tried first for mean TTFT only."""
+        return ("ttft", "mcsf") if self.obj == "mean-ttft" else ("mcsf",)
+
+    def _move(self, s: Schedule, nprng, key: np.ndarray, seeds: dict[str, np.ndarray],
+              handover: np.ndarray, ev):
+        """One random neighbour of the best key: (method, key, prefix, j0) (module docstring).
+        ``block``: a block of consecutive arrivals re-weighted; ``crowded batch``: the
+        requests of one of the most crowded batches re-weighted; ``key mix``: a random convex
+        combination of the seed keys' ranks; ``time window``: the batches before a random
+        handover point kept, the requests touched in the next stretch of time re-weighted."""
         n = self.inst.n
+        kinds = ["block", "crowded batch", "key mix"] + (["time window"] if handover.size else [])
+        kind = kinds[int(nprng.integers(len(kinds)))]
+        key = key.copy()
+        if kind == "key mix":
+            w = nprng.dirichlet(np.ones(len(seeds)))
+            return kind, sum(wi * _ranks(k) for wi, k in zip(w, seeds.values())), None, 0
+        if kind == "block":
+            block = max(2, int(round(self.opts.priority_block * n)))
+            lo = int(nprng.integers(0, max(1, n - block + 1)))
+            idx = self.order[lo:lo + block]
+        elif kind == "crowded batch":
+            size = np.diff(s.batch_ptr)
+            top = np.flatnonzero(size >= np.quantile(size, 0.9))
+            j = int(top[nprng.integers(top.size)])
+            idx = s.entry_req[s.batch_ptr[j]:s.batch_ptr[j + 1]]
+        else:
+            j0 = int(handover[nprng.integers(handover.size)])
+            t0 = float(ev.batch_start[j0])
+            span = float(ev.batch_end[-1] - t0) * self.opts.priority_block
+            j1 = int(np.searchsorted(ev.batch_start, t0 + span, side="right"))
+            idx = np.unique(s.entry_req[s.batch_ptr[j0]:s.batch_ptr[max(j1, j0 + 1)]])
+            key[idx] *= np.exp(0.5 * nprng.standard_normal(idx.size))
+            return kind, key, s, j0
+        key[idx] *= np.exp(0.5 * nprng.standard_normal(len(idx)))
+        return kind, key, None, 0
+
+    def _priority_phase(self, s: Schedule, ev, best: float, history, it: int, cap):
+        """Seed keys with each decoder, then random moves around the best key (module
+        docstring)."""
         stop = self.t0 + self.opts.priority_share * self.opts.time_limit
         nprng = np.random.default_rng(self.rng.randrange(2**32))
+        self.order = np.argsort(self.inst.arrival, kind="stable")
+        seeds = seed_keys(self.inst, self.obj)
         best_key: np.ndarray | None = None
+        best_dec = self._decoders()[0]
         imp = 0
-        for name, key in seed_keys(self.inst, self.obj).items():
-            if time.perf_counter() >= stop or (cap is not None and it >= cap):
-                break
+
+        def more() -> bool:
+            return (time.perf_counter() < stop and (cap is None or it < cap)
+                    and math.isfinite(self.decode_seconds))
+
+        for dec in self._decoders():
+            for name, key in seeds.items():
+                if not more():
+                    break
+                it += 1
+                got = self._decode(dec, key, best)
+                if best_key is None:
+                    best_key = key
+                if got is not None:
+                    s, ev = got
+                    best, best_key, best_dec = ev.objective(self.obj), key, dec
+                    self.key_name, self.method = f"{name} ({dec})", f"priority key {name} ({dec})"
+                    imp += 1
+                    history.append((time.perf_counter() - self.t0, best))
+                    self._log(f"priority key {name} ({dec}): {best:.6g}")
+        handover = _handover_points(self.inst, s)
+        while best_key is not None and self.inst.n > 1 and more():
             it += 1
-            got = self._decode(key, best)
-            if best_key is None:
-                best_key = key
-            if got is not None:
-                s, ev = got
-                best, best_key, self.key_name = ev.objective(self.obj), key, name
-                imp += 1
-                history.append((time.perf_counter() - self.t0, best))
-                self._log(f"priority key {name}: {best:.6g}")
-        order = np.argsort(self.inst.arrival, kind="stable")
-        block = max(2, int(round(self.opts.priority_block * n)))
-        while (best_key is not None and n > 1 and time.perf_counter() < stop
-               and math.isfinite(self.decode_seconds) and (cap is None or it < cap)):
-            it += 1
-            lo = int(nprng.integers(0, max(1, n - block + 1)))
-            key = best_key.copy()
-            idx = order[lo:lo + block]
-            key[idx] *= np.exp(0.5 * nprng.standard_normal(idx.size))
-            got = self._decode(key, best)
-            if got is not None:
-                s, ev = got
-                best, best_key = ev.objective(self.obj), key
-                self.key_name = self.key_name.split(" ")[0] + " perturbed"
-                imp += 1
-                history.append((time.perf_counter() - self.t0, best))
-                self._log(f"iteration {it}: priority block at {lo} improved to {best:.6g}")
+            kind, key, prefix, j0 = self._move(s, nprng, best_key, seeds, handover, ev)
+            got = self._decode(best_dec, key, best, prefix, j0)
+            if got is None:
+                continue
+            s, ev = got
+            best, best_key, self.method = ev.objective(self.obj), key, kind
+            self.key_name = self.key_name.split(" ")[0] + " perturbed"
+            handover = _handover_points(self.inst, s)
+            imp += 1
+            history.append((time.perf_counter() - self.t0, best))
+            self._log(f"iteration {it}: {kind} improved to {best:.6g}")
         return s, ev, best, it, imp
 
     def run(self, schedule: Schedule) -> LNSResult:
@@ -377,6 +455,7 @@ class _LNS:
                 best = ev.objective(self.obj)
                 rep = _Replay(self.inst, s)
                 self._small = None
+                self.method = "exact window"
                 imp += 1
                 history.append((time.perf_counter() - self.t0, best))
                 self._log(f"iteration {it}: improved to {best:.6g} ({s.n_batches} batches)")
@@ -385,13 +464,13 @@ class _LNS:
                 self._log(f"{it} iterations, {self.solved} windows solved, {imp} improvements, "
                           f"objective {best:.6g}")
         if best > start_obj:  # freeing the starts can only help (R5); keep the original if not
-            s, best = schedule, start_obj
+            s, best, self.method = schedule, start_obj, "start"
         self._log(f"done: {it} iterations, {self.solved} windows solved, {self.decodes} "
                   f"priority decodes, {imp} improvements, objective {start_obj:.6g} -> "
                   f"{best:.6g}")
         return LNSResult(s, best, start_obj, self.obj, it, self.solved, imp,
                          time.perf_counter() - self.t0, self.opts.seed, history,
-                         self.decodes, self.key_name)
+                         self.decodes, self.key_name, self.method)
 
 
 def improve(instance: Instance, schedule: Schedule, objective: str = "makespan",

@@ -89,7 +89,7 @@ class TTFTFirst(Policy):
         self.pending: list[tuple[int, int]] = []  # heap of (rank, i): never prefilled
         self.prefilling: list[int] = []  # first prefill under way (g = 0, m > 0), in order
         self.active: set[int] = set()  # first token generated, unfinished
-        self.res: dict[int, int] = {}  # reserved KV (whole blocks) of requests holding KV
+        self.res = np.zeros(n, np.int64)  # reserved KV (whole blocks) of requests holding KV
         self.used = 0
 
     def on_arrivals(self, idx: list[int]) -> None:
@@ -103,13 +103,15 @@ class TTFTFirst(Policy):
         self._left, self._pre = self.C, self.Pb
         self._started: list[int] = []
         act = np.fromiter(self.active, np.int64, len(self.active))
-        ranked = act[np.lexsort((act, self.resident_key(act)))].tolist() if act.size else []
-        self._victims = [i for i in ranked if self.view.m[i] > 0]  # the tail goes first
+        ranked = act[np.lexsort((act, self.resident_key(act)))] if act.size else act
+        held = self.view.m[ranked] > 0
+        holding, evicted = ranked[held], ranked[~held].tolist()
+        self._victims = holding.tolist()  # the tail goes first
         self._in_batch: set[int] = set()
         self._continue_first()
         self._new_first()
-        self._residents(ranked)
-        self._refills(ranked)
+        self._residents(holding)
+        self._refills(evicted)
         return Plan(self._req, self._tok, self._ev)
 
     def _chunk(self, i: int) -> int:
@@ -133,7 +135,8 @@ class TTFTFirst(Policy):
         if j is not None:
             self._victims.pop()
             self._ev.append(j)
-            self.used -= self.res.pop(j)
+            self.used -= int(self.res[j])
+            self.res[j] = 0
             return True
         return False
 
@@ -168,13 +171,17 @@ class TTFTFirst(Policy):
             self._victims.pop()
         return self._victims[-1] if self._victims else None
 
-    def _residents(self, ranked: list[int]) -> None:
+    def _residents(self, holding: np.ndarray) -> None:
         """Step 3 of the module docstring: requests holding KV, in resident priority order."""
         v = self.view
-        for i in ranked:
-            m = int(v.m[i])
-            if m == 0 or i in self._ev or i in self._in_batch:
+        if self._ev:
+            holding = holding[~np.isin(holding, self._ev)]
+        if self._all_decode(holding):
+            return
+        for i in holding.tolist():
+            if i in self._ev:  # evicted by an earlier decode of this batch
                 continue
+            m = int(v.m[i])
             if m < int(v.S[i]) - 1:  # a refill under way: its reservation covers the chunk
                 c = self._chunk(i)
                 if c:
@@ -182,12 +189,33 @@ class TTFTFirst(Policy):
             else:
                 self._decode(i)
 
-    def _refills(self, ranked: list[int]) -> None:
+    def _all_decode(self, holding: np.ndarray) -> bool:
+        """Fast path of step 3: every holding request decodes and all of them fit (tokens,
+        entries, memory); False (nothing done) otherwise."""
+        v = self.view
+        k = holding.size
+        if not k or k > self._left or len(self._req) + k > self.cap:
+            return not k
+        m = v.m[holding]
+        if (m != v.S[holding] - 1).any():
+            return False
+        grow = np.maximum(v.fp(m + 1) - self.res[holding], 0)
+        total = int(grow.sum())
+        if self.used + total > self.M:
+            return False
+        self.res[holding] += grow
+        self.used += total
+        ids = holding.tolist()
+        self._req.extend(ids)
+        self._tok.extend([1] * k)
+        self._in_batch.update(ids)
+        self._left -= k
+        return True
+
+    def _refills(self, evicted: list[int]) -> None:
         """Step 4: evicted requests into free memory, in resident priority order."""
         v = self.view
-        for i in ranked:
-            if v.m[i] > 0 or i in self._ev or i in self._in_batch:
-                continue
+        for i in evicted:
             c = self._chunk(i)
             need = int(v.fp(int(v.S[i])))
             if not c or self.used + need > self.M:
@@ -200,7 +228,7 @@ class TTFTFirst(Policy):
         v = self.view
         if self._left < 1 or len(self._req) >= self.cap:
             return
-        grow = int(v.fp(int(v.m[i]) + 1)) - self.res[i]
+        grow = int(v.fp(int(v.m[i]) + 1)) - int(self.res[i])
         while grow > 0 and self.used + grow > self.M and self._tail() is not None:
             self._evict_one()  # the tail may be i itself: a self-eviction
             if i in self._ev:
@@ -219,7 +247,8 @@ class TTFTFirst(Policy):
                 self.active.add(i)
         for i in finished.tolist():
             self.active.discard(i)
-            self.used -= self.res.pop(i, 0)
+            self.used -= int(self.res[i])
+            self.res[i] = 0
 
 
 class TTFTFirstSR(TTFTFirst):
