@@ -71,8 +71,10 @@ class LNSOptions:
     #: stop after this many windows (with it, a run is reproducible whatever the machine's speed)
     max_iterations: int | None = None
     progress: bool = True
-    #: share of the time for priority re-ordering moves before the window phase (0: none)
-    priority_share: float = 0.5
+    #: share of the time for priority re-ordering moves before the window phase (0: none);
+    #: None: the share of the start schedule's batches too crowded for an exact window,
+    #: clipped to [0.5, 0.95] (at trace scale nearly every batch is)
+    priority_share: float | None = None
     #: a perturbation multiplies the keys of this share of the requests (a consecutive block)
     priority_block: float = 0.1
 
@@ -83,7 +85,7 @@ class LNSOptions:
             if getattr(self, name) < 1:
                 raise LNSError(f"lns: {name} must be >= 1, got {getattr(self, name)}")
         for name in ("priority_share", "priority_block"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
+            if getattr(self, name) is not None and not 0.0 <= getattr(self, name) <= 1.0:
                 raise LNSError(f"lns: {name} must be in [0, 1], got {getattr(self, name)}")
 
 
@@ -349,6 +351,14 @@ class _LNS:
             return cand, cev
         return None
 
+    def _priority_share(self, s: Schedule) -> float:
+        """The option, or by default the share of batches too crowded for a window."""
+        if self.opts.priority_share is not None:
+            return self.opts.priority_share
+        crowded = 1.0 - self._small_batches(s).size / max(1, s.n_batches)
+        self._small = None
+        return min(0.95, max(0.5, crowded))
+
     def _decoders(self) -> tuple[str, ...]:
         """TTFT-first's decoder evicts for arrivals: tried first for mean TTFT only."""
         return ("ttft", "mcsf") if self.obj == "mean-ttft" else ("mcsf",)
@@ -390,7 +400,7 @@ class _LNS:
     def _priority_phase(self, s: Schedule, ev, best: float, history, it: int, cap):
         """Seed keys with each decoder, then random moves around the best key (module
         docstring)."""
-        stop = self.t0 + self.opts.priority_share * self.opts.time_limit
+        stop = self.t0 + self.share * self.opts.time_limit
         nprng = np.random.default_rng(self.rng.randrange(2**32))
         self.order = np.argsort(self.inst.arrival, kind="stable")
         seeds = seed_keys(self.inst, self.obj)
@@ -441,7 +451,8 @@ class _LNS:
         it, self.solved, imp, last_log = 0, 0, 0, self.t0
         history = [(0.0, best)]
         cap = self.opts.max_iterations
-        if self.opts.priority_share > 0:
+        self.share = self._priority_share(s)
+        if self.share > 0:
             s, ev, best, it, imp = self._priority_phase(s, ev, best, history, it, cap)
         rep = _Replay(self.inst, s)
         if not self._small_batches(s).size:

@@ -74,6 +74,7 @@ def run(args) -> int:
     rows = [("from", origin), ("objective", args.objective),
             ("start", res.start_objective), ("improved", res.objective),
             ("iterations", res.iterations), ("windows solved", res.windows_solved),
-            ("improvements", res.improvements), ("runtime (s)", round(res.runtime, 3))]
+            ("improvements", res.improvements), ("method", res.method),
+            ("runtime (s)", round(res.runtime, 3))]
     print(table(["", "result"], rows))
     return EXIT_OK
