@@ -412,21 +412,25 @@ class _LNS:
             return (time.perf_counter() < stop and (cap is None or it < cap)
                     and math.isfinite(self.decode_seconds))
 
-        for dec in self._decoders():
-            for name, key in seeds.items():
-                if not more():
-                    break
-                it += 1
-                got = self._decode(dec, key, best)
-                if best_key is None:
-                    best_key = key
-                if got is not None:
-                    s, ev = got
-                    best, best_key, best_dec = ev.objective(self.obj), key, dec
-                    self.key_name, self.method = f"{name} ({dec})", f"priority key {name} ({dec})"
-                    imp += 1
-                    history.append((time.perf_counter() - self.t0, best))
-                    self._log(f"priority key {name} ({dec}): {best:.6g}")
+        # every seed key with the first decoder, then the best key with the others
+        tries = [(d, k) for d in self._decoders()[:1] for k in seeds] + [
+            (d, "") for d in self._decoders()[1:]]
+        for dec, name in tries:
+            if not more():
+                break
+            it += 1
+            name = name or self.key_name.split(" (")[0] or next(iter(seeds))
+            key = seeds[name]
+            got = self._decode(dec, key, best)
+            if best_key is None:
+                best_key = key
+            if got is not None:
+                s, ev = got
+                best, best_key, best_dec = ev.objective(self.obj), key, dec
+                self.key_name, self.method = f"{name} ({dec})", f"priority key {name} ({dec})"
+                imp += 1
+                history.append((time.perf_counter() - self.t0, best))
+                self._log(f"priority key {name} ({dec}): {best:.6g}")
         handover = _handover_points(self.inst, s)
         while best_key is not None and self.inst.n > 1 and more():
             it += 1
