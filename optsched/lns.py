@@ -47,7 +47,7 @@ import numpy as np
 from .errors import OptschedError
 from .evaluate import evaluate
 from .instance import Instance, Request
-from .lns_decode import decode
+from .lns_decode import decode, in_instance_order
 from .oracles.exhaustive import SearchOptions, search_between
 from .schedule import Batch, Schedule
 
@@ -192,18 +192,24 @@ def _windowed(r: Request, g_goal: int, t_prev: float) -> Request:
     return Request(r.id, max(0.0, r.arrival - t_prev), r.prompt, out)
 
 
-def _splice(s: Schedule, j0: int, j1: int, window: Schedule) -> Schedule:
-    """``s`` with batches ``[j0, j1)`` replaced by ``window``'s, every start left free."""
+def _splice(ids: tuple[str, ...], s: Schedule, j0: int, j1: int, window: Schedule
+            ) -> Schedule:
+    """``s`` with batches ``[j0, j1)`` replaced by ``window``'s, every start left free, listing
+    the requests in the instance's order ``ids``."""
     def free(b: Batch) -> Batch:
         return Batch(b.entries, b.evict, None)
     batches = [free(b) for b in s]
-    return Schedule.from_batches(batches[:j0] + [free(b) for b in window] + batches[j1:])
+    return _free_starts(Schedule.from_batches(batches[:j0] + [free(b) for b in window]
+                                              + batches[j1:]), ids)
 
 
-def _free_starts(s: Schedule) -> Schedule:
+def _free_starts(s: Schedule, ids: tuple[str, ...]) -> Schedule:
     """Semantics section 4: a batch without a stated start runs as early as possible; for a
-    fixed batch sequence this never delays any end (exhaustive.py, R5)."""
-    return Schedule.from_batches([Batch(b.entries, b.evict, None) for b in s])
+    fixed batch sequence this never delays any end (exhaustive.py, R5). The result lists the
+    requests in the instance's order ``ids``: a schedule's request index is a position in its
+    own ``ids`` (first use, for one built from batches), and the replay (:class:`_Replay`)
+    and the decoders read indices as instance positions."""
+    return in_instance_order(s, ids).without_starts()
 
 
 def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
@@ -325,7 +331,7 @@ class _LNS:
         if res.status != "optimal" or res.schedule is None:
             return None
         self.solved += 1
-        cand = _splice(s, j0, j1, res.schedule)
+        cand = _splice(self.inst.ids, s, j0, j1, res.schedule)
         cev = evaluate(self.inst, cand)
         return (cand, cev) if cev.feasible else None
 
@@ -339,8 +345,11 @@ class _LNS:
             return None
         t = time.perf_counter()
         try:
-            cand = _free_starts(decode(self.inst, dec, key, prefix, j0))
+            cand = _free_starts(decode(self.inst, dec, key, prefix, j0), self.inst.ids)
         except OptschedError as e:  # the decoder cannot run this instance: no such moves
+            if prefix is not None:  # only this resumed candidate is lost
+                self._log(f"time window from batch {j0}: {e}")
+                return None
             self._log(f"priority decoder {dec} stopped: {e}")
             self.decode_seconds = math.inf
             return None
@@ -448,7 +457,7 @@ class _LNS:
         return s, ev, best, it, imp
 
     def run(self, schedule: Schedule) -> LNSResult:
-        s = _free_starts(schedule)
+        s = _free_starts(schedule, self.inst.ids)
         ev = evaluate(self.inst, s)
         start_obj = evaluate(self.inst, schedule).objective(self.obj)
         best = ev.objective(self.obj)

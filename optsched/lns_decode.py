@@ -24,7 +24,7 @@ import numpy as np
 
 from .instance import Instance
 from .policies.mcsf import MCSF
-from .policies.simulator import EMPTY_PLAN, Plan, Policy, SimView, simulate_policy
+from .policies.simulator import Plan, Policy, SimView, simulate_policy
 from .policies.ttft_first import TTFTFirst
 from .schedule import Schedule
 
@@ -154,6 +154,19 @@ class Resume(Policy):
             self.inner.on_batch_end(plan, finished)
 
 
+def in_instance_order(s: Schedule, ids: tuple[str, ...]) -> Schedule:
+    """``s`` listing its requests in the order ``ids`` (the instance's): a schedule's request
+    index is a position in its own ``ids`` (first use, for one built from batches), while
+    the simulator and the decoders index requests by instance position."""
+    if s.ids == ids:
+        return s
+    pos = {r: k for k, r in enumerate(ids)}
+    perm = np.array([pos[r] for r in s.ids], dtype=np.int64)
+    return Schedule(ids, s.batch_ptr, perm[s.entry_req], s.entry_tokens, s.evict_ptr,
+                    perm[s.evict_req], s.start, s.swap_out_ptr, perm[s.swap_out_req],
+                    s.swap_out_tokens, s.swap_in_ptr, perm[s.swap_in_req], s.entry_hidden)
+
+
 def decode(inst: Instance, kind: str, key: np.ndarray, prefix: Schedule | None = None,
            j0: int = 0) -> Schedule:
     """The schedule the ``kind`` decoder builds from ``key`` (after ``prefix``'s first ``j0``
@@ -161,7 +174,8 @@ def decode(inst: Instance, kind: str, key: np.ndarray, prefix: Schedule | None =
     inner = decoder(kind, np.asarray(key, dtype=np.float64))
     if prefix is None or j0 <= 0:
         return simulate_policy(inst, inner)
-    return simulate_policy(inst, Resume(prefix, j0, inner))
+    return simulate_policy(inst, Resume(in_instance_order(prefix, inst.ids), j0, inner))
 
 
-__all__ = ["DECODERS", "KeyedMCSF", "KeyedTTFT", "Resume", "decode", "decoder", "EMPTY_PLAN"]
+__all__ = ["DECODERS", "KeyedMCSF", "KeyedTTFT", "Resume", "decode", "decoder",
+           "in_instance_order"]

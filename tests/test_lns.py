@@ -132,3 +132,18 @@ def test_priority_reordering_puts_the_small_job_first():
 def test_priority_options_are_checked():
     with pytest.raises(LNSError, match="priority_share"):
         LNSOptions(priority_share=1.5)
+
+
+@pytest.mark.parametrize("objective, best", [("makespan", 2), ("total-latency", 4)])
+def test_windows_are_solved_when_the_schedule_lists_requests_in_another_order(objective, best):
+    """Regression: a schedule's request index is its position in the schedule's own ``ids``
+    (first use), not the instance's. The start below runs c, b, a (ids ("c", "b", "a")); the
+    window replay read c's entry as a's, so no window matched the schedule's states and the
+    hand-worked improvement of ``_three_singletons`` (merge the two one-token prompts: makespan
+    2; latencies 1, 1, 2: total 4 with c last) was never found."""
+    inst, _ = _three_singletons()
+    sched = Schedule.from_batches([([("c", 2)], []), ([("b", 1)], []), ([("a", 1)], [])])
+    assert sched.ids == ("c", "b", "a")
+    res = improve(inst, sched, objective, LNSOptions(max_window=3, priority_share=0.0, **QUICK))
+    assert res.objective == best
+    assert evaluate(inst, res.schedule).objective(objective) == best
