@@ -60,30 +60,48 @@ def test_vllm_makes_the_same_arrival_wait():
 VICTIM = [("a", 0, 2, 6), ("b", 0, 2, 2), ("d", 1, 5, 1)]
 
 
-def test_latest_arrival_is_evicted_first():
-    i = inst(VICTIM, M=8)
-    got, _ = batches(i, simulate(i, "ttft-first"))
-    assert got == [
+@pytest.mark.parametrize("hybrid, want", [
+    (True, [
         E(("a", 2), ("b", 2)),                # a, b: 2/3/1; used 4
         # d needs 5 > 8 - 4: the lowest resident priority (arrival, ties by index) is b;
         # used 2 + 5 = 7, then a decodes (+1): 8; a: 3/4/2; d done
         E(("d", 5), ("a", 1), evict=["b"]),
         E(("a", 1), ("b", 3)),                # used 3 + 1, refill b: 4 + 3 <= 8; b done
         E(("a", 1)), E(("a", 1)), E(("a", 1)),  # a: g = 4, 5, 6 (done)
-    ]
-
-
-def test_shortest_remaining_variant_evicts_the_longest():
+    ]),
+    (False, [
+        E(("a", 2), ("b", 2)),
+        E(("d", 5), evict=["b"]),             # a batch with a first prefill holds nothing else
+        E(("a", 1), ("b", 3)),                # used 2 + 1, refill b: 3 + 3 <= 8; a: 3/4/2
+        E(("a", 1)), E(("a", 1)), E(("a", 1)), E(("a", 1)),  # a: g = 3 .. 6
+    ]),
+])
+def test_latest_arrival_is_evicted_first(hybrid, want):
     i = inst(VICTIM, M=8)
-    got, _ = batches(i, simulate(i, "ttft-first-sr"))
-    assert got == [
+    got, _ = batches(i, simulate(i, "ttft-first", hybrid=hybrid))
+    assert got == want
+
+
+@pytest.mark.parametrize("hybrid, want", [
+    (True, [
         E(("a", 2), ("b", 2)),
         # remaining output: a 6 - 1 = 5, b 2 - 1 = 1 -> a is the victim; used 2 + 5 = 7,
         # b decodes (+1) and finishes
         E(("d", 5), ("b", 1), evict=["a"]),
         E(("a", 3)),                          # refill a: 3/4/2
         E(("a", 1)), E(("a", 1)), E(("a", 1)), E(("a", 1)),  # a: g = 3 .. 6
-    ]
+    ]),
+    (False, [
+        E(("a", 2), ("b", 2)),
+        E(("d", 5), evict=["a"]),             # used 2 + 5 = 7; d done: 2
+        E(("b", 1), ("a", 3)),                # b decodes (3) and finishes; refill a: 3 + 3
+        E(("a", 1)), E(("a", 1)), E(("a", 1)), E(("a", 1)),  # a: g = 3 .. 6
+    ]),
+])
+def test_shortest_remaining_variant_evicts_the_longest(hybrid, want):
+    i = inst(VICTIM, M=8)
+    got, _ = batches(i, simulate(i, "ttft-first-sr", hybrid=hybrid))
+    assert got == want
     assert get_spec("ttft-first-sr").hypothetical and not get_spec("ttft-first").hypothetical
 
 
