@@ -16,16 +16,31 @@ re-solve it exactly with the exhaustive search
   possible" (semantics section 4), and the whole schedule is replayed by
   :func:`optsched.evaluate.evaluate`; it is kept only if feasible and strictly better.
 
-A second neighbourhood works at trace scale, where every batch is crowded: **priority
-re-ordering**. A schedule is decoded from a priority key by MC-SF's admission rule (keep the
-running requests, admit waiting ones smallest key first while KV stays <= M at every future
-completion, :mod:`optsched.policies.mcsf`, true output lengths); the first keys tried are
-each request's fluid work under the sharing rules of ``formulations/bounds.md`` B7 (the
-quantity the ``srpt``/``mbt`` bounds schedule), then random blocks of consecutive requests
-(arrival order) have their keys multiplied by random factors, so a set of requests inside
-crowded batches is freed and re-inserted by the decoder. Every decoded schedule is judged by
-:func:`optsched.evaluate.evaluate` and kept only if strictly better; the window phase then
-continues from the best schedule.
+A second family works at trace scale, where nearly every batch is crowded: **priority
+search**. A schedule is decoded from a priority key (one number per request, smallest first)
+by the simulator (:mod:`optsched.lns_decode`): MC-SF's admission rule (keep the running
+requests, admit waiting ones smallest key first while KV stays <= M at every future
+completion, true output lengths; never evicts) or, for mean TTFT first, TTFT-first (prefill
+every arrival at once in key order, evicting the largest key). The seed keys
+(:func:`seed_keys`) are remaining work (each request's fluid work under the sharing rules of
+``formulations/bounds.md`` B7, the quantity the ``srpt``/``mbt`` bounds schedule, and its
+entry costs alone), memory volume (F3), MC-SF's rule (output length) and arrival; each is
+decoded with the objective's first decoder, the best one with the other. Then random moves
+around the best key, each naming its ``method``:
+
+* ``block``: the keys of a block of consecutive arrivals multiplied by random factors;
+* ``crowded batch``: the same for the requests of one of the 10% most crowded batches of the
+  best schedule, freeing them to be re-inserted elsewhere;
+* ``key mix``: a random convex combination of the seed keys' ranks;
+* ``time window``: the best schedule's batches before a random handover point (no (re)fill
+  under way) are kept, the requests touched in the next stretch of time (``priority_block``
+  of the span) have their keys perturbed, and the decoder resumes from the replayed state --
+  so a schedule no key produced (a policy's, an exact window's) is improved locally.
+
+Every decoded schedule is judged by :func:`optsched.evaluate.evaluate` and kept only if
+strictly better; the window phase then continues from the best schedule. By default the
+priority search gets the share of the start schedule's batches too crowded for an exact
+window (at least half the time, at most 95%).
 
 The subproblem is exact for its own cost (the objective's path cost inside the window,
 ``optsched/oracles/exhaustive.py``), which for makespan is the window's duration; the
