@@ -93,6 +93,8 @@ def test_cli_improve_json(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert rc == 0 and doc["feasible"] and doc["start_objective"] == 3 and doc["objective"] == 2
     assert evaluate(inst, Schedule.load(out)).objective("makespan") == 2
+    # an improvement was found, so some neighbourhood (not the start) found it
+    assert doc["improvements"] >= 1 and doc["method"] != "start"
 
 
 def test_cli_improve_bad_from(capsys):
@@ -108,6 +110,23 @@ def test_compare_adds_an_lns_row(tmp_path):
     lns = [r for r in cmp.rows if r.kind == "lns"]
     assert len(lns) == 1 and lns[0].label == "lns (singletons)"
     assert lns[0].evaluation.feasible and lns[0].objective == 2  # the hand-worked optimum above
+    # the best row is the LNS's (makespan 2 < the start's 3), and says which method found it
+    assert cmp.best is lns[0] and lns[0].method.startswith("lns: ")
+    assert lns[0].method != "lns: start" and lns[0].to_dict()["method"] == lns[0].method
+    assert cmp.rows[0].method == "schedule file"
+
+
+def test_compare_report_names_the_best_method(tmp_path):
+    from optsched.compare import compare, write_report
+
+    inst, sched = _three_singletons()
+    cmp = compare(inst, schedules=[("singletons", sched)], time_limit=5)
+    write_report(tmp_path, cmp, gantt_charts=False)
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert doc["best"] == {"label": "singletons", "method": "schedule file", "objective": 3.0,
+                           "gap": doc["rows"][0]["gap"]}
+    assert [r["method"] for r in doc["rows"]] == ["schedule file"]
+    assert "best schedule: `singletons` (schedule file)" in (tmp_path / "report.md").read_text()
 
 
 def test_priority_reordering_puts_the_small_job_first():
