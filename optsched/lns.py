@@ -237,10 +237,9 @@ def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
 
     f = Floors.of(inst)
     kind = "mean-ttft" if objective == "mean-ttft" else "total-latency"
-    keys = {"work(1.0, 0.0, 0.0)": job_works(f, kind, (1.0, 0.0, 0.0)),
-            "entry": f.prefill_entry_cost if kind == "mean-ttft" else f.entry_cost}
-    for mix in ((0.0, 0.0, 1.0), (0.5, 0.0, 0.5)):
-        keys[f"work{mix}"] = job_works(f, kind, mix)
+    keys = {f"work{mix}": job_works(f, kind, mix)
+            for mix in ((1.0, 0.0, 0.0), (0.5, 0.0, 0.5), (0.0, 0.0, 1.0))}
+    keys["entry"] = f.prefill_entry_cost if kind == "mean-ttft" else f.entry_cost
     keys["memory-volume"] = np.asarray(f.prefill_area if kind == "mean-ttft" else f.area,
                                        dtype=np.float64)
     keys["output"] = inst.output.astype(np.float64)
@@ -432,9 +431,10 @@ class _LNS:
         best_dec = self._decoders()[0]
         imp = 0
 
-        def more() -> bool:
-            return (time.perf_counter() < stop and (cap is None or it < cap)
-                    and math.isfinite(self.decode_seconds))
+        def more() -> bool:  # time for one more decode (not a spin until the deadline)
+            now = time.perf_counter()
+            return (now < stop and (cap is None or it < cap)
+                    and now + self.decode_seconds <= self.deadline)
 
         # every seed key with the first decoder, then the best key with the others
         tries = [(d, k) for d in self._decoders()[:1] for k in seeds] + [
