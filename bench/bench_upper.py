@@ -95,7 +95,7 @@ def cell(inst: Instance, objective: str, runs: dict, lns_seconds: float, seed: i
     if lns_seconds > 0:
         start = {**old, **new}[b_all]["schedule"]
         res = improve(inst, start, objective,
-                      LNSOptions(time_limit=lns_seconds, seed=seed, progress=False))
+                      LNSOptions(time_limit=lns_seconds, seed=seed, progress=True))
         ev = evaluate(inst, res.schedule)
         assert ev.feasible and abs(ev.objective(objective) - res.objective) <= 1e-9 * res.objective
         assert res.objective <= {**old, **new}[b_all][objective]
@@ -118,6 +118,31 @@ def fmt_row(name: str, obj: str, c: dict) -> str:
             f"{100 * gap_b:.1f}% | {new} | {lns} | after gap {100 * gap_a:.1f}%")
 
 
+def summary(after: dict, before: dict | None) -> str:
+    """A Markdown table from this script's JSON (``--json``); ``before``: a run over every
+    registered policy (``--lns-seconds 0``), whose best policy is the "before" column when
+    ``after`` ran a subset."""
+    lines = ["| window | objective | bound (rung) | best registered policy (s) | gap before "
+             "| ttft-first (s) | ttft-first-sr (s) | improve 60 s [method] | gap after |",
+             "|---|---|---:|---|---:|---:|---:|---|---:|"]
+    for k, c in after.items():
+        name, obj = k.split("/")
+        b = (before or {}).get(k, c)
+        pols = {p: v for p, v in b["policies"].items() if v is not None and p not in NEW_POLICIES}
+        best = min(pols, key=pols.__getitem__)
+        bv = pols[best]
+        bs = c["policy_seconds"].get(best, b["policy_seconds"][best])
+        new = [c["new"].get(p) for p in NEW_POLICIES]
+        after_v = min([bv] + [v["value"] for v in new if v] + [c["lns"]["value"]])
+        cells = [f"{v['value']:.4g} ({v['seconds']:.0f})" if v else "-" for v in new]
+        lns = c["lns"]
+        lines.append(
+            f"| {name} | {obj} | {c['bound']:.4g} ({c['rung']}) | {best} {bv:.4g} ({bs:.0f}) | "
+            f"{100 * (bv - c['bound']) / bv:.1f}% | {cells[0]} | {cells[1]} | "
+            f"{lns['value']:.4g} [{lns['method']}] | {100 * (after_v - c['bound']) / after_v:.1f}% |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="1,2,3")
@@ -127,7 +152,15 @@ def main() -> None:
     ap.add_argument("--policies", default="", help="comma list (default: every registered one)")
     ap.add_argument("--skip-policies", default="")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--summary", default=None, metavar="JSON",
+                    help="only print the Markdown table of a finished run's JSON")
+    ap.add_argument("--before", default=None, metavar="JSON",
+                    help="with --summary: a run over every registered policy (the before column)")
     a = ap.parse_args()
+    if a.summary:
+        print(summary(json.loads(Path(a.summary).read_text()),
+                      json.loads(Path(a.before).read_text()) if a.before else None))
+        return
     names = ([p for p in a.policies.split(",") if p] or [p.name for p in list_policies()])
     names = [p for p in names if p not in a.skip_policies.split(",")]
     names += [p for p in NEW_POLICIES if p not in names]

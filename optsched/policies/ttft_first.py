@@ -34,7 +34,10 @@ reservation to ``m + 1``. The sum of reservations stays ``<= M`` and every reser
    recompute preemption).
 4. **Refills** of evicted requests, in resident priority order, while their ``S`` fits the
    free memory without evicting anyone (a refill never evicts; the first that does not fit
-   closes the refill queue for this batch, so a long refill is not starved).
+   closes the refill queue for this batch, so a long refill is not starved). A refill
+   processes at most ``refill_chunk`` tokens per batch (default 256), so an arrival never
+   waits long behind a refill batch (conversation window: mean TTFT 0.202 s uncapped, 0.177 s
+   at 256; code window: 9.45 s either way).
 
 A request generates at most one token per batch, and a refill always makes progress (its
 completing chunk generates a token), so with a finite instance the run ends.
@@ -61,12 +64,14 @@ _FIRST_ORDERS = ("arrival", "prompt")
 class TTFTFirst(Policy):
     """The TTFT-first policy; see the module docstring."""
 
-    def __init__(self, first: str = "prompt", P: int = 0, hybrid: bool = False):
+    def __init__(self, first: str = "prompt", P: int = 0, hybrid: bool = False,
+                 refill_chunk: int = 256):
         if first not in _FIRST_ORDERS:
             raise ValueError(f"first must be one of {', '.join(_FIRST_ORDERS)}, got {first!r}")
         self.first = first
         self.P = P
         self.hybrid = hybrid
+        self.refill_chunk = refill_chunk
 
     # -- keys (subclasses: the LNS's keyed decoder, optsched/lns.py) ------------------------
     def first_key(self, view: SimView) -> np.ndarray:
@@ -120,12 +125,16 @@ class TTFTFirst(Policy):
             self._refills(evicted)
         return Plan(self._req, self._tok, self._ev)
 
-    def _chunk(self, i: int) -> int:
-        """Tokens request ``i``'s (re)fill processes in this batch (0: none fit)."""
+    def _chunk(self, i: int, refill: bool = False) -> int:
+        """Tokens request ``i``'s (re)fill processes in this batch (0: none fit); a refill
+        takes at most ``refill_chunk`` (0: no cap)."""
         if len(self._req) >= self.cap:
             return 0
         v = self.view
-        return max(0, min(int(v.S[i] - v.m[i]), self._left, self._pre))
+        c = min(int(v.S[i] - v.m[i]), self._left, self._pre)
+        if refill and self.refill_chunk:
+            c = min(c, self.refill_chunk)
+        return max(0, c)
 
     def _add(self, i: int, c: int, prefill: bool) -> None:
         self._req.append(i)
@@ -189,7 +198,7 @@ class TTFTFirst(Policy):
                 continue
             m = int(v.m[i])
             if m < int(v.S[i]) - 1:  # a refill under way: its reservation covers the chunk
-                c = self._chunk(i)
+                c = self._chunk(i, refill=True)
                 if c:
                     self._add(i, c, True)
             else:
@@ -222,7 +231,7 @@ class TTFTFirst(Policy):
         """Step 4: evicted requests into free memory, in resident priority order."""
         v = self.view
         for i in evicted:
-            c = self._chunk(i)
+            c = self._chunk(i, refill=True)
             need = int(v.fp(int(v.S[i])))
             if not c or self.used + need > self.M:
                 return
@@ -273,6 +282,8 @@ _PARAMS = (
           lo=0),
     Param("hybrid", bool, False, "requests past their first token join a batch that has first "
           "prefills (False: such a batch holds first prefills only, so it is shorter)"),
+    Param("refill_chunk", int, 256, "most tokens of a refill per batch, 0 = no cap (a short "
+          "refill batch delays an arrival less)", lo=0),
 )
 _SOURCE = ("optsched issue 25 item 2 (prefill on arrival, evict as memory requires); recompute "
            "preemption as vLLM (Kwon et al., section 4.5), first token priced by the srpt "

@@ -47,6 +47,15 @@ def test_arrival_evicts_the_running_request():
     assert ev.metrics["evictions"] == 1
 
 
+def test_refill_is_chunked():
+    """As above with refill_chunk = 2: a's refill (S = 4, 4 reserved) runs 2 + 2 tokens, the
+    second chunk completes it (a: 4/5/2); then two decodes (used 5, then 6 <= M)."""
+    i = inst(EVICT, M=6)
+    got, _ = batches(i, simulate(i, "ttft-first", refill_chunk=2))
+    assert got == [E(("a", 3)), E(("b", 4), evict=["a"]), E(("a", 2)), E(("a", 2)),
+                   E(("a", 1)), E(("a", 1))]
+
+
 def test_vllm_makes_the_same_arrival_wait():
     """The comparison the policy exists for: vLLM never evicts for a waiting request, so b
     waits for a: a's batches end at 1, 2, 3, 4 (a: 3/4/1, 4/5/2, 5/6/3, 6/7/4 done), then b
