@@ -464,7 +464,7 @@ class _LNS:
                 continue
             s, ev = got
             best, best_key, self.method = ev.objective(self.obj), key, kind
-            self.key_name = self.key_name.split(" ")[0] + " perturbed"
+            self.key_name = self.key_name.removesuffix(" perturbed") + " perturbed"
             handover = _handover_points(self.inst, s)
             imp += 1
             history.append((time.perf_counter() - self.t0, best))
