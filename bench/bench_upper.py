@@ -16,6 +16,10 @@ Per window and objective (total latency, mean TTFT) it prints side by side:
 * the certified bound (``combinatorial``) and the gap ``(best - bound) / best`` before and
   after.
 
+``--summary AFTER.json [--before BEFORE.json]`` prints the Markdown table of a finished run
+(the README's); ``--ttft-parts`` splits ttft-first's mean TTFT into the wait before a
+request's first batch and the span to its first token, beside the ``request`` rung.
+
     PYTHONPATH=. .venv/bin/python bench/bench_upper.py [--seeds 1,2,3] [--traces conv,code]
         [--size 1200] [--lns-seconds 60] [--skip-policies ...] [--json out.json]
 
@@ -32,6 +36,8 @@ import sys
 import time
 import warnings
 from pathlib import Path
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -118,6 +124,34 @@ def fmt_row(name: str, obj: str, c: dict) -> str:
             f"{100 * gap_b:.1f}% | {new} | {lns} | after gap {100 * gap_a:.1f}%")
 
 
+def ttft_parts(inst: Instance, policy: str = "ttft-first") -> dict:
+    """Where ``policy``'s mean TTFT goes: the wait from arrival to the request's first
+    batch, and the span from there to the end of the batch that gives its first token
+    (its prefill, chunks and the batch's other entries), beside the ``request`` rung (each
+    prompt's prefill alone, ``formulations/bounds.md``) and the certified bound."""
+    s = simulate(inst, policy)
+    ev = evaluate(inst, s)
+    first, token = np.full(inst.n, -1), np.full(inst.n, -1)
+    g = np.zeros(inst.n, np.int64)
+    for j in range(s.n_batches):
+        a, b = s.batch_ptr[j], s.batch_ptr[j + 1]
+        for r, c in zip(s.entry_req[a:b].tolist(), s.entry_tokens[a:b].tolist()):
+            if first[r] < 0:
+                first[r] = j
+            if token[r] < 0:
+                g[r] += c
+                if g[r] >= inst.prompt[r]:
+                    token[r] = j
+    start, end = ev.batch_start, ev.batch_end
+    return {"mean_ttft": ev.objective("mean-ttft"),
+            "wait": float((start[first] - inst.arrival).mean()),
+            "own": float((end[token] - start[first]).mean()),
+            "request_rung": lower_bound(inst, "mean-ttft", "request").value,
+            "bound": lower_bound(inst, "mean-ttft", "combinatorial").value,
+            "busy_share": float((end - start).sum() / end[-1]),
+            "evictions": ev.metrics["evictions"]}
+
+
 def summary(after: dict, before: dict | None) -> str:
     """A Markdown table from this script's JSON (``--json``); ``before``: a run over every
     registered policy (``--lns-seconds 0``), whose best policy is the "before" column when
@@ -156,7 +190,17 @@ def main() -> None:
                     help="only print the Markdown table of a finished run's JSON")
     ap.add_argument("--before", default=None, metavar="JSON",
                     help="with --summary: a run over every registered policy (the before column)")
+    ap.add_argument("--ttft-parts", action="store_true",
+                    help="only print where ttft-first's mean TTFT goes on each window")
     a = ap.parse_args()
+    if a.ttft_parts:
+        for trace in a.traces.split(","):
+            for seed in (int(x) for x in a.seeds.split(",")):
+                inst = window(trace, seed, a.size)
+                p = ttft_parts(inst)
+                print(f"{inst.name}: " + ", ".join(f"{k} {v:.4g}" for k, v in p.items()),
+                      flush=True)
+        return
     if a.summary:
         print(summary(json.loads(Path(a.summary).read_text()),
                       json.loads(Path(a.before).read_text()) if a.before else None))
