@@ -20,7 +20,9 @@ SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
 
 
 def _batches(s: Schedule) -> list:
-    return [(list(b.entries), sorted(b.evict)) for b in s if b.entries or b.evict]
+    """Non-empty batches, entries sorted (the order of entries in a batch has no meaning,
+    semantics section 3; a resumed MC-SF lists its running requests by rank, not admission)."""
+    return [(sorted(b.entries), sorted(b.evict)) for b in s if b.entries or b.evict]
 
 
 @settings(max_examples=40, **SETTINGS)

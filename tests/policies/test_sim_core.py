@@ -178,7 +178,8 @@ def test_registry_entries_are_documented():
             assert f"{want}-ef" in names
     for s in specs:
         assert s.description and s.source
-        assert s.hypothetical == (s.name.endswith("-ef") or s.name in ("rank-o", "ecoserve-oracle"))
+        knows_o = ("rank-o", "ecoserve-oracle", "ttft-first-sr")
+        assert s.hypothetical == (s.name.endswith("-ef") or s.name in knows_o)
     for mod in ("unified", "mcsf", "alpha", "simulator", "ecoserve", "predictors"):
         doc = importlib.import_module(f"optsched.policies.{mod}").__doc__
         assert doc and len(doc) > 500
