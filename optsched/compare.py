@@ -57,6 +57,17 @@ class Row:
     def metric(self, key: str) -> Any:
         return None if self.evaluation is None else self.evaluation.metrics.get(key)
 
+    @property
+    def method(self) -> str:
+        """What produced this row's schedule: ``policy``, ``schedule file``, ``solver
+        (FORMULATION)`` or, for an ``lns`` row, ``lns: NEIGHBOURHOOD`` (the one that found
+        the result, :attr:`optsched.lns.LNSResult.method`)."""
+        if "method" in self.extra:
+            return str(self.extra["method"])
+        if self.kind == "optimum":
+            return f"solver ({self.extra.get('formulation', '?')})"
+        return {"schedule": "schedule file"}.get(self.kind, self.kind)
+
     def to_dict(self) -> dict[str, Any]:
         ev = self.evaluation
         return {
@@ -73,6 +84,7 @@ class Row:
             "runtime": _num(self.runtime),
             "message": self.message,
             **self.extra,
+            "method": self.method,
         }
 
 
@@ -96,6 +108,13 @@ class Comparison:
     reference_source: str | None = None
     #: what the comparison could not do within the time limit
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def best(self) -> Row | None:
+        """The feasible row with the smallest objective (first of equals), None if none."""
+        feas = [r for r in self.rows if r.evaluation is not None and r.evaluation.feasible
+                and r.objective is not None and math.isfinite(r.objective)]
+        return min(feas, key=_objective_of) if feas else None
 
     @property
     def all_feasible(self) -> bool:
@@ -341,8 +360,10 @@ def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float
                   LNSOptions(time_limit=seconds, seed=seed, progress=False))
     phase(f"large-neighbourhood search: {res.start_objective:.6g} -> {res.objective:.6g} "
           f"in {res.runtime:.1f} s")
-    return [evaluated_row(f"lns ({best.label})", "lns", instance, res.schedule, objective,
-                          res.runtime)]
+    row = evaluated_row(f"lns ({best.label})", "lns", instance, res.schedule, objective,
+                        res.runtime)
+    row.extra["method"] = f"lns: {res.method}"
+    return [row]
 
 
 def _optimum_within(instance: Instance, rows: list[Row], budget: Any, notes: list[str], *,
@@ -370,7 +391,8 @@ def _optimum_within(instance: Instance, rows: list[Row], budget: Any, notes: lis
 
 
 # -- the report ---------------------------------------------------------------------------
-HEADERS = ("policy", "status", "objective", "gap", "evictions", "mean TTFT", "mean TPOT", "runtime (s)")
+HEADERS = ("policy", "status", "objective", "gap", "evictions", "mean TTFT", "mean TPOT", "runtime (s)",
+           "method")
 
 
 def headers_in(unit: str, objective: str | None = None) -> list[str]:
@@ -387,7 +409,8 @@ def table_rows(rows: Sequence[Row]) -> list[list[Any]]:
     for r in rows:
         g = None if r.gap is None else f"{100 * r.gap:+.2f}%"
         out.append([r.label, r.status, r.objective, g, r.metric("evictions"), r.metric("mean_ttft"),
-                    r.metric("mean_tpot"), None if r.runtime is None else f"{r.runtime:.3g}"])
+                    r.metric("mean_tpot"), None if r.runtime is None else f"{r.runtime:.3g}",
+                    r.method])
     return out
 
 
@@ -426,6 +449,7 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
         "lower_bound": None if cmp.lower_bound is None else cmp.lower_bound.to_dict(),
         "notes": list(cmp.notes),
         "verdict": verdict,
+        "best": _best_dict(cmp),
         "solve": None if rep is None else rep.to_dict(include_schedule=False),
         "rows": [r.to_dict() for r in cmp.rows],
         "figures": {**{k: v for k, v in files.items() if k != "report"}, "gantt": gantts},
@@ -435,6 +459,13 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
     (out / "report.json").write_text(json.dumps(report, indent=1))
     files["json"] = "report.json"
     return files
+
+
+def _best_dict(cmp: Comparison) -> dict[str, Any] | None:
+    """Which row holds the best schedule and which method found it (report.json's ``best``)."""
+    b = cmp.best
+    return None if b is None else {"label": b.label, "method": b.method,
+                                   "objective": _num(b.objective), "gap": _num(b.gap)}
 
 
 #: seconds loading matplotlib is assumed to take when it is not loaded yet (0.5-1 s on a
@@ -569,6 +600,9 @@ def _markdown(cmp: Comparison, files: dict[str, str], gantts: dict[str, str],
     for n in cmp.notes:
         md.append(f"- {n}")
     md += ["", markdown_table(headers, table_rows(cmp.rows)), ""]
+    if cmp.best is not None:
+        md.append(f"- best schedule: `{cmp.best.label}` ({cmp.best.method}), "
+                  f"{cmp.objective} {fmt(cmp.best.objective)}")
     for r in cmp.rows:
         if r.message:
             md.append(f"- {r.label}: {r.message}")

@@ -16,16 +16,31 @@ re-solve it exactly with the exhaustive search
   possible" (semantics section 4), and the whole schedule is replayed by
   :func:`optsched.evaluate.evaluate`; it is kept only if feasible and strictly better.
 
-A second neighbourhood works at trace scale, where every batch is crowded: **priority
-re-ordering**. A schedule is decoded from a priority key by MC-SF's admission rule (keep the
-running requests, admit waiting ones smallest key first while KV stays <= M at every future
-completion, :mod:`optsched.policies.mcsf`, true output lengths); the first keys tried are
-each request's fluid work under the sharing rules of ``formulations/bounds.md`` B7 (the
-quantity the ``srpt``/``mbt`` bounds schedule), then random blocks of consecutive requests
-(arrival order) have their keys multiplied by random factors, so a set of requests inside
-crowded batches is freed and re-inserted by the decoder. Every decoded schedule is judged by
-:func:`optsched.evaluate.evaluate` and kept only if strictly better; the window phase then
-continues from the best schedule.
+A second family works at trace scale, where nearly every batch is crowded: **priority
+search**. A schedule is decoded from a priority key (one number per request, smallest first)
+by the simulator (:mod:`optsched.lns_decode`): MC-SF's admission rule (keep the running
+requests, admit waiting ones smallest key first while KV stays <= M at every future
+completion, true output lengths; never evicts) or, for mean TTFT first, TTFT-first (prefill
+every arrival at once in key order, evicting the largest key). The seed keys
+(:func:`seed_keys`) are remaining work (each request's fluid work under the sharing rules of
+``formulations/bounds.md`` B7, the quantity the ``srpt``/``mbt`` bounds schedule, and its
+entry costs alone), memory volume (F3), MC-SF's rule (output length) and arrival; each is
+decoded with the objective's first decoder, the best one with the other. Then random moves
+around the best key, each naming its ``method``:
+
+* ``block``: the keys of a block of consecutive arrivals multiplied by random factors;
+* ``crowded batch``: the same for the requests of one of the 10% most crowded batches of the
+  best schedule, freeing them to be re-inserted elsewhere;
+* ``key mix``: a random convex combination of the seed keys' ranks;
+* ``time window``: the best schedule's batches before a random handover point (no (re)fill
+  under way) are kept, the requests touched in the next stretch of time (``priority_block``
+  of the span) have their keys perturbed, and the decoder resumes from the replayed state --
+  so a schedule no key produced (a policy's, an exact window's) is improved locally.
+
+Every decoded schedule is judged by :func:`optsched.evaluate.evaluate` and kept only if
+strictly better; the window phase then continues from the best schedule. By default the
+priority search gets the share of the start schedule's batches too crowded for an exact
+window (at least half the time, at most 95%).
 
 The subproblem is exact for its own cost (the objective's path cost inside the window,
 ``optsched/oracles/exhaustive.py``), which for makespan is the window's duration; the
@@ -47,10 +62,9 @@ import numpy as np
 from .errors import OptschedError
 from .evaluate import evaluate
 from .instance import Instance, Request
+from .lns_decode import decode, in_instance_order
 from .oracles.exhaustive import SearchOptions, search_between
-from .policies.mcsf import MCSF
 from .policies.registry import SimulationTimeout
-from .policies.simulator import SimView, simulate_policy
 from .schedule import Batch, Schedule
 
 State = tuple[int, int]  # (g, m): generated tokens, cached tokens (semantics section 3)
@@ -73,8 +87,10 @@ class LNSOptions:
     #: stop after this many windows (with it, a run is reproducible whatever the machine's speed)
     max_iterations: int | None = None
     progress: bool = True
-    #: share of the time for priority re-ordering moves before the window phase (0: none)
-    priority_share: float = 0.5
+    #: share of the time for priority re-ordering moves before the window phase (0: none);
+    #: None: the share of the start schedule's batches too crowded for an exact window,
+    #: clipped to [0.5, 0.95] (at trace scale nearly every batch is)
+    priority_share: float | None = None
     #: a perturbation multiplies the keys of this share of the requests (a consecutive block)
     priority_block: float = 0.1
 
@@ -85,7 +101,7 @@ class LNSOptions:
             if getattr(self, name) < 1:
                 raise LNSError(f"lns: {name} must be >= 1, got {getattr(self, name)}")
         for name in ("priority_share", "priority_block"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
+            if getattr(self, name) is not None and not 0.0 <= getattr(self, name) <= 1.0:
                 raise LNSError(f"lns: {name} must be in [0, 1], got {getattr(self, name)}")
 
 
@@ -106,12 +122,16 @@ class LNSResult:
     #: priority re-orderings decoded, and the key of the best one ("" if none was kept)
     priority_decodes: int = 0
     priority_key: str = ""
+    #: the neighbourhood that found the result: "start" (nothing better was found), "priority
+    #: key NAME (DECODER)", "block", "crowded batch", "key mix", "time window", "exact window"
+    method: str = "start"
 
     def to_dict(self) -> dict:
         return {"objective": self.objective, "start_objective": self.start_objective,
                 "objective_kind": self.objective_kind, "iterations": self.iterations,
                 "windows_solved": self.windows_solved, "improvements": self.improvements,
                 "priority_decodes": self.priority_decodes, "priority_key": self.priority_key,
+                "method": self.method,
                 "runtime": self.runtime, "seed": self.seed,
                 "improvement": self.start_objective - self.objective}
 
@@ -188,56 +208,86 @@ def _windowed(r: Request, g_goal: int, t_prev: float) -> Request:
     return Request(r.id, max(0.0, r.arrival - t_prev), r.prompt, out)
 
 
-def _splice(s: Schedule, j0: int, j1: int, window: Schedule) -> Schedule:
-    """``s`` with batches ``[j0, j1)`` replaced by ``window``'s, every start left free."""
+def _splice(ids: tuple[str, ...], s: Schedule, j0: int, j1: int, window: Schedule
+            ) -> Schedule:
+    """``s`` with batches ``[j0, j1)`` replaced by ``window``'s, every start left free, listing
+    the requests in the instance's order ``ids``."""
     def free(b: Batch) -> Batch:
         return Batch(b.entries, b.evict, None)
     batches = [free(b) for b in s]
-    return Schedule.from_batches(batches[:j0] + [free(b) for b in window] + batches[j1:])
+    return _free_starts(Schedule.from_batches(batches[:j0] + [free(b) for b in window]
+                                              + batches[j1:]), ids)
 
 
-def _free_starts(s: Schedule) -> Schedule:
+def _free_starts(s: Schedule, ids: tuple[str, ...]) -> Schedule:
     """Semantics section 4: a batch without a stated start runs as early as possible; for a
-    fixed batch sequence this never delays any end (exhaustive.py, R5)."""
-    return Schedule.from_batches([Batch(b.entries, b.evict, None) for b in s])
-
-
-class _KeyedMCSF(MCSF):
-    """MC-SF admitting waiting requests by a given key, smallest first, with the true output
-    lengths (a hindsight decoder: any feasible schedule is an upper bound on the optimum)."""
-
-    hypothetical = True
-
-    def __init__(self, key: np.ndarray):
-        super().__init__()
-        self._key = key
-
-    def priority(self, view: SimView, est: np.ndarray) -> np.ndarray:
-        return self._key
+    fixed batch sequence this never delays any end (exhaustive.py, R5). The result lists the
+    requests in the instance's order ``ids``: a schedule's request index is a position in its
+    own ``ids`` (first use, for one built from batches), and the replay (:class:`_Replay`)
+    and the decoders read indices as instance positions."""
+    return in_instance_order(s, ids).without_starts()
 
 
 def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
-    """The first priority keys tried: each request's fluid work under three sharing rules
-    (bounds.md B7; prefill work only for mean TTFT), its entry costs alone, and its output
-    length (plain MC-SF)."""
+    """The first priority keys tried (smallest first): remaining work -- each request's fluid
+    work under three sharing rules (bounds.md B7; prefill work only for mean TTFT) and its
+    entry costs alone --, its memory volume (KV held x batches, F3; the prompt's for mean
+    TTFT), MC-SF's rule (output length) and arrival (FCFS)."""
     from .bounds.floors import Floors
     from .bounds.srpt import job_works
 
     f = Floors.of(inst)
     kind = "mean-ttft" if objective == "mean-ttft" else "total-latency"
-    keys = {"work(1.0, 0.0, 0.0)": job_works(f, kind, (1.0, 0.0, 0.0)),
-            "entry": f.prefill_entry_cost if kind == "mean-ttft" else f.entry_cost}
-    for mix in ((0.0, 0.0, 1.0), (0.5, 0.0, 0.5)):
-        keys[f"work{mix}"] = job_works(f, kind, mix)
+    keys = {f"work{mix}": job_works(f, kind, mix)
+            for mix in ((1.0, 0.0, 0.0), (0.5, 0.0, 0.5), (0.0, 0.0, 1.0))}
+    keys["entry"] = f.prefill_entry_cost if kind == "mean-ttft" else f.entry_cost
+    keys["memory-volume"] = np.asarray(f.prefill_area if kind == "mean-ttft" else f.area,
+                                       dtype=np.float64)
     keys["output"] = inst.output.astype(np.float64)
-    return keys
+    keys["arrival"] = inst.arrival.astype(np.float64)
+    return {k: np.asarray(v, dtype=np.float64) for k, v in keys.items()}
 
 
-def priority_schedule(inst: Instance, key: np.ndarray, deadline: float | None = None) -> Schedule:
-    """The schedule MC-SF's admission rule builds when it ranks waiting requests by ``key``
-    (stopped with ``SimulationTimeout`` past ``deadline``, a ``time.perf_counter()`` value)."""
-    return simulate_policy(inst, _KeyedMCSF(np.asarray(key, dtype=np.float64)),
-                           deadline=deadline)
+def priority_schedule(inst: Instance, key: np.ndarray, decoder: str = "mcsf",
+                      deadline: float | None = None) -> Schedule:
+    """The schedule the ``decoder`` (optsched/lns_decode.py) builds when it ranks requests by
+    ``key`` (stopped with ``SimulationTimeout`` past ``deadline``, a ``time.perf_counter()``
+    value)."""
+    return decode(inst, decoder, key, deadline=deadline)
+
+
+def _ranks(key: np.ndarray) -> np.ndarray:
+    """``key`` as ranks in [0, 1) (a scale-free form to mix keys of different units)."""
+    r = np.empty(key.size)
+    r[np.argsort(key, kind="stable")] = np.arange(key.size)
+    return r / max(1, key.size)
+
+
+def _handover_points(inst: Instance, s: Schedule) -> np.ndarray:
+    """Batches ``j0`` where a decoder may take over (:mod:`optsched.lns_decode`): no request
+    is in the middle of a (re)fill before batch ``j0`` (MC-SF's decoder runs every resident
+    one token per batch)."""
+    I, O = inst.prompt.tolist(), inst.output.tolist()
+    g, m = [0] * inst.n, [0] * inst.n
+    partial: set[int] = set()  # (re)fill under way: 0 < m, and m < S - 1 or no token yet
+    ok = []
+    for j in range(s.n_batches):
+        if not partial and j > 0:
+            ok.append(j)
+        for r in s.evict_req[s.evict_ptr[j]:s.evict_ptr[j + 1]].tolist():
+            m[r] = 0
+            partial.discard(r)
+        a, b = s.batch_ptr[j], s.batch_ptr[j + 1]
+        for r, c in zip(s.entry_req[a:b].tolist(), s.entry_tokens[a:b].tolist()):
+            m[r] += c
+            if m[r] == I[r] + g[r]:
+                g[r] += 1
+                m[r] = 0 if g[r] == O[r] else m[r]
+            if 0 < m[r] and (g[r] == 0 or m[r] < I[r] + g[r] - 1):
+                partial.add(r)
+            else:
+                partial.discard(r)
+    return np.asarray(ok, np.int64)
 
 
 class _LNS:
@@ -248,6 +298,9 @@ class _LNS:
         self.deadline = self.t0 + opts.time_limit
         self._small: np.ndarray | None = None  # batches a window may start at (per schedule)
         self.solved, self.decodes, self.key_name = 0, 0, ""
+        #: the neighbourhood that found the best schedule so far ("start": none improved it)
+        self.method = "start"
+        self.order = np.argsort(inst.arrival, kind="stable")
         # a decode of the whole instance is not started unless this much time is left (the
         # measured time of the last decode replaces the guess after the first one)
         self.decode_seconds: float = 1e-3 * inst.n
@@ -295,24 +348,30 @@ class _LNS:
         if res.status != "optimal" or res.schedule is None:
             return None
         self.solved += 1
-        cand = _splice(s, j0, j1, res.schedule)
+        cand = _splice(self.inst.ids, s, j0, j1, res.schedule)
         cev = evaluate(self.inst, cand)
         return (cand, cev) if cev.feasible else None
 
-    def _decode(self, key: np.ndarray, best: float):
-        """Decode ``key`` if the time left allows one more decode; (schedule, evaluation) when
-        it is feasible and strictly better than ``best``, else None."""
+    def _decode(self, dec: str, key: np.ndarray, best: float, prefix: Schedule | None = None,
+                j0: int = 0):
+        """Decode ``key`` with decoder ``dec`` (after ``prefix``'s first ``j0`` batches) if the
+        time left allows one more decode; (schedule, evaluation) when it is feasible and
+        strictly better than ``best``, else None."""
         left = self.deadline - time.perf_counter()
         if left <= 0 or left < self.decode_seconds:
             return None
         t = time.perf_counter()
         try:
-            cand = _free_starts(priority_schedule(self.inst, key, self.deadline))
+            cand = _free_starts(decode(self.inst, dec, key, prefix, j0, self.deadline),
+                                self.inst.ids)
         except SimulationTimeout:  # the time limit came first
             self.decode_seconds = math.inf
             return None
         except OptschedError as e:  # the decoder cannot run this instance: no such moves
-            self._log(f"priority decoder stopped: {e}")
+            if prefix is not None:  # only this resumed candidate is lost
+                self._log(f"time window from batch {j0}: {e}")
+                return None
+            self._log(f"priority decoder {dec} stopped: {e}")
             self.decode_seconds = math.inf
             return None
         self.decode_seconds = time.perf_counter() - t
@@ -322,54 +381,113 @@ class _LNS:
             return cand, cev
         return None
 
-    def _priority_phase(self, s: Schedule, ev, best: float, history, it: int, cap):
-        """Seed keys, then random block perturbations of the best key (module docstring)."""
+    def _priority_share(self, s: Schedule) -> float:
+        """The option, or by default the share of batches too crowded for a window."""
+        if self.opts.priority_share is not None:
+            return self.opts.priority_share
+        crowded = 1.0 - self._small_batches(s).size / max(1, s.n_batches)
+        self._small = None
+        return min(0.95, max(0.5, crowded))
+
+    def _decoders(self) -> tuple[str, ...]:
+        """TTFT-first's decoder evicts for arrivals: tried first for mean TTFT only."""
+        return ("ttft", "mcsf") if self.obj == "mean-ttft" else ("mcsf",)
+
+    def _move(self, s: Schedule, nprng, key: np.ndarray, seeds: dict[str, np.ndarray],
+              handover: np.ndarray, ev):
+        """One random neighbour of the best key: (method, key, prefix, j0) (module docstring).
+        ``block``: a block of consecutive arrivals re-weighted; ``crowded batch``: the
+        requests of one of the most crowded batches re-weighted; ``key mix``: a random convex
+        combination of the seed keys' ranks; ``time window``: the batches before a random
+        handover point kept, the requests touched in the next stretch of time re-weighted."""
         n = self.inst.n
-        stop = self.t0 + self.opts.priority_share * self.opts.time_limit
+        kinds = ["block", "crowded batch", "key mix"] + (["time window"] if handover.size else [])
+        kind = kinds[int(nprng.integers(len(kinds)))]
+        key = key.copy()
+        if kind == "key mix":
+            w = nprng.dirichlet(np.ones(len(seeds)))
+            return kind, sum(wi * _ranks(k) for wi, k in zip(w, seeds.values())), None, 0
+        if kind == "block":
+            block = max(2, int(round(self.opts.priority_block * n)))
+            lo = int(nprng.integers(0, max(1, n - block + 1)))
+            idx = self.order[lo:lo + block]
+        elif kind == "crowded batch":
+            size = np.diff(s.batch_ptr)
+            top = np.flatnonzero(size >= np.quantile(size, 0.9))
+            j = int(top[nprng.integers(top.size)])
+            idx = s.entry_req[s.batch_ptr[j]:s.batch_ptr[j + 1]]
+        else:
+            j0 = int(handover[nprng.integers(handover.size)])
+            t0 = float(ev.batch_start[j0])
+            span = float(ev.batch_end[-1] - t0) * self.opts.priority_block
+            j1 = int(np.searchsorted(ev.batch_start, t0 + span, side="right"))
+            idx = np.unique(s.entry_req[s.batch_ptr[j0]:s.batch_ptr[max(j1, j0 + 1)]])
+            key[idx] *= np.exp(0.5 * nprng.standard_normal(idx.size))
+            return kind, key, s, j0
+        key[idx] *= np.exp(0.5 * nprng.standard_normal(len(idx)))
+        return kind, key, None, 0
+
+    def _priority_phase(self, s: Schedule, ev, best: float, history, it: int, cap):
+        """Seed keys with each decoder, then random moves around the best key (module
+        docstring)."""
+        stop = self.t0 + self.share * self.opts.time_limit
         nprng = np.random.default_rng(self.rng.randrange(2**32))
+        self.order = np.argsort(self.inst.arrival, kind="stable")
+        seeds = seed_keys(self.inst, self.obj)
         best_key: np.ndarray | None = None
+        best_dec = self._decoders()[0]
         imp = 0
-        for name, key in seed_keys(self.inst, self.obj).items():
-            if time.perf_counter() >= stop or (cap is not None and it >= cap):
+
+        def more() -> bool:  # time for one more decode (not a spin until the deadline)
+            now = time.perf_counter()
+            return (now < stop and (cap is None or it < cap)
+                    and now + self.decode_seconds <= self.deadline)
+
+        # every seed key with the first decoder, then the best key with the others
+        tries = [(d, k) for d in self._decoders()[:1] for k in seeds] + [
+            (d, "") for d in self._decoders()[1:]]
+        for dec, name in tries:
+            if not more():
                 break
             it += 1
-            got = self._decode(key, best)
+            name = name or self.key_name.split(" (")[0] or next(iter(seeds))
+            key = seeds[name]
+            got = self._decode(dec, key, best)
             if best_key is None:
                 best_key = key
             if got is not None:
                 s, ev = got
-                best, best_key, self.key_name = ev.objective(self.obj), key, name
+                best, best_key, best_dec = ev.objective(self.obj), key, dec
+                self.key_name, self.method = f"{name} ({dec})", f"priority key {name} ({dec})"
                 imp += 1
                 history.append((time.perf_counter() - self.t0, best))
-                self._log(f"priority key {name}: {best:.6g}")
-        order = np.argsort(self.inst.arrival, kind="stable")
-        block = max(2, int(round(self.opts.priority_block * n)))
-        while (best_key is not None and n > 1 and time.perf_counter() < stop
-               and math.isfinite(self.decode_seconds) and (cap is None or it < cap)):
+                self._log(f"priority key {name} ({dec}): {best:.6g}")
+        handover = _handover_points(self.inst, s)
+        while best_key is not None and self.inst.n > 1 and more():
             it += 1
-            lo = int(nprng.integers(0, max(1, n - block + 1)))
-            key = best_key.copy()
-            idx = order[lo:lo + block]
-            key[idx] *= np.exp(0.5 * nprng.standard_normal(idx.size))
-            got = self._decode(key, best)
-            if got is not None:
-                s, ev = got
-                best, best_key = ev.objective(self.obj), key
-                self.key_name = self.key_name.split(" ")[0] + " perturbed"
-                imp += 1
-                history.append((time.perf_counter() - self.t0, best))
-                self._log(f"iteration {it}: priority block at {lo} improved to {best:.6g}")
+            kind, key, prefix, j0 = self._move(s, nprng, best_key, seeds, handover, ev)
+            got = self._decode(best_dec, key, best, prefix, j0)
+            if got is None:
+                continue
+            s, ev = got
+            best, best_key, self.method = ev.objective(self.obj), key, kind
+            self.key_name = self.key_name.removesuffix(" perturbed") + " perturbed"
+            handover = _handover_points(self.inst, s)
+            imp += 1
+            history.append((time.perf_counter() - self.t0, best))
+            self._log(f"iteration {it}: {kind} improved to {best:.6g}")
         return s, ev, best, it, imp
 
     def run(self, schedule: Schedule) -> LNSResult:
-        s = _free_starts(schedule)
+        s = _free_starts(schedule, self.inst.ids)
         ev = evaluate(self.inst, s)
         start_obj = evaluate(self.inst, schedule).objective(self.obj)
         best = ev.objective(self.obj)
         it, self.solved, imp, last_log = 0, 0, 0, self.t0
         history = [(0.0, best)]
         cap = self.opts.max_iterations
-        if self.opts.priority_share > 0:
+        self.share = self._priority_share(s)
+        if self.share > 0:
             s, ev, best, it, imp = self._priority_phase(s, ev, best, history, it, cap)
         rep = _Replay(self.inst, s)
         if not self._small_batches(s).size:
@@ -383,6 +501,7 @@ class _LNS:
                 best = ev.objective(self.obj)
                 rep = _Replay(self.inst, s)
                 self._small = None
+                self.method = "exact window"
                 imp += 1
                 history.append((time.perf_counter() - self.t0, best))
                 self._log(f"iteration {it}: improved to {best:.6g} ({s.n_batches} batches)")
@@ -391,13 +510,13 @@ class _LNS:
                 self._log(f"{it} iterations, {self.solved} windows solved, {imp} improvements, "
                           f"objective {best:.6g}")
         if best > start_obj:  # freeing the starts can only help (R5); keep the original if not
-            s, best = schedule, start_obj
+            s, best, self.method = schedule, start_obj, "start"
         self._log(f"done: {it} iterations, {self.solved} windows solved, {self.decodes} "
                   f"priority decodes, {imp} improvements, objective {start_obj:.6g} -> "
                   f"{best:.6g}")
         return LNSResult(s, best, start_obj, self.obj, it, self.solved, imp,
                          time.perf_counter() - self.t0, self.opts.seed, history,
-                         self.decodes, self.key_name)
+                         self.decodes, self.key_name, self.method)
 
 
 def improve(instance: Instance, schedule: Schedule, objective: str = "makespan",

@@ -93,6 +93,8 @@ def test_cli_improve_json(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert rc == 0 and doc["feasible"] and doc["start_objective"] == 3 and doc["objective"] == 2
     assert evaluate(inst, Schedule.load(out)).objective("makespan") == 2
+    # an improvement was found, so some neighbourhood (not the start) found it
+    assert doc["improvements"] >= 1 and doc["method"] != "start"
 
 
 def test_cli_improve_bad_from(capsys):
@@ -108,6 +110,23 @@ def test_compare_adds_an_lns_row(tmp_path):
     lns = [r for r in cmp.rows if r.kind == "lns"]
     assert len(lns) == 1 and lns[0].label == "lns (singletons)"
     assert lns[0].evaluation.feasible and lns[0].objective == 2  # the hand-worked optimum above
+    # the best row is the LNS's (makespan 2 < the start's 3), and says which method found it
+    assert cmp.best is lns[0] and lns[0].method.startswith("lns: ")
+    assert lns[0].method != "lns: start" and lns[0].to_dict()["method"] == lns[0].method
+    assert cmp.rows[0].method == "schedule file"
+
+
+def test_compare_report_names_the_best_method(tmp_path):
+    from optsched.compare import compare, write_report
+
+    inst, sched = _three_singletons()
+    cmp = compare(inst, schedules=[("singletons", sched)], time_limit=5)
+    write_report(tmp_path, cmp, gantt_charts=False)
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert doc["best"] == {"label": "singletons", "method": "schedule file", "objective": 3.0,
+                           "gap": doc["rows"][0]["gap"]}
+    assert [r["method"] for r in doc["rows"]] == ["schedule file"]
+    assert "best schedule: `singletons` (schedule file)" in (tmp_path / "report.md").read_text()
 
 
 def test_priority_reordering_puts_the_small_job_first():
@@ -132,3 +151,18 @@ def test_priority_reordering_puts_the_small_job_first():
 def test_priority_options_are_checked():
     with pytest.raises(LNSError, match="priority_share"):
         LNSOptions(priority_share=1.5)
+
+
+@pytest.mark.parametrize("objective, best", [("makespan", 2), ("total-latency", 4)])
+def test_windows_are_solved_when_the_schedule_lists_requests_in_another_order(objective, best):
+    """Regression: a schedule's request index is its position in the schedule's own ``ids``
+    (first use), not the instance's. The start below runs c, b, a (ids ("c", "b", "a")); the
+    window replay read c's entry as a's, so no window matched the schedule's states and the
+    hand-worked improvement of ``_three_singletons`` (merge the two one-token prompts: makespan
+    2; latencies 1, 1, 2: total 4 with c last) was never found."""
+    inst, _ = _three_singletons()
+    sched = Schedule.from_batches([([("c", 2)], []), ([("b", 1)], []), ([("a", 1)], [])])
+    assert sched.ids == ("c", "b", "a")
+    res = improve(inst, sched, objective, LNSOptions(max_window=3, priority_share=0.0, **QUICK))
+    assert res.objective == best
+    assert evaluate(inst, res.schedule).objective(objective) == best

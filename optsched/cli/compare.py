@@ -92,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
     headers = headers_in(unit(inst))
     headers[3] = {"optimum": "gap to optimum", "bound": "gap to bound", None: "gap"}[cmp.reference_kind]
     print(table(headers, table_rows(cmp.rows)))
+    if cmp.best is not None:
+        print(f"best: {cmp.best.label} ({cmp.best.method}), {args.objective} "
+              f"{cmp.best.objective:.6g}")
     if cmp.reference_kind == "bound":
         print(f"note: the optimum is not proven; gaps are to the {cmp.reference_source} "
               f"{cmp.reference:.6g}")

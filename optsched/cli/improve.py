@@ -17,10 +17,12 @@ def register(sub) -> None:
     p = sub.add_parser(
         "improve",
         help="improve a schedule by large-neighbourhood search (any size)",
-        description="Start from a policy's schedule (or a schedule file), repeatedly re-solve "
-        "a window of consecutive batches exactly while the rest stays fixed, and keep every "
-        "improvement the evaluator confirms (optsched/lns.py). The result is feasible and never "
-        "worse than the start. Exit 0: done; 2: bad input.",
+        description="Start from a policy's schedule (or a schedule file), search priority "
+        "orders decoded by the simulator (seed keys, crowded batches, key mixes, time windows "
+        "after a kept prefix), then repeatedly re-solve a window of consecutive batches exactly "
+        "while the rest stays fixed, and keep every improvement the evaluator confirms "
+        "(optsched/lns.py). The result is feasible and never worse than the start; 'method' "
+        "says which neighbourhood found it. Exit 0: done; 2: bad input.",
     )
     p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
     p.add_argument("--from", dest="start", required=True, metavar="POLICY|SCHEDULE",
@@ -91,6 +93,7 @@ def run(args) -> int:
     rows = [("from", origin), ("objective", args.objective),
             ("start", res.start_objective), ("improved", res.objective),
             ("iterations", res.iterations), ("windows solved", res.windows_solved),
-            ("improvements", res.improvements), ("runtime (s)", round(res.runtime, 3))]
+            ("improvements", res.improvements), ("method", res.method),
+            ("runtime (s)", round(res.runtime, 3))]
     print(table(["", "result"], rows))
     return EXIT_OK

@@ -179,8 +179,8 @@ def test_registry_entries_are_documented():
     for s in specs:
         assert s.description and s.source
         # amin makes its interval predictions from the true lengths (optsched/policies/amin.py)
-        assert s.hypothetical == (s.name.endswith("-ef")
-                                  or s.name in ("rank-o", "ecoserve-oracle", "amin"))
+        knows_o = ("rank-o", "ecoserve-oracle", "ttft-first-sr", "amin")
+        assert s.hypothetical == (s.name.endswith("-ef") or s.name in knows_o)
     for mod in ("unified", "mcsf", "alpha", "simulator", "ecoserve", "predictors"):
         doc = importlib.import_module(f"optsched.policies.{mod}").__doc__
         assert doc and len(doc) > 500
