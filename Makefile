@@ -49,14 +49,18 @@ uv: $(UV)
 demo: $(STAMP)
 	$(BIN)/optsched demo
 
-# optsched's own bytecode too (PYTHONDONTWRITEBYTECODE stops the interpreter writing it)
+# optsched's own bytecode too (PYTHONDONTWRITEBYTECODE stops the interpreter writing it), and
+# the numba kernels compiled into their on-disk cache once (tens of CPU seconds on a fresh
+# clone), so that no test with a short --time-limit pays for the compilation
 test: $(STAMP)
 	$(BIN)/python -m compileall -q optsched > /dev/null
+	$(BIN)/python -m optsched.warm
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # pytest exits 5 when it collects nothing: no slow test is not a failure
 test-slow: $(STAMP)
 	$(BIN)/python -m compileall -q optsched > /dev/null
+	$(BIN)/python -m optsched.warm
 	$(BIN)/python -m pytest $(PYTEST_ARGS) -m slow || [ $$? -eq 5 ]
 
 lint: $(STAMP)

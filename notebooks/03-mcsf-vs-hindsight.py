@@ -61,6 +61,17 @@ print("proven optimal:", sum(r["rep"].status == "optimal" for r in runs), "of", 
 
 
 # %%
+def ratio_range(r):
+    """MC-SF / IP as proven: exact when optimal, else from the incumbent to the bound (none
+    when the solver stopped without a dual bound, as a run cut by its time budget may)."""
+    if r["ratio_lo"] is None:
+        return "no IP solution"
+    if r["rep"].status == "optimal":
+        return f"{r['ratio_lo']:.4f}"
+    hi = "no bound" if r["ratio_hi"] is None else f"{r['ratio_hi']:.4f}"
+    return f"{r['ratio_lo']:.4f} .. {hi}"
+
+
 def summary(mode):
     rs = [r for r in runs if r["mode"] == mode]
     proven = [r for r in rs if r["rep"].status == "optimal"]
@@ -79,7 +90,7 @@ display(Markdown(md_table(["setting", "instances", "IP proven optimal", "mean ra
 display(Markdown(md_table(
     ["setting", "seed", "M", "MC-SF total latency", "hindsight IP", "ratio"],
     [[r["mode"], r["seed"], r["inst"].limits.kv_capacity, f"{r['mcsf']:g}", describe(r["rep"]),
-      f"{r['ratio_lo']:.4f}" + ("" if r["rep"].status == "optimal" else f" .. {r['ratio_hi']:.4f}")]
+      ratio_range(r)]
      for r in runs])))
 
 # %%

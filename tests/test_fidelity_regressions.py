@@ -330,3 +330,19 @@ def test_tpot_attainment_per_token_and_be_throughput_while_rt_requests_are_serve
     m = hybrid_metrics(inst, ev, s)
     assert m["rt_tpot_attainment"] == 1.0 and m["rt_tpot_token_attainment"] == 2 / 3
     assert m["be_throughput"] == 2 / 8 and m["be_throughput_coserving"] == 1 / 6
+
+
+def test_ecoserve_runs_a_lone_prompt_above_its_admission_cap():
+    # regression (found by the every-variant property test after the admission fix): with
+    # M = 9 and reserve 0.2 the cap is 9 - int(1.8) = 8, so a 9-token prompt never fit below
+    # it and the engine stalled at t = 0 with nothing running. Alone in the system it must
+    # run: one batch of 9 prompt tokens (C = 9) that generates its only token.
+    from optsched.evaluate import evaluate
+    from optsched.instance import Instance, Limits, Request
+    from optsched.policies import simulate
+
+    inst = Instance("lone", Limits(kv_capacity=9, max_batch_tokens=9),
+                    requests=(Request("q0", 0.0, 9, 1),))
+    for name in ("ecoserve", "ecoserve-d"):
+        ev = evaluate(inst, simulate(inst, name, reserve=0.2))
+        assert ev.feasible and ev.metrics["makespan"] == 1.0

@@ -626,7 +626,10 @@ class EcoServe(Policy):
                 heapq.heappop(h)
                 continue
             R = self._fp(int(v.S[i]))
-            if self.n_gt_wait or R > self.pt_cap - self.used:
+            # a prompt above the cap still runs when nothing else holds KV: the cap keeps
+            # headroom for others, and with none in the system it would only stall the engine
+            alone = self.used == 0 and R <= self.M
+            if self.n_gt_wait or (R > self.pt_cap - self.used and not alone):
                 break  # admission rule (module docstring): below the cap, no GT waiting
             heapq.heappop(h)
             self.used += R
