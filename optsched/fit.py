@@ -164,11 +164,16 @@ def _group(name, terms, A, y, nonneg, weighting) -> tuple[np.ndarray, GroupFit]:
 # -- reading ------------------------------------------------------------------------------
 def _read_csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
     try:
-        fh = open(path, newline="")
+        fh = open(path, newline="", encoding="utf-8")
     except OSError as e:
         raise InputFileError(f"{path}: cannot read profiling file: {e.strerror or e}") from None
     with fh:
-        lines = [(k + 1, ln) for k, ln in enumerate(fh.read().splitlines())]
+        try:
+            text = fh.read()
+        except UnicodeDecodeError as e:
+            raise InputFileError(f"{path}: not UTF-8 text (byte {e.start}); a profiling file "
+                                 "is a CSV") from None
+    lines = [(k + 1, ln) for k, ln in enumerate(text.splitlines())]
     body = [(k, ln) for k, ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
     if not body:
         raise InputFileError(f"{path}: empty profiling file")

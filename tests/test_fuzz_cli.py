@@ -233,3 +233,184 @@ def test_bad_schedule_corpus(tmp_path, capsys, raw):
         rc, out, err = run(capsys, argv)
         check(rc, out, err, argv)
         assert rc == 2 and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+# -- sweep, check-claim, fit and demo --------------------------------------------------------
+SPEC = """[sweep]
+name = "fz"
+trials = 1
+objective = "total-latency"
+
+[[instances]]
+generator = "online-paper"
+n = 3
+arrival = "offline"
+
+[[methods]]
+policy = "fcfs"
+
+[[methods]]
+bound = "best"
+time_limit = 1
+"""
+#: replacement values for a TOML value: wrong types, out of range, non-finite, not TOML
+TOML_VALUES = ["-1", "0", "1.5", "1e400", "nan", "inf", "-inf", '"x"', '""', "[]", "{}",
+               "true", "[1, 2]", '"\\ud800"', "9999999999999999999999", "@"]
+
+
+def mutate_toml(rng: random.Random) -> str:
+    """One mutation of :data:`SPEC`: a value replaced, a line deleted or duplicated, a key
+    renamed, a header broken, or the text cut, emptied or given a stray character."""
+    lines = SPEC.splitlines()
+    assigns = [i for i, ln in enumerate(lines) if " = " in ln]
+    kind = rng.randrange(7)
+    if kind <= 2:
+        i = rng.choice(assigns)
+        lines[i] = lines[i].split(" = ")[0] + " = " + rng.choice(TOML_VALUES)
+    elif kind == 3:
+        del lines[rng.randrange(len(lines))]
+    elif kind == 4:
+        i = rng.randrange(len(lines))
+        lines.insert(i, lines[i])
+    elif kind == 5:
+        i = rng.choice(assigns)
+        lines[i] = "unexpected" + lines[i][lines[i].index(" = "):]
+    else:
+        return _mutate_bytes(SPEC, rng)
+    return "\n".join(lines) + "\n"
+
+
+def test_fuzz_sweep_specs(tmp_path, capsys):
+    """Mutated sweep specs: every one through ``--dry-run`` (parsing and checking), every
+    sixth also computed (a process pool per run, so few)."""
+    rng = random.Random(3030)
+    for k in range(36):
+        spec = _write(tmp_path / f"s{k}.toml", mutate_toml(rng))
+        runs = [["sweep", "run", str(spec), "-o", str(tmp_path / f"o{k}"), "--dry-run", "--json"]]
+        if k % 6 == 0:
+            runs.append(["sweep", "run", str(spec), "-o", str(tmp_path / f"r{k}"), "--workers",
+                         "1", "--json", "--quiet"])
+        for argv in runs:
+            check(*run(capsys, argv), argv, solver=True)  # 3: a run with failed cells
+
+
+#: bad values for each check-claim option (argparse's type errors included)
+CLAIM_ARGS = {"--trials": ["-1", "0", "x", "nan", "1e3", ""],
+              "--max-requests": ["-3", "0", "13", "x", "2.5"],
+              "--seed": ["-1", "nan", "x", ""],
+              "--write": ["{file}", "{file}/sub", "/dev/null/x"]}
+CLAIMS = ["mcsf-optimal", "aptserve-2approx", "amin-hsf-optimal", "svf-ratio"]
+
+
+def test_fuzz_check_claim_args(tmp_path, capsys):
+    """Each claim with one bad option (small valid values otherwise): exit 2, one line on
+    stderr (argparse's usage for type errors), nothing on stdout; an unknown claim too."""
+    rng = random.Random(30)
+    afile = _write(tmp_path / "afile", "x")
+    for _ in range(20):
+        opt = rng.choice(sorted(CLAIM_ARGS))
+        bad = rng.choice(CLAIM_ARGS[opt]).format(file=afile)
+        base = {"--trials": "2", "--max-requests": "2", "--seed": "0"}
+        base[opt] = bad
+        argv = ["check-claim", rng.choice(CLAIMS), *[x for kv in base.items() for x in kv],
+                "--json"]
+        rc, out, err = run(capsys, argv)
+        check(rc, out, err, argv)
+        assert rc == 2, (argv, rc, err)
+    argv = ["check-claim", "no-such-claim", "--json"]
+    rc, out, err = run(capsys, argv)
+    check(rc, out, err, argv)
+    assert rc == 2
+
+
+def _profiling_dir(root: Path) -> Path:
+    """A synthetic, valid profiling directory (the columns ``optsched.fit`` reads; times
+    linear in the tokens), so the fuzz runs without the shared data."""
+    root.mkdir()
+    mlp = ["num_tensor_parallel_workers,n_head,n_kv_head,num_tokens,"
+           "time_stats.mlp_up_proj.median,time_stats.attn_pre_proj.median"]
+    mlp += [f"1,32,32,{t},{0.01 + 1e-4 * t:.6f},{0.002 + 2e-5 * t:.6f}"
+            for t in (1, 16, 64, 256, 1024)]
+    att = ["is_prefill,batch_size,prefill_chunk_size,kv_cache_size,attn_decode_median_ms,"
+           "attn_prefill_median_ms"]
+    att += [f"False,{b},0,{m},{0.005 + 1e-6 * b * m + 1e-4 * b:.6f},"
+            for b, m in ((1, 32), (8, 256), (32, 1024), (64, 64))]
+    att += [f"True,1,{c},{m},,{0.01 + 1e-7 * c * c + 1e-7 * c * m + 1e-6 * m:.6f}"
+            for c, m in ((64, 0), (256, 128), (1024, 512), (512, 0), (128, 1024))]
+    (root / "mlp_a100_Llama-2-7b-hf.csv").write_text("\n".join(mlp) + "\n")
+    (root / "attention_samples_a100_Llama-2-7b-hf.csv").write_text("\n".join(att) + "\n")
+    return root
+
+
+def _mutate_csv(text: str, rng: random.Random) -> str:
+    lines = text.splitlines()
+    k = rng.randrange(len(lines))
+    cells = lines[k].split(",")
+    c = rng.randrange(len(cells))
+    cells[c] = rng.choice(["", "-5", "1e400", "nan", "x", "0", "maybe", "\ud800", "inf"])
+    if rng.random() < 0.3:
+        cells = cells[:-1]
+    lines[k] = ",".join(cells)
+    if rng.random() < 0.2:
+        lines = lines[:1]
+    if rng.random() < 0.1:
+        return _mutate_bytes("\n".join(lines), rng)
+    return "\n".join(lines) + "\n"
+
+
+def test_fuzz_fit(tmp_path, capsys):
+    """``fit`` on the synthetic profiling directory (exit 0, one JSON document), with one of
+    its files mutated or missing, or a bad directory or option (exit 0 or 2, no traceback)."""
+    good = _profiling_dir(tmp_path / "good")
+    argv = ["fit", "--profiling", str(good), "--json"]
+    rc, out, err = run(capsys, argv)
+    check(rc, out, err, argv)
+    assert rc == 0 and json.loads(out)["cost_model"]["kind"] == "linear", err
+    names = sorted(p.name for p in good.iterdir())
+    rng = random.Random(31)
+    for k in range(30):
+        d = tmp_path / f"p{k}"
+        d.mkdir()
+        victim = rng.choice(names)
+        for name in names:
+            if name != victim:
+                (d / name).write_text((good / name).read_text())
+        if rng.random() < 0.85:
+            _write(d / victim, _mutate_csv((good / victim).read_text(), rng))
+        argv = ["fit", "--profiling", str(d), "--json"]
+        check(*run(capsys, argv), argv)
+    afile = _write(tmp_path / "afile", "x")
+    for extra in (["--profiling", str(tmp_path / "missing")], ["--profiling", str(afile)],
+                  ["--profiling", str(good), "--tp", "0"],
+                  ["--profiling", str(good), "--layers", "-1"],
+                  ["--profiling", str(good), "--model", "nosuch"],
+                  ["--profiling", str(good), "--attention", str(afile)],
+                  ["--profiling", str(good), "-o", str(tmp_path)],
+                  ["--profiling", str(good), "-o", f"{afile}/x.json"]):
+        argv = ["fit", *extra, "--json"]
+        rc, out, err = run(capsys, argv)
+        check(rc, out, err, argv)
+        assert rc == 2 and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+@pytest.mark.parametrize("extra", [["--time-limit", "-1"], ["--time-limit", "nan"],
+                                   ["--time-limit", "inf"], ["--time-limit", "0"],
+                                   ["--time-limit", "x"], ["-o", "{file}"],
+                                   ["-o", "{file}/sub"], ["-o", "/dev/null/x"]])
+def test_demo_bad_args(tmp_path, capsys, extra):
+    """Before: a bad --time-limit was refused only after the compare table was printed (exit
+    2 with output on stdout), and ``-o`` under a file was an internal error (exit 3)."""
+    afile = _write(tmp_path / "afile", "x")
+    argv = ["demo", *[x.format(file=afile) for x in extra]]
+    rc, out, err = run(capsys, argv)
+    check(rc, out, err, argv)
+    assert rc == 2 and out == "", (argv, rc, out, err)
+
+
+def test_demo_runs(tmp_path, capsys):
+    """The demo itself: exit 0, its table on stdout, the report written, no traceback."""
+    argv = ["demo", "-o", str(tmp_path / "d"), "--time-limit", "20"]
+    rc, out, err = run(capsys, argv)
+    check(rc, out, err, argv)
+    assert rc == 0 and "proof by example" in out, err
+    assert json.loads((tmp_path / "d" / "report.json").read_text())["rows"]

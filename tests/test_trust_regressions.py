@@ -418,3 +418,19 @@ def test_epoch_arrivals_keep_the_bound_tight():
     assert abs(a - (b + off)) < 1e-5  # a few ulps of 1.7e9 (2.4e-7 each)
     best = evaluate(epoch, simulate(epoch, "vllm")).objective("makespan")
     assert a <= best
+
+
+def test_shipped_instance_files_state_kswap_and_rho():
+    """Before: the shipped instance files (optsched/data, instances/) left ``kswap`` and
+    ``rho`` out, so their swap and hidden-cache numbers were whatever the reading code's
+    defaults were. Each file now states both, and the writer reproduces it exactly (the
+    file is what ``Instance.save`` writes, so nothing else in it is left to a default)."""
+    files = [p for p in [*(ROOT / "optsched" / "data").glob("*.json"),
+                         *(ROOT / "instances").rglob("*.json")]
+             if not p.name.endswith(".schedules.json") and p.name != "manifest.json"]
+    assert len(files) >= 12
+    for p in files:
+        text = p.read_text()
+        cm = json.loads(text)["cost_model"]
+        assert "kswap" in cm and "rho" in cm, p
+        assert Instance.load(p).to_json() == text.rstrip("\n"), p

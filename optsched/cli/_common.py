@@ -81,13 +81,19 @@ def output_file(path: str | None, option: str = "-o", make_dirs: bool = False) -
 
 
 def output_dir(path: str | None, option: str = "-o") -> str | None:
-    """Check an output directory before any work is done: it is created (with its parents)
-    when missing, but must not be an existing file."""
+    """Check an output directory before any work is done: the writer creates it (with its
+    parents) when missing, so it must not be an existing file, nor have a file in place of
+    a parent (``/dev/null/x``: an OSError after the work, read as an internal error)."""
     if path is None:
         return None
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise InputFileError(f"{option} {path}: exists and is not a directory; give a directory")
+    parent = p
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise InputFileError(f"{option} {path}: {str(parent)!r} is not a directory")
     return path
 
 

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from ..data import embedded_instance_path
+from ..errors import InputFileError
 from . import compare
+from ._common import output_dir
 
 DEMO_INSTANCE = "demo"
 DEMO_POLICIES = "vllm,sarathi,fcfs,infermax,mcsf,vllm-ef"
@@ -28,7 +31,17 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _check_args(args) -> None:
+    """Bad options are refused before any output (a bad --time-limit was found only after
+    the compare table had been printed)."""
+    if not (math.isfinite(args.time_limit) and args.time_limit > 0):
+        raise InputFileError(f"--time-limit must be a finite number of seconds > 0, "
+                             f"got {args.time_limit}")
+    output_dir(args.output)
+
+
 def run(args) -> int:
+    _check_args(args)
     path = embedded_instance_path(DEMO_INSTANCE)
     if path is None:  # a broken installation, not bad input
         raise RuntimeError(f"the shipped instance {DEMO_INSTANCE!r} is missing")

@@ -1222,7 +1222,7 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
         if step is not None:
             abs_gap = max(abs_gap, 0.999 * step)
         mopts = replace(options, time_limit=remaining, abs_gap=abs_gap)
-        res = milp.solve(hm.model, options.solver, mopts, warm_start=ws)
+        res = milp.solve(hm.model, options.solver, mopts, warm_start=ws, fallback="highs")
         solver_name = res.solver
         nodes += res.nodes or 0
         notes.append(f"round {rnd}: {res.summary()}; model {hm.sizes}")

@@ -215,7 +215,7 @@ def max_completed_by(instance: Instance, deadline: int, floors: np.ndarray, *,
         return 0, True
     opts = SolveOptions(solver=solver, time_limit=time_limit, threads=threads, progress=False,
                         abs_gap=0.99, rel_gap=0.0)
-    res = milp.solve(m, solver, opts)
+    res = milp.solve(m, solver, opts, fallback="highs")
     if res.bound is None or res.status == "error":
         return instance.n, False
     return int(math.floor(res.bound + 1e-6)), res.status == "optimal"

@@ -47,7 +47,9 @@ licensed for the model's size, else HiGHS; the reason is the first entry of ``re
 is a terminal. ``solve`` does not raise for solver trouble: a missing or unlicensed solver
 (e.g. Gurobi's 2000 variables / 2000 constraints pip licence), a model the backend cannot take
 (CP-SAT needs all-integer data) or a solver failure gives ``status="error"`` and a
-``message``; ``unsupported_reason(solver, model)`` tells beforehand.
+``message``; ``unsupported_reason(solver, model)`` tells beforehand. ``solve(m, "gurobi",
+fallback="highs")`` (what the formulations pass) solves a model above a size-limited licence
+with HiGHS instead, with a note in ``res.notes`` and on stderr.
 
 Read the result
 ---------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import asdict
 from typing import Any
@@ -114,8 +115,36 @@ def _option_notes(backend: Backend, options: SolveOptions) -> list[str]:
     return notes
 
 
+def _exceeds_size_limit(backend: Backend, model: Model) -> bool:
+    """Whether ``model`` is larger than ``backend``'s licence allows (e.g. Gurobi's pip
+    licence, 2000 variables / 2000 constraints)."""
+    if backend.unavailable_reason() is not None:
+        return False
+    limit = backend.size_limit()
+    if limit is None:
+        return False
+    nv, nc = backend.model_size(model)
+    return nv > limit[0] or nc > limit[1]
+
+
+def size_fallback(solver: str, model: Model, fallback: str | None) -> tuple[str, str | None]:
+    """``(backend to use, note)``: ``fallback`` with a one-line note (also written to stderr)
+    when ``solver`` is usable but its licence is too small for ``model`` and ``fallback`` can
+    take the model; otherwise ``(solver, None)`` (the solve then refuses with the reason)."""
+    if fallback is None or fallback == solver or solver == "auto":
+        return solver, None
+    backend = get_backend(solver)
+    if not _exceeds_size_limit(backend, model):
+        return solver, None
+    if get_backend(fallback).unsupported_reason(model) is not None:
+        return solver, None
+    note = f"{backend.unsupported_reason(model)}; solved with {fallback} instead"
+    print(f"optsched: note: {note}", file=sys.stderr, flush=True)
+    return fallback, note
+
+
 def solve(model: Model, solver: str = "highs", options: SolveOptions | None = None,
-          warm_start: Any = None) -> SolveResult:
+          warm_start: Any = None, fallback: str | None = None) -> SolveResult:
     """Solve ``model`` with backend ``solver`` (``highs``, ``gurobi``, ``cbc``, ``cpsat`` or
     ``auto``) and return a :class:`SolveResult`.
 
@@ -124,11 +153,16 @@ def solve(model: Model, solver: str = "highs", options: SolveOptions | None = No
     :class:`~optsched.milp.errors.UnknownSolverError`. ``warm_start`` is a full column vector
     (NaN = not given) or a mapping ``{block or block name: block-shaped array}``; it is
     ``check``-ed first (see ``result.notes``, ``warm_start_objective`` and
-    ``warm_start_violations``).
+    ``warm_start_violations``). ``fallback`` (e.g. ``"highs"``) is used instead of
+    ``solver`` when the model exceeds ``solver``'s size-limited licence, with a note in
+    ``notes`` and on stderr (:func:`size_fallback`); without it such a model is refused.
     """
     t0 = time.perf_counter()
     options = options if options is not None else MILP_DEFAULTS
     notes: list[str] = []
+    solver, fell_back = size_fallback(solver, model, fallback)
+    if fell_back is not None:
+        notes.append(fell_back)
     if solver == "auto":
         solver, why = choose_auto(model)
         notes.append(why)

@@ -496,3 +496,23 @@ def test_cpsat_refuses_rows_that_cannot_be_scaled_to_integers():
     r = solve(m2, "cpsat", FAST)
     assert_optimal(m2, r, best)
     assert any("scaled by powers of ten (up to 10^2)" in n for n in r.notes), r.notes
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gurobipy") is None, reason="gurobipy not installed")
+def test_gurobi_size_limit_falls_back_when_asked(capsys):
+    """``fallback="highs"`` takes a model above the size-limited licence to HiGHS with a note
+    (in ``notes`` and one stderr line); a model within the licence stays with Gurobi."""
+    m, best = wide_model()
+    r = solve(m, "gurobi", FAST, fallback="highs")
+    err = capsys.readouterr().err
+    if get_backend("gurobi").size_limit() is None:  # a full licence: Gurobi solves it
+        assert r.solver == "gurobi" and "instead" not in err
+        assert_optimal(m, r, best)
+        return
+    assert r.solver == "highs"
+    assert_optimal(m, r, best)
+    note = ("gurobi: size-limited license (2000 variables, 2000 constraints); the model has "
+            "2001 variables and 1 constraints; solved with highs instead")
+    assert note in r.notes and err == f"optsched: note: {note}\n"
+    small, _ = wide_model(50)
+    assert solve(small, "gurobi", FAST, fallback="highs").solver == "gurobi"

@@ -98,7 +98,7 @@ def _solve_built(built: BuiltModel, ws: Schedule | None, options: SolveOptions,
     # progress in seconds (the model's times are scaled, section 4); unit cost has scale 1
     built.model.user_scale, built.model.user_unit = built.scale, \
         ("s" if built.scale != 1.0 else "")
-    res = milp.solve(built.model, options.solver, mopts, warm_start=start)
+    res = milp.solve(built.model, options.solver, mopts, warm_start=start, fallback="highs")
     notes += [f"{options.solver}: {n_}" for n_ in res.notes]
     return res
 
