@@ -103,3 +103,25 @@ def test_bound_is_above_exhaustive_serial_orders(seed):
     rng = np.random.default_rng(100 + seed)
     inst = _random(rng, 5)
     assert _best_attainment_by_order(inst) <= goodput_bound(inst).both
+
+
+def test_with_default_slos_keeps_a_requests_own_slo():
+    inst = _inst([Request("a", 0.0, 1, 2, ttft_slo=3.0), Request("b", 0.0, 1, 2)])
+    out = inst.with_default_slos(ttft_slo=1.0, tpot_slo=2.0)
+    assert [(r.ttft_slo, r.tpot_slo) for r in out.requests] == [(3.0, 2.0), (1.0, 2.0)]
+    assert inst.with_default_slos() is inst
+
+
+def test_simulate_cli_default_slos_give_attainment_and_bad_value_exits_2(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    # tiny with every request given TTFT SLO 1e-9 s: no first token comes that fast
+    cmd = [sys.executable, "-m", "optsched", "simulate", "tiny", "--policy", "vllm", "--json"]
+    out = subprocess.run(cmd + ["--ttft-slo", "1e-9"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["evaluation"]["metrics"]["slo_attainment"] == 0.0
+    bad = subprocess.run(cmd + ["--ttft-slo", "-1"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--ttft-slo" in bad.stderr
+    assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
