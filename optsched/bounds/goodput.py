@@ -165,6 +165,15 @@ def counting_misses(r: np.ndarray, d: np.ndarray, w: np.ndarray, grid: int = GRI
     return int(best[-1])
 
 
+def sharing_rules(instance: Instance) -> tuple[tuple[float, float, float], ...]:
+    """B7's sharing rules valid here. The KV share needs ``KV_i >= fp(I)`` after the batch
+    and the count share ``entries <= min(C, M)``; a hidden cache (semantics section 6) holds
+    less memory, so there only the token share (prefill tokens per batch ``<= P``) is used."""
+    if instance.limits.hidden_cache:
+        return ((0.0, 1.0, 0.0),)
+    return tuple(MIXES[:3])
+
+
 def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | None = None,
                   tbt: float | None = None, grid: int = GRID) -> GoodputBound:
     """Upper bounds on how many requests any schedule of ``instance`` serves within their
@@ -173,7 +182,7 @@ def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | N
     slos = Slos.of(instance, ttft, tpot, tbt)
     f = Floors.of(instance)
     ttft_ok, all_ok = own_feasible(f, slos)
-    works = [job_works(f, "mean-ttft", mix) for mix in MIXES[:3]]
+    works = [job_works(f, "mean-ttft", mix) for mix in sharing_rules(instance)]
 
     def forced(ok: np.ndarray) -> int:
         """B12b misses among the requests in ``ok`` that have a TTFT SLO: every sharing
@@ -192,4 +201,4 @@ def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | N
                         ttft=ttft_count, both=both)
 
 __all__ = ["GoodputBound", "GoodputError", "Slos", "counting_misses", "goodput_bound",
-           "interval_misses", "own_feasible", "tbt_floor"]
+           "interval_misses", "own_feasible", "sharing_rules", "tbt_floor"]
