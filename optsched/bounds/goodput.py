@@ -174,6 +174,21 @@ def sharing_rules(instance: Instance) -> tuple[tuple[float, float, float], ...]:
     return tuple(MIXES[:3])
 
 
+def completion_windows(instance: Instance, slos: Slos) -> np.ndarray:
+    """B12c: per request, the latest completion of a schedule meeting all its SLOs (inf when
+    none follows). Its ``O - 1`` gaps run from its first token (``<= a_i + s_i``) to its
+    completion: TPOT ``<= tpot_i`` gives ``C_i <= F_i + (O - 1) tpot_i``; P99 TBT (nearest
+    rank, as ``serving_metrics.p99_tbt``) bounds every gap when ``ceil(0.99 (O - 1)) = O -
+    1`` (fewer than 100 gaps), giving ``C_i <= F_i + (O - 1) b_i``; a deadline caps it."""
+    gaps = (instance.output - 1).astype(np.float64)
+    every_gap = np.ceil(0.99 * gaps) >= gaps
+    per_gap = np.minimum(slos.tpot, np.where(every_gap, slos.tbt, np.inf))
+    with np.errstate(invalid="ignore"):
+        tail = np.where(gaps == 0, 0.0, gaps * per_gap)
+    dl = np.array([math.inf if r.deadline is None else r.deadline for r in instance.requests])
+    return np.minimum(instance.arrival + slos.ttft + tail, dl)
+
+
 def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | None = None,
                   tbt: float | None = None, grid: int = GRID) -> GoodputBound:
     """Upper bounds on how many requests any schedule of ``instance`` serves within their
@@ -182,23 +197,36 @@ def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | N
     slos = Slos.of(instance, ttft, tpot, tbt)
     f = Floors.of(instance)
     ttft_ok, all_ok = own_feasible(f, slos)
-    works = [job_works(f, "mean-ttft", mix) for mix in sharing_rules(instance)]
+    rules = sharing_rules(instance)
+    a = instance.arrival
+    first_by = a + slos.ttft
+    done_by = completion_windows(instance, slos)
+    use_full = np.isfinite(done_by)
 
-    def forced(ok: np.ndarray) -> int:
-        """B12b misses among the requests in ``ok`` that have a TTFT SLO: every sharing
-        rule is a valid relaxation, so the most misses any of them forces."""
-        sel = ok & np.isfinite(slos.ttft)
-        if not sel.any():
-            return 0
-        r = instance.arrival[sel]
-        return max(counting_misses(r, r + slos.ttft[sel], w[sel], grid) for w in works)
+    def forced(ok: np.ndarray, full: bool) -> int:
+        """B12b/c misses among the requests in ``ok`` with a finite window: every sharing
+        rule is a valid relaxation, so the most misses any of them forces. With ``full``, a
+        request with a completion window brings its whole work (B7, total latency) in it,
+        the others their first-token work in ``[a_i, a_i + s_i]``."""
+        most = 0
+        for mix in rules:
+            w = job_works(f, "mean-ttft", mix)
+            d = first_by
+            if full:
+                w = np.where(use_full, job_works(f, "total-latency", mix), w)
+                d = np.where(use_full, done_by, first_by)
+            sel = ok & np.isfinite(d)
+            if sel.any():
+                most = max(most, counting_misses(a[sel], d[sel], w[sel], grid))
+        return most
 
     own = int(ttft_ok.sum())
-    ttft_count = own - forced(ttft_ok)
-    both = ttft_count if np.array_equal(all_ok, ttft_ok) else min(
-        ttft_count, int(all_ok.sum()) - forced(all_ok))
+    ttft_count = own - forced(ttft_ok, False)
+    both = min(ttft_count, int(all_ok.sum()) - forced(all_ok, True))
     return GoodputBound(n=instance.n, with_slo=int(slos.has.sum()), ttft_own=own,
                         ttft=ttft_count, both=both)
 
+
 __all__ = ["GoodputBound", "GoodputError", "Slos", "counting_misses", "goodput_bound",
-           "interval_misses", "own_feasible", "sharing_rules", "tbt_floor"]
+           "completion_windows", "interval_misses", "own_feasible", "sharing_rules",
+           "tbt_floor"]
