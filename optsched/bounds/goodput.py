@@ -189,6 +189,21 @@ def completion_windows(instance: Instance, slos: Slos) -> np.ndarray:
     return np.minimum(instance.arrival + slos.ttft + tail, dl)
 
 
+def coupled_misses(f: Floors, slos: Slos, ok: np.ndarray, grid: int = GRID) -> int:
+    """B12d: B10's first-token frontier (batch term shared by tokens, compute only) prices
+    a request whose first token comes within ``s_i`` of arrival at ``W_i(s_i)``, received in
+    ``[a_i, a_i + s_i]``; B12b's count on those works."""
+    from .coupled import frontier
+
+    sel = ok & np.isfinite(slos.ttft)
+    if not sel.any():
+        return 0
+    w = frontier(f, ttft=True).least_work(slos.ttft)
+    sel &= np.isfinite(w)  # B12a already dropped these; kept out of the count
+    a = f.instance.arrival[sel]
+    return counting_misses(a, a + slos.ttft[sel], w[sel], grid)
+
+
 def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | None = None,
                   tbt: float | None = None, grid: int = GRID) -> GoodputBound:
     """Upper bounds on how many requests any schedule of ``instance`` serves within their
@@ -221,7 +236,7 @@ def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | N
         return most
 
     own = int(ttft_ok.sum())
-    ttft_count = own - forced(ttft_ok, False)
+    ttft_count = own - max(forced(ttft_ok, False), coupled_misses(f, slos, ttft_ok, grid))
     both = min(ttft_count, int(all_ok.sum()) - forced(all_ok, True))
     return GoodputBound(n=instance.n, with_slo=int(slos.has.sum()), ttft_own=own,
                         ttft=ttft_count, both=both)
