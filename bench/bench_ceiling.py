@@ -31,9 +31,15 @@ TTFT, TBT, TARGET = 1.0, 1.0, 0.9
 
 
 def load(n: int):
-    data = Path(os.environ.get("OPTSCHED_DATA", Path(__file__).resolve().parents[2]
-                               / "shared" / "data"))
+    root = Path(__file__).resolve().parents[1]
+    # the repository's sibling ``shared`` (a worktree under wt/ has it two levels up)
+    found = [d for d in (root.parent / "shared" / "data", root.parents[1] / "shared" / "data")
+             if d.is_dir()]
+    data = Path(os.environ["OPTSCHED_DATA"]) if "OPTSCHED_DATA" in os.environ else (
+        found[0] if found else root.parent / "shared" / "data")
     path = data / "traces" / "AzureLLMInferenceTrace_conv.csv"
+    if not path.exists():
+        raise SystemExit(f"bench_ceiling: {path} is missing (set OPTSCHED_DATA)")
     limits = Limits(kv_capacity=10_000, max_batch_tokens=4096, block_size=16, hidden_cache=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
