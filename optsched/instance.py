@@ -17,6 +17,7 @@ instance JSON contract::
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -366,6 +367,21 @@ class Instance:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d.update(changes)
         return Instance(**d)
+
+    def with_default_slos(self, ttft_slo: float | None = None,
+                          tpot_slo: float | None = None) -> Instance:
+        """A copy in which every request lacking ``ttft_slo`` / ``tpot_slo`` gets the given
+        default (``None``: leave the field alone); a request's own SLO is never overridden
+        (docs/semantics.md section 4, SLO attainment)."""
+        for flag, v in (("--ttft-slo", ttft_slo), ("--tpot-slo", tpot_slo)):
+            if v is not None and (not _is_num(v) or not math.isfinite(v) or v <= 0):
+                raise InstanceError(f"{flag} must be a finite number > 0, got {v!r}")
+        if ttft_slo is None and tpot_slo is None:
+            return self
+        reqs = tuple(dataclasses.replace(
+            r, ttft_slo=r.ttft_slo if r.ttft_slo is not None else ttft_slo,
+            tpot_slo=r.tpot_slo if r.tpot_slo is not None else tpot_slo) for r in self.requests)
+        return self.replace(requests=reqs)
 
     # -- JSON -----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -64,6 +64,13 @@ def register(sub) -> None:
                    "with slo-attainment it selects Apt-Serve's SLOs (= ttft-tbt-attainment)")
     p.add_argument("--tbt-slo", type=float, help="P99 TBT SLO (seconds) for ttft-tbt-attainment; "
                    "with slo-attainment it selects Apt-Serve's SLOs (= ttft-tbt-attainment)")
+    p.add_argument("--ceiling", action="store_true",
+                   help="also search the certified ceiling: the rates at which the goodput "
+                   "upper bound (formulations/bounds.md B12) still allows TARGET; above the "
+                   "rate it rules out no scheduler reaches TARGET (ttft-tbt-attainment only)")
+    p.add_argument("--ceiling-probes", type=int, default=12,
+                   help="probes of the ceiling search (default 12; each is one bound, no "
+                   "simulation)")
     p.add_argument("--plot", metavar="IMAGE", help="draw the metric against the rate")
     p.add_argument("--json", action="store_true", help="print the results as one JSON document")
     p.set_defaults(func=run_capacity)
@@ -142,6 +149,11 @@ def run_capacity(args) -> int:
     missing = [k for k in metric.needs if k != "slo" and settings.get(k) is None]
     if missing:
         raise InputFileError(f"--metric {args.metric} needs --{missing[0].replace('_', '-')}")
+    if args.ceiling and args.metric != "ttft-tbt-attainment":
+        raise InputFileError(f"--ceiling bounds ttft-tbt-attainment (give --ttft-slo and "
+                             f"--tbt-slo), not {args.metric}")
+    if args.ceiling and args.ceiling_probes < 2:
+        raise InputFileError(f"--ceiling-probes must be >= 2, got {args.ceiling_probes}")
     inst = _instance(args)
     lo, hi = _rates(args, inst)
     if "slo" in metric.needs or args.json:
@@ -160,15 +172,17 @@ def run_capacity(args) -> int:
                                   settings=settings))
         except RateSearchError as e:
             raise InputFileError(str(e)) from None
+    ceil = _ceiling(args, inst, lo, hi) if args.ceiling else None
     if plot:
         _draw(results, args, plot)
     if args.json:
         print_json({"trace": args.instance, "requests": inst.n, "metric": args.metric,
                     "better": metric.better, "target": args.target, "rates": [lo, hi],
                     "seed": args.seed, "slo": settings["slo"].to_dict(),
-                    "results": [r.to_dict() for r in results]})
+                    "results": [r.to_dict() for r in results],
+                    "ceiling": None if ceil is None else ceil.to_dict()})
         return EXIT_OK
-    rows = []
+    rows: list[tuple[object, ...]] = []
     for r in results:
         rate = r.sustainable_rate
         if rate is None:
@@ -183,15 +197,58 @@ def run_capacity(args) -> int:
                      "yes" if above else "no", len(r.probes)))
     print(f"sustainable rate on {inst.n} requests: {args.metric} "
           f"{'<=' if metric.better == 'lower' else '>='} {args.target:g}")
-    print(table(["policy", "sustainable req/s", "throughput req/s", "work limit req/s",
-                 "above the limit", "probes"], rows))
+    head = ["policy", "sustainable req/s", "throughput req/s", "work limit req/s",
+            "above the limit", "probes"]
+    if ceil is not None:  # the certified ceiling beside every policy's rate
+        head.append("certified ceiling req/s")
+        text = (f">= {hi:g}" if ceil.ruled_out_rate is None
+                else f"< {fmt(ceil.ruled_out_rate, 4)}")
+        rows = [(*row, text) for row in rows]
+    print(table(head, rows))
     if any(r.sustainable_rate is not None and r.work_limit is not None
            and r.sustainable_rate > r.work_limit for r in results):
         print("a rate above the work limit (the rate total work allows) is not sustainable on "
               "a longer trace: the trace is too short for the queue to build up")
+    if ceil is not None:
+        _print_ceiling(ceil, results, lo, hi)
     if plot:
         print(f"plot written to {plot}")
     return EXIT_OK
+
+
+def _ceiling(args, inst, lo: float, hi: float):
+    """The certified ceiling search (``optsched.ceiling``) on the policies' arrival draw."""
+    from ..bounds.goodput import GoodputError
+    from ..ceiling import ceiling
+    from ..rate_search import RateSearchError
+
+    print(f"ceiling: bisecting {lo:g}..{hi:g} req/s on the goodput upper bound",
+          file=sys.stderr, flush=True)
+    try:
+        c = ceiling(inst, args.target, lo, hi, probes=args.ceiling_probes, seed=args.seed,
+                    ttft_slo=args.ttft_slo, tbt_slo=args.tbt_slo)
+    except (RateSearchError, GoodputError) as e:
+        raise InputFileError(str(e)) from None
+    for p in c.probes:
+        print(f"  bound rate {p.rate:.6g}: at most {p.value:.4g} "
+              f"({'allows' if p.allows else 'rules out'} {args.target:g}; {p.seconds:.1f} s)",
+              file=sys.stderr, flush=True)
+    return c
+
+
+def _print_ceiling(c, results, lo: float, hi: float) -> None:
+    if c.ruled_out_rate is None:
+        print(f"certified ceiling: none below {hi:g} req/s (the bound allows the target "
+              "at every probed rate)")
+        return
+    print(f"certified ceiling: at {fmt(c.ruled_out_rate, 4)} req/s no scheduler reaches the "
+          f"target on this arrival draw (the bound allows it at "
+          f"{'no probed rate' if c.allowed_rate is None else fmt(c.allowed_rate, 4)})")
+    best = max((r.sustainable_rate for r in results if r.sustainable_rate is not None),
+               default=None)
+    if best is not None:
+        print(f"best policy's sustainable rate {fmt(best, 4)} req/s = "
+              f"{best / c.ruled_out_rate:.0%} of the ceiling")
 
 
 def _draw(results, args, path: str) -> None:

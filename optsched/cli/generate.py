@@ -46,8 +46,10 @@ def register(sub) -> None:
     g.add_argument("--arrival", choices=("offline", "poisson"), help="online-paper arrivals")
     g.add_argument("--horizon", type=int, help="rounds with arrivals (online-paper-horizon)")
     g.add_argument("--be-batch", type=int, help="BE requests per batch (bros)")
-    g.add_argument("--ttft-slo", type=float, help="RT TTFT SLO in seconds (bros; default 0.4)")
-    g.add_argument("--tpot-slo", type=float, help="RT TPOT SLO in seconds (bros; default 0.2)")
+    g.add_argument("--ttft-slo", type=float, help="TTFT SLO in seconds: bros's RT SLO (default "
+                   "0.4); for other kinds a default written into every request")
+    g.add_argument("--tpot-slo", type=float, help="TPOT SLO in seconds: bros's RT SLO (default "
+                   "0.2); for other kinds a default written into every request")
     g.add_argument("--replace", action="store_true", default=None,
                    help="poisson-trace: draw the (prompt, output) pairs with replacement")
     t = p.add_argument_group("trace options (azure, vidur, arxiv; --trace for poisson-trace)")
@@ -161,6 +163,8 @@ def _window(s: str | None) -> tuple[float | None, float | None]:
 
 _GEN_FLAGS = ("n", "prompt", "output", "mix", "dataset", "seed", "rate", "arrival", "horizon", "trace",
               "be_batch", "ttft_slo", "tpot_slo", "replace")
+#: with a kind that does not set SLOs itself: a default for every request (semantics sec. 4)
+_SLO_FLAGS = ("ttft_slo", "tpot_slo")
 _TRACE_FLAGS = ("limit", "sample", "window", "zero_tokens", "too_long")
 
 
@@ -208,7 +212,7 @@ def run_generate(args) -> int:
 
 def _generate_family(args, g) -> Instance:
     accepted = {p.name for p in g.params}
-    bad = [n for n in _given(args, _GEN_FLAGS) if n not in accepted]
+    bad = [n for n in _given(args, _GEN_FLAGS) if n not in accepted and n not in _SLO_FLAGS]
     bad += [n for n in _given(args, _TRACE_FLAGS)]
     if args.rate_scale != 1.0:
         bad.append("rate_scale")
@@ -228,7 +232,10 @@ def _generate_family(args, g) -> Instance:
             raise InstanceError(f"kind {g.name!r} fixes its own limits and cost model; "
                                 f"drop --{', --'.join(x.replace('_', '-') for x in given)}")
         limits = cost = None
-    return g.call(limits=limits, cost_model=cost, name=args.name, **params)
+    inst = g.call(limits=limits, cost_model=cost, name=args.name, **params)
+    if "ttft_slo" in accepted:  # the generator sets its own SLOs (bros: RT requests only)
+        return inst
+    return inst.with_default_slos(args.ttft_slo, args.tpot_slo)
 
 
 def _generate_trace(args, kind: str) -> Instance:
@@ -237,7 +244,7 @@ def _generate_trace(args, kind: str) -> Instance:
     if args.trace is None:
         raise InstanceError(f"kind {kind!r} needs --trace FILE")
     bad = _given(args, ("n", "prompt", "output", "mix", "dataset", "arrival", "horizon", "be_batch",
-                        "ttft_slo", "tpot_slo", "replace"))
+                        "replace"))
     if args.rate is not None and kind != "arxiv":
         bad.append("rate")
     if bad:
@@ -246,12 +253,13 @@ def _generate_trace(args, kind: str) -> Instance:
     from ..cost import DEFAULT_PRESET
 
     cost = _cost(args.cost_model) or preset(DEFAULT_PRESET)
-    return load_trace_instance(
+    inst = load_trace_instance(
         args.trace, _limits(args), cost, name=args.name, too_long=args.too_long or "error",
         format=kind, limit=args.limit, sample=args.sample,
         seed=args.seed if args.seed is not None else 0, start=start, end=end,
         rate_scale=args.rate_scale, zero_tokens=args.zero_tokens or "drop", rate=args.rate,
     )
+    return inst.with_default_slos(args.ttft_slo, args.tpot_slo)
 
 
 # -- info ---------------------------------------------------------------------------------

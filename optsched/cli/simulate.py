@@ -31,6 +31,9 @@ def register(sub) -> None:
     p.add_argument("--policy", required=True, help="policy name (see 'optsched policies')")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", default=[],
                    help="policy parameter (repeatable)")
+    p.add_argument("--ttft-slo", type=float, help="TTFT SLO (seconds; steps under unit time) "
+                   "for every request without one: the metrics then report slo_attainment")
+    p.add_argument("--tpot-slo", type=float, help="TPOT SLO for every request without one")
     p.add_argument("-o", "--output", help="write the schedule (.json or .npz)")
     p.add_argument("--json", action="store_true",
                    help='print {"policy", "evaluation", "schedule"} as JSON')
@@ -108,7 +111,7 @@ def run_simulate(args) -> int:
     spec = get_spec(args.policy)
     policy = spec.make(**parse_param_args(args.param))  # bad params fail before loading
     output_file(args.output)
-    inst = _instance(args)
+    inst = _instance(args).with_default_slos(args.ttft_slo, args.tpot_slo)
     from ..progress import phase
 
     phase(f"simulating {spec.name} on {inst.n} requests")
