@@ -353,8 +353,7 @@ class Schedule:
                 arrays["entry_hidden"] = self.entry_hidden
             if instance is not None:
                 arrays["meta_instance"] = np.array([instance.name, instance.content_hash], dtype=str)
-            # numpy's stub types **kwds like its allow_pickle flag (numpy >= 2.2)
-            np.savez_compressed(p, **arrays)  # type: ignore[arg-type]
+            _write_npz(p, arrays)
         else:
             p.write_text(self.to_json(instance=instance))
 
@@ -397,6 +396,31 @@ class Schedule:
             return cls.from_dict(jsonio.loads(text, ScheduleFormatError, "schedule"))
         except ScheduleFormatError as e:
             raise ScheduleFormatError(f"{p}: {e}") from None
+
+
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """``a`` in the smallest unsigned integer type holding its values when they are integers
+    >= 0 (request indices, token counts, offsets); other arrays unchanged. Loading widens them
+    back to int64 (``Schedule.__post_init__``), so the values read are the values written."""
+    if a.dtype.kind not in "iu" or not a.size or a.min() < 0:
+        return a
+    top = int(a.max())
+    for dt in (np.uint8, np.uint16, np.uint32):
+        if top <= np.iinfo(dt).max:
+            return a.astype(dt)
+    return a
+
+
+def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """An ``.npz`` that ``np.load`` reads like ``np.savez_compressed``'s, written fast:
+    integer arrays narrowed (:func:`_narrow`) and deflated at level 1. For the 4.1M-entry
+    vLLM schedule of the Azure conversation trace that is ~0.15 s and 0.5 MB against ~1.6 s
+    and 0.6 MB for ``np.savez_compressed`` of the int64 arrays (bench/bench_simulate.py)."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        for name, a in arrays.items():
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as fh:
+                np.lib.format.write_array(fh, np.ascontiguousarray(_narrow(a)),
+                                          allow_pickle=False)
 
 
 def _parse_meta(meta: Any) -> tuple[str, str] | None:
