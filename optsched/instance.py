@@ -285,6 +285,30 @@ class Limits:
         return cls(**d)
 
 
+_PLAIN_KEYS = {"id": None, "arrival": None, "prompt": None, "output": None}.keys()
+
+
+def _plain_columns(reqs: list) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray] | None:
+    """The columns of a JSON request list when every request is plain -- exactly the keys
+    ``id``, ``arrival``, ``prompt``, ``output`` with a string id, an int or float arrival and
+    int token counts that fit int64 -- else None (``Request.from_dict`` then checks each one
+    and names the first bad request)."""
+    if not all(type(r) is dict and r.keys() == _PLAIN_KEYS for r in reqs):
+        return None
+    ids = [r["id"] for r in reqs]
+    arr = [r["arrival"] for r in reqs]
+    inp = [r["prompt"] for r in reqs]
+    out = [r["output"] for r in reqs]
+    if not (all(type(v) is str for v in ids) and all(type(v) in (int, float) for v in arr)
+            and all(type(v) is int for v in inp) and all(type(v) is int for v in out)):
+        return None
+    try:
+        return ids, np.array(arr, dtype=np.float64), np.array(inp, dtype=np.int64), \
+            np.array(out, dtype=np.int64)
+    except OverflowError:  # an integer beyond int64: the per-request check names it
+        return None
+
+
 def _bulk_columns(ids: tuple[str, ...], arrival, prompt, output
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The three columns as float64 / int64 arrays of ``len(ids)`` (a clear error otherwise)."""
@@ -484,12 +508,13 @@ class Instance:
                 raise InstanceError(f"instance: missing field {k!r}")
         if not isinstance(d["requests"], list):
             raise InstanceError("instance: field 'requests' must be a list")
-        return cls(
-            name=d.get("name", "instance"),
-            limits=Limits.from_dict(d["limits"]),
-            cost_model=cost_model_from_dict(d["cost_model"]),
-            requests=tuple(Request.from_dict(r, i) for i, r in enumerate(d["requests"])),
-        )
+        name, limits = d.get("name", "instance"), Limits.from_dict(d["limits"])
+        cost_model = cost_model_from_dict(d["cost_model"])
+        cols = _plain_columns(d["requests"])
+        if cols is not None:  # every request plain: the same checks, on whole columns
+            return cls.from_columns(name, limits, cost_model, *cols)
+        return cls(name=name, limits=limits, cost_model=cost_model,
+                   requests=tuple(Request.from_dict(r, i) for i, r in enumerate(d["requests"])))
 
     @classmethod
     def from_json(cls, text: str) -> Instance:

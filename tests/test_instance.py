@@ -183,3 +183,20 @@ def test_from_columns_rejects_float_token_columns():
     with pytest.raises(InstanceError, match="column 'prompt' must hold integers"):
         Instance.from_columns("c", Limits(kv_capacity=10, max_batch_tokens=8), UnitCost(),
                               ["a"], np.zeros(1), np.ones(1), np.ones(1, dtype=np.int64))
+
+
+def test_from_dict_plain_requests_take_the_bulk_path_with_the_same_result():
+    reqs = [{"id": "a", "arrival": 0, "prompt": 4, "output": 3},
+            {"id": "b", "arrival": 1.5, "prompt": 2, "output": 9}]
+    doc = {**GOOD, "requests": reqs}
+    bulk = Instance.from_dict(doc)
+    ref = Instance("tiny", Limits.from_dict(GOOD["limits"]), UnitCost(),
+                   tuple(Request.from_dict(r) for r in reqs))
+    assert bulk == ref and bulk.content_hash == ref.content_hash
+    assert type(bulk.requests[0].arrival) is float  # int arrival 0 stored as 0.0, like Request
+    # a request with an optional field (or a bool, or an integer id) takes the per-request path
+    mixed = Instance.from_dict({**doc, "requests": [reqs[0], {**reqs[1], "cls": "rt"}]})
+    assert mixed.requests[1].cls == "rt"
+    assert Instance.from_dict({**doc, "requests": [{**reqs[0], "id": 7}]}).ids == ("7",)
+    with pytest.raises(InstanceError, match="request 'a': field 'prompt'"):
+        Instance.from_dict({**doc, "requests": [{**reqs[0], "prompt": True}]})
