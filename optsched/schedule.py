@@ -19,7 +19,10 @@ means "as early as possible" (semantics section 4) and is stored as NaN. ``swap_
 moves ``tokens`` of a request's cached KV to host memory and ``swap_in`` brings all of
 a request's host KV back (docs/semantics.md, "Swap preemption"); a schedule without
 swaps stores empty swap arrays and its JSON has no swap keys. The ``.npz`` file holds
-the swap arrays only when the schedule swaps, so older files load unchanged.
+the swap arrays only when the schedule swaps, so older files load unchanged. Its integer
+arrays are stored in the smallest unsigned type that holds them and deflated at level 1
+(fast to write and read; loading widens them back to int64), and files written with
+``np.savez_compressed`` of int64 arrays load the same.
 """
 
 from __future__ import annotations
