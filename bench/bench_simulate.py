@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -57,17 +56,18 @@ def _same(a, b) -> bool:
         and np.array_equal(a.start, b.start, equal_nan=True)
 
 
-def _child(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, int]:
-    """Wall, user CPU and system CPU seconds of one child process, and its exit code (CPU
-    from ``getrusage(RUSAGE_CHILDREN)`` differences: the steady figure on a shared machine)."""
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+def _child(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, float, int]:
+    """Wall, user CPU and system CPU seconds of one child process, its peak RSS (MB) and its
+    exit code (``os.wait4``'s resource usage of that child alone: CPU is the steady figure on
+    a shared machine)."""
     t0 = time.perf_counter()
     # cwd outside any tree: ``python -m`` puts the cwd first on sys.path, before PYTHONPATH
-    rc = subprocess.run(cmd, env=env, cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL).returncode
+    proc = subprocess.Popen(cmd, env=env, cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, rc
+    return wall, ru.ru_utime, ru.ru_stime, ru.ru_maxrss / 1024, proc.returncode
 
 
 def _process_rows(label: str, src: Path, trace: str, repeat: int, cold: bool, tmp: Path) -> None:
@@ -86,9 +86,9 @@ def _process_rows(label: str, src: Path, trace: str, repeat: int, cold: bool, tm
         runs = [("simulate, cold cache", sim, env)] + runs
     runs += [("evaluate .npz, warm", [*py, "evaluate", str(inst), str(npz)], env)] * repeat
     for what, cmd, e in runs:
-        wall, user, sys_, rc = _child(cmd, e)
+        wall, user, sys_, rss, rc = _child(cmd, e)
         print(f"{label:<8} {what:<22} | {wall:>7.2f} {user:>7.2f} {sys_:>6.2f} | "
-              f"{user + sys_:>7.2f} {'ok' if rc == 0 else f'exit {rc}':>6}", flush=True)
+              f"{user + sys_:>7.2f} {rss:>7.0f} {'ok' if rc == 0 else f'exit {rc}':>6}", flush=True)
 
 
 def _startup_rows(src: Path, cache: Path | None) -> None:
@@ -128,7 +128,7 @@ def process_bench(args) -> None:
         load_azure(args.trace, Limits(kv_capacity=100_000, max_batch_tokens=4096),
                    PRESETS["infermax-llama2-7b-a100"]).save(tmp / "conv.json")
         head = (f"{'tree':<8} {'command':<22} | {'wall s':>7} {'user s':>7} {'sys s':>6} | "
-                f"{'CPU s':>7} {'status':>6}")
+                f"{'CPU s':>7} {'peak MB':>7} {'status':>6}")
         print(head)
         print("-" * len(head))
         trees = [("after", ROOT)] + ([("before", Path(args.before))] if args.before else [])
