@@ -13,8 +13,14 @@ replay, same verdict and metrics)::
         [--no-python]   # skip the slow Python path (fast path and evaluation only)
 
 The first call of each kernel in a fresh process loads it from numba's cache (or compiles
-it, the very first time, ~30-70 s CPU); ``--cold`` reports that call separately. The
-whole-process time of ``optsched simulate`` is measured with ``/usr/bin/time`` (README).
+it, the very first time, ~30-70 s CPU). ``--process`` instead measures whole processes:
+``optsched simulate`` on the full trace (vLLM, ``-o .npz``; warm numba cache, and with
+``--cold`` once with an empty cache) and ``optsched evaluate`` of that ``.npz``, wall and
+CPU, plus the start-up pieces (``import numba``, first kernel calls); ``--before DIR`` runs
+the same commands on an older source tree side by side::
+
+    git archive dca90c4 | tar -x -C /tmp/before
+    .venv/bin/python bench/bench_simulate.py --process --cold --before /tmp/before
 Skips with a message when ``../shared/data`` is missing.
 """
 
@@ -22,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -48,15 +56,109 @@ def _same(a, b) -> bool:
         and np.array_equal(a.start, b.start, equal_nan=True)
 
 
+def _child(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, float, int]:
+    """Wall, user CPU and system CPU seconds of one child process, its peak RSS (MB) and its
+    exit code (``os.wait4``'s resource usage of that child alone: CPU is the steady figure on
+    a shared machine)."""
+    t0 = time.perf_counter()
+    # cwd outside any tree: ``python -m`` puts the cwd first on sys.path, before PYTHONPATH
+    proc = subprocess.Popen(cmd, env=env, cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    return wall, ru.ru_utime, ru.ru_stime, ru.ru_maxrss / 1024, proc.returncode
+
+
+def _process_rows(label: str, src: Path, trace: str, repeat: int, cold: bool, tmp: Path) -> None:
+    """Whole-process ``optsched simulate`` (full trace, vLLM, ``-o .npz``) and ``optsched
+    evaluate`` (instance JSON + that .npz) with the source tree ``src`` first on the path:
+    warm numba cache ``repeat`` times; with ``cold`` all runs share a fresh numba cache
+    directory and the first one (compiling the kernels) is reported as the cold run."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    py = [sys.executable, "-m", "optsched"]
+    npz, inst = tmp / f"{label}.npz", tmp / "conv.json"
+    sim = [*py, "simulate", "--trace", trace, "--policy", "vllm", "--kv-capacity", "100000",
+           "--max-batch-tokens", "4096", "--cost-model", "infermax-llama2-7b-a100", "-o", str(npz)]
+    runs = [("simulate, warm cache", sim, env)] * repeat
+    if cold:  # a fresh cache for this tree: the first run compiles, the others load
+        env["NUMBA_CACHE_DIR"] = str(tmp / f"nbcache-{label}")
+        runs = [("simulate, cold cache", sim, env)] + runs
+    runs += [("evaluate .npz, warm", [*py, "evaluate", str(inst), str(npz)], env)] * repeat
+    for what, cmd, e in runs:
+        wall, user, sys_, rss, rc = _child(cmd, e)
+        print(f"{label:<8} {what:<22} | {wall:>7.2f} {user:>7.2f} {sys_:>6.2f} | "
+              f"{user + sys_:>7.2f} {rss:>7.0f} {'ok' if rc == 0 else f'exit {rc}':>6}", flush=True)
+
+
+def _startup_rows(src: Path, cache: Path | None) -> None:
+    """Start-up pieces in a fresh process: ``import numba``, then the first call of each kernel
+    (numba's cached-kernel load: target initialisation, index check, unpickling)."""
+    code = (
+        "import time;t=time.perf_counter();import numba;a=time.perf_counter()-t\n"
+        "from optsched.instance import Instance,Limits,Request;from optsched.cost import PRESETS\n"
+        "from optsched.policies import simulate;from optsched import evaluate as E\n"
+        "i=Instance('x',Limits(kv_capacity=1000,max_batch_tokens=64),"
+        "PRESETS['infermax-llama2-7b-a100'],tuple(Request(f'r{k}',k*0.01,5,3) for k in range(50)))\n"
+        "t=time.perf_counter();s=simulate(i,'vllm',fast=True);b=time.perf_counter()-t\n"
+        "t=time.perf_counter();E._compiled(i,s);c=time.perf_counter()-t\n"
+        "import optsched;print(f'{a:.2f} {b:.2f} {c:.2f} {optsched.__file__}')")
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    if cache is not None:
+        env["NUMBA_CACHE_DIR"] = str(cache)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd=tempfile.gettempdir())
+    parts = out.stdout.split()
+    if out.returncode or len(parts) != 4:
+        print(f"start-up pieces: failed ({out.stderr.strip().splitlines()[-1:]})")
+        return
+    print(f"start-up pieces (wall, fresh process, warm cache): import numba {parts[0]} s, "
+          f"first simulate kernel call (cache load) {parts[1]} s, first evaluate kernel call "
+          f"{parts[2]} s (optsched from {Path(parts[3]).parent.parent})")
+
+
+def process_bench(args) -> None:
+    """The whole-process table: this tree, and ``--before`` (an older source tree) if given."""
+    from optsched.cost import PRESETS
+    from optsched.instance import Limits
+    from optsched.traces import load_azure
+
+    with tempfile.TemporaryDirectory(prefix="bench_simulate_") as d:
+        tmp = Path(d)
+        load_azure(args.trace, Limits(kv_capacity=100_000, max_batch_tokens=4096),
+                   PRESETS["infermax-llama2-7b-a100"]).save(tmp / "conv.json")
+        head = (f"{'tree':<8} {'command':<22} | {'wall s':>7} {'user s':>7} {'sys s':>6} | "
+                f"{'CPU s':>7} {'peak MB':>7} {'status':>6}")
+        print(head)
+        print("-" * len(head))
+        trees = [("after", ROOT)] + ([("before", Path(args.before))] if args.before else [])
+        for label, src in trees:
+            _process_rows(label, src, args.trace, args.repeat, args.cold, tmp)
+        for label, src in trees:
+            print(f"{label}: ", end="")
+            _startup_rows(src, tmp / f"nbcache-{label}" if args.cold else None)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--trace", default=str(TRACE))
     ap.add_argument("--no-python", action="store_true", help="skip the Python path")
+    ap.add_argument("--process", action="store_true",
+                    help="whole-process simulate / evaluate table only (child processes)")
+    ap.add_argument("--before", metavar="DIR",
+                    help="with --process: an older source tree (e.g. `git archive` of a commit) "
+                    "measured the same way, side by side")
+    ap.add_argument("--repeat", type=int, default=2, help="with --process: warm runs per command")
+    ap.add_argument("--cold", action="store_true",
+                    help="with --process: also one run with an empty numba cache (compiles)")
     args = ap.parse_args(argv)
     if not Path(args.trace).exists():
         print(f"skipped: trace {args.trace} not found (../shared/data missing)")
+        return 0
+    if args.process:
+        process_bench(args)
         return 0
     from optsched import evaluate as E
     from optsched.cost import PRESETS

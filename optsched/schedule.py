@@ -19,7 +19,10 @@ means "as early as possible" (semantics section 4) and is stored as NaN. ``swap_
 moves ``tokens`` of a request's cached KV to host memory and ``swap_in`` brings all of
 a request's host KV back (docs/semantics.md, "Swap preemption"); a schedule without
 swaps stores empty swap arrays and its JSON has no swap keys. The ``.npz`` file holds
-the swap arrays only when the schedule swaps, so older files load unchanged.
+the swap arrays only when the schedule swaps, so older files load unchanged. Its integer
+arrays are stored in the smallest unsigned type that holds them and deflated at level 1
+(fast to write and read; loading widens them back to int64), and files written with
+``np.savez_compressed`` of int64 arrays load the same.
 """
 
 from __future__ import annotations
@@ -353,8 +356,7 @@ class Schedule:
                 arrays["entry_hidden"] = self.entry_hidden
             if instance is not None:
                 arrays["meta_instance"] = np.array([instance.name, instance.content_hash], dtype=str)
-            # numpy's stub types **kwds like its allow_pickle flag (numpy >= 2.2)
-            np.savez_compressed(p, **arrays)  # type: ignore[arg-type]
+            _write_npz(p, arrays)
         else:
             p.write_text(self.to_json(instance=instance))
 
@@ -397,6 +399,31 @@ class Schedule:
             return cls.from_dict(jsonio.loads(text, ScheduleFormatError, "schedule"))
         except ScheduleFormatError as e:
             raise ScheduleFormatError(f"{p}: {e}") from None
+
+
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """``a`` in the smallest unsigned integer type holding its values when they are integers
+    >= 0 (request indices, token counts, offsets); other arrays unchanged. Loading widens them
+    back to int64 (``Schedule.__post_init__``), so the values read are the values written."""
+    if a.dtype.kind not in "iu" or not a.size or a.min() < 0:
+        return a
+    top = int(a.max())
+    for dt in (np.uint8, np.uint16, np.uint32):
+        if top <= np.iinfo(dt).max:
+            return a.astype(dt)
+    return a
+
+
+def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """An ``.npz`` that ``np.load`` reads like ``np.savez_compressed``'s, written fast:
+    integer arrays narrowed (:func:`_narrow`) and deflated at level 1. For the 4.1M-entry
+    vLLM schedule of the Azure conversation trace that is ~0.15 s and 0.5 MB against ~1.6 s
+    and 0.6 MB for ``np.savez_compressed`` of the int64 arrays (bench/bench_simulate.py)."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        for name, a in arrays.items():
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as fh:
+                np.lib.format.write_array(fh, np.ascontiguousarray(_narrow(a)),
+                                          allow_pickle=False)
 
 
 def _parse_meta(meta: Any) -> tuple[str, str] | None:

@@ -432,12 +432,10 @@ def trace_to_instance(
                    f"M = {M}" + (f"; dropped {dropped} whose prompt alone exceeds M"
                                  if dropped else ""))
         warnings.warn(msg, TraceWarning, stacklevel=2)
-    return Instance(
-        name=name if name is not None else Path(trace.path).stem,
-        limits=limits,
-        cost_model=cost_model if cost_model is not None else preset(DEFAULT_PRESET),
-        requests=tuple(t.requests()),
-    )
+    return Instance.from_columns(  # the per-request checks, on whole columns
+        name if name is not None else Path(trace.path).stem, limits,
+        cost_model if cost_model is not None else preset(DEFAULT_PRESET),
+        t.ids, t.arrival, t.prompt, t.output)
 
 
 def load_trace_instance(

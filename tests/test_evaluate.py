@@ -257,6 +257,25 @@ def test_schedule_json_and_npz_round_trip(tmp_path):
     assert s.without_starts() != s
 
 
+def test_npz_narrowed_arrays_read_back_exactly(tmp_path):
+    """Schedule.save narrows integer arrays (uint8/16/32 by their largest value) and deflates
+    at level 1; loading widens them to int64 with the same values. Token counts 255, 256,
+    65,535, 65,536 and 2**32 sit on both sides of each narrowing boundary."""
+    tokens = [255, 256, 65_535, 65_536, 2**32]
+    s = sched(*[([("a", t)], ["a"] if k == 1 else [], float(k)) for k, t in enumerate(tokens)])
+    s.save(tmp_path / "s.npz")
+    back = Schedule.load(tmp_path / "s.npz")
+    assert back == s and back.entry_tokens.tolist() == tokens
+    assert back.entry_tokens.dtype == back.batch_ptr.dtype == np.int64
+    with np.load(tmp_path / "s.npz") as z:  # 2**32 does not fit uint32; 5 batches fit uint8
+        assert z["entry_tokens"].dtype == np.int64 and z["batch_ptr"].dtype == np.uint8
+    # files written before (np.savez_compressed of int64 arrays) still load
+    np.savez_compressed(tmp_path / "old.npz", ids=np.array(s.ids), batch_ptr=s.batch_ptr,
+                        entry_req=s.entry_req, entry_tokens=s.entry_tokens,
+                        evict_ptr=s.evict_ptr, evict_req=s.evict_req, start=s.start)
+    assert Schedule.load(tmp_path / "old.npz") == s
+
+
 def test_instance_json_round_trip(tmp_path):
     reqs = (Request("a", 0.5, 4, 3, predicted_output=5, cls="rt", ttft_slo=2.0), Request("b", 0, 1, 1))
     inst = Instance("x", Limits(16, 8, 4, 3, 2), LinearCost(k0=1, kdr=0.5), reqs)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from optsched.cli import main
+from optsched.cost import UnitCost
 from optsched.errors import InstanceError
 from optsched.instance import Instance, Limits, Request
 
@@ -121,3 +123,80 @@ def test_bad_schedule_file_exits_2(tmp_path, capsys):
         assert main(["evaluate", inst, sched]) == 2
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert main(["evaluate", inst, str(tmp_path / "missing.json")]) == 2
+
+
+# -- Instance.from_columns: the bulk constructor trace loading uses (issue 31) --------------
+def _both(ids, arrival, prompt, output, limits=None):
+    """(per-request result or error text, bulk result or error text) for the same columns."""
+    limits = limits or Limits(kv_capacity=10, max_batch_tokens=8, block_size=2)
+    out = []
+    for build in (
+        lambda: Instance("c", limits, UnitCost(), tuple(
+            Request(id=r, arrival=a, prompt=i, output=o)
+            for r, a, i, o in zip(ids, arrival, prompt, output))),
+        lambda: Instance.from_columns("c", limits, UnitCost(), ids, np.array(arrival),
+                                      np.array(prompt), np.array(output)),
+    ):
+        try:
+            out.append(build())
+        except InstanceError as e:
+            out.append(str(e))
+    return out
+
+
+def test_from_columns_equals_per_request_construction():
+    ref, bulk = _both(["a", "b", "c"], [0.0, 1.5, 2.0], [3, 1, 4], [2, 5, 1])
+    assert isinstance(bulk, Instance) and bulk == ref
+    assert bulk.content_hash == ref.content_hash
+    assert bulk.index == ref.index and bulk.ids == ref.ids
+    for col in ("arrival", "prompt", "output"):
+        assert np.array_equal(getattr(bulk, col), getattr(ref, col))
+        assert getattr(bulk, col).dtype == getattr(ref, col).dtype
+    assert [type(v) for v in vars(bulk.requests[1]).values()] == \
+        [type(v) for v in vars(ref.requests[1]).values()]
+
+
+@pytest.mark.parametrize("ids, arrival, prompt, output", [
+    (["a", "b"], [0.0, -1.0], [1, 1], [1, 1]),            # negative arrival
+    (["a", "b"], [0.0, float("nan")], [1, 1], [1, 1]),    # NaN arrival
+    (["a", "b"], [0.0, 2e12], [1, 1], [1, 1]),            # arrival above MAX_ARRIVAL
+    (["a", "b"], [0.0, 0.0], [1, 0], [1, 1]),             # zero prompt
+    (["a", "b"], [0.0, 0.0], [1, 1], [1, 2**41]),         # output above MAX_COUNT
+    (["a", ""], [0.0, 0.0], [1, 1], [1, 1]),              # empty id
+    (["a", "b\n"], [0.0, 0.0], [1, 1], [1, 1]),           # unprintable id
+    (["a", "a"], [0.0, 0.0], [1, 1], [1, 1]),             # duplicate id
+    # "b": I + O - 1 = 11 KV tokens, 12 in blocks of 2 > M = 10 ("a": 1 token, fits)
+    (["a", "b"], [0.0, 0.0], [1, 6], [1, 6]),
+    # order: the over-capacity request "a" comes first, but every Request is built (and
+    # checked) before the instance looks at capacity, so "b"'s bad output wins
+    (["a", "b"], [0.0, 0.0], [9, 1], [9, 0]),
+    # order: the duplicate (index 2) comes after the over-capacity request (index 1)
+    (["a", "b", "a"], [0.0, 0.0, 0.0], [1, 9, 1], [1, 9, 1]),
+    (["a", "a", "b"], [0.0, 0.0, 0.0], [1, 1, 9], [1, 1, 9]),
+])
+def test_from_columns_raises_what_per_request_construction_raises(ids, arrival, prompt, output):
+    ref, bulk = _both(ids, arrival, prompt, output)
+    assert isinstance(ref, str) and bulk == ref
+
+
+def test_from_columns_rejects_float_token_columns():
+    with pytest.raises(InstanceError, match="column 'prompt' must hold integers"):
+        Instance.from_columns("c", Limits(kv_capacity=10, max_batch_tokens=8), UnitCost(),
+                              ["a"], np.zeros(1), np.ones(1), np.ones(1, dtype=np.int64))
+
+
+def test_from_dict_plain_requests_take_the_bulk_path_with_the_same_result():
+    reqs = [{"id": "a", "arrival": 0, "prompt": 4, "output": 3},
+            {"id": "b", "arrival": 1.5, "prompt": 2, "output": 9}]
+    doc = {**GOOD, "requests": reqs}
+    bulk = Instance.from_dict(doc)
+    ref = Instance("tiny", Limits.from_dict(GOOD["limits"]), UnitCost(),
+                   tuple(Request.from_dict(r) for r in reqs))
+    assert bulk == ref and bulk.content_hash == ref.content_hash
+    assert type(bulk.requests[0].arrival) is float  # int arrival 0 stored as 0.0, like Request
+    # a request with an optional field (or a bool, or an integer id) takes the per-request path
+    mixed = Instance.from_dict({**doc, "requests": [reqs[0], {**reqs[1], "cls": "rt"}]})
+    assert mixed.requests[1].cls == "rt"
+    assert Instance.from_dict({**doc, "requests": [{**reqs[0], "id": 7}]}).ids == ("7",)
+    with pytest.raises(InstanceError, match="request 'a': field 'prompt'"):
+        Instance.from_dict({**doc, "requests": [{**reqs[0], "prompt": True}]})
