@@ -153,7 +153,7 @@ class CbcBackend(Backend):
 
     def unavailable_reason(self) -> str | None:
         if importlib.util.find_spec("pulp") is None:
-            return "cbc: pulp not installed (pip install pulp)"
+            return "cbc: pulp not installed (pip install 'optsched[cbc]')"
         if _cbc_path() is None:
             return "cbc: no CBC executable (neither PuLP's bundled one nor cbc on PATH)"
         return None

@@ -53,7 +53,8 @@ def probe_license() -> LicenseInfo:
         if _license is not None:
             return _license
         if importlib.util.find_spec("gurobipy") is None:
-            _license = LicenseInfo(False, None, "gurobi: gurobipy not installed")
+            _license = LicenseInfo(False, None,
+                                   "gurobi: gurobipy not installed (pip install 'optsched[gurobi]')")
             return _license
         import gurobipy as gp
 
