@@ -625,3 +625,9 @@ __all__ = [
     "markdown_table", "policy_names", "reference", "run_optimum", "run_policies", "table_rows",
     "write_report",
 ]
+
+
+# ``optsched.compare(instance, ...)`` is this module's compare() (the top-level API)
+from ._api import make_callable  # noqa: E402  (after compare() is defined)
+
+make_callable(__name__)
