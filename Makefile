@@ -11,7 +11,7 @@
 PY ?= python3
 UV_VERSION := 0.13.9
 # the extras the test suite needs (ray is locked too; its tests skip when it is absent)
-EXTRAS := dev cpsat sweep ray
+EXTRAS := dev cpsat cbc gurobi sweep ray
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.synced

@@ -2,6 +2,79 @@
 
 See ``docs/semantics.md`` for what a schedule means; every schedule goes
 through :func:`optsched.evaluate.evaluate`.
+
+The top-level API (one name per concept; each lives in the module named here and is imported
+on first use, so ``import optsched`` and the CLI stay fast)::
+
+    import optsched
+    inst = optsched.load("demo")                      # a file, or a shipped instance by name
+    sched = optsched.simulate(inst, "vllm")           # a policy's schedule (policies/)
+    print(optsched.evaluate(inst, sched).makespan)    # the one semantics (evaluate.py)
+    report = optsched.solve(inst, "infermax", "makespan")          # formulations/
+    bound = optsched.lower_bound(inst, "makespan")                 # bounds/
+
+- :func:`load` -- :func:`optsched.data.load_instance`: an instance file or a shipped name
+- :class:`Instance`, :class:`Schedule` -- :mod:`optsched.instance`, :mod:`optsched.schedule`
+- :func:`simulate`, :class:`Policy`, :class:`Plan` -- :mod:`optsched.policies`
+- :func:`evaluate` -- :func:`optsched.evaluate.evaluate` (``docs/semantics.md``)
+- :func:`solve`, :class:`SolveOptions` -- :func:`optsched.formulations.solve`,
+  :mod:`optsched.solve_types`
+- :func:`lower_bound` -- :func:`optsched.bounds.lower_bound` (``formulations/bounds.md``)
+- :func:`compare` -- :func:`optsched.compare.compare`
 """
 
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # the names as type checkers see them; at run time __getattr__ imports them
+    from .bounds import lower_bound
+    from .compare import compare
+    from .data import load_instance as load
+    from .evaluate import evaluate
+    from .formulations import solve
+    from .instance import Instance
+    from .policies import Plan, Policy, simulate
+    from .schedule import Schedule
+    from .solve_types import SolveOptions
+
+# public name -> (module, attribute); "" is the module itself: ``evaluate`` and ``compare`` are
+# also submodules, which Python binds on the package whatever we do, so those modules are made
+# callable instead (optsched/_api.py)
+_LAZY: dict[str, tuple[str, str]] = {
+    "load": ("optsched.data", "load_instance"),
+    "Instance": ("optsched.instance", "Instance"),
+    "Schedule": ("optsched.schedule", "Schedule"),
+    "simulate": ("optsched.policies", "simulate"),
+    "Policy": ("optsched.policies", "Policy"),
+    "Plan": ("optsched.policies", "Plan"),
+    "evaluate": ("optsched.evaluate", ""),  # the module, callable (optsched/_api.py)
+    "solve": ("optsched.formulations", "solve"),
+    "SolveOptions": ("optsched.solve_types", "SolveOptions"),
+    "lower_bound": ("optsched.bounds", "lower_bound"),
+    "compare": ("optsched.compare", ""),  # the module, callable (optsched/_api.py)
+}
+
+__all__ = [
+    "Instance", "Plan", "Policy", "Schedule", "SolveOptions", "__version__", "compare", "evaluate",
+    "load", "lower_bound", "simulate", "solve",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a top-level API name from its module on first use (PEP 562) and cache it."""
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'optsched' has no attribute {name!r}") from None
+    mod = import_module(module)
+    value = getattr(mod, attr) if attr else mod
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .instance import Instance
+from .solve_types import relative_gap
 
 #: fixed seconds beyond the solver limit for any MILP (imports, warm start, decode, replay)
 OVERHEAD_SECONDS = 3.0
@@ -184,12 +185,15 @@ class BudgetedSolve:
 
 
 def upper_gap(upper: float | None, lower: float | None) -> float | None:
-    """``(upper - lower) / upper``: how far above a lower bound a schedule can be at most."""
+    """How far above a lower bound a schedule can be at most: the one gap formula
+    (:func:`optsched.solve_types.relative_gap`, ``(upper - lower) / |upper|``) of its
+    objective against the bound, 0 when the bound reaches the objective (it cannot exceed
+    the optimum: a bound above is tolerance) and for a zero objective a zero bound allows."""
     if upper is None or lower is None or not math.isfinite(upper) or not math.isfinite(lower):
         return None
     if upper == 0:
         return 0.0 if lower <= 0 else None
-    return max(0.0, (upper - lower) / abs(upper))
+    return relative_gap(upper, lower) if lower < upper else 0.0
 
 
 #: the warm start's share of the budget: its policies stop there (the rest goes to the bound,

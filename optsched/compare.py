@@ -29,6 +29,7 @@ from .errors import OptschedError
 from .evaluate import OBJECTIVES, Evaluation, evaluate
 from .instance import Instance
 from .schedule import Schedule
+from .solve_types import Status, finite_or_none
 
 if TYPE_CHECKING:
     from .bounds import BoundResult
@@ -76,12 +77,12 @@ class Row:
             "status": self.status,
             "feasible": None if ev is None else ev.feasible,
             "violations": None if ev is None else int(sum(ev.violation_counts.values())),
-            "objective": _num(self.objective),
-            "gap": _num(self.gap),
+            "objective": finite_or_none(self.objective),
+            "gap": finite_or_none(self.gap),
             "evictions": self.metric("evictions"),
-            "mean_ttft": _num(self.metric("mean_ttft")),
-            "mean_tpot": _num(self.metric("mean_tpot")),
-            "runtime": _num(self.runtime),
+            "mean_ttft": finite_or_none(self.metric("mean_ttft")),
+            "mean_tpot": finite_or_none(self.metric("mean_tpot")),
+            "runtime": finite_or_none(self.runtime),
             "message": self.message,
             **self.extra,
             "method": self.method,
@@ -120,13 +121,6 @@ class Comparison:
     def all_feasible(self) -> bool:
         """Every row has a feasible schedule (the CLI's exit 0)."""
         return all(r.evaluation is not None and r.evaluation.feasible for r in self.rows)
-
-
-def _num(v: Any) -> float | None:
-    if v is None:
-        return None
-    v = float(v)
-    return v if math.isfinite(v) else None
 
 
 def fmt(v: Any, digits: int = 6) -> str:
@@ -205,13 +199,14 @@ def run_optimum(inst: Instance, candidates: Sequence[Row], *, formulation: str =
     ws: Schedule | str = min(feas, key=_objective_of).schedule if feas else "auto"  # type: ignore[assignment]
     opts = SolveOptions(solver=solver, time_limit=time_limit, threads=threads, progress=False)
     rep = solve(inst, formulation, objective, options=opts, warm_start=ws)
-    extra = {"solver_status": rep.status, "bound": _num(rep.bound), "solver_gap": _num(rep.gap),
+    extra = {"solver_status": rep.status, "bound": finite_or_none(rep.bound),
+             "solver_gap": finite_or_none(rep.gap),
              "formulation": rep.formulation, "solver": rep.solver,
              "bound_global": bound_is_global(rep), "restricted": rep.restricted}
     solved = rep.status in ("optimal", "feasible")
-    if rep.status == "optimal":
+    if rep.status == Status.OPTIMAL:
         label, status = f"optimal ({formulation})", "optimal"
-    elif rep.status == "feasible":
+    elif rep.status == Status.FEASIBLE:
         label, status = f"best found ({formulation})", "best found (not proven optimal)"
     else:
         label, status = f"{formulation}", rep.status
@@ -242,7 +237,8 @@ def reference(opt: Row | None, lower: BoundResult | None = None
     The proven optimum when the solve proved one; else the largest *global* lower bound:
     the solver's bound unless its model was a restriction (:func:`bound_is_global`), or the
     certified bound of ``optsched.bounds``."""
-    if (opt is not None and opt.extra.get("solver_status") == "optimal" and opt.objective is not None
+    if (opt is not None and opt.extra.get("solver_status") == Status.OPTIMAL
+            and opt.objective is not None
             and not opt.extra.get("restricted")):
         return opt.objective, "optimum", f"proven optimum ({opt.extra.get('formulation')})"
     cands: list[tuple[float, str]] = []
@@ -444,7 +440,7 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
     rep = cmp.report
     report: dict[str, Any] = {
         "instance": cmp.instance.name, "objective_kind": cmp.objective,
-        "reference": {"kind": cmp.reference_kind, "value": _num(cmp.reference),
+        "reference": {"kind": cmp.reference_kind, "value": finite_or_none(cmp.reference),
                       "source": cmp.reference_source},
         "lower_bound": None if cmp.lower_bound is None else cmp.lower_bound.to_dict(),
         "notes": list(cmp.notes),
@@ -465,7 +461,7 @@ def _best_dict(cmp: Comparison) -> dict[str, Any] | None:
     """Which row holds the best schedule and which method found it (report.json's ``best``)."""
     b = cmp.best
     return None if b is None else {"label": b.label, "method": b.method,
-                                   "objective": _num(b.objective), "gap": _num(b.gap)}
+                                   "objective": finite_or_none(b.objective), "gap": finite_or_none(b.gap)}
 
 
 #: seconds loading matplotlib is assumed to take when it is not loaded yet (0.5-1 s on a
@@ -625,3 +621,9 @@ __all__ = [
     "markdown_table", "policy_names", "reference", "run_optimum", "run_policies", "table_rows",
     "write_report",
 ]
+
+
+# ``optsched.compare(instance, ...)`` is this module's compare() (the top-level API)
+from ._api import make_callable  # noqa: E402  (after compare() is defined)
+
+make_callable(__name__)

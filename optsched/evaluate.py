@@ -1016,3 +1016,9 @@ def _totals(inst, g_final, completion, latency, ttft, tpot, n_evict, recomputed,
                 met[i] &= bool(completion[i] <= r.deadline + 1e-12)
         m["slo_attainment"] = float(met[has_slo].mean())
     return m
+
+
+# ``optsched.evaluate(instance, schedule)`` is this module's evaluate() (the top-level API)
+from ._api import make_callable  # noqa: E402  (after evaluate() is defined)
+
+make_callable(__name__)

@@ -38,6 +38,7 @@ import numpy as np
 from .cost import CostModel
 from .errors import InstanceError
 from .instance import Instance, Limits, Request
+from .serving_metrics import normalized_latency
 
 #: the paper's SLOs (section 7.1): TTFT 0.4 s, TPOT 0.2 s
 TTFT_SLO = 0.4
@@ -229,8 +230,8 @@ def hybrid_metrics(instance: Instance, evaluation: Any, schedule: Any = None) ->
     out: dict[str, Any] = {"rt_requests": int(rt.sum()), "be_requests": int(be.sum())}
     done = np.isfinite(evaluation.completion)
     if rt.any():
-        lat = evaluation.latency[rt] / instance.output[rt]
-        out["rt_normalised_latency"] = float(np.mean(lat)) if done[rt].all() else None
+        out["rt_normalised_latency"] = normalized_latency(evaluation.latency[rt], instance.output[rt],
+                                                          all_finished=True)
         ttft_slo = np.array([r.ttft_slo or math.inf for r in instance.requests])[rt]
         tpot_slo = np.array([r.tpot_slo or math.inf for r in instance.requests])[rt]
         ttft = evaluation.ttft[rt]

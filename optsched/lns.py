@@ -66,6 +66,7 @@ from .lns_decode import decode, in_instance_order
 from .oracles.exhaustive import SearchOptions, search_between
 from .policies.registry import SimulationTimeout
 from .schedule import Batch, Schedule
+from .solve_types import Status
 
 State = tuple[int, int]  # (g, m): generated tokens, cached tokens (semantics section 3)
 
@@ -345,7 +346,7 @@ class _LNS:
         sub, start, goal = sp
         res = search_between(sub, self.obj, start, goal, SearchOptions(
             max_states=self.opts.max_states, time_limit=min(self.opts.window_time, left)))
-        if res.status != "optimal" or res.schedule is None:
+        if res.status != Status.OPTIMAL or res.schedule is None:
             return None
         self.solved += 1
         cand = _splice(self.inst.ids, s, j0, j1, res.schedule)

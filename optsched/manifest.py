@@ -31,6 +31,7 @@ from .errors import OptschedError
 from .evaluate import OBJECTIVES
 from .formulations import SolveOptions, solve
 from .instance import Instance
+from .solve_types import Status
 
 REPO = Path(__file__).resolve().parent.parent
 INSTANCES = REPO / "instances"
@@ -70,7 +71,7 @@ def run_method(inst: Instance, objective: str, formulation: str, solver: str, pa
                 "message": str(exc)}
     return {
         "status": rep.status,
-        "objective": rep.objective if rep.status == "optimal" else None,
+        "objective": rep.objective if rep.status == Status.OPTIMAL else None,
         "bound": rep.bound,
         "seconds": round(time.perf_counter() - t0, 3),
         "evictions": rep.evaluation.metrics["evictions"] if rep.evaluation is not None else None,
@@ -86,7 +87,7 @@ def establish(inst: Instance, objective: str, time_limit: float = 60.0) -> dict[
     for label, form, solver, params in methods_for(inst):
         results[label] = run_method(inst, objective, form, solver, params, time_limit)
     full = {k: v for k, v in results.items() if not k.startswith("hindsight")}
-    proven = {k: v["objective"] for k, v in full.items() if v["status"] == "optimal"}
+    proven = {k: v["objective"] for k, v in full.items() if v["status"] == Status.OPTIMAL}
     values = list(proven.values())
     agree = all(abs(v - values[0]) <= REL * max(1.0, abs(values[0])) for v in values)
     entry: dict[str, Any] = {
@@ -96,7 +97,7 @@ def establish(inst: Instance, objective: str, time_limit: float = 60.0) -> dict[
         "methods": results,
     }
     hs = results.get("hindsight/highs")
-    if hs is not None and hs["status"] == "optimal" and entry["optimum"] is not None:
+    if hs is not None and hs["status"] == Status.OPTIMAL and entry["optimum"] is not None:
         entry["restricted"] = {
             "hindsight (no preemption, no chunking)": hs["objective"],
             "equal": abs(hs["objective"] - entry["optimum"]) <= REL * max(1.0, abs(entry["optimum"])),

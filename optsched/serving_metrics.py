@@ -107,6 +107,17 @@ def p99_tbt(schedule: Schedule, evaluation: Evaluation, n: int) -> np.ndarray:
     return out
 
 
+def normalized_latency(latency: np.ndarray, output: np.ndarray, *,
+                       all_finished: bool = False) -> float | None:
+    """Normalised latency: the mean over finished requests of latency / output tokens
+    (EcoServe section 4; the hybrid paper's RT metric, section 7.1). None when no request
+    finished or, with ``all_finished``, when one did not (its latency is unbounded)."""
+    done = np.isfinite(latency)
+    if not done.any() or (all_finished and not done.all()):
+        return None
+    return float((latency[done] / output[done]).mean())
+
+
 def serving_metrics(instance: Instance, evaluation: Evaluation, *,
                     slo: JctSlo | None = None, stats: Any = None,
                     schedule: Schedule | None = None, ttft_slo: float | None = None,
@@ -124,8 +135,7 @@ def serving_metrics(instance: Instance, evaluation: Evaluation, *,
         "finished": int(done.sum()),
         "mean_jct": float(lat[done].mean()) if done.any() else None,
         "p99_jct": float(np.percentile(lat[done], 99)) if done.any() else None,
-        "normalized_latency": float((lat[done] / instance.output[done]).mean())
-        if done.any() else None,
+        "normalized_latency": normalized_latency(lat, instance.output),
         "mean_ttft": m.get("mean_ttft"),
         "throughput_rps": n / makespan if makespan > 0 else None,
         "tokens_per_second": m.get("tokens_per_second"),

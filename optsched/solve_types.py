@@ -108,6 +108,15 @@ class SolveOptions:
 MILP_DEFAULTS = SolveOptions(time_limit=None, seed=None, rel_gap=1e-4, abs_gap=1e-6)
 
 
+def finite_or_none(v: Any) -> float | None:
+    """A number as the JSON contracts report it: a float, or None (``null``) when missing or
+    not finite (NaN, +-inf). The one ``_num`` of compare, solve and sweep rows."""
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
 def relative_gap(objective: float | None, bound: float | None) -> float | None:
     """The one gap formula for every backend and formulation:
     ``|objective - bound| / max(|objective|, 1e-10)`` (None when either is missing or
@@ -144,4 +153,4 @@ class WarmStart:
 
 
 __all__ = ["MILP_DEFAULTS", "OBJECTIVES", "STATUSES", "Objective", "OptionsError", "SolveOptions",
-           "Status", "WarmStart", "relative_gap"]
+           "Status", "WarmStart", "finite_or_none", "relative_gap"]

@@ -15,6 +15,8 @@ import math
 import sys
 from typing import Any
 
+from .solve_types import Status
+
 #: how the objectives read in a sentence
 OBJECTIVE_WORDS = {"makespan": "makespan", "total-latency": "total latency",
                    "mean-ttft": "mean TTFT"}
@@ -62,7 +64,7 @@ def solve_verdict(instance: Any, objective: str, done: Any, hyp: Any,
     what = OBJECTIVE_WORDS.get(objective, objective)
     if hyp is not None and hyp.any:
         return _hypothesis_verdict(instance, objective, rep, hyp, than)
-    if rep.status == "optimal" and rep.objective is not None and not rep.restricted:
+    if rep.status == Status.OPTIMAL and rep.objective is not None and not rep.restricted:
         ws = rep.warm_start or {}
         tail = ""
         if ws.get("objective") and ws.get("policy") not in (None, "schedule"):
@@ -79,7 +81,7 @@ def solve_verdict(instance: Any, objective: str, done: Any, hyp: Any,
                 f"({fb['policy']}) has {what} {value(fb['objective'], instance)}, "
                 f"{above_optimum(fb['objective'], lb, None, False)} "
                 f"(lower bound {value(lb, instance)}).")
-    if rep.status == "error":
+    if rep.status == Status.ERROR:
         return (f"The solver failed ({rep.message or 'no message'}); every schedule has {what} "
                 f"at least {value(lb, instance)} (certified lower bound).")
     return (f"No schedule within the time limit; every schedule has {what} at least "
@@ -98,7 +100,7 @@ def _hypothesis_verdict(instance: Any, objective: str, rep: Any, hyp: Any,
             rel = rep.objective / hyp.at_most * than[0] - 1  # at_most = K x the reference
             yes += f" ({pct(abs(rel))} {'slower' if rel > 0 else 'faster'} than {than[1]})"
         return yes + " exists."
-    if rep.status == "infeasible":
+    if rep.status == Status.INFEASIBLE:
         if than is not None and hyp.at_most is not None:
             k, ref = than
             if k > 1:

@@ -13,6 +13,7 @@ from optsched.budget import ModelEstimate, estimate_model, plan_solve, upper_gap
 from optsched.cli import main
 from optsched.cost import preset
 from optsched.instance import Instance, Limits, Request
+from optsched.solve_types import relative_gap
 
 
 def _trace_like(n=20, seed=0) -> Instance:
@@ -45,6 +46,13 @@ def test_estimate_grows_with_requests_and_batches():
 def test_upper_gap():
     assert upper_gap(10.0, 9.0) == 0.1
     assert upper_gap(None, 9.0) is None
+    # the one gap formula (solve_types.relative_gap): (10 - 9) / 10 = 0.1 either way
+    assert upper_gap(10.0, 9.0) == relative_gap(10.0, 9.0)
+    # a bound at or above the objective (tolerance): no room left, 0 (relative_gap says 0.1)
+    assert upper_gap(10.0, 11.0) == 0.0 and relative_gap(10.0, 11.0) == 0.1
+    # a zero objective: gap 0 when the bound allows it, undefined otherwise
+    assert upper_gap(0.0, 0.0) == 0.0 and upper_gap(0.0, 1.0) is None
+    assert upper_gap(10.0, float("inf")) is None
 
 
 def test_solve_with_a_small_time_limit_falls_back(tmp_path, capsys):

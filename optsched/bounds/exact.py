@@ -20,6 +20,7 @@ import os
 import time
 from dataclasses import dataclass
 
+from ..solve_types import Status
 from .base import BoundError, BoundResult, Budget, register_bound
 
 EXHAUSTIVE_MAX_REQUESTS = 6
@@ -110,7 +111,7 @@ def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
     if instance.n <= EXHAUSTIVE_MAX_REQUESTS:
         rep = _solve(instance, "exhaustive", objective, min(left / 2, EXHAUSTIVE_SECONDS),
                      {"max_states": 300_000})
-        if rep.status == "optimal" and rep.objective is not None:
+        if rep.status == Status.OPTIMAL and rep.objective is not None:
             return BoundResult(rep.objective, "exact", objective,
                                notes=("exhaustive search: optimum",))
         reason = f"exhaustive search stopped ({rep.status}: {rep.message or 'no proof'})"

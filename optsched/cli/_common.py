@@ -32,16 +32,11 @@ def seed_arg(text: str) -> int:
 
 
 def load_instance(path: str) -> Instance:
-    """Load an instance file, or an instance shipped with optsched by name."""
-    p = Path(path)
-    if not p.exists():
-        from ..data import embedded_instance_path
+    """Load an instance file, or an instance shipped with optsched by name
+    (:func:`optsched.data.load_instance`, also :func:`optsched.load`)."""
+    from ..data import load_instance as load
 
-        shipped = embedded_instance_path(path)
-        if shipped is None:
-            raise InputFileError(f"{path}: no such instance file (nor a shipped instance of that name)")
-        p = shipped
-    return Instance.load(p)
+    return load(path)
 
 
 def load_schedule(path: str) -> Schedule:

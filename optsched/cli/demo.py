@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..data import embedded_instance_path
 from ..errors import InputFileError
+from ..solve_types import Status
 from . import compare
 from ._common import output_dir
 
@@ -63,11 +64,11 @@ def run(args) -> int:
 
     report = json.loads((Path(args.output) / "report.json").read_text())
     best = next((r for r in report["rows"] if r["kind"] == "optimum"
-                 and r["status"] == "optimal"), None)
+                 and r["status"] == Status.OPTIMAL), None)
     ef = solve(Instance.load(path), "infermax", "makespan",
                options=SolveOptions(time_limit=args.time_limit, progress=False),
                hypotheses=Hypotheses(no_evictions=True))
-    if best is not None and ef.status == "optimal" and ef.objective is not None:
+    if best is not None and ef.status == Status.OPTIMAL and ef.objective is not None:
         slower = (ef.objective - best["objective"]) / ef.objective
         print(f"\nproof by example: the best eviction-free schedule takes {ef.objective * 1000:.3f} "
               f"ms, {100 * slower:.1f}% slower than the optimum ({best['objective'] * 1000:.3f} ms, "

@@ -18,6 +18,23 @@ def embedded_instance_path(name: str) -> Path | None:
     return Path(str(p)) if p.is_file() else None
 
 
+def load_instance(source: str | Path):
+    """An instance file, or, when no file ``source`` exists, the instance shipped under that
+    name (``demo``, ``tiny``; with or without ``.json``) -- what the CLI's ``INSTANCE``
+    argument means. Raises :class:`~optsched.errors.InputFileError` naming ``source`` when it
+    is neither."""
+    from ..errors import InputFileError
+    from ..instance import Instance
+
+    p = Path(source)
+    if not p.exists():
+        shipped = embedded_instance_path(str(source))
+        if shipped is None:
+            raise InputFileError(f"{source}: no such instance file (nor a shipped instance of that name)")
+        p = shipped
+    return Instance.load(p)
+
+
 def load_embedded(name: str):
     from ..instance import Instance
 

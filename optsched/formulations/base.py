@@ -39,7 +39,16 @@ if TYPE_CHECKING:
 
     from .. import milp
 
-from ..solve_types import OBJECTIVES, STATUSES, Objective, SolveOptions, WarmStart, relative_gap
+from ..solve_types import (
+    OBJECTIVES,
+    STATUSES,
+    Objective,
+    SolveOptions,
+    Status,
+    WarmStart,
+    finite_or_none,
+    relative_gap,
+)
 
 REL_TOL = 1e-6
 
@@ -217,9 +226,9 @@ class SolveReport:
             sched = self.schedule.to_dict()
         return {
             "status": self.status,
-            "objective": _num(self.objective),
-            "bound": _num(self.bound),
-            "gap": _num(self.gap),
+            "objective": finite_or_none(self.objective),
+            "bound": finite_or_none(self.bound),
+            "gap": finite_or_none(self.gap),
             "runtime": self.runtime,
             "solver": self.solver,
             "formulation": self.formulation,
@@ -233,10 +242,6 @@ class SolveReport:
             "history": [list(h) for h in self.history],
             "restricted": self.restricted,
         }
-
-
-def _num(v):
-    return None if v is None or not math.isfinite(v) else float(v)
 
 
 # --- registry ------------------------------------------------------------------------
@@ -357,7 +362,7 @@ def _warm_start(instance: Instance, objective: str, warm_start, hyp: Hypotheses,
         warm_start = warm_start.schedule
     if isinstance(warm_start, Schedule):
         ws = WarmStart.of(instance, warm_start)
-        return ws, {"policy": "schedule", "objective": _num(ws.objective(objective)),
+        return ws, {"policy": "schedule", "objective": finite_or_none(ws.objective(objective)),
                     "feasible": ws.feasible}
     from ..policies import SimulationTimeout, list_policies, simulate
     from ..policies.registry import PolicyWarning
@@ -399,7 +404,7 @@ def _warm_start(instance: Instance, objective: str, warm_start, hyp: Hypotheses,
             best = (name, WarmStart(s, ev), v)
     if best is None:
         return None, ({"policy": None, "objective": None, "stopped": stopped} if stopped else None)
-    info: dict[str, Any] = {"policy": best[0], "objective": _num(best[2])}
+    info: dict[str, Any] = {"policy": best[0], "objective": finite_or_none(best[2])}
     if stopped:
         info["stopped"] = stopped
     return best[1], info
@@ -585,18 +590,18 @@ def _check(instance, formulation, objective, hyp, raw: RawSolution, ws_info, ela
             elif not raw.exact:
                 notes.append(f"model objective {obj} is a relaxation; the evaluator prices the decoded "
                              f"schedule at {true}")
-            obj = true if status != "error" else obj
+            obj = true if status != Status.ERROR else obj
     elif status in ("optimal", "feasible"):
         status, message = "error", "formulation reported a solution but returned no schedule"
     bound = raw.bound
-    if status == "optimal" and bound is None and obj is not None:
+    if status == Status.OPTIMAL and bound is None and obj is not None:
         bound = obj
-    if bound is not None and obj is not None and status != "error":
+    if bound is not None and obj is not None and status != Status.ERROR:
         if bound > obj * (1 + REL_TOL) + 1e-9 + rounding:
             status, message = "error", f"bound {bound} exceeds the objective {obj}"
         elif bound > obj:  # solver tolerance: a dual bound a hair above the incumbent
             bound = obj
-    if status == "optimal" and not raw.exact:
+    if status == Status.OPTIMAL and not raw.exact:
         notes.append("optimal for the relaxed model only")
     return SolveReport(
         status=status,

@@ -11,7 +11,7 @@ from ..evaluate import evaluate
 from ..instance import Instance
 from ..oracles.exhaustive import DEFAULT_MAX_STATES, SearchOptions, search
 from ..plugins import ParamSpec, parse_params
-from ..solve_types import OBJECTIVES, SolveOptions, WarmStart
+from ..solve_types import OBJECTIVES, SolveOptions, Status, WarmStart
 from .base import FormulationError, Hypotheses, RawSolution, register_formulation
 
 _BOOL_PARAMS = ("no_evictions", "no_chunking", "no_pausing")
@@ -62,10 +62,11 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
     restr = [k for k in _BOOL_PARAMS if getattr(so, k)]
     if restr:
         notes.append("restricted search: " + ", ".join(restr))
-    if res.status != "optimal":
+    if res.status != Status.OPTIMAL:
         status = res.status
         msg = res.message
-        if res.status == "no_solution" and hypotheses.at_most is not None and "upper bound" in (msg or ""):
+        if (res.status == Status.NO_SOLUTION and hypotheses.at_most is not None
+                and "upper bound" in (msg or "")):
             status, msg = "infeasible", f"no schedule with objective <= {hypotheses.at_most}"
         return RawSolution(status=status, runtime=res.runtime, solver="exhaustive",
                            nodes=res.expanded, notes=tuple(notes), message=msg)

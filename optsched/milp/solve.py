@@ -12,7 +12,7 @@ import numpy as np
 
 from ..solve_types import MILP_DEFAULTS, SolveOptions
 from ..stdout_guard import c_stdout_to_stderr
-from .backends import BackendOutput, WarmStart, backend_names, get_backend
+from .backends import BackendOutput, ColumnStart, backend_names, get_backend
 from .backends.base import Backend
 from .errors import MilpError, WarmStartError
 from .model import Model
@@ -64,7 +64,7 @@ def choose_auto(model: Model) -> tuple[str, str]:
 
 
 def _prepare_start(model: Model, warm_start: Any, backend: Backend
-                   ) -> tuple[WarmStart | None, float | None, int, list[str]]:
+                   ) -> tuple[ColumnStart | None, float | None, int, list[str]]:
     """Check a warm start; returns (start to pass or None, its objective, violations, notes).
 
     A start that violates anything is not passed to the solver. A start with NaN entries (or
@@ -100,7 +100,7 @@ def _prepare_start(model: Model, warm_start: Any, backend: Backend
         what = "partial warm starts" if f.warm_start else "warm starts"
         notes.append(f"{backend.name} cannot use {what}; the start was not passed")
         return None, objective, 0, notes
-    return WarmStart(values=x, partial=partial), objective, 0, notes
+    return ColumnStart(values=x, partial=partial), objective, 0, notes
 
 
 def _option_notes(backend: Backend, options: SolveOptions) -> list[str]:

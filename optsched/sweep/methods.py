@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import math
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import OptschedError
 from ..evaluate import evaluate
 from ..instance import Instance
+from ..solve_types import finite_or_none
 from .spec import MethodSpec
 
 Runner = Callable[[Instance, MethodSpec], dict[str, Any]]
@@ -42,13 +42,6 @@ def method_kind(kind: str) -> Callable[[Runner], Runner]:
 
 def run_method(instance: Instance, method: MethodSpec) -> dict[str, Any]:
     return _KINDS[method.kind](instance, method)
-
-
-def _num(v: Any) -> float | None:
-    if v is None:
-        return None
-    v = float(v)
-    return v if math.isfinite(v) else None
 
 
 def solver_version(solver: str | None) -> str | None:
@@ -75,7 +68,7 @@ def run_policy(instance: Instance, method: MethodSpec) -> dict[str, Any]:
     policy = get_spec(method.name).make(**dict(method.params))
     ev = evaluate(instance, simulate_policy(instance, policy))
     return {"status": "feasible" if ev.feasible else "infeasible",
-            "objective": _num(ev.objective(method.objective)) if ev.feasible else None,
+            "objective": finite_or_none(ev.objective(method.objective)) if ev.feasible else None,
             "feasible": ev.feasible, "evictions": int(ev.metrics["evictions"]),
             "error": None if ev.feasible else f"infeasible schedule: {dict(ev.violation_counts)}"}
 
@@ -95,9 +88,9 @@ def run_formulation(instance: Instance, method: MethodSpec) -> dict[str, Any]:
     ev = rep.evaluation
     has_schedule = rep.status in ("optimal", "feasible") and ev is not None
     return {"status": str(rep.status),
-            "objective": _num(rep.objective) if has_schedule else None,
-            "bound": _num(rep.bound),
-            "gap": _num(rep.gap),
+            "objective": finite_or_none(rep.objective) if has_schedule else None,
+            "bound": finite_or_none(rep.bound),
+            "gap": finite_or_none(rep.gap),
             "feasible": bool(ev.feasible) if ev is not None else None,
             "restricted": bool(rep.restricted),
             "evictions": int(ev.metrics["evictions"]) if has_schedule and ev is not None else None,
@@ -132,7 +125,7 @@ def run_bound(instance: Instance, method: MethodSpec) -> dict[str, Any]:
     schedule, so no objective -- the value goes to the ``bound`` column."""
     res = bounds_module().lower_bound(instance, method.objective, method=method.name,
                                       time_limit=method.option["time_limit"])
-    return {"status": "bound", "bound": _num(res.value), "solver": f"bound:{res.method}"}
+    return {"status": "bound", "bound": finite_or_none(res.value), "solver": f"bound:{res.method}"}
 
 
 __all__ = ["run_method", "method_kind", "check_bound_method", "BoundsUnavailable", "solver_version"]

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..solve_types import Status
 from .cells import FAILED
 from .results import ResultsError, ResultStore
 
@@ -38,7 +39,7 @@ def _references(rows: list[dict]) -> dict[tuple[str, str], tuple[float, str]]:
         b = r["bound"]
         if b is None or not math.isfinite(b) or r["status"] in (FAILED, "error", "infeasible"):
             continue
-        kind = "optimum" if r["status"] == "optimal" else "bound"
+        kind = "optimum" if r["status"] == Status.OPTIMAL else "bound"
         if r.get("restricted"):
             kind = "restricted " + kind
         g = (r["instance_hash"], r["objective_kind"])

@@ -5,15 +5,26 @@ file. Installed distributions add backends through the ``optsched.backends`` ent
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import UnknownSolverError
-from .base import BACKENDS, Backend, BackendOutput, Features, WarmStart, register
+from .base import BACKENDS, Backend, BackendOutput, ColumnStart, Features, register
 
 __all__ = [
-    "BACKENDS", "Backend", "BackendOutput", "Features", "WarmStart", "register",
+    "BACKENDS", "Backend", "BackendOutput", "ColumnStart", "Features", "register",
     "backend_names", "get_backend",
 ]
 
 _instances: dict[str, Backend] = {}
+
+
+def __getattr__(name: str) -> Any:
+    """The deprecated ``WarmStart`` (now :class:`ColumnStart`), resolved with a warning."""
+    if name == "WarmStart":
+        from . import base
+
+        return base.__getattr__(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def backend_names() -> list[str]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -58,8 +59,13 @@ class Features:
 
 
 @dataclass(frozen=True, eq=False)
-class WarmStart:
-    """A checked warm start handed to a backend: a full vector, NaN where not given."""
+class ColumnStart:
+    """A checked warm start handed to a backend: a full column vector, NaN where not given.
+
+    Formerly ``WarmStart``; renamed so that :class:`optsched.solve_types.WarmStart` (a schedule
+    and its evaluation) is the one warm start of the solve vocabulary. The old name still
+    resolves here, with a :class:`DeprecationWarning`.
+    """
 
     values: np.ndarray
     partial: bool
@@ -138,6 +144,16 @@ class Backend(ABC):
         return None
 
     @abstractmethod
-    def solve(self, model: Model, options: SolveOptions, start: WarmStart | None,
+    def solve(self, model: Model, options: SolveOptions, start: ColumnStart | None,
               progress: Progress) -> BackendOutput:
         ...
+
+
+def __getattr__(name: str) -> Any:
+    """``WarmStart`` is the deprecated name of :class:`ColumnStart` (issue 27: one name per
+    concept)."""
+    if name == "WarmStart":
+        warnings.warn("optsched.milp.backends.WarmStart is deprecated; use ColumnStart",
+                      DeprecationWarning, stacklevel=2)
+        return ColumnStart
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

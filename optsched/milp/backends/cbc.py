@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .base import Backend, BackendOutput, Features, WarmStart, register
+from .base import Backend, BackendOutput, ColumnStart, Features, register
 
 if TYPE_CHECKING:
     from ...solve_types import SolveOptions
@@ -153,7 +153,7 @@ class CbcBackend(Backend):
 
     def unavailable_reason(self) -> str | None:
         if importlib.util.find_spec("pulp") is None:
-            return "cbc: pulp not installed (pip install pulp)"
+            return "cbc: pulp not installed (pip install 'optsched[cbc]')"
         if _cbc_path() is None:
             return "cbc: no CBC executable (neither PuLP's bundled one nor cbc on PATH)"
         return None
@@ -177,7 +177,7 @@ class CbcBackend(Backend):
     def model_size(self, model: Model) -> tuple[int, int]:
         return model.num_vars, model.num_constraints
 
-    def solve(self, model: Model, options: SolveOptions, start: WarmStart | None,
+    def solve(self, model: Model, options: SolveOptions, start: ColumnStart | None,
               progress: Progress) -> BackendOutput:
         import pulp
 

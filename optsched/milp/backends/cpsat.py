@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import MilpError
-from .base import Backend, BackendOutput, Features, WarmStart, register
+from .base import Backend, BackendOutput, ColumnStart, Features, register
 
 if TYPE_CHECKING:
     from ...solve_types import SolveOptions
@@ -323,7 +323,7 @@ class CpSatBackend(Backend):
             return str(exc)
         return None
 
-    def solve(self, model: Model, options: SolveOptions, start: WarmStart | None,
+    def solve(self, model: Model, options: SolveOptions, start: ColumnStart | None,
               progress: Progress) -> BackendOutput:
         a = model.arrays()
         im = to_integer_model(model)
@@ -364,7 +364,7 @@ class CpSatBackend(Backend):
     def _unscale(v: float, a: ModelArrays, im: IntegerModel, sign: int) -> float:
         return sign * float(v) / im.obj_factor + float(a.obj_constant)
 
-    def _run(self, a, im, sign, options: SolveOptions, start: WarmStart | None,
+    def _run(self, a, im, sign, options: SolveOptions, start: ColumnStart | None,
              progress: Progress, out: BackendOutput):
         """Solve in the worker; returns the raw result dict, or None after an error."""
         params: dict = {"relative_gap_limit": float(options.rel_gap),

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .base import Backend, BackendOutput, Features, WarmStart, register
+from .base import Backend, BackendOutput, ColumnStart, Features, register
 
 if TYPE_CHECKING:
     from ...solve_types import SolveOptions
@@ -53,7 +53,8 @@ def probe_license() -> LicenseInfo:
         if _license is not None:
             return _license
         if importlib.util.find_spec("gurobipy") is None:
-            _license = LicenseInfo(False, None, "gurobi: gurobipy not installed")
+            _license = LicenseInfo(False, None,
+                                   "gurobi: gurobipy not installed (pip install 'optsched[gurobi]')")
             return _license
         import gurobipy as gp
 
@@ -126,7 +127,7 @@ class GurobiBackend(Backend):
 
         return ".".join(map(str, gp.gurobi.version()))
 
-    def solve(self, model: Model, options: SolveOptions, start: WarmStart | None,
+    def solve(self, model: Model, options: SolveOptions, start: ColumnStart | None,
               progress: Progress) -> BackendOutput:
         import gurobipy as gp
         from gurobipy import GRB

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...stdout_guard import c_stdout_to_stderr, silenced_c_stdout
-from .base import Backend, BackendOutput, Features, WarmStart, register
+from .base import Backend, BackendOutput, ColumnStart, Features, register
 
 if TYPE_CHECKING:
     from ...solve_types import SolveOptions
@@ -78,7 +78,7 @@ class HighsBackend(Backend):
 
         return str(new_highs().version())
 
-    def solve(self, model: Model, options: SolveOptions, start: WarmStart | None,
+    def solve(self, model: Model, options: SolveOptions, start: ColumnStart | None,
               progress: Progress) -> BackendOutput:
         import highspy
 

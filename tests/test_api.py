@@ -1,0 +1,76 @@
+"""The top-level API (issue 27 item 2): every name resolves to the one object of its concept,
+``import optsched`` stays light, and the renamed backend warm start keeps a deprecated alias."""
+
+import subprocess
+import sys
+
+import pytest
+
+import optsched
+
+
+def test_names_resolve_to_their_modules_objects():
+    from optsched.bounds import lower_bound
+    from optsched.data import load_instance
+    from optsched.formulations import solve
+    from optsched.instance import Instance
+    from optsched.policies import Plan, Policy, simulate
+    from optsched.schedule import Schedule
+    from optsched.solve_types import SolveOptions
+
+    expected = {"load": load_instance, "Instance": Instance, "Schedule": Schedule,
+                "simulate": simulate, "Policy": Policy, "Plan": Plan, "solve": solve,
+                "SolveOptions": SolveOptions, "lower_bound": lower_bound}
+    for name, obj in expected.items():
+        assert getattr(optsched, name) is obj, name
+    assert set(optsched.__all__) >= set(expected) | {"evaluate", "compare"}
+
+
+def test_evaluate_and_compare_are_the_modules_and_call_their_functions():
+    import optsched.compare as compare_module
+    import optsched.evaluate as evaluate_module
+
+    assert optsched.evaluate is evaluate_module and optsched.compare is compare_module
+    inst = optsched.load("tiny")
+    sched = optsched.simulate(inst, "vllm")
+    assert optsched.evaluate(inst, sched).metrics == evaluate_module.evaluate(inst, sched).metrics
+    rows = optsched.compare(inst, ["vllm"]).rows
+    assert [r.label for r in rows] == ["vllm"]
+
+
+def test_load_takes_a_file_or_a_shipped_name(tmp_path):
+    from optsched.data import embedded_instance_path
+    from optsched.errors import InputFileError
+
+    path = embedded_instance_path("demo")
+    assert path is not None
+    assert optsched.load(str(path)).requests == optsched.load("demo").requests
+    with pytest.raises(InputFileError, match="nope.json: no such instance file"):
+        optsched.load(str(tmp_path / "nope.json"))
+
+
+def test_import_optsched_imports_no_api_module():
+    code = ("import sys, optsched; heavy = [m for m in ('numpy', 'optsched.evaluate', "
+            "'optsched.formulations', 'optsched.policies') if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_unknown_name_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        optsched.nope  # noqa: B018
+
+
+def test_backend_warm_start_is_column_start_with_a_deprecated_alias():
+    from optsched.milp import backends
+    from optsched.milp.backends.base import ColumnStart
+
+    with pytest.warns(DeprecationWarning, match="use ColumnStart"):
+        assert backends.WarmStart is ColumnStart
+    from optsched.solve_types import WarmStart
+
+    assert WarmStart is not ColumnStart
+
+
+def test_all_lists_exactly_the_lazy_names():
+    assert set(optsched.__all__) == set(optsched._LAZY) | {"__version__"}
