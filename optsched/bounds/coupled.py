@@ -20,8 +20,6 @@ That count, on a grid of ``tau``, bounds each order statistic ``C_(k)`` from bel
 
 from __future__ import annotations
 
-import heapq
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -149,30 +147,10 @@ def frontier(f: Floors, ttft: bool = False) -> Frontier:
 
 def srpt_count(release: np.ndarray, work: np.ndarray, tau: float) -> int:
     """How many jobs preemptive SRPT on one machine completes by ``tau`` (at least as many
-    as any preemptive schedule of the same jobs, bounds.md B7); ``inf`` work never ends."""
+    as any preemptive schedule of the same jobs, bounds.md B7); ``inf`` work never ends.
+    Jobs released at or after ``tau`` cannot change SRPT's schedule before it."""
     keep = np.isfinite(work) & (release < tau)
-    order = np.argsort(release[keep], kind="stable")
-    r = release[keep][order].tolist()
-    w = work[keep][order].tolist()
-    n, k, t, done = len(r), 0, -math.inf, 0
-    heap: list[float] = []
-    while k < n or heap:
-        if not heap:
-            t = max(t, r[k])
-        while k < n and r[k] <= t:
-            heapq.heappush(heap, w[k])
-            k += 1
-        rem = heapq.heappop(heap)
-        nxt = r[k] if k < n else math.inf
-        if t + rem <= min(nxt, tau):
-            t += rem
-            done += 1
-        elif tau <= nxt:
-            return done
-        else:
-            heapq.heappush(heap, rem - (nxt - t))
-            t = nxt
-    return done
+    return int(srpt_completions(release[keep], work[keep], until=tau).size)
 
 
 def count_at(fr: Frontier, a: np.ndarray, tau: float) -> int:

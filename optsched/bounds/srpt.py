@@ -16,6 +16,7 @@ For mean TTFT the same holds with the prefill floors (tokens shared over ``P``).
 from __future__ import annotations
 
 import heapq
+import math
 
 import numpy as np
 
@@ -33,15 +34,16 @@ def srpt_total_completion(release: np.ndarray, work: np.ndarray) -> float:
     return float(srpt_completions(release, work).sum())
 
 
-def srpt_completions(release: np.ndarray, work: np.ndarray) -> np.ndarray:
-    """Completion times of preemptive SRPT on one machine, sorted. At every time SRPT has
-    completed at least as many jobs as any preemptive schedule (bounds.md B7), so its
-    ``k``-th completion is a lower bound on the ``k``-th completion of any of them."""
+def srpt_completions(release: np.ndarray, work: np.ndarray, until: float = math.inf
+                     ) -> np.ndarray:
+    """Completion times of preemptive SRPT on one machine, sorted, up to ``until``. At every
+    time SRPT has completed at least as many jobs as any preemptive schedule (bounds.md B7),
+    so its ``k``-th completion is a lower bound on the ``k``-th completion of any of them."""
     order = np.argsort(release, kind="stable")
     r = release[order].tolist()
     w = work[order].tolist()
     done: list[float] = []
-    n, k, t = len(r), 0, 0.0
+    n, k, t = len(r), 0, -math.inf
     heap: list[float] = []
     while k < n or heap:
         if not heap:
@@ -50,10 +52,12 @@ def srpt_completions(release: np.ndarray, work: np.ndarray) -> np.ndarray:
             heapq.heappush(heap, w[k])
             k += 1
         rem = heapq.heappop(heap)
-        nxt = r[k] if k < n else float("inf")
-        if t + rem <= nxt:
+        nxt = r[k] if k < n else math.inf
+        if t + rem <= min(nxt, until):
             t += rem
             done.append(t)
+        elif until <= nxt:  # the job in service would end after ``until``: stop there
+            break
         else:  # run until the next release, then reconsider
             heapq.heappush(heap, rem - (nxt - t))
             t = nxt
