@@ -7,7 +7,6 @@ Python ``solve`` and a sweep's bound cell. Sizes and times before/after are in
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -44,22 +43,19 @@ def identical(n: int) -> Instance:
 
 
 @pytest.fixture(scope="module")
-def pycache(tmp_path_factory) -> str:
-    """A bytecode cache for the subprocesses: an installed optsched and its dependencies come
-    with compiled bytecode, but this environment may set PYTHONDONTWRITEBYTECODE, and then
-    every process compiles numpy and matplotlib anew (seconds at load 8); the first command
-    fills the cache, so warm it once."""
-    d = str(tmp_path_factory.mktemp("pycache"))
-    _run(d, "--version")
-    _run(d, "plot", "--help")
-    return d
+def pycache(tmp_path_factory) -> None:
+    """Warm the operating system's file cache with one run of each import path. Bytecode is
+    compiled at install time (the Makefile's UV_COMPILE_BYTECODE, ``compileall optsched``),
+    so the subprocesses read it as a user's would; an earlier version pointed them at an
+    empty PYTHONPYCACHEPREFIX, which hides that bytecode and made the first command of a
+    worker recompile numpy and matplotlib inside its time limit (46 s at T = 5 once)."""
+    _run("--version")
+    _run("plot", "--help")
 
 
-def _run(cache: str, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = cache
+def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "optsched", *args], capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=600, env=env)
+                          text=True, stdin=subprocess.DEVNULL, timeout=600)
 
 
 @pytest.fixture
@@ -67,7 +63,7 @@ def timed_cli(pycache):
     """``timed_cli(*args)`` -> (wall seconds, completed process) of ``optsched *args``."""
     def run(*args: str) -> tuple[float, subprocess.CompletedProcess]:
         t0 = time.perf_counter()
-        proc = _run(pycache, *args)
+        proc = _run(*args)
         return time.perf_counter() - t0, proc
     return run
 

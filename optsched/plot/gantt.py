@@ -248,6 +248,12 @@ def kv_steps(ev: Evaluation) -> tuple[np.ndarray, np.ndarray]:
     if idle.size:
         edges = np.insert(edges, idle + 1, end[idle])
         vals = np.insert(vals, idle + 1, np.nan)
+    # a batch that takes no time (empty, or evictions only) is a step of width 0: nothing to
+    # see, but a million of them cost matplotlib a minute of path extents
+    keep = np.diff(edges) > 0
+    if not keep.all():
+        keep[0] |= not keep.any()  # all of width 0: one step still carries the value
+        edges, vals = np.append(edges[:-1][keep], edges[-1]), vals[keep]
     return edges, vals
 
 
