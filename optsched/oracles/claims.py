@@ -199,31 +199,8 @@ def _shrink_mcsf(inst: Instance, max_states: int, time_limit: float) -> _Trial:
         tr = _run_trial(i, max_states, time_limit, unrestricted=False, hindsight=False)
         return tr if tr is not None and tr.mcsf > tr.paper_opt + _TOL else None
 
-    s = inst.requests[0].prompt
-    outs = [r.output for r in inst.requests]
-    M = inst.limits.kv_capacity
-    changed = True
-    while changed:
-        changed = False
-        cands = []
-        for k in range(len(outs)):
-            if len(outs) > 1:
-                cands.append((s, outs[:k] + outs[k + 1:], M))
-        for k in range(len(outs)):
-            if outs[k] > 1:
-                cands.append((s, outs[:k] + [outs[k] - 1] + outs[k + 1:], M))
-        if s > 2:
-            cands.append((s - 1, outs, M - 1))
-            cands.append((s - 1, outs, M))
-        cands.append((s, outs, M - 1))
-        for cs, co, cm in cands:
-            if cm < cs + max(co) - 1:
-                continue
-            if violates(paper_instance(cs, co, cm)):
-                s, outs, M = cs, co, cm
-                changed = True
-                break
-    tr = _run_trial(paper_instance(s, outs, M, "mcsf-counterexample"), max_states, time_limit)
+    small = _shrink_paper(inst, violates, "mcsf-counterexample")
+    tr = _run_trial(small, max_states, time_limit)
     assert tr is not None
     return tr
 
@@ -346,7 +323,7 @@ def _paper_opt(inst: Instance, max_states: int, time_limit: float,
     return rep.objective, rep.schedule
 
 
-def _shrink_paper(inst: Instance, violates) -> Instance:
+def _shrink_paper(inst: Instance, violates, name: str = "amin-hsf-counterexample") -> Instance:
     """Fewest requests, then smaller outputs, prompt and memory, keeping ``violates(inst)``."""
     s = inst.requests[0].prompt
     outs = [r.output for r in inst.requests]
@@ -365,7 +342,7 @@ def _shrink_paper(inst: Instance, violates) -> Instance:
                 s, outs, M = cs, co, cm
                 changed = True
                 break
-    return paper_instance(s, outs, M, "amin-hsf-counterexample")
+    return paper_instance(s, outs, M, name)
 
 
 def check_hsf(trials: int = 200, seed: int = 0, max_requests: int = 4, alpha: float = 0.5,
