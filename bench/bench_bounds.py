@@ -49,6 +49,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -62,7 +63,7 @@ from optsched.evaluate import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits, Request  # noqa: E402
 from optsched.lns import LNSOptions, improve  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
-from optsched.traces import load_azure  # noqa: E402
+from optsched.traces import load_azure, read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
 
 #: ../shared/data/traces next to the repository (OPTSCHED_TRACES overrides, e.g. from a worktree)
 TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
@@ -198,15 +199,17 @@ def part_trace(args) -> list[dict]:
 
 
 def window_instance(trace: str, seed: int, n: int) -> tuple[Instance, int]:
-    """``n`` consecutive requests of the trace from a start index drawn by ``seed``, with
-    their own arrivals re-based to 0."""
-    full = load_azure(TRACES / f"AzureLLMInferenceTrace_{trace}.csv",
-                      Limits(kv_capacity=M, max_batch_tokens=C), preset(PRESET), too_long="drop")
-    start = int(np.random.default_rng(seed).integers(0, max(1, full.n - n)))
-    reqs = full.requests[start:start + n]
-    a0 = reqs[0].arrival
-    return full.replace(name=f"{trace}-w{seed}", requests=tuple(
-        Request(r.id, r.arrival - a0, r.prompt, r.output) for r in reqs)), start
+    """``n`` consecutive requests of the trace from a start row drawn by ``seed``, with
+    their own arrivals re-based to 0 (:func:`optsched.traces.seeded_window`, the same
+    windows as ``bench_upper.py`` and ``optsched generate azure --consecutive n --seed s``)."""
+    raw = read_trace(TRACES / f"AzureLLMInferenceTrace_{trace}.csv", format="azure")
+    start = window_start(raw.n, n, seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        inst = trace_to_instance(seeded_window(raw, n, seed),
+                                 Limits(kv_capacity=M, max_batch_tokens=C), preset(PRESET),
+                                 name=f"{trace}-w{seed}", too_long="drop")
+    return inst, start
 
 
 def timed_bound(inst: Instance, objective: str, method: str) -> tuple[float, float]:

@@ -334,13 +334,16 @@ def select(
     start: float | None = None,
     end: float | None = None,
     rate_scale: float = 1.0,
+    consecutive: int | None = None,
 ) -> Trace:
     """Apply the selection options: window ``[start, end)`` (re-based to ``start``), then
-    the first ``limit`` rows or a seeded random ``sample`` of rows (kept in file order),
-    then arrivals divided by ``rate_scale``."""
-    if limit is not None and sample is not None:
-        raise InstanceError("give either limit (first N) or sample (random N), not both")
-    for name, v in (("limit", limit), ("sample", sample)):
+    the first ``limit`` rows, a seeded random ``sample`` of rows (kept in file order) or
+    ``consecutive`` rows from a start row drawn by ``seed`` (:func:`seeded_window`), then
+    arrivals divided by ``rate_scale``."""
+    if sum(v is not None for v in (limit, sample, consecutive)) > 1:
+        raise InstanceError("give one of limit (first N), sample (random N) and consecutive "
+                            "(N consecutive rows from a seeded start), not several")
+    for name, v in (("limit", limit), ("sample", sample), ("consecutive", consecutive)):
         if v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 0):
             raise InstanceError(f"{name} must be an integer >= 0, got {v!r}")
     if not (isinstance(rate_scale, (int, float)) and math.isfinite(rate_scale) and rate_scale > 0):
@@ -361,8 +364,30 @@ def select(
             raise InstanceError(f"cannot sample {sample} requests from {t.n}")
         idx = np.sort(np.random.default_rng(seed).choice(t.n, size=int(sample), replace=False))
         t = t.subset(idx)
+    elif consecutive is not None:
+        t = seeded_window(t, int(consecutive), seed)
     if rate_scale != 1.0:
         t = Trace(**{**t.__dict__, "arrival": t.arrival / float(rate_scale)})
+    return t
+
+
+def window_start(n_rows: int, size: int, seed: int) -> int:
+    """The first row of :func:`seeded_window`: uniform over ``[0, n_rows - size)`` by
+    ``numpy.random.default_rng(seed)`` (0 when the trace has at most ``size + 1`` rows)."""
+    return int(np.random.default_rng(seed).integers(0, max(1, n_rows - size)))
+
+
+def seeded_window(trace: Trace, size: int, seed: int) -> Trace:
+    """``size`` consecutive rows of ``trace`` from a start row drawn by ``seed``
+    (:func:`window_start`), arrivals re-based so the first is at 0: the one definition of
+    "a seeded window of a trace" that the benches, notebooks and ``--consecutive`` share,
+    so that a bound and a schedule reported for "conv seed 1" are on the same requests."""
+    if size > trace.n:
+        raise InstanceError(f"cannot take {size} consecutive requests from {trace.n}")
+    lo = window_start(trace.n, size, seed)
+    t = trace.subset(slice(lo, lo + size))
+    if t.n:
+        t = Trace(**{**t.__dict__, "arrival": t.arrival - float(t.arrival.min())})
     return t
 
 
@@ -378,12 +403,13 @@ def load_trace(
     rate_scale: float = 1.0,
     zero_tokens: str = "drop",
     rate: float | None = None,
+    consecutive: int | None = None,
 ) -> Trace:
-    """:func:`read_trace` followed by :func:`select` (``seed`` drives both the sample and,
-    for ``arxiv`` files, the Poisson arrivals)."""
+    """:func:`read_trace` followed by :func:`select` (``seed`` drives the sample, the
+    consecutive window's start and, for ``arxiv`` files, the Poisson arrivals)."""
     t = read_trace(path, format=format, zero_tokens=zero_tokens, rate=rate, seed=seed)
     return select(t, limit=limit, sample=sample, seed=seed, start=start, end=end,
-                  rate_scale=rate_scale)
+                  rate_scale=rate_scale, consecutive=consecutive)
 
 
 def trace_to_instance(

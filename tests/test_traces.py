@@ -13,8 +13,10 @@ from optsched.traces import (
     load_trace,
     load_trace_instance,
     read_trace,
+    seeded_window,
     select,
     trace_to_instance,
+    window_start,
 )
 
 DATA = SHARED_DATA / "traces"
@@ -92,6 +94,23 @@ def test_limit_sample_window_rate_scale(tmp_path):
         load_trace(p, rate_scale=0)
     with pytest.raises(InstanceError):
         load_trace(p, start=3, end=1)
+
+
+def test_consecutive_window_is_seeded_and_rebased(tmp_path):
+    p = small(tmp_path)  # rows k = 0..9 arrive at 0.5 k
+    w1, w2 = load_trace(p, consecutive=4, seed=3), load_trace(p, consecutive=4, seed=3)
+    assert w1.ids == w2.ids and len(w1.ids) == 4
+    lo = window_start(10, 4, 3)  # the start row: uniform over [0, 10 - 4)
+    assert 0 <= lo < 6 and w1.ids == [f"r{k}" for k in range(lo, lo + 4)]
+    assert list(w1.arrival) == [0.0, 0.5, 1.0, 1.5]  # re-based to the window's first arrival
+    assert list(w1.prompt) == [10 + k for k in range(lo, lo + 4)]
+    assert seeded_window(read_trace(p), 4, 3).ids == w1.ids  # one definition
+    starts = {window_start(10, 4, s) for s in range(40)}
+    assert starts == set(range(6))  # every start row is reachable, none beyond
+    with pytest.raises(InstanceError, match="not several"):
+        load_trace(p, consecutive=2, limit=2)
+    with pytest.raises(InstanceError, match="cannot take 11"):
+        load_trace(p, consecutive=11)
 
 
 def test_too_long_policies(tmp_path):

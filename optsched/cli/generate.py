@@ -56,6 +56,9 @@ def register(sub) -> None:
     t.add_argument("--trace", help="trace CSV file")
     t.add_argument("--limit", type=int, help="first N requests")
     t.add_argument("--sample", type=int, help="seeded random sample of N requests")
+    t.add_argument("--consecutive", type=int, metavar="N",
+                   help="N consecutive requests from a row drawn by --seed, arrivals re-based "
+                        "to 0 (the benches' seeded windows)")
     t.add_argument("--window", help="time window START:END in seconds (either may be empty)")
     t.add_argument("--rate-scale", type=float, default=1.0,
                    help="divide arrivals by this factor (2 = twice the rate)")
@@ -125,7 +128,7 @@ def _print_list() -> None:
         rows.append((name, k.summary, ps + ("" if k.takes_limits else " (own limits)")))
     for name in sorted(TRACE_KINDS):
         rows.append((name, f"{name} trace CSV -> instance",
-                     "--trace, --limit|--sample, --seed, --window, --rate-scale"
+                     "--trace, --limit|--sample|--consecutive, --seed, --window, --rate-scale"
                      + (", --rate" if name == "arxiv" else "")))
     print(table(["kind", "what", "parameters"], rows))
 
@@ -165,7 +168,7 @@ _GEN_FLAGS = ("n", "prompt", "output", "mix", "dataset", "seed", "rate", "arriva
               "be_batch", "ttft_slo", "tpot_slo", "replace")
 #: with a kind that does not set SLOs itself: a default for every request (semantics sec. 4)
 _SLO_FLAGS = ("ttft_slo", "tpot_slo")
-_TRACE_FLAGS = ("limit", "sample", "window", "zero_tokens", "too_long")
+_TRACE_FLAGS = ("limit", "sample", "consecutive", "window", "zero_tokens", "too_long")
 
 
 def _given(args, names) -> list[str]:
@@ -255,7 +258,7 @@ def _generate_trace(args, kind: str) -> Instance:
     cost = _cost(args.cost_model) or preset(DEFAULT_PRESET)
     inst = load_trace_instance(
         args.trace, _limits(args), cost, name=args.name, too_long=args.too_long or "error",
-        format=kind, limit=args.limit, sample=args.sample,
+        format=kind, limit=args.limit, sample=args.sample, consecutive=args.consecutive,
         seed=args.seed if args.seed is not None else 0, start=start, end=end,
         rate_scale=args.rate_scale, zero_tokens=args.zero_tokens or "drop", rate=args.rate,
     )
