@@ -7,11 +7,12 @@
 #   make lock          re-resolve uv.lock after editing pyproject.toml (keeps existing pins)
 #   make lock-upgrade  re-resolve uv.lock with the newest releases allowed by pyproject.toml
 #   make lock-check    fail if uv.lock is out of date with pyproject.toml (CI runs this)
+#   make docs          the docs site into site/ (mkdocs build --strict; CI runs it)
 #   make test-latest   the fast suite against the newest releases, in .venv-latest (drift on purpose)
 PY ?= python3
 UV_VERSION := 0.13.9
 # the extras the test suite needs (ray is locked too; its tests skip when it is absent)
-EXTRAS := dev cpsat cbc gurobi sweep ray
+EXTRAS := dev docs cpsat cbc gurobi sweep ray
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.synced
@@ -42,7 +43,7 @@ $(STAMP): $(UV) pyproject.toml uv.lock
 	$(UV) sync --locked --python $(PY) $(addprefix --extra ,$(EXTRAS))
 	touch $(STAMP)
 
-.PHONY: demo test test-slow test-latest lint lock lock-upgrade lock-check uv
+.PHONY: demo test test-slow test-latest lint lock lock-upgrade lock-check uv docs
 
 uv: $(UV)
 
@@ -62,6 +63,12 @@ test-slow: $(STAMP)
 	$(BIN)/python -m compileall -q optsched > /dev/null
 	$(BIN)/python -m optsched.warm
 	$(BIN)/python -m pytest $(PYTEST_ARGS) -m slow || [ $$? -eq 5 ]
+
+# the docs site into site/ (git-ignored), warnings as errors: the notebooks are executed in FAST
+# mode into docs/notebooks/*.ipynb first (only those whose .py changed), then mkdocs builds
+docs: $(STAMP)
+	$(BIN)/python docs/execute_notebooks.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
 
 lint: $(STAMP)
 	$(BIN)/ruff check optsched tests notebooks

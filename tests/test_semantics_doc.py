@@ -70,7 +70,7 @@ def _cited_sections(text: str):
 
 
 def _cited_files():
-    for base in ("optsched", "tests", "formulations", "bench"):
+    for base in ("optsched", "tests", "formulations", "bench", "docs"):
         yield from (ROOT / base).rglob("*.py")
         yield from (ROOT / base).rglob("*.md")
     yield ROOT / "README.md"
