@@ -29,7 +29,7 @@ from .errors import OptschedError
 from .evaluate import OBJECTIVES, Evaluation, evaluate
 from .instance import Instance
 from .schedule import Schedule
-from .solve_types import Status, finite_or_none
+from .solve_types import Status, finite_or_none, relative_gap
 
 if TYPE_CHECKING:
     from .bounds import BoundResult
@@ -255,12 +255,9 @@ def reference(opt: Row | None, lower: BoundResult | None = None
 
 
 def gap(value: float | None, ref: float | None) -> float | None:
-    """``(value - ref) / |ref|``; None when either is missing (0 when both are 0)."""
-    if value is None or ref is None or not math.isfinite(value):
-        return None
-    if ref == 0:
-        return 0.0 if value == 0 else None
-    return (value - ref) / abs(ref)
+    """``(value - ref) / |ref|``: the one gap formula per reference
+    (:func:`optsched.solve_types.relative_gap` with ``per="bound"``)."""
+    return relative_gap(value, ref, per="bound")
 
 
 def compare(instance: Instance, policies: str | Sequence[str] = (),

@@ -117,15 +117,27 @@ def finite_or_none(v: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def relative_gap(objective: float | None, bound: float | None) -> float | None:
-    """The one gap formula for every backend and formulation:
-    ``|objective - bound| / max(|objective|, 1e-10)`` (None when either is missing or
-    not finite)."""
+def relative_gap(objective: float | None, bound: float | None, *,
+                 per: str = "objective") -> float | None:
+    """The one gap formula, for every backend, formulation, report and chart.
+
+    ``per="objective"`` (solvers, formulations, budget, progress charts): the MIP gap
+    ``|objective - bound| / max(|objective|, 1e-10)``. ``per="bound"`` (``compare``'s rows,
+    whose reference is a bound or an optimum, and the sweep report's ``ratio - 1``): the signed
+    ``(objective - bound) / |bound|``, 0 when both are 0 and None for a zero bound below a
+    non-zero objective. None when either value is missing or not finite.
+    """
     if objective is None or bound is None:
         return None
     if not (math.isfinite(objective) and math.isfinite(bound)):
         return None
-    return abs(objective - bound) / max(abs(objective), 1e-10)
+    if per == "objective":
+        return abs(objective - bound) / max(abs(objective), 1e-10)
+    if per != "bound":
+        raise ValueError(f"relative_gap: per must be 'objective' or 'bound', got {per!r}")
+    if bound == 0:
+        return 0.0 if objective == 0 else None
+    return (objective - bound) / abs(bound)
 
 
 @dataclass(frozen=True, eq=False)

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from ..evaluate import Evaluation, evaluate
 from ..instance import Instance
 from ..schedule import Schedule
+from ..solve_types import relative_gap
 from ._common import (
     CAPACITY_COLOR,
     OPTIMUM_COLOR,
@@ -196,9 +197,9 @@ def solver_progress(
         bnd = vb[np.clip(np.searchsorted(tb, grid, side="right") - 1, 0, None)]
         valid = (grid >= ti[0]) & (grid >= tb[0])
         ax.fill_between(grid, bnd, inc, where=valid, step="post", color="0.85", label="gap", zorder=0)
-        gap = abs(vi[-1] - vb[-1]) / max(abs(vi[-1]), 1e-10)
-        ax.text(0.99, 0.02, f"final gap {100 * gap:.3g}%", transform=ax.transAxes, ha="right",
-                va="bottom", fontsize=9)
+        gap = relative_gap(float(vi[-1]), float(vb[-1]))
+        text = "final gap n/a" if gap is None else f"final gap {100 * gap:.3g}%"
+        ax.text(0.99, 0.02, text, transform=ax.transAxes, ha="right", va="bottom", fontsize=9)
     ax.set_xlabel("elapsed (s)")
     ax.set_ylabel("objective")
     ax.grid(color="0.9")
