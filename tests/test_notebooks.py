@@ -2,7 +2,10 @@
 and reviewers as code, opened as notebooks by Jupytext), canonical in that format, and executed
 end to end in FAST mode (``OPTSCHED_FAST=1``).
 
-Each notebook is its own test so that pytest-xdist spreads them over the workers. The kernel is
+Each notebook is its own test so that pytest-xdist spreads them over the workers. A notebook that
+executes without error is also written, with its outputs, to ``docs/notebooks/NN-name.ipynb``
+(git-ignored): ``make docs`` renders those copies and re-executes only the ones older than their
+``.py``, so in CI (``make test`` then ``make docs``) the notebooks run once, not twice. The kernel is
 a kernel spec written at test time into a temporary ``JUPYTER_PATH`` whose ``argv`` is this
 test process's Python (``sys.executable``), so the notebooks run in the same venv as the tests.
 """
@@ -79,6 +82,15 @@ def kernel_name(tmp_path_factory):
         os.environ["JUPYTER_PATH"] = old
 
 
+def _save_for_docs(book, path: Path) -> None:
+    """The executed notebook as the docs site renders it (docs/execute_notebooks.py's output),
+    written whole and then renamed so that a concurrent ``make docs`` never reads half a file."""
+    out = ROOT / "docs" / "notebooks" / f"{path.stem}.ipynb"
+    tmp = out.with_name(f".{out.name}.{os.getpid()}")
+    nbformat.write(book, tmp)
+    tmp.replace(out)
+
+
 def _execute(book, kernel):
     from nbclient import NotebookClient
 
@@ -109,6 +121,7 @@ def test_notebook_executes_in_fast_mode(path, kernel_name, monkeypatch):
     errors = [o for c in done.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors
+    _save_for_docs(done, path)
     text = json.dumps([c.get("outputs", []) for c in done.cells if c.cell_type == "code"])
     assert "FAST = True" in text
     # the computed verdict is displayed as markdown by every experiment notebook
