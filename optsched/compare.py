@@ -203,7 +203,7 @@ def run_optimum(inst: Instance, candidates: Sequence[Row], *, formulation: str =
              "solver_gap": finite_or_none(rep.gap),
              "formulation": rep.formulation, "solver": rep.solver,
              "bound_global": bound_is_global(rep), "restricted": rep.restricted}
-    solved = rep.status in ("optimal", "feasible")
+    solved = rep.status in (Status.OPTIMAL, Status.FEASIBLE)
     if rep.status == Status.OPTIMAL:
         label, status = f"optimal ({formulation})", "optimal"
     elif rep.status == Status.FEASIBLE:

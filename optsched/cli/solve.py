@@ -8,6 +8,7 @@ import sys
 from ..errors import OptschedError
 from ..evaluate import OBJECTIVES, evaluate
 from ..plugins import parse_assignments
+from ..solve_types import Status
 from . import EXIT_NO, EXIT_OK, EXIT_SOLVER_ERROR
 from ._common import fmt, load_instance, load_schedule, output_file, print_json, table
 
@@ -167,9 +168,9 @@ def exit_code(status: str, fallback: bool) -> int:
     answer exists (a solution, or the best policy's schedule with the certified bound when the
     model was skipped), 1 when the model proved there is none (infeasible: no schedule meets
     the hypotheses), 3 when the solver failed or gave nothing within the time limit."""
-    if status in ("optimal", "feasible") or fallback:
+    if status in (Status.OPTIMAL, Status.FEASIBLE) or fallback:
         return EXIT_OK
-    if status == "infeasible":
+    if status == Status.INFEASIBLE:
         return EXIT_NO
     return EXIT_SOLVER_ERROR
 

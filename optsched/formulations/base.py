@@ -572,49 +572,49 @@ def _check(instance, formulation, objective, hyp, raw: RawSolution, ws_info, ela
     sched = raw.schedule
     obj = raw.objective
     if raw.status not in STATUSES:
-        status, message = "error", f"formulation returned unknown status {raw.status!r}"
-    if sched is not None and status in ("optimal", "feasible"):
+        status, message = Status.ERROR, f"formulation returned unknown status {raw.status!r}"
+    if sched is not None and status in (Status.OPTIMAL, Status.FEASIBLE):
         ev = evaluate(instance, sched)
         if not ev.feasible:
-            status = "error"
+            status = Status.ERROR
             message = "decoded schedule is infeasible: " + "; ".join(str(v) for v in ev.violations[:5])
         else:
             true = ev.objective(objective)
             broken = hyp.broken_by(instance, sched, ev, objective)
             if broken:
-                status, message = "error", "decoded schedule breaks hypotheses: " + "; ".join(broken)
+                status, message = Status.ERROR, "decoded schedule breaks hypotheses: " + "; ".join(broken)
             elif raw.exact and obj is not None and abs(obj - true) > REL_TOL * max(1.0, abs(true)) + rounding:
-                status = "error"
+                status = Status.ERROR
                 message = (f"solver objective {obj!r} != evaluator objective {true!r} for the decoded "
                            f"schedule (relative tolerance {REL_TOL})")
             elif not raw.exact:
                 notes.append(f"model objective {obj} is a relaxation; the evaluator prices the decoded "
                              f"schedule at {true}")
             obj = true if status != Status.ERROR else obj
-    elif status in ("optimal", "feasible"):
-        status, message = "error", "formulation reported a solution but returned no schedule"
+    elif status in (Status.OPTIMAL, Status.FEASIBLE):
+        status, message = Status.ERROR, "formulation reported a solution but returned no schedule"
     bound = raw.bound
     if status == Status.OPTIMAL and bound is None and obj is not None:
         bound = obj
     if bound is not None and obj is not None and status != Status.ERROR:
         if bound > obj * (1 + REL_TOL) + 1e-9 + rounding:
-            status, message = "error", f"bound {bound} exceeds the objective {obj}"
+            status, message = Status.ERROR, f"bound {bound} exceeds the objective {obj}"
         elif bound > obj:  # solver tolerance: a dual bound a hair above the incumbent
             bound = obj
     if status == Status.OPTIMAL and not raw.exact:
         notes.append("optimal for the relaxed model only")
     return SolveReport(
         status=status,
-        objective=obj if status in ("optimal", "feasible", "error") else None,
+        objective=obj if status in (Status.OPTIMAL, Status.FEASIBLE, Status.ERROR) else None,
         bound=bound,
-        gap=relative_gap(obj, bound) if status in ("optimal", "feasible") else None,
+        gap=relative_gap(obj, bound) if status in (Status.OPTIMAL, Status.FEASIBLE) else None,
         runtime=elapsed,
         solver=raw.solver,
         formulation=formulation,
         objective_kind=objective,
         warm_start=ws_info,
         evaluation=ev,
-        schedule=sched if status in ("optimal", "feasible", "error") else None,
+        schedule=sched if status in (Status.OPTIMAL, Status.FEASIBLE, Status.ERROR) else None,
         notes=tuple(notes),
         message=message,
         nodes=raw.nodes,

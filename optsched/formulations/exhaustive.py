@@ -71,17 +71,17 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
         return RawSolution(status=status, runtime=res.runtime, solver="exhaustive",
                            nodes=res.expanded, notes=tuple(notes), message=msg)
     if res.schedule is None or res.objective is None:
-        return RawSolution(status="error", runtime=res.runtime, solver="exhaustive",
+        return RawSolution(status=Status.ERROR, runtime=res.runtime, solver="exhaustive",
                            nodes=res.expanded, notes=tuple(notes),
                            message="exhaustive: internal error: optimal without a schedule")
     ev = evaluate(instance, res.schedule)
     true = ev.objective(objective)
     if not ev.feasible or abs(true - res.objective) > 1e-6 * max(1.0, abs(true)):
-        return RawSolution(status="error", objective=res.objective, schedule=res.schedule,
+        return RawSolution(status=Status.ERROR, objective=res.objective, schedule=res.schedule,
                            runtime=res.runtime, solver="exhaustive", nodes=res.expanded,
                            notes=tuple(notes),
                            message=f"exhaustive: internal error: search cost {res.objective} but the "
                                    f"evaluator gives {true} (feasible={ev.feasible})")
-    return RawSolution(status="optimal", objective=true, bound=true, schedule=res.schedule,
+    return RawSolution(status=Status.OPTIMAL, objective=true, bound=true, schedule=res.schedule,
                        runtime=res.runtime, solver="exhaustive", nodes=res.expanded,
                        restricted=so.restricted, notes=tuple(notes))

@@ -41,7 +41,7 @@ from ..evaluate import evaluate
 from ..instance import Instance, Limits
 from ..plugins import ParamSpec, parse_params
 from ..schedule import Schedule, ScheduleBuilder
-from ..solve_types import WarmStart
+from ..solve_types import Status, WarmStart
 from .base import (
     BuiltModel,
     FormulationError,
@@ -1173,7 +1173,7 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
     if not np.all(instance.arrival == np.round(instance.arrival)):
         notes.append("fractional arrivals: requests start at integer slots >= ceil(arrival) (H7)")
     if instance.n == 0:
-        return RawSolution("optimal", 0.0, 0.0, Schedule.empty(), solver=options.solver,
+        return RawSolution(Status.OPTIMAL, 0.0, 0.0, Schedule.empty(), solver=options.solver,
                            restricted=True, notes=tuple(notes))
     search = p.search
     if search is None:  # small instances close in seconds from the list schedules alone
@@ -1205,7 +1205,7 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
     if floors is not None:  # (H22) total latency >= sum_k L_k - sum_i a_i, whatever the MILP does
         bound = float(np.sum(floors) - np.sum(instance.arrival))
     nodes = 0
-    status = "no_solution"
+    status = Status.NO_SOLUTION
     solver_name = options.solver
     for rnd in range(max(1, p.max_rounds)):
         hm = build(instance, objective, hypotheses, p, ub_starts, cut=cut, ub_valid=ub_valid,
@@ -1226,12 +1226,12 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
         solver_name = res.solver
         nodes += res.nodes or 0
         notes.append(f"round {rnd}: {res.summary()}; model {hm.sizes}")
-        if res.status == "error":
-            return RawSolution("error", solver=solver_name, restricted=True, message=res.message,
+        if res.status == Status.ERROR:
+            return RawSolution(Status.ERROR, solver=solver_name, restricted=True, message=res.message,
                                notes=tuple(notes),
                                runtime=time.perf_counter() - t0)
-        if res.status == "infeasible":  # every model is a relaxation of all longer horizons (H12)
-            return RawSolution("infeasible", solver=solver_name, restricted=True, notes=tuple(notes),
+        if res.status == Status.INFEASIBLE:  # every model is a relaxation of all longer horizons (H12)
+            return RawSolution(Status.INFEASIBLE, solver=solver_name, restricted=True, notes=tuple(notes),
                                nodes=nodes,
                                runtime=time.perf_counter() - t0)
         b = res.bound
@@ -1247,11 +1247,11 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
                     best = (val, starts)
         else:
             late = 0
-        if res.status == "optimal" and not late:
-            status = "optimal"
+        if res.status == Status.OPTIMAL and not late:
+            status = Status.OPTIMAL
             bound = best[0] if best is not None else bound
             break
-        if res.status == "optimal" and late:
+        if res.status == Status.OPTIMAL and late:
             new_cut = 2 * hm.cut
             notes.append(f"(H12) the optimum uses the late bucket ({late} request(s) start at or after "
                          f"slot {hm.cut}): horizon cut doubled to {new_cut}")
@@ -1261,12 +1261,12 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
             continue
         break  # time limit
     if best is None:
-        return RawSolution("no_solution", bound=bound, solver=solver_name, restricted=True,
+        return RawSolution(Status.NO_SOLUTION, bound=bound, solver=solver_name, restricted=True,
                            notes=tuple(notes), nodes=nodes, runtime=time.perf_counter() - t0)
-    if status != "optimal":
-        status = "feasible"
+    if status != Status.OPTIMAL:
+        status = Status.FEASIBLE
         if bound is not None and best[0] - bound <= (step or 0) * 0.999 + 1e-9 * max(1, best[0]):
-            status = "optimal"
+            status = Status.OPTIMAL
     sched = schedule_from_starts(instance, best[1])
     return RawSolution(status, best[0], min(bound, best[0]) if bound is not None else None, sched,
                        restricted=True,

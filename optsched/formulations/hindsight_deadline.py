@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import milp
 from ..instance import Instance
-from ..solve_types import SolveOptions
+from ..solve_types import SolveOptions, Status
 from .hindsight import area_lower_bounds, earliest_slots, footprint, separation_cover, separation_intervals
 
 
@@ -216,9 +216,9 @@ def max_completed_by(instance: Instance, deadline: int, floors: np.ndarray, *,
     opts = SolveOptions(solver=solver, time_limit=time_limit, threads=threads, progress=False,
                         abs_gap=0.99, rel_gap=0.0)
     res = milp.solve(m, solver, opts, fallback="highs")
-    if res.bound is None or res.status == "error":
+    if res.bound is None or res.status == Status.ERROR:
         return instance.n, False
-    return int(math.floor(res.bound + 1e-6)), res.status == "optimal"
+    return int(math.floor(res.bound + 1e-6)), res.status == Status.OPTIMAL
 
 
 PROBES = ("cpsat", "milp")

@@ -200,7 +200,7 @@ def exact_ip(prob: AptProblem, solver: str = "highs", time_limit: float | None =
                         np.concatenate([p, p - prob.scale * m]), sense="max")
     res = milp.solve(model, solver, milp.SolveOptions(time_limit=time_limit, rel_gap=1e-9,
                                                       abs_gap=1e-9))
-    if res.status != "optimal":
+    if res.status != milp.Status.OPTIMAL:
         raise RuntimeError(f"aptserve IP: solver status {res.status}: {res.message}")
     vk = np.asarray(model.value(xk, res.values))
     vh = np.asarray(model.value(xh, res.values))

@@ -55,6 +55,7 @@ from ..cost import UnitCost
 from ..evaluate import evaluate
 from ..instance import Instance, Limits, Request
 from ..schedule import Schedule, ScheduleBuilder
+from ..solve_types import Status
 from .exhaustive import SearchOptions, search
 
 CLAIMS = ("mcsf-optimal", "aptserve-2approx", "amin-hsf-optimal", "svf-ratio")
@@ -155,7 +156,7 @@ def _hindsight(inst: Instance) -> float | None:
     if "hindsight" not in formulations():
         return None
     rep = solve(inst, "hindsight", "total-latency", warm_start=None)
-    return rep.objective if rep.status == "optimal" else None
+    return rep.objective if rep.status == Status.OPTIMAL else None
 
 
 @dataclass
@@ -178,14 +179,14 @@ def _run_trial(inst: Instance, max_states: int, time_limit: float, unrestricted:
     ref = _total_latency(inst, mcsf_reference(inst))
     paper = search(inst, "total-latency", SearchOptions(max_states=max_states, time_limit=time_limit,
                                                          **PAPER_MODEL))
-    if paper.status != "optimal":
+    if paper.status != Status.OPTIMAL:
         return None
     if paper.objective is None or paper.schedule is None:  # an optimal search always has both
         raise RuntimeError("paper-model search reported optimal without a schedule")
     free = None
     if unrestricted:
         free = search(inst, "total-latency", SearchOptions(max_states=max_states, time_limit=time_limit))
-        if free.status != "optimal":
+        if free.status != Status.OPTIMAL:
             free = None
     hs = _hindsight(inst) if hindsight else None
     return _Trial(inst, mc, sched, paper.objective, paper.schedule,
@@ -318,7 +319,7 @@ def _paper_opt(inst: Instance, max_states: int, time_limit: float,
     opts = PAPER_MODEL if restricted else {}
     rep = search(inst, "total-latency", SearchOptions(max_states=max_states, time_limit=time_limit,
                                                       **opts))
-    if rep.status != "optimal" or rep.objective is None or rep.schedule is None:
+    if rep.status != Status.OPTIMAL or rep.objective is None or rep.schedule is None:
         return None
     return rep.objective, rep.schedule
 

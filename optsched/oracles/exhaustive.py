@@ -87,7 +87,7 @@ from ..cost import LinearCost, UnitCost
 from ..formulations.base import FormulationError, refuse_swaps
 from ..instance import Instance
 from ..schedule import Schedule, ScheduleBuilder
-from ..solve_types import OBJECTIVES
+from ..solve_types import OBJECTIVES, Status
 
 DEFAULT_MAX_STATES = 200_000
 
@@ -541,9 +541,10 @@ class _Search:
                 cnt += 1
         what = "the restrictions" if opts.restricted else "the instance's limits"
         if ub is not None:
-            return SearchResult("no_solution", None, None, expanded, len(nodes), time.perf_counter() - t0,
+            return SearchResult(Status.NO_SOLUTION, None, None, expanded, len(nodes),
+                                time.perf_counter() - t0,
                                 f"no schedule with objective <= the upper bound {self.opts.upper_bound}")
-        return SearchResult("infeasible", None, None, expanded, len(nodes), time.perf_counter() - t0,
+        return SearchResult(Status.INFEASIBLE, None, None, expanded, len(nodes), time.perf_counter() - t0,
                             f"no schedule finishes every request under {what} "
                             f"(search space exhausted after {expanded} states)")
 
@@ -588,7 +589,7 @@ class _Search:
         if self.early_ttft_goal:
             self._complete(b, path[-1][4], perm)
         objective = cost / self.inst.n if self.obj == "mean-ttft" else cost
-        return SearchResult("optimal", objective, b.build(), expanded, len(nodes),
+        return SearchResult(Status.OPTIMAL, objective, b.build(), expanded, len(nodes),
                             time.perf_counter() - t0)
 
     def _apply(self, p, code, kind, c) -> int:

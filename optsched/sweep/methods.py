@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import OptschedError
 from ..evaluate import evaluate
 from ..instance import Instance
-from ..solve_types import finite_or_none
+from ..solve_types import Status, finite_or_none
 from .spec import MethodSpec
 
 Runner = Callable[[Instance, MethodSpec], dict[str, Any]]
@@ -67,7 +67,7 @@ def run_policy(instance: Instance, method: MethodSpec) -> dict[str, Any]:
 
     policy = get_spec(method.name).make(**dict(method.params))
     ev = evaluate(instance, simulate_policy(instance, policy))
-    return {"status": "feasible" if ev.feasible else "infeasible",
+    return {"status": Status.FEASIBLE if ev.feasible else Status.INFEASIBLE,
             "objective": finite_or_none(ev.objective(method.objective)) if ev.feasible else None,
             "feasible": ev.feasible, "evictions": int(ev.metrics["evictions"]),
             "error": None if ev.feasible else f"infeasible schedule: {dict(ev.violation_counts)}"}
@@ -86,7 +86,7 @@ def run_formulation(instance: Instance, method: MethodSpec) -> dict[str, Any]:
                         rel_gap=o["gap"], progress=False, params=dict(method.params))
     rep = solve(instance, method.name, method.objective, options=opts, warm_start=ws)
     ev = rep.evaluation
-    has_schedule = rep.status in ("optimal", "feasible") and ev is not None
+    has_schedule = rep.status in (Status.OPTIMAL, Status.FEASIBLE) and ev is not None
     return {"status": str(rep.status),
             "objective": finite_or_none(rep.objective) if has_schedule else None,
             "bound": finite_or_none(rep.bound),
@@ -96,7 +96,7 @@ def run_formulation(instance: Instance, method: MethodSpec) -> dict[str, Any]:
             "evictions": int(ev.metrics["evictions"]) if has_schedule and ev is not None else None,
             "solver": rep.solver or o["solver"],
             "solver_version": solver_version(rep.solver or o["solver"]),
-            "error": rep.message if rep.status == "error" else None}
+            "error": rep.message if rep.status == Status.ERROR else None}
 
 
 # -- bound methods (optsched.bounds, when this optsched has it) --------------------------

@@ -28,7 +28,7 @@ from .cells import FAILED
 from .results import ResultsError, ResultStore
 
 TOL = 1e-9
-WITH_SCHEDULE = {"policy": ("feasible",), "formulation": ("optimal", "feasible")}
+WITH_SCHEDULE = {"policy": (Status.FEASIBLE,), "formulation": (Status.OPTIMAL, Status.FEASIBLE)}
 MAX_LISTED = 20
 
 
@@ -37,7 +37,7 @@ def _references(rows: list[dict]) -> dict[tuple[str, str], tuple[float, str]]:
     best: dict[tuple[str, str], tuple[float, str]] = {}
     for r in rows:
         b = r["bound"]
-        if b is None or not math.isfinite(b) or r["status"] in (FAILED, "error", "infeasible"):
+        if b is None or not math.isfinite(b) or r["status"] in (FAILED, Status.ERROR, Status.INFEASIBLE):
             continue
         kind = "optimum" if r["status"] == Status.OPTIMAL else "bound"
         if r.get("restricted"):

@@ -17,7 +17,7 @@ from ...evaluate import evaluate
 from ...instance import Instance
 from ...plugins import ParamSpec, parse_params
 from ...schedule import Schedule
-from ...solve_types import WarmStart
+from ...solve_types import Status, WarmStart
 from ..base import (
     BuiltModel,
     FormulationError,
@@ -106,10 +106,10 @@ def _solve_built(built: BuiltModel, ws: Schedule | None, options: SolveOptions,
 def _raw(built: BuiltModel, res: milp.SolveResult, sched: Schedule | None, obj: float | None,
          notes: list[str], jmax: int | None, J_param: int | None) -> RawSolution:
     """The solver result in seconds as a RawSolution (shared by every variant)."""
-    status = res.status if res.status in ("optimal", "feasible", "infeasible", "no_solution",
-                                          "error") else "error"
+    status = res.status if res.status in (Status.OPTIMAL, Status.FEASIBLE, Status.INFEASIBLE,
+                                          Status.NO_SOLUTION, Status.ERROR) else Status.ERROR
     J = built.horizon
-    if status == "infeasible" and (J_param is not None or jmax is None or J < jmax):
+    if status == Status.INFEASIBLE and (J_param is not None or jmax is None or J < jmax):
         notes.append(f"infeasible within J = {J} batch slots (a larger J might be feasible)")
     scale = built.scale
     sec = lambda v: None if v is None else v / scale  # noqa: E731
@@ -163,7 +163,7 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
         variant = "tight"
     notes: list[str] = [f"infermax variant {variant}"]
     if inst.n == 0:
-        return RawSolution("optimal", 0.0, 0.0, Schedule.empty(), solver=options.solver,
+        return RawSolution(Status.OPTIMAL, 0.0, 0.0, Schedule.empty(), solver=options.solver,
                            notes=tuple(notes))
     tight = variant == "tight"
     ws, ws_obj = _big_m_warm_start(inst, objective, hyp, warm_start, tight, notes)
@@ -189,7 +189,7 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
     res = _solve_built(im, ws, options, notes)
     sched = None
     obj = None if res.objective is None else res.objective / im.scale
-    if res.values is not None and res.status in ("optimal", "feasible"):
+    if res.values is not None and res.status in (Status.OPTIMAL, Status.FEASIBLE):
         sched = im.decode(res.values)
         obj = _polish(im, sched, obj, notes)
     return _raw(im, res, sched, obj, notes, jmax, J_param)
@@ -220,7 +220,7 @@ def _run_remainder(inst: Instance, hyp: Hypotheses, options: SolveOptions, ws: S
         if res.bound is not None and (lb is None or res.bound / rm.scale > lb):
             lb = res.bound / rm.scale
         sched, obj = None, None
-        if res.values is not None and res.status in ("optimal", "feasible"):
+        if res.values is not None and res.status in (Status.OPTIMAL, Status.FEASIBLE):
             sched = rm.decode(res.values)
             # the exact price is the evaluator's (the solver's objective may be below it where
             # the secants underprice, and the re-encoded point may then violate the cut)
@@ -233,7 +233,7 @@ def _run_remainder(inst: Instance, hyp: Hypotheses, options: SolveOptions, ws: S
             best_obj - lb <= max(options.rel_gap * abs(best_obj), options.abs_gap)
         out_of_time = options.time_limit is not None and \
             time.perf_counter() - t0 >= options.time_limit - 0.5
-        if proven or res.status != "optimal" or out_of_time or sched is None:
+        if proven or res.status != Status.OPTIMAL or out_of_time or sched is None:
             break
         assert res.values is not None  # sched was decoded from them
         sizes = rm.entry_sizes(res.values)
@@ -249,8 +249,9 @@ def _run_remainder(inst: Instance, hyp: Hypotheses, options: SolveOptions, ws: S
     notes.append(f"eq. 27b: {rounds} round(s), {len(points)} secant points; bound = the best "
                  "round's bound, objective = the best schedule priced exactly")
     status = res.status
-    if best_obj is not None and status in ("optimal", "feasible", "infeasible", "no_solution"):
-        status = "optimal" if proven else "feasible"
+    if best_obj is not None and status in (Status.OPTIMAL, Status.FEASIBLE, Status.INFEASIBLE,
+                                           Status.NO_SOLUTION):
+        status = Status.OPTIMAL if proven else Status.FEASIBLE
     res = replace(res, status=status, objective=None if best_obj is None else best_obj * rm.scale,
                   bound=None if lb is None else lb * rm.scale,
                   runtime=time.perf_counter() - t0)
@@ -383,14 +384,14 @@ def _decoded(fm: fl.FlowModel, res: milp.SolveResult, notes: list[str], jmax: in
     polished at that exact point (section 7), and "optimal" only when the polished objective
     is within the solver's bound (never claim a proof we lack)."""
     sched, obj = None, None
-    if res.values is not None and res.status in ("optimal", "feasible"):
+    if res.values is not None and res.status in (Status.OPTIMAL, Status.FEASIBLE):
         assert res.objective is not None  # a solution has an objective
         sched = fm.decode(res.values)
         obj = _polish(fm, sched, res.objective / fm.scale, notes)
     raw = _raw(fm, res, sched, obj, notes, jmax, J_param)
-    if raw.status == "optimal" and obj is not None and raw.bound is not None \
+    if raw.status == Status.OPTIMAL and obj is not None and raw.bound is not None \
             and obj > raw.bound + 1e-6 * max(1.0, abs(obj)):
-        raw = replace(raw, status="feasible", notes=raw.notes + (
+        raw = replace(raw, status=Status.FEASIBLE, notes=raw.notes + (
             f"decoded schedule {obj:.10g} is above the solver's bound {raw.bound:.10g}: "
             "reported as feasible",))
     return raw
@@ -449,7 +450,7 @@ def _flow_horizon_note(J: int, jmax: int | None, ub: float | None) -> str:
 
 def _values_disagree(fm: fl.FlowModel, res: milp.SolveResult) -> bool:
     """True when the solver's values are not priced at the objective it reports."""
-    if res.values is None or res.objective is None or res.status not in ("optimal", "feasible"):
+    if res.values is None or res.objective is None or res.status not in (Status.OPTIMAL, Status.FEASIBLE):
         return False
     own = fm.objective_seconds(res.values)
     rep = res.objective / fm.scale

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...solve_types import Status
 from .base import Backend, BackendOutput, ColumnStart, Features, register
 
 if TYPE_CHECKING:
@@ -182,7 +183,7 @@ class CbcBackend(Backend):
         import pulp
 
         a = model.arrays()
-        out = BackendOutput(status="error", version=self.version())
+        out = BackendOutput(status=Status.ERROR, version=self.version())
         sign = -1.0 if a.sense == "max" else 1.0
         prob = pulp.LpProblem(re.sub(r"\W", "_", model.name), pulp.LpMinimize)
         new_var = getattr(prob, "add_variable", None) or pulp.LpVariable  # PuLP >= 3.3 / older
@@ -294,29 +295,29 @@ class CbcBackend(Backend):
             out.objective = float(a.obj @ vals + a.obj_constant)
         is_mip = bool(a.is_int.any())
         if sol == pulp.LpSolutionOptimal:
-            out.status = "optimal"
+            out.status = Status.OPTIMAL
         elif sol == pulp.LpSolutionIntegerFeasible:
-            out.status = "feasible"
+            out.status = Status.FEASIBLE
         elif st == pulp.LpStatusInfeasible:
-            out.status = "infeasible"
+            out.status = Status.INFEASIBLE
             if log.ambiguous:
                 out.notes.append("cbc: CBC's preprocessing said 'infeasible or unbounded'; "
                                  "reported as infeasible")
         elif st == pulp.LpStatusUnbounded:
-            out.status = "unbounded"
+            out.status = Status.UNBOUNDED
         elif st == pulp.LpStatusNotSolved:
-            out.status = "no_solution"
+            out.status = Status.NO_SOLUTION
         else:
-            out.status = "error"
+            out.status = Status.ERROR
             out.message = f"CBC ended with PuLP status {pulp.LpStatus.get(st, st)!r}"
-        if out.status not in ("optimal", "feasible", "no_solution"):
+        if out.status not in (Status.OPTIMAL, Status.FEASIBLE, Status.NO_SOLUTION):
             out.values = None
             out.objective = None
             return
         # bound, in CBC's minimisation sense first
         cbc_obj = None if out.objective is None else sign * out.objective
         lb = log.lower_bound
-        if lb is None and out.status == "optimal" and cbc_obj is not None:
+        if lb is None and out.status == Status.OPTIMAL and cbc_obj is not None:
             if not is_mip or log.exit_gap is None:
                 lb = cbc_obj
             else:
@@ -325,6 +326,6 @@ class CbcBackend(Backend):
             out.bound = sign * lb
         elif is_mip:
             out.notes.append("cbc: CBC reported no dual bound")
-        if out.status == "no_solution":
+        if out.status == Status.NO_SOLUTION:
             out.values = None
             out.objective = None

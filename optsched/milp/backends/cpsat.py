@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...solve_types import Status
 from ..errors import MilpError
 from .base import Backend, BackendOutput, ColumnStart, Features, register
 
@@ -327,7 +328,7 @@ class CpSatBackend(Backend):
               progress: Progress) -> BackendOutput:
         a = model.arrays()
         im = to_integer_model(model)
-        out = BackendOutput(status="error", version=self.version())
+        out = BackendOutput(status=Status.ERROR, version=self.version())
         sign = -1 if a.sense == "max" else 1
         if im.obj_factor != 1:
             out.notes.append(f"cpsat: objective coefficients scaled by {im.obj_factor} to "
@@ -342,7 +343,7 @@ class CpSatBackend(Backend):
         if raw is None:
             return out
         self._read(a, im, sign, raw, out)
-        if out.status == "optimal" and self._at_artificial(im, raw["solution"]):
+        if out.status == Status.OPTIMAL and self._at_artificial(im, raw["solution"]):
             half = to_integer_model(model, ARTIFICIAL_BOUND // 2)
             raw2 = self._run(a, half, sign, options, None, progress, BackendOutput("error"))
             if raw2 is not None and raw2["status"] == "OPTIMAL":
@@ -416,17 +417,17 @@ class CpSatBackend(Backend):
         out.runtime = float(raw["wall_time"])
         out.nodes = int(raw["branches"])
         if name in ("OPTIMAL", "FEASIBLE"):
-            out.status = "optimal" if name == "OPTIMAL" else "feasible"
+            out.status = Status.OPTIMAL if name == "OPTIMAL" else Status.FEASIBLE
             out.values = raw["solution"].astype(np.float64)
             out.objective = self._unscale(raw["objective"], a, im, sign)
         elif name == "INFEASIBLE":
-            out.status = "infeasible"
+            out.status = Status.INFEASIBLE
         elif name == "UNKNOWN":
-            out.status = "no_solution"
+            out.status = Status.NO_SOLUTION
         else:
-            out.status = "error"
+            out.status = Status.ERROR
             out.message = f"cpsat ended with status {name}"
-        if out.status in ("optimal", "feasible", "no_solution"):
+        if out.status in (Status.OPTIMAL, Status.FEASIBLE, Status.NO_SOLUTION):
             b = float(raw["bound"])
             if math.isfinite(b):
                 out.bound = self._unscale(b, a, im, sign)

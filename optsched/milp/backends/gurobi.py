@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...solve_types import Status
 from .base import Backend, BackendOutput, ColumnStart, Features, register
 
 if TYPE_CHECKING:
@@ -133,7 +134,7 @@ class GurobiBackend(Backend):
         from gurobipy import GRB
 
         a = model.arrays()
-        out = BackendOutput(status="error", version=self.version())
+        out = BackendOutput(status=Status.ERROR, version=self.version())
         env = _env()
         m = gp.Model(model.name, env=env)
         try:
@@ -243,24 +244,24 @@ class GurobiBackend(Backend):
             except Exception:
                 out.bound = None
         if st == GRB.OPTIMAL:
-            out.status = "optimal"
+            out.status = Status.OPTIMAL
             if not is_mip:
                 out.bound = out.objective
         elif st == GRB.INFEASIBLE:
-            out.status = "infeasible"
+            out.status = Status.INFEASIBLE
         elif st == GRB.UNBOUNDED:
-            out.status = "unbounded"
+            out.status = Status.UNBOUNDED
         elif st == GRB.INF_OR_UNBD:
-            out.status = "error"
+            out.status = Status.ERROR
             out.message = "Gurobi could not decide between infeasible and unbounded"
         elif st in _STOPPED:
-            out.status = "feasible" if has_sol else "no_solution"
+            out.status = Status.FEASIBLE if has_sol else Status.NO_SOLUTION
             out.notes.append(f"gurobi: stopped: {_STOPPED[st]}")
         else:
-            out.status = "feasible" if has_sol else "error"
+            out.status = Status.FEASIBLE if has_sol else Status.ERROR
             out.message = f"Gurobi ended with status code {st}"
-        if out.status not in ("optimal", "feasible"):
+        if out.status not in (Status.OPTIMAL, Status.FEASIBLE):
             out.values = None
             out.objective = None
-            if out.status != "no_solution":
+            if out.status != Status.NO_SOLUTION:
                 out.bound = None

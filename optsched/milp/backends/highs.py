@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...solve_types import Status
 from ...stdout_guard import c_stdout_to_stderr, silenced_c_stdout
 from .base import Backend, BackendOutput, ColumnStart, Features, register
 
@@ -84,7 +85,7 @@ class HighsBackend(Backend):
 
         a = model.arrays()
         h = new_highs()
-        out = BackendOutput(status="error", version=self.version())
+        out = BackendOutput(status=Status.ERROR, version=self.version())
         self._set_options(h, options)
         _load_arrays(h, a)
         if start is not None:
@@ -130,11 +131,11 @@ class HighsBackend(Backend):
             b = float(info.mip_dual_bound)
             out.bound = b if math.isfinite(b) else None
         if status == MS.kOptimal:
-            out.status = "optimal"
+            out.status = Status.OPTIMAL
             if not is_mip:
                 out.bound = out.objective
         elif status == MS.kModelEmpty:
-            out.status = "optimal"
+            out.status = Status.OPTIMAL
             out.values = np.zeros(0)
             out.objective = out.bound = float(a.obj_constant)
         elif status == MS.kInfeasible:
@@ -142,24 +143,24 @@ class HighsBackend(Backend):
         elif status == MS.kUnbounded:
             out.status, out.values, out.objective, out.bound = "unbounded", None, None, None
         elif status == MS.kUnboundedOrInfeasible:
-            out.status = "error"
+            out.status = Status.ERROR
             out.message = "HiGHS could not decide between infeasible and unbounded"
         elif status in (MS.kTimeLimit, MS.kIterationLimit, MS.kInterrupt, MS.kSolutionLimit,
                         getattr(MS, "kObjectiveBound", None), getattr(MS, "kObjectiveTarget",
                                                                       None)):
-            out.status = "feasible" if has_sol else "no_solution"
+            out.status = Status.FEASIBLE if has_sol else Status.NO_SOLUTION
             out.notes.append(f"highs: stopped: {h.modelStatusToString(status)}")
         else:
-            out.status = "feasible" if has_sol else "error"
+            out.status = Status.FEASIBLE if has_sol else Status.ERROR
             out.message = f"HiGHS ended with status {h.modelStatusToString(status)!r}"
             if run_status == highspy.HighsStatus.kError:
                 out.message += " (run() returned an error; see the log with verbose=True)"
-        if out.status not in ("optimal", "feasible"):
+        if out.status not in (Status.OPTIMAL, Status.FEASIBLE):
             out.values = None
             out.objective = None
-            if out.status != "no_solution":
+            if out.status != Status.NO_SOLUTION:
                 out.bound = None
-        if is_mip and out.status in ("optimal", "feasible") and out.bound is None:
+        if is_mip and out.status in (Status.OPTIMAL, Status.FEASIBLE) and out.bound is None:
             out.notes.append("highs: no finite dual bound reported")
         progress.update(incumbent=out.objective, bound=out.bound, nodes=out.nodes,
                         elapsed=out.runtime, force=True)
