@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .instance import Instance
-from .solve_types import relative_gap
+from .solve_types import Status, relative_gap
 
 #: fixed seconds beyond the solver limit for any MILP (imports, warm start, decode, replay)
 OVERHEAD_SECONDS = 3.0
@@ -277,7 +277,7 @@ def sized_solve(instance: Instance, formulation: str, objective: str, *, options
         if ws_info is not None and rep.warm_start is not None:
             rep = dc_replace(rep, warm_start={**rep.warm_start, "policy": ws_info["policy"]})
     else:
-        rep = SolveReport(status="no_solution", objective=None, bound=None, gap=None,
+        rep = SolveReport(status=Status.NO_SOLUTION, objective=None, bound=None, gap=None,
                           runtime=time.perf_counter() - t0, solver=options.solver,
                           formulation=formulation, objective_kind=objective,
                           warm_start=ws_info, evaluation=None, schedule=None,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..compare import CompareInputError, compare, headers_in, policy_names, table_rows, write_report
 from ..evaluate import OBJECTIVES
+from ..solve_types import Status
 from . import EXIT_INPUT, EXIT_NO, EXIT_OK, EXIT_SOLVER_ERROR
 from ._common import checked_schedule, load_instance, output_dir, table
 
@@ -119,8 +120,8 @@ def exit_code(cmp) -> int:
     if any(r.kind != "optimum" and r.evaluation is not None and not r.evaluation.feasible
            for r in rows):
         return EXIT_NO
-    if any(r.kind == "policy" and r.status == "error" for r in rows):
+    if any(r.kind == "policy" and r.status == Status.ERROR for r in rows):
         return EXIT_INPUT
-    if cmp.optimum is not None and cmp.optimum.status == "error":
+    if cmp.optimum is not None and cmp.optimum.status == Status.ERROR:
         return EXIT_SOLVER_ERROR
     return EXIT_OK

@@ -67,7 +67,7 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
         msg = res.message
         if (res.status == Status.NO_SOLUTION and hypotheses.at_most is not None
                 and "upper bound" in (msg or "")):
-            status, msg = "infeasible", f"no schedule with objective <= {hypotheses.at_most}"
+            status, msg = Status.INFEASIBLE, f"no schedule with objective <= {hypotheses.at_most}"
         return RawSolution(status=status, runtime=res.runtime, solver="exhaustive",
                            nodes=res.expanded, notes=tuple(notes), message=msg)
     if res.schedule is None or res.objective is None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..solve_types import MILP_DEFAULTS, SolveOptions
+from ..solve_types import MILP_DEFAULTS, SolveOptions, Status
 from ..stdout_guard import c_stdout_to_stderr
 from .backends import BackendOutput, ColumnStart, backend_names, get_backend
 from .backends.base import Backend
@@ -170,7 +170,7 @@ def solve(model: Model, solver: str = "highs", options: SolveOptions | None = No
     reason = backend.unsupported_reason(model)
     if reason is not None:
         version = backend.version() if backend.is_available() else ""
-        return SolveResult(status="error", solver=solver, message=reason, notes=tuple(notes),
+        return SolveResult(status=Status.ERROR, solver=solver, message=reason, notes=tuple(notes),
                            solver_version=version, wall_time=time.perf_counter() - t0)
     start, ws_obj, ws_viol = None, None, None
     if warm_start is not None:
@@ -183,10 +183,10 @@ def solve(model: Model, solver: str = "highs", options: SolveOptions | None = No
         with c_stdout_to_stderr():  # a solver's console log is never part of our stdout
             out = backend.solve(model, options, start, progress)
     except MilpError as exc:
-        out = BackendOutput(status="error", message=str(exc))
+        out = BackendOutput(status=Status.ERROR, message=str(exc))
     except Exception as exc:  # a solver library failed: report, do not raise
         log.debug("%s failed", solver, exc_info=True)
-        out = BackendOutput(status="error", message=f"{solver} failed: {type(exc).__name__}: {exc}")
+        out = BackendOutput(status=Status.ERROR, message=f"{solver} failed: {type(exc).__name__}: {exc}")
     finally:
         progress.close()
     if out.values is not None and out.values.shape != (model.num_vars,):

@@ -495,7 +495,7 @@ class _Search:
 
         def timed_out(expanded: int, generated: int) -> SearchResult:
             return SearchResult(
-                "no_solution", None, None, expanded, generated, time.perf_counter() - t0,
+                Status.NO_SOLUTION, None, None, expanded, generated, time.perf_counter() - t0,
                 f"time limit {opts.time_limit:g} s reached after {expanded} expanded and "
                 f"{generated} generated states; instance too large for exhaustive search")
         while heap:
@@ -510,7 +510,7 @@ class _Search:
             expanded += 1
             if len(nodes) > limit:
                 return SearchResult(
-                    "no_solution", None, None, expanded, len(nodes), time.perf_counter() - t0,
+                    Status.NO_SOLUTION, None, None, expanded, len(nodes), time.perf_counter() - t0,
                     f"state limit {limit} reached after {expanded} expanded and {len(nodes)} "
                     f"generated states; instance too large for exhaustive search")
             if deadline is not None and time.perf_counter() > deadline:

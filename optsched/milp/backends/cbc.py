@@ -270,7 +270,7 @@ class CbcBackend(Backend):
         said = "; ".join(last) if last else "nothing (an empty log)"
         found = [_to_float(m.group(1)) for m in _RE_SOL.finditer(text)]
         best = [b for b in found if b is not None]
-        out.status, out.runtime = "error", log.wallclock if log.wallclock is not None else wall
+        out.status, out.runtime = Status.ERROR, log.wallclock if log.wallclock is not None else wall
         out.message = (f"CBC stopped without writing a solution after {out.runtime:.1f} s "
                        f"(PuLP: {failure.split(',')[0]}); CBC's last output: {said}")
         if best:

@@ -345,13 +345,13 @@ class CpSatBackend(Backend):
         self._read(a, im, sign, raw, out)
         if out.status == Status.OPTIMAL and self._at_artificial(im, raw["solution"]):
             half = to_integer_model(model, ARTIFICIAL_BOUND // 2)
-            raw2 = self._run(a, half, sign, options, None, progress, BackendOutput("error"))
+            raw2 = self._run(a, half, sign, options, None, progress, BackendOutput(Status.ERROR))
             if raw2 is not None and raw2["status"] == "OPTIMAL":
                 obj2 = self._unscale(raw2["objective"], a, im, sign)
                 if abs(obj2 - (out.objective or 0.0)) > 1e-6 * max(1.0, abs(obj2)):
                     out.notes.append("cpsat: the optimum moves with the artificial bounds that "
                                      "replaced infinite ones; reported as unbounded")
-                    out.status, out.objective, out.bound, out.values = "unbounded", None, None, None
+                    out.status, out.objective, out.bound, out.values = Status.UNBOUNDED, None, None, None
         progress.update(incumbent=out.objective, bound=out.bound, nodes=out.nodes,
                         elapsed=out.runtime, force=True)
         return out
@@ -408,7 +408,7 @@ class CpSatBackend(Backend):
         raw = _Worker.solve(payload, on_message)
         if raw["status"] == "MODEL_INVALID":
             detail = " ".join(str(raw.get("message")).split())
-            out.status, out.message = "error", f"cpsat: invalid model: {detail}"
+            out.status, out.message = Status.ERROR, f"cpsat: invalid model: {detail}"
             return None
         return raw
 

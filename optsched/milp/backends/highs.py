@@ -139,9 +139,9 @@ class HighsBackend(Backend):
             out.values = np.zeros(0)
             out.objective = out.bound = float(a.obj_constant)
         elif status == MS.kInfeasible:
-            out.status, out.values, out.objective, out.bound = "infeasible", None, None, None
+            out.status, out.values, out.objective, out.bound = Status.INFEASIBLE, None, None, None
         elif status == MS.kUnbounded:
-            out.status, out.values, out.objective, out.bound = "unbounded", None, None, None
+            out.status, out.values, out.objective, out.bound = Status.UNBOUNDED, None, None, None
         elif status == MS.kUnboundedOrInfeasible:
             out.status = Status.ERROR
             out.message = "HiGHS could not decide between infeasible and unbounded"
