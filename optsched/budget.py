@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .instance import Instance
-from .solve_types import Status, relative_gap
+from .solve_types import Objective, Status, relative_gap
 
 #: fixed seconds beyond the solver limit for any MILP (imports, warm start, decode, replay)
 OVERHEAD_SECONDS = 3.0
@@ -262,7 +262,7 @@ def sized_solve(instance: Instance, formulation: str, objective: str, *, options
     # the model sees arrivals shifted to start at 0 (formulations.base.arrival_origin): it is
     # sized on the shifted instance, with the makespan shifted too
     origin = arrival_origin(instance)
-    shift = origin if objective == "makespan" else 0.0
+    shift = origin if objective == Objective.MAKESPAN else 0.0
     est = estimate_model(shift_instance(instance, origin) if origin else instance, formulation,
                          objective, dict(options.params),
                          ws.schedule.n_batches if ws is not None else int(instance.output.sum()),

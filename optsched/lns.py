@@ -66,7 +66,7 @@ from .lns_decode import decode, in_instance_order
 from .oracles.exhaustive import SearchOptions, search_between
 from .policies.registry import SimulationTimeout
 from .schedule import Batch, Schedule
-from .solve_types import Status
+from .solve_types import Objective, Status
 
 State = tuple[int, int]  # (g, m): generated tokens, cached tokens (semantics section 3)
 
@@ -238,11 +238,11 @@ def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
     from .bounds.srpt import job_works
 
     f = Floors.of(inst)
-    kind = "mean-ttft" if objective == "mean-ttft" else "total-latency"
+    kind = "mean-ttft" if objective == Objective.MEAN_TTFT else "total-latency"
     keys = {f"work{mix}": job_works(f, kind, mix)
             for mix in ((1.0, 0.0, 0.0), (0.5, 0.0, 0.5), (0.0, 0.0, 1.0))}
-    keys["entry"] = f.prefill_entry_cost if kind == "mean-ttft" else f.entry_cost
-    keys["memory-volume"] = np.asarray(f.prefill_area if kind == "mean-ttft" else f.area,
+    keys["entry"] = f.prefill_entry_cost if kind == Objective.MEAN_TTFT else f.entry_cost
+    keys["memory-volume"] = np.asarray(f.prefill_area if kind == Objective.MEAN_TTFT else f.area,
                                        dtype=np.float64)
     keys["output"] = inst.output.astype(np.float64)
     keys["arrival"] = inst.arrival.astype(np.float64)
@@ -392,7 +392,7 @@ class _LNS:
 
     def _decoders(self) -> tuple[str, ...]:
         """TTFT-first's decoder evicts for arrivals: tried first for mean TTFT only."""
-        return ("ttft", "mcsf") if self.obj == "mean-ttft" else ("mcsf",)
+        return ("ttft", "mcsf") if self.obj == Objective.MEAN_TTFT else ("mcsf",)
 
     def _move(self, s: Schedule, nprng, key: np.ndarray, seeds: dict[str, np.ndarray],
               handover: np.ndarray, ev):

@@ -18,6 +18,7 @@ from ..errors import OptschedError
 from ..evaluate import OBJECTIVES
 from ..instance import Instance
 from ..plugins import BOUNDS
+from ..solve_types import Objective
 
 #: every bound is lowered by this relative amount before it is reported, so float rounding
 #: in the closed forms cannot lift it above the optimum (bounds.md section 1)
@@ -152,7 +153,7 @@ def lower_bound(instance: Instance, objective: str = "makespan", method: str = "
     # schedule's span, not with an epoch offset (1e-9 of 1.7e9 s would be 1.7 s)
     origin = arrival_origin(instance)
     res = info.fn(shift_instance(instance, origin) if origin else instance, objective, budget)
-    shift = origin if objective == "makespan" else 0.0
+    shift = origin if objective == Objective.MAKESPAN else 0.0
 
     def lowered(x: float) -> float:
         # shifting back rounds to within an ulp of the offset: four more keep it below

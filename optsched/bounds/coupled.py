@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..solve_types import Objective
 from .base import BoundResult, Budget, register_bound
 from .floors import Floors
 from .request import request_floors
@@ -200,13 +201,13 @@ def coupled_bound(instance, objective: str, budget: Budget) -> BoundResult:
 
     f = Floors.of(instance)
     a = instance.arrival.astype(np.float64)
-    fr = frontier(f, ttft=objective == "mean-ttft")
+    fr = frontier(f, ttft=objective == Objective.MEAN_TTFT)
     base = srpt_completions(a, job_works(f, objective, (1.0, 0.0, 0.0)))
     own = np.sort(request_floors(instance, objective))
     lo = order_statistic_floors(fr, a, _horizon(fr, a, float(base.max())), budget)
     total = float(np.maximum(np.maximum(lo, base), own).sum()) - float(a.sum())
-    if objective == "mean-ttft":
+    if objective == Objective.MEAN_TTFT:
         total /= instance.n
-    rate = (f"{other_token_rate(f.k):.4g} s per token" if objective == "mean-ttft"
+    rate = (f"{other_token_rate(f.k):.4g} s per token" if objective == Objective.MEAN_TTFT
             else f"{other_entry_rate(f.k):.4g} s per cached token")
     return BoundResult(total, "coupled", objective, notes=(f"kappa = {rate}",))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..solve_types import Objective
 from .base import BoundResult, Budget, register_bound
 from .coupled import Frontier, frontier
 from .floors import Floors
@@ -131,7 +132,7 @@ def queue_prices(a: np.ndarray, done: np.ndarray, edges: np.ndarray) -> np.ndarr
 def dual_bound(instance, objective: str, budget: Budget) -> BoundResult:
     f = Floors.of(instance)
     a = instance.arrival.astype(np.float64)
-    ttft = objective == "mean-ttft"
+    ttft = objective == Objective.MEAN_TTFT
     fr = frontier(f, ttft=ttft)
     done = srpt_completions(a, fr.wmin)
     H = float(done.max() + (done.max() - a.min()) * 0.25 + fr.dmin.max())

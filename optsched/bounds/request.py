@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..solve_types import Objective
 from .base import BoundResult, Budget, register_bound
 from .floors import Floors
 
@@ -16,16 +17,16 @@ from .floors import Floors
 def request_floors(instance, objective: str) -> np.ndarray:
     """Per request, a lower bound on its completion (first token for mean-ttft), absolute."""
     f = Floors.of(instance)
-    own = f.prefill_chain if objective == "mean-ttft" else f.chain
+    own = f.prefill_chain if objective == Objective.MEAN_TTFT else f.chain
     return instance.arrival + own
 
 
 @register_bound("request", "each request's own chain of batches (B3), O(n)", rung=0)
 def request_bound(instance, objective: str, budget: Budget) -> BoundResult:
     done = request_floors(instance, objective)
-    if objective == "makespan":
+    if objective == Objective.MAKESPAN:
         v = float(done.max())
-    elif objective == "total-latency":
+    elif objective == Objective.TOTAL_LATENCY:
         v = float((done - instance.arrival).sum())
     else:
         v = float((done - instance.arrival).mean())

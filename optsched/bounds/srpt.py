@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from ..solve_types import Objective
 from .base import BoundResult, Budget, register_bound
 from .floors import Floors
 
@@ -84,7 +85,7 @@ def job_works(f: Floors, objective: str, mix) -> np.ndarray:
     """Per request, the least time the sharing rule ``mix`` gives it (B7)."""
     lim, k = f.instance.limits, f.k
     lk, lt, lc = mix
-    if objective == "mean-ttft":
+    if objective == Objective.MEAN_TTFT:
         h = k["k0"] + k["kpb"]
         share = (lk * f.prefill_area / lim.kv_capacity
                  + lt * f.instance.prompt / lim.prefill_budget + lc * f.kmin / f.max_entries)
@@ -114,7 +115,7 @@ def srpt_bound(instance, objective: str, budget: Budget) -> BoundResult:
     if best_mix is None:  # MIXES is non-empty and every total is finite
         raise RuntimeError("srpt bound: no sharing mix was evaluated")
     v = best - float(instance.arrival.sum())
-    if objective == "mean-ttft":
+    if objective == Objective.MEAN_TTFT:
         v /= instance.n
     return BoundResult(v, "srpt", objective, notes=(f"sharing mix (kv, tokens, count) = "
                                                     f"{tuple(round(x, 3) for x in best_mix)}",))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..solve_types import Objective
 from .base import BoundResult, Budget, register_bound
 from .floors import Floors
 from .request import request_floors
@@ -83,7 +84,7 @@ def order_statistic_floor(instance, objective: str) -> float:
     def p(x, op=np.add):
         return op.accumulate(np.sort(np.asarray(x)))
 
-    if objective == "mean-ttft":
+    if objective == Objective.MEAN_TTFT:
         busy = prefill_busy_floor(f, np.sort(f.kmin), p(instance.prompt), p(f.kmin),
                                   p(f.prefill_area), p(f.prefill_entry_cost))
     else:
@@ -91,13 +92,13 @@ def order_statistic_floor(instance, objective: str) -> float:
                           np.sort(f.kmin), p(instance.prompt), p(f.kmin), p(f.entry_cost))
     own = np.sort(request_floors(instance, objective))
     total = float(np.maximum(own, a_min + busy).sum() - instance.arrival.sum())
-    return total / instance.n if objective == "mean-ttft" else total
+    return total / instance.n if objective == Objective.MEAN_TTFT else total
 
 
 @register_bound("work", "busy time of the server: batch counts (tokens, KV area, batch size) "
                 "and entry costs, per arrival suffix or order statistic (B4-B6), O(n log n)",
                 rung=1)
 def work_bound(instance, objective: str, budget: Budget) -> BoundResult:
-    v = makespan_floor(instance) if objective == "makespan" else \
+    v = makespan_floor(instance) if objective == Objective.MAKESPAN else \
         order_statistic_floor(instance, objective)
     return BoundResult(v, "work", objective)

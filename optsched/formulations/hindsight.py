@@ -41,7 +41,7 @@ from ..evaluate import evaluate
 from ..instance import Instance, Limits
 from ..plugins import ParamSpec, parse_params
 from ..schedule import Schedule, ScheduleBuilder
-from ..solve_types import Status, WarmStart
+from ..solve_types import Objective, Status, WarmStart
 from .base import (
     BuiltModel,
     FormulationError,
@@ -232,11 +232,11 @@ def objective_of_starts(instance: Instance, objective: str, starts: np.ndarray) 
     t = np.asarray(starts, dtype=np.float64)
     if instance.n == 0:
         return 0.0
-    if objective == "total-latency":
+    if objective == Objective.TOTAL_LATENCY:
         return float(np.sum(t + instance.output - instance.arrival))
-    if objective == "mean-ttft":
+    if objective == Objective.MEAN_TTFT:
         return float(np.mean(t + 1 - instance.arrival))
-    if objective == "makespan":
+    if objective == Objective.MAKESPAN:
         return float(np.max(t + instance.output))
     raise FormulationError(f"hindsight: unknown objective {objective!r}")
 
@@ -668,15 +668,15 @@ def _upper_bound(instance: Instance, objective: str, hyp: Hypotheses, ub_starts:
     if not math.isfinite(bound):
         length += int(O.sum()) + max((j for _, j in hyp.force), default=0)
         notes.append("the heuristic schedule breaks a hypothesis, so it gives no bound; horizon "
-                     f"{length} from its length + sum O" + (
-                         " (makespan: optimal within this horizon)" if objective == "makespan" else ""))
+                     f"{length} from its length + sum O" + (" (makespan: optimal within this horizon)"
+                                                             if objective == Objective.MAKESPAN else ""))
     return bound, length
 
 
 def _make_units(instance: Instance, p: HindsightParams, objective: str, hyp: Hypotheses) -> _Units:
     """(H10): identical requests aggregated into one unit with an integer start count (tight
     variant, not for makespan); requests a hypothesis names stay alone."""
-    aggregate = p.aggregate and p.variant != "plain" and objective != "makespan"
+    aggregate = p.aggregate and p.variant != "plain" and objective != Objective.MAKESPAN
     pinned = {instance.index[r] for r, _ in (*hyp.force, *hyp.forbid)}
     pinned |= {instance.index[r] for pair in hyp.order for r in pair}
     members = _units(instance, aggregate, pinned)
@@ -693,9 +693,9 @@ def _latest_starts(instance: Instance, objective: str, bound: float, units: _Uni
     n, O, a = instance.n, instance.output, instance.arrival
     if not math.isfinite(bound):
         latest = np.full(units.size, 2**40, dtype=np.int64)
-    elif objective == "makespan":
+    elif objective == Objective.MAKESPAN:
         latest = np.full(units.size, math.floor(bound + 1e-9)) - units.output
-    elif objective == "total-latency":
+    elif objective == Objective.TOTAL_LATENCY:
         # C_i - a_i <= UB - sum_{j != i} (C_j - a_j); sum_{j != i} C_j >= L_1 + ... + L_{n-1} (H9a),
         # and sum_{j != i} (C_j - a_j) >= sum_{j != i} O_j >= sum O - max O
         by_floors = bound + float(np.sum(a)) - float(np.sum(completion_floors[:-1]))
@@ -729,7 +729,7 @@ def _tight_windows(p: HindsightParams, units: _Units, latest: np.ndarray, object
     cut_ = max(cut_, int(units.earliest.max()) + 1 if n else 1)
     if hyp.force:  # a forced slot must lie before the cut, so late starts cannot be in it
         cut_ = max(cut_, max(j for _, j in hyp.force) + 1)
-    beyond = objective != "makespan" and bool(np.any(latest >= cut_))
+    beyond = objective != Objective.MAKESPAN and bool(np.any(latest >= cut_))
     if not p.bucket and beyond:
         notes.append(f"bucket=off: starts restricted to slots < {cut_} without proof that a "
                      "longer horizon cannot help; 'optimal' is optimal within that horizon only")
@@ -879,9 +879,9 @@ def _objective(m: milp.Model, instance: Instance, objective: str, units: _Units,
                ) -> tuple[milp.VarBlock | None, _ObjectiveRow]:
     """(H5) the objective; returns ``z`` (makespan only) and the objective as a row."""
     n, O, a = instance.n, instance.output, instance.arrival
-    if objective == "total-latency":  # sum_i (t_i + O_i - a_i)
+    if objective == Objective.TOTAL_LATENCY:  # sum_i (t_i + O_i - a_i)
         return None, _start_sum_objective(m, x, cols, late, cut, 1.0, float(np.sum(O - a)))
-    if objective == "mean-ttft":  # sum_i (t_i + 1 - a_i) / n
+    if objective == Objective.MEAN_TTFT:  # sum_i (t_i + 1 - a_i) / n
         return None, _start_sum_objective(m, x, cols, late, cut, float(n),
                                           float(np.sum(1 - a)) / n)
     return _makespan_objective(m, units, x, cols, horizon, completion_floors)
@@ -1119,7 +1119,7 @@ def _integral_step(instance: Instance, objective: str) -> float | None:
     """(H15) the objective's granularity when all arrivals are integers (None otherwise)."""
     if not np.all(instance.arrival == np.round(instance.arrival)):
         return None
-    if objective == "mean-ttft":
+    if objective == Objective.MEAN_TTFT:
         return 1.0 / max(instance.n, 1)
     return 1.0
 
@@ -1279,7 +1279,7 @@ def _deadline_floors(instance: Instance, objective: str, p: HindsightParams,
                      notes: list[str]) -> np.ndarray | None:
     """(H22b) the completion floors within ``p.deadline`` seconds (and the time limit), from
     the upper bound's completions; None when off or not total latency."""
-    if p.deadline <= 0 or objective != "total-latency" or instance.n < 2:
+    if p.deadline <= 0 or objective != Objective.TOTAL_LATENCY or instance.n < 2:
         return None
     from .hindsight_deadline import completion_floors
 

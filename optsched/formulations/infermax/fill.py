@@ -38,6 +38,7 @@ from ...cost import LinearCost, UnitCost
 from ...evaluate import evaluate
 from ...instance import Instance, Limits
 from ...schedule import Schedule, ScheduleBuilder
+from ...solve_types import Objective
 from ..base import FormulationError, Hypotheses
 from . import flow as fl
 from .encode import canonical
@@ -50,7 +51,7 @@ FILL = CHUNK
 
 def applicable(inst: Instance, objective: str, hyp: Hypotheses) -> str | None:
     """None if the fill model is exact for this case (eq. G1's conditions), else why not."""
-    if objective not in ("makespan", "total-latency"):
+    if objective not in (Objective.MAKESPAN, Objective.TOTAL_LATENCY):
         return "fill variant models makespan and total latency"
     if inst.n and float(inst.arrival.max()) > 0:
         return "fill variant needs every request to arrive at time 0 (offline)"
@@ -215,7 +216,7 @@ class FillModel(FlowModel):
         self._indicators()
         self._batch_order()
         self._time()
-        if objective == "total-latency":  # eq. F10 (offline)
+        if objective == Objective.TOTAL_LATENCY:  # eq. F10 (offline)
             add_latency_objective(self)
             self._latency_caps()
         else:

@@ -53,6 +53,7 @@ from ...cost import LinearCost, UnitCost
 from ...evaluate import evaluate
 from ...instance import Instance, Limits
 from ...schedule import Schedule, ScheduleBuilder
+from ...solve_types import Objective
 from ..base import BuiltModel, FormulationError, Hypotheses
 from .flow_objectives import (
     LATENCY_OBJECTIVES,
@@ -76,7 +77,7 @@ LAYER_IN_KINDS = (IDLE, END, DECODE, EVICT, CHUNK)
 
 def applicable(inst: Instance, objective: str, hyp: Hypotheses) -> str | None:
     """None if the flow variant can model this case exactly, else the reason it cannot."""
-    if objective not in ("makespan", "total-latency", "mean-ttft"):
+    if objective not in (Objective.MAKESPAN, Objective.TOTAL_LATENCY, Objective.MEAN_TTFT):
         return f"flow variant does not model objective {objective!r}"
     if hyp.force or hyp.forbid or hyp.order:
         return "flow variant does not support force/forbid/order hypotheses"

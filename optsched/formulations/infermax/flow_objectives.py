@@ -28,7 +28,7 @@ import numpy as np
 from ... import milp
 from ...instance import Instance
 from ...schedule import Schedule, ScheduleBuilder
-from ...solve_types import WarmStart
+from ...solve_types import Objective, WarmStart
 from ..base import Hypotheses, RawSolution
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -42,7 +42,7 @@ LATENCY_OBJECTIVES = ("total-latency", "mean-ttft")
 def counted_arcs(c: _Class, objective: str) -> np.ndarray:
     """The arcs whose batch ends the counted event: completion (total latency) or the first
     token (mean TTFT: an arc out of level ``g = 0`` into ``R(1)``, or into ``F`` when ``O = 1``)."""
-    if objective == "total-latency":
+    if objective == Objective.TOTAL_LATENCY:
         return c.finishes.copy()
     nS = len(c.states)
     level = np.array([s[1] for s in c.states] + [g for (g, _), _ in sorted(
@@ -98,7 +98,7 @@ def add_latency_objective(fm: FlowModel) -> None:
                                                      fm.d[:, :-1].ravel()], 1).ravel(),
                           np.tile([1.0, -1.0], R.size), hi=0.0, name="d_mono")
     _w_rows(fm, N, T)
-    weight = 1.0 / N if fm.objective == "mean-ttft" else 1.0
+    weight = 1.0 / N if fm.objective == Objective.MEAN_TTFT else 1.0
     const = -weight * sum(c.n * c.arrival for c in fm.classes) * fm.scale
     fm.obj_terms = (fm.w[:, :].ravel(), np.full(J * N, weight), const)
     m.set_objective(fm.w[:, :].ravel(), np.full(J * N, weight), constant=const)
@@ -165,7 +165,7 @@ def fill_latency(fm: FlowModel, x: np.ndarray, counts: list[np.ndarray], t: np.n
 # ------------------------------------------------------------------------- eq. F12
 def truncation_applies(objective: str, hyp: Hypotheses) -> bool:
     """Eq. F12 holds for mean TTFT whenever evictions are allowed (the completion evicts)."""
-    return objective == "mean-ttft" and not hyp.no_evictions
+    return objective == Objective.MEAN_TTFT and not hyp.no_evictions
 
 
 def first_token_instance(inst: Instance) -> Instance:
@@ -263,7 +263,7 @@ def rank_form_applies(inst: Instance, objective: str) -> bool:
         return False
     if bool((inst.output == 1).all()):
         return True
-    return objective == "total-latency" and float(np.ptp(inst.arrival)) > 0
+    return objective == Objective.TOTAL_LATENCY and float(np.ptp(inst.arrival)) > 0
 
 
 @dataclass
@@ -410,7 +410,7 @@ def add_rank_objective(fm: FlowModel) -> None:
                           lo=-A, name="rank_z")
         obj_cols.append(z[:, :].ravel())
         obj_vals.append(np.ones(R.size))
-    weight = 1.0 / N if fm.objective == "mean-ttft" else 1.0
+    weight = 1.0 / N if fm.objective == Objective.MEAN_TTFT else 1.0
     const = -weight * sum(c.arrival for c in fm.classes) * sc
     cols_all = np.concatenate(obj_cols)
     vals_all = np.concatenate(obj_vals) * weight

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...cost import LinearCost, UnitCost
 from ...instance import Instance
+from ...solve_types import Objective
 from ..base import FormulationError
 
 
@@ -62,21 +63,21 @@ def entry_batches_upper_bound(inst: Instance, objective: str, ub: float | None,
     ovh = batch_overhead_lower_bound(inst)
     if ovh <= 0:
         return None
-    if objective == "mean-ttft":
+    if objective == Objective.MEAN_TTFT:
         first = first_token_batches_upper_bound(inst, ub)
         if first is None or not (no_evictions or bool((inst.output == 1).all())):
             return None
         # without evictions every later entry is a 1-token decode (the request stays caught up)
         return first + int((inst.output - 1).sum())
-    if objective == "makespan":
+    if objective == Objective.MAKESPAN:
         busy = ub
-    elif objective == "total-latency":
+    elif objective == Objective.TOTAL_LATENCY:
         busy = ub + float(inst.arrival.max(initial=0.0))
     else:
         return None
     work = float(request_work_lower_bound(inst).sum())
     jmax = max(0, int(math.floor((busy - work) / ovh + 1e-9)))
-    if objective == "total-latency":
+    if objective == Objective.TOTAL_LATENCY:
         jmax = min(jmax, _weighted_batches(inst, ub + float(inst.arrival.sum()), work, ovh))
     return jmax
 

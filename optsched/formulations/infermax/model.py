@@ -30,6 +30,7 @@ from ... import milp
 from ...cost import UnitCost
 from ...instance import Instance, Limits
 from ...schedule import Schedule
+from ...solve_types import Objective
 from ..base import BuiltModel, FormulationError, Hypotheses, refuse_swaps
 from .encode import canonical, decode, encode
 from .horizon import _cost_coefs, batch_overhead_lower_bound, request_work_lower_bound
@@ -440,7 +441,7 @@ class _InfermaxBuilder:
         d = self.d
         cmax_all = int(d.Cmax.max()) if d.n else 1
         self.bits = max(1, int(cmax_all).bit_length())
-        self.telescope = (d.tight and d.dominance and d.objective == "makespan"
+        self.telescope = (d.tight and d.dominance and d.objective == Objective.MAKESPAN
                           and not d.online and not d.unit_cost and d.ks["kpq"] > 0
                           and abs(d.k["kpm"] - 2 * d.k["kpq"]) <= 1e-12 * d.k["kpm"]
                           and int(d.O.max()) <= 64)
@@ -603,7 +604,7 @@ class _InfermaxBuilder:
         ``start_j >= a_i (x + e)``, ``end_j = start_j + t_j``; offline ``end_j = end_{j-1} +
         t_j``. Offline makespan needs no clock (it is ``sum_j t_j``)."""
         d, s, batch, t = self.d, self.s, self.batch_row, self.v["t"].ids
-        if not d.online and d.objective == "makespan":
+        if not d.online and d.objective == Objective.MAKESPAN:
             return
         bt = self.latest_end
         end = self.md.add_vars("end", d.J, ub=bt)
@@ -632,13 +633,13 @@ class _InfermaxBuilder:
         / mean TTFT through ``comp_i`` / ``first_i >= end_j - BT_j (1 - ind_after + ind_before)``
         with ``ind`` = ``fin`` / ``ftk``. Returns the objective as ``(cols, coefs, constant)``."""
         d, v = self.d, self.v
-        if d.objective == "makespan":
+        if d.objective == Objective.MAKESPAN:
             if "end" in v:
                 cols, coefs, const = np.atleast_1d(v["end"].ids[d.J - 1]), np.ones(1), 0.0
             else:
                 cols, coefs, const = v["t"].ids, np.ones(d.J), 0.0
         else:
-            which = "comp" if d.objective == "total-latency" else "first"
+            which = "comp" if d.objective == Objective.TOTAL_LATENCY else "first"
             cols, coefs, const = self.completion_times(which)
         self.md.set_objective(cols, coefs, constant=const)
         return cols, coefs, const
@@ -765,7 +766,7 @@ class _InfermaxBuilder:
         """Offline makespan: (eq. 21) busy time >= unavoidable work + per-batch overhead, and
         (eq. 23) ``sum_j t_j <= UB`` for a known upper bound."""
         d = self.d
-        if d.objective != "makespan" or d.online:
+        if d.objective != Objective.MAKESPAN or d.online:
             return
         t, y = self.v["t"].ids, self.v["y"].ids
         work = float(request_work_lower_bound(d.inst).sum()) * d.scale

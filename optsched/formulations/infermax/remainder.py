@@ -37,6 +37,7 @@ from ... import milp
 from ...cost import LinearCost
 from ...instance import Instance
 from ...schedule import Schedule
+from ...solve_types import Objective
 from ..base import BuiltModel, FormulationError, Hypotheses
 from .model import InfermaxModel, build
 
@@ -55,7 +56,7 @@ def applicable(inst: Instance, objective: str, hyp: Hypotheses) -> str | None:
     cm = inst.cost_model
     if not isinstance(cm, LinearCost):
         return "eq. 27 needs a linear cost model"
-    if objective != "makespan" or float(inst.arrival.max(initial=0.0)) > 0:
+    if objective != Objective.MAKESPAN or float(inst.arrival.max(initial=0.0)) > 0:
         return "eq. 27 serves offline makespan only (it moves cost between batches)"
     if hyp.force or hyp.order:
         return "eq. 27 needs the eq. 13 dominance (no force/order hypotheses)"
