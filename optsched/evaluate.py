@@ -81,7 +81,7 @@ CODES = {
 #: At most this many violations of one code are kept as objects (all are counted).
 MAX_KEPT_PER_CODE = 10_000
 
-from .solve_types import OBJECTIVES  # noqa: E402  (the one list of objective names)
+from .solve_types import OBJECTIVES, finite_or_none  # noqa: E402  (the one list of objective names)
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ def _json_num(v):
     if isinstance(v, (np.integer,)):
         return int(v)
     if isinstance(v, (float, np.floating)):
-        return None if not math.isfinite(v) else float(v)
+        return finite_or_none(v)
     return v
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -13,6 +12,7 @@ from ..compare import fmt
 from ..errors import InputFileError
 from ..instance import Instance
 from ..schedule import Schedule, instance_check
+from ..solve_types import finite_or_none
 
 __all__ = ["checked_schedule", "fmt", "image_file", "load_instance", "load_schedule",
            "output_dir", "output_file", "print_json", "seed_arg", "table"]
@@ -120,7 +120,7 @@ def _default(o):
     if isinstance(o, np.integer):
         return int(o)
     if isinstance(o, np.floating):
-        return None if not math.isfinite(o) else float(o)
+        return finite_or_none(o)
     if isinstance(o, np.ndarray):
         return o.tolist()
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")

@@ -45,7 +45,6 @@
 from __future__ import annotations
 
 import json
-import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +54,7 @@ from ..cost import UnitCost
 from ..evaluate import evaluate
 from ..instance import Instance, Limits, Request
 from ..schedule import Schedule, ScheduleBuilder
-from ..solve_types import Status
+from ..solve_types import Status, finite_or_none
 from .exhaustive import SearchOptions, search
 
 CLAIMS = ("mcsf-optimal", "aptserve-2approx", "amin-hsf-optimal", "svf-ratio")
@@ -561,7 +560,7 @@ def check_aptserve(trials: int = 1000, seed: int = 0, max_requests: int = 6) -> 
         "violations / worst_ratio (greedy / optimum, lower is worse) are for variant 'paper'",
     ]
     return ClaimReport("aptserve-2approx", trials, paper.violations,
-                       paper.worst_ratio if math.isfinite(paper.worst_ratio) else None, cx, details, notes)
+                       finite_or_none(paper.worst_ratio), cx, details, notes)
 
 
 def check_claim(claim: str, trials: int, seed: int = 0, max_requests: int | None = None,
