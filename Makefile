@@ -71,7 +71,7 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
 
 lint: $(STAMP)
-	$(BIN)/ruff check optsched tests notebooks
+	$(BIN)/ruff check optsched tests notebooks docs
 	$(BIN)/mypy optsched
 
 lock: $(UV)

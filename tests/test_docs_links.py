@@ -65,3 +65,31 @@ def test_the_checker_catches_a_missing_file(tmp_path):
     assert not _exists(_target(page, "../notebooks/99-none.ipynb"))  # type: ignore[arg-type]
     assert _exists(_target(page, "serving/"))  # type: ignore[arg-type]  # pending at merge
     assert _target(page, "https://example.org/x.md") is None
+
+
+def _executor():
+    """docs/execute_notebooks.py, imported from its path (docs/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("execute_notebooks", DOCS / "execute_notebooks.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_make_docs_re_executes_only_stale_notebooks(tmp_path):
+    """An executed copy is stale when missing or older than its .py or nbsetup.py, so that the
+    copies the notebook test writes during `make test` make `make docs` execute nothing."""
+    import os
+
+    ex = _executor()
+    src = ROOT / "notebooks" / "01-quickstart.py"
+    out = tmp_path / "01-quickstart.ipynb"
+    assert ex.stale(src, out)  # missing
+    out.write_text("{}")
+    newest = max(src.stat().st_mtime, (ROOT / "notebooks" / "nbsetup.py").stat().st_mtime)
+    os.utime(out, (newest + 10, newest + 10))
+    assert not ex.stale(src, out)  # written after its sources
+    os.utime(out, (newest - 10, newest - 10))
+    assert ex.stale(src, out)  # a source changed since
