@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from shared_data import SHARED_DATA  # noqa: E402
 
 from optsched.cost import UnitCost
 from optsched.evaluate import evaluate
+from optsched.generators import generate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import PolicyError, get_spec, simulate
 from optsched.policies.nested_wait import Segment, nested_segments
@@ -144,3 +146,25 @@ def test_chunked_long_prompt_and_budgets(policy):
                                    max_batch_size=2), UnitCost(), reqs)
     ev = evaluate(i, simulate(i, policy))
     assert ev.feasible, ev.violations[:3]
+
+
+def _generated():
+    """A small instance of every generator; those that draw from a trace need the shared data."""
+    out = [generate("fixed", n=6, prompt=40, output=30),
+           generate("mix", mix="SILO", n=6, seed=1),
+           generate("chat-like", n=12, rate=4.0, seed=1),
+           generate("online-paper", n=12, seed=2),
+           generate("online-paper", n=12, seed=3, arrival="poisson", rate=0.5),
+           generate("online-paper-horizon", rate=0.5, horizon=20, seed=1)]
+    trace = SHARED_DATA / "traces" / "AzureLLMInferenceTrace_conv.csv"
+    if trace.exists():
+        out += [generate("poisson-trace", trace=str(trace), n=12, rate=2.0, seed=1),
+                generate("bros", trace=str(trace), n=12, rate=2.0, seed=1)]
+    return out
+
+
+@pytest.mark.parametrize("policy", THEORY)
+def test_runs_on_every_generator(policy):
+    for i in _generated():
+        ev = evaluate(i, simulate(i, policy))
+        assert ev.feasible, (i.name, ev.violations[:3])
