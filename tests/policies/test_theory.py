@@ -168,3 +168,18 @@ def test_runs_on_every_generator(policy):
     for i in _generated():
         ev = evaluate(i, simulate(i, policy))
         assert ev.feasible, (i.name, ev.violations[:3])
+
+
+def test_nested_wait_last_prefill_chunk_counts_against_P():
+    # Regression (found by the all-policies property test while building nested-wait): the
+    # last chunk of a prefill (one token left, no token generated yet) was taken for a decode,
+    # so it escaped the prefill budget: batch 1 held a's last chunk and b's prompt, 2 > P = 1.
+    # a: I=2, O=2; b: I=1, O=2; C=2, P=1, types=1, all at 0 (the last arrival: limits off).
+    # Batch 0: a's first chunk (P = 1 used up, b waits). Batch 1: a's last chunk (still a
+    # prefill: g = 0), b waits again; a generates its first token. Batch 2: a decodes (done
+    # at 3) and b prefills (its first token). Batch 3: b decodes (done at 4). Total 7.
+    i = Instance("p", Limits(kv_capacity=6, max_batch_tokens=2, max_prefill_tokens=1),
+                 UnitCost(), (Request("a", 0.0, 2, 2), Request("b", 0.0, 1, 2)))
+    s = simulate(i, "nested-wait", types=1)
+    assert entries(s) == [[("a", 1)], [("a", 1)], [("a", 1), ("b", 1)], [("b", 1)]]
+    assert total(i, s) == (7, 0)
