@@ -23,6 +23,8 @@ long a member may run; that is :meth:`GroupPolicy.form_group`. What is common:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from .mcsf import profile_ok
@@ -57,7 +59,7 @@ class GroupPolicy(Policy):
         raise NotImplementedError
 
     # -- shared helpers ----------------------------------------------------------------
-    def pack(self, cands: list[int], quota) -> list[tuple[int, int]]:
+    def pack(self, cands: list[int], quota: Callable[[int], int]) -> list[tuple[int, int]]:
         """Greedy lockstep packing of ``cands`` in order: a candidate joins while the group's
         prefills fit ``min(C, P)``, its size ``min(C, max_batch_size)`` and equation (1)
         (module docstring); a prompt longer than ``min(C, P)`` is a group alone, and only
