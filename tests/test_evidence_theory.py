@@ -1,8 +1,9 @@
 """instances/evidence/theory/: the worst policy / optimum instances the ratio claims' hill climbs
 found (issue 26; ``optsched check-claim gba-ratio --trials 400 --seed 1 --write DIR``, likewise
-sorted-f-ratio; gsa-ratio with ``--trials 200 --seed 0``, its worst). The recorded numbers are not trusted: both schedules are replayed
-through the evaluator, the policy is re-run, the optimum is re-solved by exhaustive search, and
-the ratio is checked against the paper's stated constant."""
+sorted-f-ratio; gsa-ratio with ``--trials 200 --seed 0``, its worst). The recorded numbers are
+not trusted: both schedules are replayed through the evaluator, the policy is re-run, the
+optimum is re-solved by exhaustive search, and the ratio is checked against the paper's stated
+constant."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ What exactly is simulated (*assumed*: a doubling-phase batching in the classical
 geometric/interval-indexed scheduling for total completion time, read from the name)
 -------------------------------------------------------------------------------------------
 * **Phases.** Phase ``k = 0, 1, 2, ...`` is one group (:mod:`optsched.policies.groups`).
-  Its candidates are the waiting requests with ``O <= 2^k`` (the geometric size classes),
+  Its candidates are the waiting requests with ``O <= base^k`` (the geometric size classes;
+  ``base = 2`` by default, a parameter),
   in ascending ``O`` (ties: prompt, arrival, instance order); they are packed greedily while
   the group fits ``M`` at every batch when all start together (equation (1) of the online
   paper, exact lengths), the group's prefills fit ``min(C, P)`` and its size
@@ -28,15 +29,28 @@ geometric/interval-indexed scheduling for total completion time, read from the n
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from ..plugins import ParamSpec
 from .groups import GroupPolicy
 from .registry import register
 from .simulator import SimView
 
 
+def above_one(v: float) -> str | None:
+    """ParamSpec check: a geometric ratio."""
+    return None if v > 1 else "must be > 1"
+
+
 class GBA(GroupPolicy):
-    """Geometric Batching Algorithm as assumed in the module docstring."""
+    """Geometric Batching Algorithm as assumed in the module docstring (ratio ``base``)."""
+
+    def __init__(self, base: float = 2.0):
+        if not base > 1:
+            raise ValueError(f"base must be > 1, got {base!r}")
+        self.base = base
 
     def bind(self, view: SimView) -> None:
         super().bind(view)
@@ -44,7 +58,8 @@ class GBA(GroupPolicy):
         self.key: dict[int, tuple] = {}  # request -> sort key (O, I, arrival, index)
         self.waiting: list[int] = []
         self.k = 0
-        self.kmax = int(np.ceil(np.log2(max(1, int(self.O.max(initial=1)))))) if view.n else 0
+        top = max(1, int(self.O.max(initial=1)))
+        self.kmax = math.ceil(math.log(top) / math.log(self.base))
 
     def on_arrivals(self, idx: list[int]) -> None:
         v = self.view
@@ -62,7 +77,7 @@ class GBA(GroupPolicy):
             return []
         g = self.view.g
         while True:
-            cands = [i for i in self.waiting if self.O[i] <= (1 << self.k)]
+            cands = [i for i in self.waiting if self.O[i] <= self.base ** self.k]
             self.k += 1
             if cands or self.k > self.kmax + 1:
                 break
@@ -80,7 +95,9 @@ register(
     "Feng, Yang, Zhang, Competitive Non-Clairvoyant KV-Cache Scheduling for LLM Inference, "
     "arXiv 2601.22996, GBA (abstract only: phase rule assumed, see optsched/policies/gba.py)",
     hypothetical=True,
+    params=(ParamSpec("base", float, 2.0, "geometric ratio of the phases: phase k takes "
+                      "requests with O <= base^k", check=above_one),),
     factory=GBA,
 )
 
-__all__ = ["GBA"]
+__all__ = ["GBA", "above_one"]

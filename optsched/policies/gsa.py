@@ -13,8 +13,9 @@ What exactly is simulated (*assumed*: the classical doubling scheme for non-clai
 total completion time, read from the abstract's words)
 -------------------------------------------------------------------------------------
 * **Phases and slices.** Phase ``k = 0, 1, 2, ...`` gives every unfinished request a slice
-  of ``L_k = 2^k`` generated tokens. A request that has not finished after its slice is
-  *restarted*: evicted (recompute) and moved to phase ``k + 1``. A request never uses more
+  of ``L_k = ceil(base^k)`` generated tokens (``base = 2`` by default, a parameter). A
+  request that has not finished after its slice is *restarted*: evicted (recompute) and
+  moved to phase ``k + 1``. A request never uses more
   than ``S + L_k - 1`` KV tokens in its slice (``S`` = tokens to prefill), which is how the
   slicing bounds memory exposure without knowing ``O``.
 * **Groups.** Within a phase the queue (arrival order, ties instance order: the policy
@@ -34,6 +35,10 @@ total completion time, read from the abstract's words)
 
 from __future__ import annotations
 
+import math
+
+from ..plugins import ParamSpec
+from .gba import above_one
 from .groups import GroupPolicy
 from .registry import register
 from .simulator import SimView
@@ -41,6 +46,11 @@ from .simulator import SimView
 
 class GSA(GroupPolicy):
     """Geometric Slicing Algorithm as assumed in the module docstring."""
+
+    def __init__(self, base: float = 2.0):
+        if not base > 1:
+            raise ValueError(f"base must be > 1, got {base!r}")
+        self.base = base
 
     def bind(self, view: SimView) -> None:
         super().bind(view)
@@ -55,7 +65,7 @@ class GSA(GroupPolicy):
         self.later.append(i)
 
     def _slice(self, i: int) -> int:
-        return max(1, min(1 << self.k, self.capM - int(self.view.S[i]) + 1))
+        return max(1, min(math.ceil(self.base ** self.k), self.capM - int(self.view.S[i]) + 1))
 
     def form_group(self, exclude: set[int]) -> list[tuple[int, int]]:
         if not self.queue:
@@ -81,6 +91,8 @@ register(
     "Feng, Yang, Zhang, Competitive Non-Clairvoyant KV-Cache Scheduling for LLM Inference, "
     "arXiv 2601.22996, GSA (abstract only: slicing rule assumed, pipeline not built; see "
     "optsched/policies/gsa.py)",
+    params=(ParamSpec("base", float, 2.0, "geometric ratio of the slices: phase k gives "
+                      "ceil(base^k) tokens", check=above_one),),
     factory=GSA,
 )
 

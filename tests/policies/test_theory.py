@@ -183,3 +183,21 @@ def test_nested_wait_last_prefill_chunk_counts_against_P():
     s = simulate(i, "nested-wait", types=1)
     assert entries(s) == [[("a", 1)], [("a", 1)], [("a", 1), ("b", 1)], [("b", 1)]]
     assert total(i, s) == (7, 0)
+
+
+def test_gba_and_gsa_geometric_base():
+    # GBA with base 4 on the first hand instance: phase 0 (O <= 1): {a}, done at 1; phase 1
+    # (O <= 4): c (2) and b (3) together (KV 2, 4, 3 <= 10), batches 1-3: c done at 3, b at
+    # 4. Total 1 + 3 + 4 = 8 (base 2: 10, test_gba_phases_by_hand).
+    i = inst([("a", 0.0, 1, 1), ("b", 0.0, 1, 3), ("c", 0.0, 1, 2)], M=10)
+    s = simulate(i, "gba", base=4.0)
+    assert entries(s) == [[("a", 1)], [("b", 1), ("c", 1)], [("b", 1), ("c", 1)], [("b", 1)]]
+    assert total(i, s) == (8, 0)
+    # GSA with base 3 on r (I=1, O=3): slice 1 (prefill, g = 1), evicted, slice
+    # min(ceil(3^1), M - S + 1) = 3 from S = 2: recompute 2 tokens (g = 2), decode (g = 3).
+    # The same batches as base 2 here: the second slice is not used up either way.
+    j = inst([("r", 0.0, 1, 3)], M=10)
+    assert entries(simulate(j, "gsa", base=3.0)) == [[("r", 1)], [], [("r", 2)], [("r", 1)]]
+    for name in ("gba", "gsa"):
+        with pytest.raises(PolicyError, match="base"):
+            get_spec(name).make(base=1.0)
