@@ -35,9 +35,11 @@ What exactly is simulated, and every difference from the authors' code
    admission scan goes type by type (shortest type first, FIFO within a type) and stops at
    the first request that fails the memory or budget test.
 4. **Nothing is dropped**: once no request is left to arrive the thresholds no longer hold
-   batches back (the code, after the last arrival, clears the queue and drops whatever has
-   not started). Before that, as in the code, a batch waits for a type's threshold (the
-   clock jumps to the next arrival) and running requests wait with it.
+   batches back nor cap admissions (then WAIT is MC-SF with the type order; so on an
+   instance with every request at 0 from the start) -- the code, after the last arrival,
+   clears the queue and drops whatever has not started. Before that, as in the code, a
+   batch waits for a type's threshold (the clock jumps to the next arrival) and running
+   requests wait with it.
 5. Knowing that more requests will arrive uses the instance's last arrival time (the code
    counts arrivals against the configured total). Output lengths are the true ones
    (*hypothetical*, semantics section 6).
