@@ -10,9 +10,11 @@ from optsched.evaluate import evaluate
 from optsched.instance import Instance
 from optsched.oracles.claims import (
     PAPER_MODEL,
+    RATIO_CLAIMS,
     SVF_RATIO,
     _ratios,
     check_aptserve,
+    check_claim,
     check_hsf,
     check_mcsf,
     check_ratio,
@@ -163,3 +165,28 @@ def test_check_ratio_reports_worst_and_violations(tmp_path):
     out = cli("svf-ratio", "--trials", "8", "--max-requests", "3", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["claim"] == "svf-ratio"
+
+
+def test_theory_ratio_claims_small_budget():
+    # issue 26: GBA <= 10.67, GSA <= 61.92 (arXiv 2601.22996), Sorted-F "a constant"
+    # (arXiv 2508.06133, none stated): a CI-sized hill climb; the ratio is at least 1 (the
+    # optimum is a lower bound on every policy) and, where a constant is stated, within it
+    for claim in ("gba-ratio", "gsa-ratio", "sorted-f-ratio"):
+        policy, bound = RATIO_CLAIMS[claim]
+        rep = check_claim(claim, trials=12, seed=0, max_requests=3)
+        assert rep.claim == claim and rep.trials >= 1
+        assert 1 <= rep.worst_ratio <= bound, claim
+        assert rep.violations == 0 and rep.counterexample is None
+        assert rep.details["unrestricted"]["worst_ratio"] >= 1
+    assert check_claim("sorted-f-ratio", trials=4, seed=0, max_requests=3).details["bound"] is None
+    out = cli("gba-ratio", "--trials", "6", "--max-requests", "3", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["details"]["bound"] == 10.67
+
+
+def test_gba_ratio_on_hand_instance():
+    # a: O=1, b: O=3, c: O=2, all I=1, M = C = 10 (tests/policies/test_theory.py): GBA's
+    # phases give 1 + 3 + 6 = 10; all three together from time 0 finish at 1, 2, 3 = 6, the
+    # least possible (each request needs O unit batches): ratio 10 / 6
+    r = _ratios(het_instance([1, 1, 1], [1, 3, 2], 10), "gba", 100_000, 10.0)
+    assert r is not None and r[0] == 10 / 6 and r[1] == 10 / 6

@@ -33,7 +33,7 @@ def test_the_notebooks_exist():
     names = [p.name for p in NOTEBOOKS]
     assert names == ["01-quickstart.py", "02-eviction-hypothesis.py", "03-mcsf-vs-hindsight.py",
                      "04-heuristics-vs-optimum.py", "05-real-trace.py", "06-ecoserve.py",
-                     "07-bros.py", "08-aptserve.py"]
+                     "07-bros.py", "08-aptserve.py", "09-theory-vs-practice.py"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -179,7 +179,9 @@ def test_registry_entries_are_documented():
     for s in specs:
         assert s.description and s.source
         # amin makes its interval predictions from the true lengths (optsched/policies/amin.py)
-        knows_o = ("rank-o", "ecoserve-oracle", "ttft-first-sr", "amin")
+        knows_o = ("rank-o", "ecoserve-oracle", "ttft-first-sr", "amin",
+                   # the theory policies that read true lengths (nested-wait: their distribution)
+                   "gba", "sorted-f", "wait", "nested-wait")
         assert s.hypothetical == (s.name.endswith("-ef") or s.name in knows_o)
     for mod in ("unified", "mcsf", "alpha", "simulator", "ecoserve", "predictors"):
         doc = importlib.import_module(f"optsched.policies.{mod}").__doc__
