@@ -41,6 +41,10 @@ N_BUCKETS = 24
 EDGES = np.concatenate([[0.0], np.geomspace(1e-5, 1.0, N_BUCKETS)])
 #: segments of the price function beta: the PSWF events, cut to at most span / this
 SEGMENTS = 3000
+#: weights of the queue-price inequality against ``MB_i - a_i >= w_i / 2`` (each convex
+#: combination of the two is valid; the queue prices cover a request only while the
+#: reference schedule is busy, the own-work one always holds)
+THETAS = (1.0, 0.9, 0.75, 0.5, 0.25, 0.0)
 #: relative rounding allowance of a per-request sum of non-negative step terms
 SUM_ROUNDING = 1e-10
 
@@ -108,7 +112,8 @@ def tradeoff(f: Floors) -> Tradeoff:
     W = lo[:, None] + (hi - lo)[:, None] * EDGES[None, :]
     top = W[:, 1:]  # bucket j's largest work
     lag = (G[:, None, :] + MUS[None, None, :] * (E[:, None, None] - top[:, :, None])).max(axis=2)
-    tail = np.maximum(N0[:, None] + lag, 0.0) / top
+    with np.errstate(divide="ignore", invalid="ignore"):  # no work (every cost 0): no tail
+        tail = np.where(top > 0, np.maximum(N0[:, None] + lag, 0.0) / top, 0.0)
     return Tradeoff(W, tail, wmin)
 
 
@@ -184,9 +189,11 @@ def pswf_prices(release: np.ndarray, work: np.ndarray, segments: int = SEGMENTS
 
 def dual_value(to: Tradeoff, a: np.ndarray, prices: list[Segment], scale: float = 1.0
                ) -> float:
-    """``sum_i min_j [G_i(W_ij) + tail_ij] - int sum_m y_m (t - s_m) dt`` (bounds.md B13),
-    ``G_i(W) = int_{t >= a_i} min(1, Y_i(t) W) dt`` non-decreasing in ``W``, so on work
-    bucket ``j`` at least its value at the bucket's smallest work."""
+    """``max over theta in THETAS of sum_i min_j [theta G_i(W_ij) + (1 - theta) W_ij / 2 +
+    tail_ij] - theta int sum_m y_m (t - s_m) dt`` (bounds.md B13): ``G_i(W) = int_{t >=
+    a_i} min(1, Y_i(t) W) dt`` is non-decreasing in ``W``, so on work bucket ``j`` at least
+    its value at the bucket's smallest work; ``MB_i - a_i >= w_i / 2`` (rate <= 1) is the
+    other inequality of the convex combination."""
     Wlo = to.W[:, :-1]
     G = np.zeros_like(Wlo)
     total = 0.0
@@ -200,7 +207,9 @@ def dual_value(to: Tradeoff, a: np.ndarray, prices: list[Segment], scale: float 
         Y = scale * seg.price(a[live])
         G[live] += length[:, None] * np.minimum(1.0, Y[:, None] * Wlo[live])
         total -= seg.charge(scale)
-    return total + float((G + to.tail).min(axis=1).sum())
+    half = Wlo / 2
+    return max(theta * total + float((theta * G + (1 - theta) * half + to.tail).min(axis=1)
+                                     .sum()) for theta in THETAS)
 
 
 @register_bound("spread", "mean busy time plus half the generating batch and the later "
