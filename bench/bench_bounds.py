@@ -23,9 +23,9 @@ Part 3 (``--part windows``): windows of ``--window`` consecutive requests (defau
 each trace, the start drawn by ``--window-seeds`` (not only the first requests), with their
 own arrival times (re-based to 0), ``M = 30,000``, ``C = 8192``: per window and objective
 (total latency, mean TTFT) the old best rung (``combinatorial``), the coupled rungs
-(``coupled``, ``dual``: bounds.md B10-B11; ``spread``: B13, total latency, CPU seconds), the best of ``--window-policies`` and of the
-``prefill-first`` construction below (one prefill per batch, or packed; every schedule
-replayed by ``evaluate``), both gaps and every time.
+(``coupled``, ``dual``: bounds.md B10-B11; ``spread``: B13, total latency, CPU seconds), the
+best of ``--window-policies`` and of the ``prefill-first`` construction below (one prefill
+per batch, or packed; every schedule replayed by ``evaluate``), both gaps and every time.
 
 ``--part ceiling`` (a diagnostic, not a bound, not in ``all``): on the same windows, what
 granting every request its duration at the largest batching would give (bounds.md, "What
