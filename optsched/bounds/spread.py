@@ -194,21 +194,23 @@ def dual_value(to: Tradeoff, a: np.ndarray, prices: list[Segment], scale: float 
     a_i} min(1, Y_i(t) W) dt`` is non-decreasing in ``W``, so on work bucket ``j`` at least
     its value at the bucket's smallest work; ``MB_i - a_i >= w_i / 2`` (rate <= 1) is the
     other inequality of the convex combination."""
-    Wlo = to.W[:, :-1]
+    order = np.argsort(a, kind="stable")  # a segment prices a contiguous run of arrivals
+    a_s, Wlo = a[order], to.W[order, :-1]
     G = np.zeros_like(Wlo)
     total = 0.0
     for seg in prices:
         end = seg.tau + seg.ell
-        live = a < end
-        if not live.any():
-            total -= seg.charge(scale)
-            continue
-        length = end - np.maximum(seg.tau, a[live])
-        Y = scale * seg.price(a[live])
-        G[live] += length[:, None] * np.minimum(1.0, Y[:, None] * Wlo[live])
         total -= seg.charge(scale)
-    half = Wlo / 2
-    return max(theta * total + float((theta * G + (1 - theta) * half + to.tail).min(axis=1)
+        # priced: released in [s[0], end) (earlier ones have Y = 0, later ones are not in)
+        lo = int(np.searchsorted(a_s, seg.s[0], side="left"))
+        hi = int(np.searchsorted(a_s, end, side="left"))
+        if hi <= lo:
+            continue
+        length = end - np.maximum(seg.tau, a_s[lo:hi])
+        Y = scale * seg.price(a_s[lo:hi])
+        G[lo:hi] += length[:, None] * np.minimum(1.0, Y[:, None] * Wlo[lo:hi])
+    half, tail = Wlo / 2, to.tail[order]
+    return max(theta * total + float((theta * G + (1 - theta) * half + tail).min(axis=1)
                                      .sum()) for theta in THETAS)
 
 
