@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_bounds import _assert_below, instances, larger_instances
 
-from optsched.bounds import Floors, lower_bound
+from optsched.bounds import Budget, Floors, lower_bound
 from optsched.bounds.mbt import pswf_mean_busy_sum
 from optsched.bounds.spread import N_BUCKETS, Tradeoff, dual_value, pswf_prices, tradeoff
 from optsched.cost import LinearCost
@@ -88,9 +88,10 @@ def test_prices_are_exact_at_release_zero():
 
 def test_prices_with_releases_by_hand():
     # A (w 2, a 0), B (w 1, a 0.5): PSWF runs A [0, .5], B [.5, 1.5], A [1.5, 3]; sum MB
-    # = (0.5 * 0.25 + 1.5 * 2.25) / 2 + 1 = 2.75. Rows: [0, .5] (0, 2); [.5, 1.5] (0, 2),
-    # (.5, 1); [1.5, 3] (0, 2). G_A(2) = .5 + 1 + 1.5 = 3, G_B(1) = 1 + 1.5 * 1/2 = 1.75,
-    # charge 1/2 * .125 + (1/2 * 1 + 1/2 * .5) + 1/2 * 3.375 = 2.5: 4.75 - 2.5 = 2.25 <= 2.75
+    # = (0.5 * 0.25 + 1.5 * 2.25) / 2 + 1 = 2.75, minus the arrivals 2.25. Rows: [0, .5]
+    # (0, 2); [.5, 1.5] (0, 2), (.5, 1); [1.5, 3] (0, 2). G_A(2) = .5 + 1 + 1.5 = 3,
+    # G_B(1) = 1 + 1.5 * 1/2 = 1.75, charge 1/2 * .125 + (1/2 * 1 + 1/2 * .5)
+    # + 1/2 * 3.375 = 2.5: 4.75 - 2.5 = 2.25, exact
     a, w = np.array([0.0, 0.5]), np.array([2.0, 1.0])
     assert dual_value(_no_tail(w), a, pswf_prices(a, w)) == pytest.approx(2.25, rel=1e-12)
 
@@ -103,7 +104,11 @@ def test_prices_never_exceed_the_mean_busy_optimum(seed, n, scale):
     a = np.sort(rng.choice([0.0, rng.uniform(0, 5)], n) * rng.uniform(0, 1, n))
     w = rng.uniform(0.01, 2.0, n)
     lb = dual_value(_no_tail(w), a, pswf_prices(a, w), scale)
-    assert lb <= pswf_mean_busy_sum(a, w) * (1 + 1e-9) + 1e-12
+    exact = pswf_mean_busy_sum(a, w) - float(a.sum())
+    assert lb <= exact + 1e-9 * (1 + abs(exact))
+    # a budget that runs out prices the rest of the time at 0: still below
+    cut = dual_value(_no_tail(w), a, pswf_prices(a, w, segments=3000), scale, Budget.seconds(0))
+    assert cut <= exact + 1e-9 * (1 + abs(exact))
 
 
 def _one_request():

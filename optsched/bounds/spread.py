@@ -187,18 +187,21 @@ def pswf_prices(release: np.ndarray, work: np.ndarray, segments: int = SEGMENTS
     return out
 
 
-def dual_value(to: Tradeoff, a: np.ndarray, prices: list[Segment], scale: float = 1.0
-               ) -> float:
+def dual_value(to: Tradeoff, a: np.ndarray, prices: list[Segment], scale: float = 1.0,
+               budget: Budget | None = None) -> float:
     """``max over theta in THETAS of sum_i min_j [theta G_i(W_ij) + (1 - theta) W_ij / 2 +
     tail_ij] - theta int sum_m y_m (t - s_m) dt`` (bounds.md B13): ``G_i(W) = int_{t >=
     a_i} min(1, Y_i(t) W) dt`` is non-decreasing in ``W``, so on work bucket ``j`` at least
     its value at the bucket's smallest work; ``MB_i - a_i >= w_i / 2`` (rate <= 1) is the
-    other inequality of the convex combination."""
+    other inequality of the convex combination. When ``budget`` runs out the remaining
+    segments are priced 0 (still valid prices)."""
     order = np.argsort(a, kind="stable")  # a segment prices a contiguous run of arrivals
     a_s, Wlo = a[order], to.W[order, :-1]
     G = np.zeros_like(Wlo)
     total = 0.0
-    for seg in prices:
+    for n_seg, seg in enumerate(prices):
+        if budget is not None and n_seg % 256 == 255 and budget.expired:
+            break
         end = seg.tau + seg.ell
         total -= seg.charge(scale)
         # priced: released in [s[0], end) (earlier ones have Y = 0, later ones are not in)
@@ -223,7 +226,7 @@ def spread_bound(instance, objective: str, budget: Budget) -> BoundResult:
     a = instance.arrival.astype(np.float64)
     to = tradeoff(f)
     prices = pswf_prices(a, to.wmin)
-    v = dual_value(to, a, prices)
+    v = dual_value(to, a, prices, budget=budget)
     return BoundResult(v, "spread", objective,
                        notes=(f"queue prices of PSWF at the least works, {len(prices)} "
                               "segments",))
