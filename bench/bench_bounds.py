@@ -23,9 +23,9 @@ Part 3 (``--part windows``): windows of ``--window`` consecutive requests (defau
 each trace, the start drawn by ``--window-seeds`` (not only the first requests), with their
 own arrival times (re-based to 0), ``M = 30,000``, ``C = 8192``: per window and objective
 (total latency, mean TTFT) the old best rung (``combinatorial``), the coupled rungs
-(``coupled``, ``dual``: bounds.md B10-B11), the best of ``--window-policies`` and of the
-``prefill-first`` construction below (one prefill per batch, or packed; every schedule
-replayed by ``evaluate``), both gaps and every time.
+(``coupled``, ``dual``: bounds.md B10-B11; ``spread``: B13, total latency, CPU seconds), the
+best of ``--window-policies`` and of the ``prefill-first`` construction below (one prefill
+per batch, or packed; every schedule replayed by ``evaluate``), both gaps and every time.
 
 ``--part ceiling`` (a diagnostic, not a bound, not in ``all``): on the same windows, what
 granting every request its duration at the largest batching would give (bounds.md, "What
@@ -219,6 +219,17 @@ def timed_bound(inst: Instance, objective: str, method: str) -> tuple[float, flo
     return v, time.perf_counter() - t0
 
 
+def spread_or_nan(inst: Instance, objective: str) -> tuple[float, float]:
+    """The ``spread`` rung (B13, total latency only; NaN otherwise) and its CPU seconds
+    (``time.process_time``: the machine is shared)."""
+    if objective not in bound_methods()["spread"].objectives:
+        return float("nan"), 0.0
+    fresh = inst.replace(name=inst.name)
+    t0 = time.process_time()
+    v = lower_bound(fresh, objective, "spread").value
+    return v, time.process_time() - t0
+
+
 def prefill_first(inst: Instance, pack: bool = True):
     """Upper-side diagnostic for mean TTFT (not a policy): whole prefills as soon as the
     server is free, shortest prefill first among the arrived, packed into one batch while
@@ -336,6 +347,7 @@ def part_windows(args) -> list[dict]:
     pols = args.window_policies.split(",")
     print(f"{'trace':5} {'seed':>4} {'start':>6} {'n':>5} {'span s':>7} {'objective':13} "
           f"{'old bound':>10} {'rung':8} {'s':>5} {'coupled':>10} {'s':>5} {'dual':>10} {'s':>5} "
+          f"{'spread':>10} {'cpu s':>5} "
           f"{'best policy':>11} {'value':>10} {'old gap':>8} {'new gap':>8}", flush=True)
     for trace in args.traces.split(","):
         for seed in (int(x) for x in args.window_seeds.split(",")):
@@ -349,20 +361,26 @@ def part_windows(args) -> list[dict]:
                 t_old = time.perf_counter() - t0
                 cp, t_cp = timed_bound(inst, objective, "coupled")
                 du, t_du = timed_bound(inst, objective, "dual")
+                sp, t_sp = spread_or_nan(inst, objective)
                 vals = {p: ev.objective(objective) for p, ev in sims.items() if ev.feasible}
                 best = min(vals, key=lambda p: vals[p])
                 up = vals[best]
-                new = max(old.value, cp, du)
+                new = max(old.value, cp, du, sp if sp == sp else -np.inf)
                 r = {"trace": trace, "seed": seed, "start": start, "requests": inst.n,
                      "span": float(inst.arrival.max()), "objective": objective,
                      "old": old.value, "old_rung": old.method, "old_seconds": t_old,
                      "coupled": cp, "coupled_seconds": t_cp, "dual": du, "dual_seconds": t_du,
+                     "spread": sp if sp == sp else None, "spread_cpu_seconds": t_sp,
+                     "new_rung": max((("combinatorial", old.value), ("coupled", cp), ("dual", du),
+                                      ("spread", sp if sp == sp else -np.inf)),
+                                     key=lambda kv: kv[1])[0],
                      "policies": vals, "best_policy": best, "best": up,
                      "old_gap": (up - old.value) / up, "new_gap": (up - new) / up}
                 rows.append(r)
                 print(f"{trace:5} {seed:>4} {start:>6} {inst.n:>5} {r['span']:>7.1f} "
                       f"{objective:13} {old.value:>10.5g} {old.method:8} {t_old:>5.1f} "
-                      f"{cp:>10.5g} {t_cp:>5.1f} {du:>10.5g} {t_du:>5.1f} {best:>11} "
+                      f"{cp:>10.5g} {t_cp:>5.1f} {du:>10.5g} {t_du:>5.1f} {sp:>10.5g} {t_sp:>5.1f} "
+                      f"{best:>11} "
                       f"{up:>10.5g} {100 * r['old_gap']:>7.1f}% {100 * r['new_gap']:>7.1f}%",
                       flush=True)
     return rows

@@ -24,7 +24,7 @@ from optsched.oracles.exhaustive import SearchOptions, search
 from optsched.policies import list_policies, simulate
 
 REPO = Path(__file__).resolve().parent.parent
-CHEAP = ("request", "work", "srpt", "mbt", "combinatorial")
+CHEAP = ("request", "work", "srpt", "mbt", "combinatorial", "spread")
 
 
 def cheap_bounds(inst, objective):

@@ -16,6 +16,9 @@ returns a :class:`BoundResult`: a value never above the optimum over all feasibl
   (memory-full batches are slow): an SRPT count per time (B10);
 * ``dual`` -- the same trade-off in one interval-indexed relaxation, its Lagrangian dual
   over interval prices (B11, total latency);
+* ``spread`` -- mean busy time plus each request's own decode at the batching its queue
+  price makes worth it (uniformly spread pieces, weak duality of the mean-busy-time LP;
+  B13, total latency);
 * ``exact`` -- the exhaustive search / InferMax flow model when they fit (B8);
 * ``best`` -- the ladder within the time limit.
 """
