@@ -139,6 +139,118 @@ def process_bench(args) -> None:
             _startup_rows(src, tmp / f"nbcache-{label}" if args.cold else None)
 
 
+def _clipped(full, C: int):
+    """The side-by-side instance: every request's prompt clipped at ``C`` (Vidur's vLLM
+    never schedules a prompt longer than its batch budget; optsched's chunks it with a
+    warning), the same requests on both simulators."""
+    import dataclasses
+
+    return full.replace(name=full.name + f"-prompts-clipped-at-{C}", requests=tuple(
+        dataclasses.replace(r, prompt=min(r.prompt, C)) for r in full.requests))
+
+
+def _vidur_row(vpy: str, vpath: str, csv: Path, policy: str, cost: Path, M: int,
+               budget: int, cap: int) -> dict:
+    """One Vidur process (``bench/vidur_side.py`` under Vidur's interpreter): its JSON line
+    plus the child's wall, CPU and peak RSS."""
+    import json
+
+    env = {**os.environ, "PYTHONPATH": vpath}
+    cmd = [vpy, str(ROOT / "bench" / "vidur_side.py"), str(csv), policy, str(cost), str(M),
+           str(budget), str(cap)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=tempfile.gettempdir(), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    out = proc.stdout.read() if proc.stdout else ""
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0 or not out.strip():
+        return {"error": f"exit {os.waitstatus_to_exitcode(status)}"}
+    row = json.loads(out.strip().splitlines()[-1])
+    row.update(proc_wall=wall, proc_cpu=ru.ru_utime + ru.ru_stime, peak_mb=ru.ru_maxrss / 1024)
+    return row
+
+
+def vidur_bench(args) -> None:
+    """optsched (fast path, Python path, whole ``optsched simulate`` process) and Vidur's own
+    simulator with its vLLM / Sarathi replica schedulers, interleaved, on the same requests
+    priced by the same cost model: one table."""
+    import json
+
+    from optsched.cost import PRESETS
+    from optsched.evaluate import evaluate
+    from optsched.instance import Limits
+    from optsched.policies import simulate
+    from optsched.traces import load_azure
+
+    M, C, P, cap = 100_000, 4096, 512, 256
+    full = load_azure(args.trace, Limits(kv_capacity=M, max_batch_tokens=C),
+                      PRESETS["infermax-llama2-7b-a100"])
+    inst = _clipped(full, C)
+    if args.vidur_requests:
+        inst = inst.replace(requests=inst.requests[:args.vidur_requests])
+    budgets = {"vllm": C, "sarathi": P}  # Vidur: vLLM max_tokens_in_batch, Sarathi chunk_size
+    with tempfile.TemporaryDirectory(prefix="bench_vidur_") as d:
+        tmp = Path(d)
+        csv, cost, ijson = tmp / "requests.csv", tmp / "cost.json", tmp / "instance.json"
+        with open(csv, "w") as f:
+            f.write("arrived_at,num_prefill_tokens,num_decode_tokens\n")
+            for r in inst.requests:
+                f.write(f"{r.arrival!r},{r.prompt},{r.output}\n")
+        cost.write_text(json.dumps(inst.cost_model.to_dict()))
+        inst.save(ijson)
+        vpy = args.vidur_python
+        tiny = inst.replace(requests=inst.requests[:20])
+        for policy in args.policies.split(","):  # kernels loaded before the table (cache)
+            _, tw, tc = _timed(simulate, tiny, policy, fast=True)
+            print(f"{policy}: kernel loaded from numba's cache in {tw:.2f} s wall {tc:.2f} s "
+                  "CPU (once per process; in 'proc' below, not in 'sim')")
+        vver = (Path(args.vidur) / "COMMIT").read_text().strip() \
+            if (Path(args.vidur) / "COMMIT").exists() else "?"
+        print(f"{inst.name}: {inst.n} requests, M={M:,}, C={C:,} (Sarathi P={P}, Vidur "
+              f"chunk_size={P}), {cap} running requests at most, cost preset "
+              f"{inst.cost_model.preset} on both sides; Vidur {vver} from {args.vidur}")
+        head = (f"{'rep':>3} {'policy':<8} {'simulator':<23} | {'batches':>8} {'entries':>9} "
+                f"{'evict':>6} {'makespan s':>11} | {'sim wall':>8} {'sim CPU':>7} | "
+                f"{'proc wall':>9} {'proc CPU':>8} {'peak MB':>7}")
+        print(head)
+        print("-" * len(head))
+        for rep in range(args.repeat):
+            for policy in args.policies.split(","):
+                rows = []
+                s, tw, tc = _timed(simulate, inst, policy, fast=True)
+                ev = evaluate(inst, s)
+                rows.append(("optsched fast", s.n_batches, s.n_entries,
+                             int(ev.metrics["evictions"]), ev.metrics["makespan"], tw, tc))
+                r, tw, tc = _timed(simulate, inst, policy, fast=False)
+                rows.append(("optsched python", r.n_batches, r.n_entries,
+                             int(ev.metrics["evictions"]), ev.metrics["makespan"], tw, tc))
+                same = _same(s, r)
+                py = [sys.executable, "-m", "optsched", "simulate", str(ijson), "--policy",
+                      policy, "-o", str(tmp / "s.npz")]
+                pw, pu, ps, prss, prc = _child(py, {**os.environ, "PYTHONPATH": str(ROOT)})
+                v = _vidur_row(vpy, args.vidur, csv, policy, cost, M, budgets[policy], cap)
+                for name, nb, ne, evc, mk, tw, tc in rows:
+                    proc = (f"{pw:>9.2f} {pu + ps:>8.2f} {prss:>7.0f}" if name == "optsched fast"
+                            else f"{'':>9} {'':>8} {'':>7}")
+                    print(f"{rep:>3} {policy:<8} {name:<23} | {nb:>8} {ne:>9} {evc:>6} "
+                          f"{mk:>11.3f} | {tw:>8.3f} {tc:>7.3f} | {proc}", flush=True)
+                if "error" in v:
+                    print(f"{rep:>3} {policy:<8} {'vidur':<23} | {v['error']}")
+                    continue
+                print(f"{rep:>3} {policy:<8} {'vidur (whole Simulator)':<23} | {v['batches']:>8} "
+                      f"{v['entries']:>9} {v['restarts']:>6} {v['makespan']:>11.3f} | "
+                      f"{v['run_wall']:>8.3f} {v['run_cpu']:>7.3f} | {v['proc_wall']:>9.2f} "
+                      f"{v['proc_cpu']:>8.2f} {v['peak_mb']:>7.0f}")
+                fast_cpu, py_cpu = rows[0][6], rows[1][6]
+                print(f"{'':>3} {policy:<8} ratios: Vidur/optsched simulation CPU "
+                      f"{v['run_cpu'] / fast_cpu:.0f}x (fast) {v['run_cpu'] / py_cpu:.1f}x "
+                      f"(python); whole process CPU {v['proc_cpu'] / (pu + ps):.1f}x, wall "
+                      f"{v['proc_wall'] / pw:.1f}x; batches {v['batches'] / rows[0][1] - 1:+.2%}, "
+                      f"makespan {v['makespan'] / rows[0][4] - 1:+.3%}; fast == python: {same}",
+                      flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
@@ -153,12 +265,24 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=2, help="with --process: warm runs per command")
     ap.add_argument("--cold", action="store_true",
                     help="with --process: also one run with an empty numba cache (compiles)")
+    ap.add_argument("--vidur", metavar="PATH",
+                    help="a Vidur checkout (its 'vidur' package inside): optsched against "
+                    "Vidur's simulator (vLLM and Sarathi replica schedulers), side by side")
+    ap.add_argument("--vidur-python", default="/tmp/vidur-venv/bin/python",
+                    help="with --vidur: the interpreter of Vidur's scratch venv")
+    ap.add_argument("--vidur-requests", type=int,
+                    help="with --vidur: only the first N requests (a quick check)")
     args = ap.parse_args(argv)
     if not Path(args.trace).exists():
         print(f"skipped: trace {args.trace} not found (../shared/data missing)")
         return 0
     if args.process:
         process_bench(args)
+        return 0
+    if args.vidur:
+        if args.policies == ",".join(POLICIES):
+            args.policies = "vllm,sarathi"
+        vidur_bench(args)
         return 0
     from optsched import evaluate as E
     from optsched.cost import PRESETS
