@@ -91,25 +91,40 @@ def _child(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, fl
     return wall, ru.ru_utime, ru.ru_stime, _peak_mb(peak, ru), proc.returncode
 
 
-def _process_rows(label: str, src: Path, trace: str, repeat: int, cold: bool, tmp: Path) -> None:
+def _process_runs(label: str, src: Path, trace: str, repeat: int, cold: bool, tmp: Path
+                  ) -> list[tuple[str, str, list[str], dict[str, str]]]:
     """Whole-process ``optsched simulate`` (full trace, vLLM, ``-o .npz``) and ``optsched
     evaluate`` (instance JSON + that .npz) with the source tree ``src`` first on the path:
-    warm numba cache ``repeat`` times; with ``cold`` all runs share a fresh numba cache
-    directory and the first one (compiling the kernels) is reported as the cold run."""
+    warm numba cache ``repeat`` times (simulate then evaluate, in turn); with ``cold`` all
+    runs share a fresh numba cache directory and the first one (compiling the kernels) is
+    the cold run."""
     env = {**os.environ, "PYTHONPATH": str(src)}
     py = [sys.executable, "-m", "optsched"]
     npz, inst = tmp / f"{label}.npz", tmp / "conv.json"
     sim = [*py, "simulate", "--trace", trace, "--policy", "vllm", "--kv-capacity", "100000",
            "--max-batch-tokens", "4096", "--cost-model", "infermax-llama2-7b-a100", "-o", str(npz)]
-    runs = [("simulate, warm cache", sim, env)] * repeat
+    ev = [*py, "evaluate", str(inst), str(npz)]
+    runs = [(label, "simulate, warm cache", sim, env), (label, "evaluate .npz, warm", ev, env)]
+    runs = runs * repeat
     if cold:  # a fresh cache for this tree: the first run compiles, the others load
         env["NUMBA_CACHE_DIR"] = str(tmp / f"nbcache-{label}")
-        runs = [("simulate, cold cache", sim, env)] + runs
-    runs += [("evaluate .npz, warm", [*py, "evaluate", str(inst), str(npz)], env)] * repeat
-    for what, cmd, e in runs:
-        wall, user, sys_, rss, rc = _child(cmd, e)
-        print(f"{label:<8} {what:<22} | {wall:>7.2f} {user:>7.2f} {sys_:>6.2f} | "
-              f"{user + sys_:>7.2f} {rss:>7.0f} {'ok' if rc == 0 else f'exit {rc}':>6}", flush=True)
+        runs = [(label, "simulate, cold cache", sim, env)] + runs
+    return runs
+
+
+def _process_rows(trees_runs: list[list[tuple[str, str, list[str], dict[str, str]]]]) -> None:
+    """Run the trees' commands interleaved (tree A's k-th run, then tree B's: both see the
+    same load on a shared machine) and print one row per run."""
+    longest = max(len(r) for r in trees_runs)
+    for k in range(longest):
+        for runs in trees_runs:
+            if k >= len(runs):
+                continue
+            label, what, cmd, e = runs[k]
+            wall, user, sys_, rss, rc = _child(cmd, e)
+            print(f"{label:<8} {what:<22} | {wall:>7.2f} {user:>7.2f} {sys_:>6.2f} | "
+                  f"{user + sys_:>7.2f} {rss:>7.0f} {'ok' if rc == 0 else f'exit {rc}':>6}",
+                  flush=True)
 
 
 def _startup_rows(src: Path, cache: Path | None) -> None:
@@ -153,8 +168,8 @@ def process_bench(args) -> None:
         print(head)
         print("-" * len(head))
         trees = [("after", ROOT)] + ([("before", Path(args.before))] if args.before else [])
-        for label, src in trees:
-            _process_rows(label, src, args.trace, args.repeat, args.cold, tmp)
+        _process_rows([_process_runs(label, src, args.trace, args.repeat, args.cold, tmp)
+                       for label, src in trees])
         for label, src in trees:
             print(f"{label}: ", end="")
             _startup_rows(src, tmp / f"nbcache-{label}" if args.cold else None)
