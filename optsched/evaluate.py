@@ -154,7 +154,7 @@ class Evaluation:
             "violation_counts": dict(self.violation_counts),
             "metrics": {k: _json_num(v) for k, v in self.metrics.items()},
         }
-        if requests:  # whole columns to Python at once (19K requests: ~0.02 s, not ~0.4 s)
+        if requests:  # whole columns to Python at once (19K requests: 0.025 s, not 0.045 s)
             keys = ("id", "first_token", "completion", "latency", "ttft", "tpot", "evictions",
                     "recomputed_tokens")
             cols = [list(self.request_ids)] + [
