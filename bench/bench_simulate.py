@@ -321,6 +321,10 @@ def main(argv=None) -> int:
         process_bench(args)
         return 0
     if args.vidur:
+        if not (Path(args.vidur) / "vidur").is_dir() or not Path(args.vidur_python).exists():
+            print(f"skipped: no Vidur checkout at {args.vidur} (a 'vidur' package inside) or no "
+                  f"interpreter {args.vidur_python} (a venv with Vidur's requirements)")
+            return 0
         if args.policies == ",".join(POLICIES):
             args.policies = "vllm,sarathi"
         vidur_bench(args)
