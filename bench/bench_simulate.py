@@ -21,6 +21,16 @@ the same commands on an older source tree side by side::
 
     git archive dca90c4 | tar -x -C /tmp/before
     .venv/bin/python bench/bench_simulate.py --process --cold --before /tmp/before
+``--vidur PATH`` runs Vidur's own simulator (its vLLM and Sarathi replica schedulers, the
+same requests and cost model: ``bench/vidur_side.py`` under Vidur's interpreter,
+``--vidur-python``) interleaved with optsched's fast path, Python path and whole
+``optsched simulate`` process, in one table (``bench/results/simulate-vidur.txt`` says what
+differs between the two)::
+
+    git -C /work/.mirror/microsoft+vidur/repo archive HEAD vidur | tar -x -C /tmp/vidur-src
+    uv venv /tmp/vidur-venv && uv pip install --python /tmp/vidur-venv/bin/python numpy pandas \
+        scikit-learn wandb kaleido ddsketch plotly_express matplotlib seaborn fasteners pyyaml
+    .venv/bin/python bench/bench_simulate.py --vidur /tmp/vidur-src --repeat 2
 Skips with a message when ``../shared/data`` is missing.
 """
 
