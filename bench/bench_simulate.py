@@ -21,6 +21,16 @@ the same commands on an older source tree side by side::
 
     git archive dca90c4 | tar -x -C /tmp/before
     .venv/bin/python bench/bench_simulate.py --process --cold --before /tmp/before
+``--vidur PATH`` runs Vidur's own simulator (its vLLM and Sarathi replica schedulers, the
+same requests and cost model: ``bench/vidur_side.py`` under Vidur's interpreter,
+``--vidur-python``) interleaved with optsched's fast path, Python path and whole
+``optsched simulate`` process, in one table (``bench/results/simulate-vidur.txt`` says what
+differs between the two)::
+
+    git -C /work/.mirror/microsoft+vidur/repo archive HEAD vidur | tar -x -C /tmp/vidur-src
+    uv venv /tmp/vidur-venv && uv pip install --python /tmp/vidur-venv/bin/python numpy pandas \
+        scikit-learn wandb kaleido ddsketch plotly_express matplotlib seaborn fasteners pyyaml
+    .venv/bin/python bench/bench_simulate.py --vidur /tmp/vidur-src --repeat 2
 Skips with a message when ``../shared/data`` is missing.
 """
 
@@ -56,10 +66,31 @@ def _same(a, b) -> bool:
         and np.array_equal(a.start, b.start, equal_nan=True)
 
 
+def _peak_wrapped(cmd: list[str], tmp: str) -> tuple[list[str], Path | None]:
+    """``cmd`` under ``/usr/bin/time -f %M`` when it exists: a child forked from a large
+    parent (this bench after a Python-path run) inherits the parent's RSS high-water mark in
+    ``ru_maxrss``; ``time`` forks the command from a small process, so its figure is the
+    command's own."""
+    if not Path("/usr/bin/time").exists():
+        return cmd, None
+    out = Path(tmp) / f"peak-{os.getpid()}-{time.perf_counter_ns()}.txt"
+    return ["/usr/bin/time", "-f", "%M", "-o", str(out), *cmd], out
+
+
+def _peak_mb(path: Path | None, ru) -> float:
+    if path is not None and path.exists():
+        try:
+            return int(path.read_text().split()[-1]) / 1024
+        except (ValueError, IndexError):
+            pass
+    return ru.ru_maxrss / 1024
+
+
 def _child(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, float, int]:
     """Wall, user CPU and system CPU seconds of one child process, its peak RSS (MB) and its
     exit code (``os.wait4``'s resource usage of that child alone: CPU is the steady figure on
     a shared machine)."""
+    cmd, peak = _peak_wrapped(cmd, tempfile.gettempdir())
     t0 = time.perf_counter()
     # cwd outside any tree: ``python -m`` puts the cwd first on sys.path, before PYTHONPATH
     proc = subprocess.Popen(cmd, env=env, cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL,
@@ -67,28 +98,43 @@ def _child(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, fl
     _, status, ru = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
-    return wall, ru.ru_utime, ru.ru_stime, ru.ru_maxrss / 1024, proc.returncode
+    return wall, ru.ru_utime, ru.ru_stime, _peak_mb(peak, ru), proc.returncode
 
 
-def _process_rows(label: str, src: Path, trace: str, repeat: int, cold: bool, tmp: Path) -> None:
+def _process_runs(label: str, src: Path, trace: str, repeat: int, cold: bool, tmp: Path
+                  ) -> list[tuple[str, str, list[str], dict[str, str]]]:
     """Whole-process ``optsched simulate`` (full trace, vLLM, ``-o .npz``) and ``optsched
     evaluate`` (instance JSON + that .npz) with the source tree ``src`` first on the path:
-    warm numba cache ``repeat`` times; with ``cold`` all runs share a fresh numba cache
-    directory and the first one (compiling the kernels) is reported as the cold run."""
+    warm numba cache ``repeat`` times (simulate then evaluate, in turn); with ``cold`` all
+    runs share a fresh numba cache directory and the first one (compiling the kernels) is
+    the cold run."""
     env = {**os.environ, "PYTHONPATH": str(src)}
     py = [sys.executable, "-m", "optsched"]
     npz, inst = tmp / f"{label}.npz", tmp / "conv.json"
     sim = [*py, "simulate", "--trace", trace, "--policy", "vllm", "--kv-capacity", "100000",
            "--max-batch-tokens", "4096", "--cost-model", "infermax-llama2-7b-a100", "-o", str(npz)]
-    runs = [("simulate, warm cache", sim, env)] * repeat
+    ev = [*py, "evaluate", str(inst), str(npz)]
+    runs = [(label, "simulate, warm cache", sim, env), (label, "evaluate .npz, warm", ev, env)]
+    runs = runs * repeat
     if cold:  # a fresh cache for this tree: the first run compiles, the others load
         env["NUMBA_CACHE_DIR"] = str(tmp / f"nbcache-{label}")
-        runs = [("simulate, cold cache", sim, env)] + runs
-    runs += [("evaluate .npz, warm", [*py, "evaluate", str(inst), str(npz)], env)] * repeat
-    for what, cmd, e in runs:
-        wall, user, sys_, rss, rc = _child(cmd, e)
-        print(f"{label:<8} {what:<22} | {wall:>7.2f} {user:>7.2f} {sys_:>6.2f} | "
-              f"{user + sys_:>7.2f} {rss:>7.0f} {'ok' if rc == 0 else f'exit {rc}':>6}", flush=True)
+        runs = [(label, "simulate, cold cache", sim, env)] + runs
+    return runs
+
+
+def _process_rows(trees_runs: list[list[tuple[str, str, list[str], dict[str, str]]]]) -> None:
+    """Run the trees' commands interleaved (tree A's k-th run, then tree B's: both see the
+    same load on a shared machine) and print one row per run."""
+    longest = max(len(r) for r in trees_runs)
+    for k in range(longest):
+        for runs in trees_runs:
+            if k >= len(runs):
+                continue
+            label, what, cmd, e = runs[k]
+            wall, user, sys_, rss, rc = _child(cmd, e)
+            print(f"{label:<8} {what:<22} | {wall:>7.2f} {user:>7.2f} {sys_:>6.2f} | "
+                  f"{user + sys_:>7.2f} {rss:>7.0f} {'ok' if rc == 0 else f'exit {rc}':>6}",
+                  flush=True)
 
 
 def _startup_rows(src: Path, cache: Path | None) -> None:
@@ -132,11 +178,128 @@ def process_bench(args) -> None:
         print(head)
         print("-" * len(head))
         trees = [("after", ROOT)] + ([("before", Path(args.before))] if args.before else [])
-        for label, src in trees:
-            _process_rows(label, src, args.trace, args.repeat, args.cold, tmp)
+        _process_rows([_process_runs(label, src, args.trace, args.repeat, args.cold, tmp)
+                       for label, src in trees])
         for label, src in trees:
             print(f"{label}: ", end="")
             _startup_rows(src, tmp / f"nbcache-{label}" if args.cold else None)
+
+
+def _clipped(full, C: int):
+    """The side-by-side instance, as Vidur's trace replay reads a trace with its default
+    ``max_tokens`` = ``C``: a request with prompt + output > ``C`` has its prompt shortened
+    to ``C - output`` (1,612 of the 19,366 conversation requests; no output exceeds 1,000).
+    Vidur's vLLM never schedules an entry above its batch budget, including a preempted
+    request's recomputation of prompt + generated tokens, so without this it stalls on the
+    full trace; optsched chunks such prompts (with a warning). Both simulators get these
+    same requests."""
+    import dataclasses
+
+    return full.replace(name=full.name + f"-vidur-max-tokens-{C}", requests=tuple(
+        dataclasses.replace(r, prompt=min(r.prompt, C - r.output)) for r in full.requests))
+
+
+def _vidur_row(vpy: str, vpath: str, csv: Path, policy: str, cost: Path, M: int,
+               budget: int, cap: int) -> dict:
+    """One Vidur process (``bench/vidur_side.py`` under Vidur's interpreter): its JSON line
+    plus the child's wall, CPU and peak RSS."""
+    import json
+
+    env = {**os.environ, "PYTHONPATH": vpath}
+    cmd = [vpy, str(ROOT / "bench" / "vidur_side.py"), str(csv), policy, str(cost), str(M),
+           str(budget), str(cap)]
+    cmd, peak = _peak_wrapped(cmd, tempfile.gettempdir())
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=tempfile.gettempdir(), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    out = proc.stdout.read() if proc.stdout else ""
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0 or not out.strip():
+        return {"error": f"exit {os.waitstatus_to_exitcode(status)}"}
+    row = json.loads(out.strip().splitlines()[-1])
+    row.update(proc_wall=wall, proc_cpu=ru.ru_utime + ru.ru_stime, peak_mb=_peak_mb(peak, ru))
+    return row
+
+
+def vidur_bench(args) -> None:
+    """optsched (fast path, Python path, whole ``optsched simulate`` process) and Vidur's own
+    simulator with its vLLM / Sarathi replica schedulers, interleaved, on the same requests
+    priced by the same cost model: one table."""
+    import json
+
+    from optsched.cost import PRESETS
+    from optsched.evaluate import evaluate
+    from optsched.instance import Limits
+    from optsched.policies import simulate
+    from optsched.traces import load_azure
+
+    M, C, P, cap = 100_000, 4096, 512, 256
+    full = load_azure(args.trace, Limits(kv_capacity=M, max_batch_tokens=C),
+                      PRESETS["infermax-llama2-7b-a100"])
+    inst = _clipped(full, C)
+    if args.vidur_requests:
+        inst = inst.replace(requests=inst.requests[:args.vidur_requests])
+    budgets = {"vllm": C, "sarathi": P}  # Vidur: vLLM max_tokens_in_batch, Sarathi chunk_size
+    with tempfile.TemporaryDirectory(prefix="bench_vidur_") as d:
+        tmp = Path(d)
+        csv, cost, ijson = tmp / "requests.csv", tmp / "cost.json", tmp / "instance.json"
+        with open(csv, "w") as f:
+            f.write("arrived_at,num_prefill_tokens,num_decode_tokens\n")
+            for r in inst.requests:
+                f.write(f"{r.arrival!r},{r.prompt},{r.output}\n")
+        cost.write_text(json.dumps(inst.cost_model.to_dict()))
+        inst.save(ijson)
+        vpy = args.vidur_python
+        tiny = inst.replace(requests=inst.requests[:20])
+        for policy in args.policies.split(","):  # kernels loaded before the table (cache)
+            _, tw, tc = _timed(simulate, tiny, policy, fast=True)
+            print(f"{policy}: kernel loaded from numba's cache in {tw:.2f} s wall {tc:.2f} s "
+                  "CPU (once per process; in 'proc' below, not in 'sim')")
+        vver = (Path(args.vidur) / "COMMIT").read_text().strip() \
+            if (Path(args.vidur) / "COMMIT").exists() else "?"
+        print(f"{inst.name}: {inst.n} requests, M={M:,}, C={C:,} (Sarathi P={P}, Vidur "
+              f"chunk_size={P}), {cap} running requests at most, cost preset "
+              f"{inst.cost_model.preset} on both sides; Vidur {vver} from {args.vidur}")
+        head = (f"{'rep':>3} {'policy':<8} {'simulator':<23} | {'batches':>8} {'entries':>9} "
+                f"{'evict':>6} {'makespan s':>11} | {'sim wall':>8} {'sim CPU':>7} | "
+                f"{'proc wall':>9} {'proc CPU':>8} {'peak MB':>7}")
+        print(head)
+        print("-" * len(head))
+        for rep in range(args.repeat):
+            for policy in args.policies.split(","):
+                rows = []
+                s, tw, tc = _timed(simulate, inst, policy, fast=True)
+                ev = evaluate(inst, s)
+                rows.append(("optsched fast", s.n_batches, s.n_entries,
+                             int(ev.metrics["evictions"]), ev.metrics["makespan"], tw, tc))
+                r, tw, tc = _timed(simulate, inst, policy, fast=False)
+                rows.append(("optsched python", r.n_batches, r.n_entries,
+                             int(ev.metrics["evictions"]), ev.metrics["makespan"], tw, tc))
+                same = _same(s, r)
+                py = [sys.executable, "-m", "optsched", "simulate", str(ijson), "--policy",
+                      policy, "-o", str(tmp / "s.npz")]
+                pw, pu, ps, prss, prc = _child(py, {**os.environ, "PYTHONPATH": str(ROOT)})
+                v = _vidur_row(vpy, args.vidur, csv, policy, cost, M, budgets[policy], cap)
+                for name, nb, ne, evc, mk, tw, tc in rows:
+                    proc = (f"{pw:>9.2f} {pu + ps:>8.2f} {prss:>7.0f}" if name == "optsched fast"
+                            else f"{'':>9} {'':>8} {'':>7}")
+                    print(f"{rep:>3} {policy:<8} {name:<23} | {nb:>8} {ne:>9} {evc:>6} "
+                          f"{mk:>11.3f} | {tw:>8.3f} {tc:>7.3f} | {proc}", flush=True)
+                if "error" in v:
+                    print(f"{rep:>3} {policy:<8} {'vidur':<23} | {v['error']}")
+                    continue
+                print(f"{rep:>3} {policy:<8} {'vidur (whole Simulator)':<23} | {v['batches']:>8} "
+                      f"{v['entries']:>9} {v['restarts']:>6} {v['makespan']:>11.3f} | "
+                      f"{v['run_wall']:>8.3f} {v['run_cpu']:>7.3f} | {v['proc_wall']:>9.2f} "
+                      f"{v['proc_cpu']:>8.2f} {v['peak_mb']:>7.0f}")
+                fast_cpu, py_cpu = rows[0][6], rows[1][6]
+                print(f"{'':>3} {policy:<8} ratios: Vidur/optsched simulation CPU "
+                      f"{v['run_cpu'] / fast_cpu:.0f}x (fast) {v['run_cpu'] / py_cpu:.1f}x "
+                      f"(python); whole process CPU {v['proc_cpu'] / (pu + ps):.1f}x, wall "
+                      f"{v['proc_wall'] / pw:.1f}x; batches {v['batches'] / rows[0][1] - 1:+.2%}, "
+                      f"makespan {v['makespan'] / rows[0][4] - 1:+.3%}; fast == python: {same}",
+                      flush=True)
 
 
 def main(argv=None) -> int:
@@ -153,12 +316,28 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=2, help="with --process: warm runs per command")
     ap.add_argument("--cold", action="store_true",
                     help="with --process: also one run with an empty numba cache (compiles)")
+    ap.add_argument("--vidur", metavar="PATH",
+                    help="a Vidur checkout (its 'vidur' package inside): optsched against "
+                    "Vidur's simulator (vLLM and Sarathi replica schedulers), side by side")
+    ap.add_argument("--vidur-python", default="/tmp/vidur-venv/bin/python",
+                    help="with --vidur: the interpreter of Vidur's scratch venv")
+    ap.add_argument("--vidur-requests", type=int,
+                    help="with --vidur: only the first N requests (a quick check)")
     args = ap.parse_args(argv)
     if not Path(args.trace).exists():
         print(f"skipped: trace {args.trace} not found (../shared/data missing)")
         return 0
     if args.process:
         process_bench(args)
+        return 0
+    if args.vidur:
+        if not (Path(args.vidur) / "vidur").is_dir() or not Path(args.vidur_python).exists():
+            print(f"skipped: no Vidur checkout at {args.vidur} (a 'vidur' package inside) or no "
+                  f"interpreter {args.vidur_python} (a venv with Vidur's requirements)")
+            return 0
+        if args.policies == ",".join(POLICIES):
+            args.policies = "vllm,sarathi"
+        vidur_bench(args)
         return 0
     from optsched import evaluate as E
     from optsched.cost import PRESETS

@@ -154,20 +154,15 @@ class Evaluation:
             "violation_counts": dict(self.violation_counts),
             "metrics": {k: _json_num(v) for k, v in self.metrics.items()},
         }
-        if requests:
-            d["requests"] = [
-                {
-                    "id": rid,
-                    "first_token": _json_num(self.first_token[i]),
-                    "completion": _json_num(self.completion[i]),
-                    "latency": _json_num(self.latency[i]),
-                    "ttft": _json_num(self.ttft[i]),
-                    "tpot": _json_num(self.tpot[i]),
-                    "evictions": int(self.evictions[i]),
-                    "recomputed_tokens": int(self.recomputed_tokens[i]),
-                }
-                for i, rid in enumerate(self.request_ids)
-            ]
+        if requests:  # whole columns to Python at once (19K requests: 0.025 s, not 0.045 s)
+            keys = ("id", "first_token", "completion", "latency", "ttft", "tpot", "evictions",
+                    "recomputed_tokens")
+            cols = [list(self.request_ids)] + [
+                _json_list(a) for a in (self.first_token, self.completion, self.latency,
+                                        self.ttft, self.tpot)] + [
+                np.asarray(a).astype(np.int64).tolist()
+                for a in (self.evictions, self.recomputed_tokens)]
+            d["requests"] = [dict(zip(keys, row)) for row in zip(*cols)]
         if batches:
             d["batches"] = [
                 {
@@ -183,6 +178,19 @@ class Evaluation:
                 for j in range(self.batch_start.size)
             ]
         return d
+
+
+def _json_list(a: np.ndarray) -> list:
+    """``[_json_num(x) for x in a]`` for a float column, converted at once: the values as
+    Python floats, NaN and infinities as None (JSON has neither)."""
+    a = np.asarray(a)
+    if a.dtype.kind in "iub":  # as _json_num: integers stay integers
+        return a.tolist()
+    a = a.astype(np.float64, copy=False)
+    vals = a.tolist()
+    for k in np.flatnonzero(~np.isfinite(a)).tolist():
+        vals[k] = None
+    return vals
 
 
 def _json_num(v):
@@ -632,10 +640,14 @@ def _compiled(inst: Instance, s: Schedule) -> Evaluation | None:
     """The evaluation of a feasible schedule by the one-pass kernel, or None (a broken rule,
     or a case the kernel does not cover): then the vectorised replay below answers."""
     from . import evaluate_fast as fast
+    from .numba_load import call
 
     if not fast.applies(inst, s):
         return None
-    idmap = np.array([inst.index.get(x, -1) for x in s.ids], dtype=np.int64)
+    if s.ids == inst.ids:  # the usual case (the schedule of this instance): no lookups
+        idmap = np.arange(len(s.ids), dtype=np.int64)
+    else:
+        idmap = np.array([inst.index.get(x, -1) for x in s.ids], dtype=np.int64)
     if (idmap < 0).any():  # UNKNOWN_REQUEST: only if the schedule names one
         e_req = idmap[s.entry_req]
         v_req = idmap[s.evict_req]
@@ -648,8 +660,8 @@ def _compiled(inst: Instance, s: Schedule) -> Evaluation | None:
     P = -1 if lim.max_prefill_tokens is None else lim.max_prefill_tokens
     bs = -1 if lim.max_batch_size is None else lim.max_batch_size
     (ok, dur, kv, tok, pre_tok, pre_ent, dec_ent, end, ent_decode, ent_cached, first_b, done_b,
-     g, n_evict, recomputed, ent_gen) = fast.replay(
-        s.batch_ptr, e_req, s.entry_tokens, s.evict_ptr, v_req, s.start, inst.arrival,
+     g, n_evict, recomputed, ent_gen) = call(
+        fast.replay, s.batch_ptr, e_req, s.entry_tokens, s.evict_ptr, v_req, s.start, inst.arrival,
         inst.prompt, inst.output, lim.kv_capacity, lim.max_batch_tokens, P, bs,
         lim.block_size, cost, fc)
     if not ok:

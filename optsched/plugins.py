@@ -32,7 +32,6 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Generic, TypeVar
@@ -308,6 +307,7 @@ class Registry(Generic[E]):
         self._references: dict[str, E] = {}
         self._discovered = False
         self._discovering = False
+        self._builtins_loaded = False
 
     # -- registering
     def add(self, name: str, entry: E, obj: Any = None) -> E:
@@ -344,15 +344,28 @@ class Registry(Generic[E]):
             return
         self._discovering = True
         try:
-            for package in self.packages:
-                self._import_package(package)
-            for module in self.modules:
-                importlib.import_module(module)
+            self._load_builtins()
             if self.group:
                 self._load_entry_points()
             self._discovered = True
         finally:
             self._discovering = False
+
+    def _load_builtins(self) -> None:
+        """Import the built-in packages and modules (once): their entries win over entry
+        points of the same name (:meth:`_load_entry_points`)."""
+        if self._builtins_loaded:
+            return
+        outer = self._discovering
+        self._discovering = True  # a module looking an entry up while imported: no re-entry
+        try:
+            for package in self.packages:
+                self._import_package(package)
+            for module in self.modules:
+                importlib.import_module(module)
+            self._builtins_loaded = True
+        finally:
+            self._discovering = outer
 
     def _import_package(self, package: str) -> None:
         try:
@@ -366,6 +379,8 @@ class Registry(Generic[E]):
                 importlib.import_module(f"{package}.{mod.name}")
 
     def _load_entry_points(self) -> None:
+        from importlib import metadata  # lazy: importing it costs ~0.1 s (email.*) per CLI run
+
         assert self.group is not None
         for ep in metadata.entry_points(group=self.group):
             try:
@@ -385,8 +400,14 @@ class Registry(Generic[E]):
         return self._adapt(label, obj)
 
     def get(self, name: str) -> E:
-        """The entry registered as ``name``, or loaded from a ``module:Name`` reference."""
-        self.discover()
+        """The entry registered as ``name``, or loaded from a ``module:Name`` reference.
+        A built-in name is answered without reading the installed entry points (a built-in
+        entry wins over an entry point of its name anyway): a CLI run saves importing
+        ``importlib.metadata``."""
+        if not self._discovering:
+            self._load_builtins()
+        if name not in self._entries:
+            self.discover()
         if name in self._entries:
             return self._entries[name]
         if is_reference(name):

@@ -817,7 +817,10 @@ def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int
     order = np.argsort(arr, kind="stable")
     mcsf = ip[_KIND] == 1  # MC-SF ranks by its capped estimates, which it reads as "known"
     known = policy.est if mcsf else known
-    out = simulate_unified(arr, arr[order], order, np.ascontiguousarray(instance.prompt, np.int64),
+    from ..numba_load import call
+
+    out = call(simulate_unified, arr, arr[order], order,
+                           np.ascontiguousarray(instance.prompt, np.int64),
                            np.ascontiguousarray(instance.output, np.int64),
                            np.ascontiguousarray(known, np.int64),
                            np.ascontiguousarray(policy.rank_of, np.int64),
