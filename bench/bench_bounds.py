@@ -63,7 +63,7 @@ from optsched.evaluate import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits, Request  # noqa: E402
 from optsched.lns import LNSOptions, improve  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
-from optsched.traces import load_azure, read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
+from optsched.workloads.traces import load_azure, read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
 
 #: ../shared/data/traces next to the repository (OPTSCHED_TRACES overrides, e.g. from a worktree)
 TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
@@ -200,7 +200,7 @@ def part_trace(args) -> list[dict]:
 
 def window_instance(trace: str, seed: int, n: int) -> tuple[Instance, int]:
     """``n`` consecutive requests of the trace from a start row drawn by ``seed``, with
-    their own arrivals re-based to 0 (:func:`optsched.traces.seeded_window`, the same
+    their own arrivals re-based to 0 (:func:`optsched.workloads.traces.seeded_window`, the same
     windows as ``bench_upper.py`` and ``optsched generate azure --consecutive n --seed s``)."""
     raw = read_trace(TRACES / f"AzureLLMInferenceTrace_{trace}.csv", format="azure")
     start = window_start(raw.n, n, seed)

@@ -41,10 +41,10 @@ from pathlib import Path
 import numpy as np
 
 from optsched.evaluate import evaluate
-from optsched.hybrid import bros_workload, hybrid_metrics
 from optsched.instance import Limits
 from optsched.policies import get_policy, simulate
 from optsched.policies.registry import PolicyError
+from optsched.workloads.hybrid import bros_workload, hybrid_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("OPTSCHED_DATA", ROOT.parent / "shared" / "data"))
@@ -103,7 +103,7 @@ def ecoserve_rows(n: int, mult: float) -> None:
     import warnings
 
     from optsched.rate_search import at_rate, trace_rate
-    from optsched.traces import load_trace_instance
+    from optsched.workloads.traces import load_trace_instance
     try:
         from optsched.serving_metrics import mechanism_stats
     except ImportError:  # older trees
@@ -145,7 +145,7 @@ def aptserve_rows(n: int, mult: float) -> None:
 
     from optsched.rate_search import at_rate, trace_rate
     from optsched.serving_metrics import serving_metrics
-    from optsched.traces import load_trace_instance
+    from optsched.workloads.traces import load_trace_instance
     lim = Limits(kv_capacity=10_000, max_batch_tokens=4096, block_size=16, hidden_cache=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -201,7 +201,7 @@ ECO_PAPER_M = 14_648
 
 
 def _chat(dataset: str, n: int, lim: Limits, seed: int = 0):
-    from optsched.generators import generate
+    from optsched.workloads.generators import generate
     return generate("chat-like", n=n, rate=1.0, seed=seed, dataset=dataset, limits=lim,
                     cost_model=_cost())
 
@@ -236,7 +236,7 @@ def bros_paper_rows(n_rt: int, rate: float) -> None:
     """BROS as section 7.1 ran it: RT requests over ShareGPT-like lengths (BROS Table 2),
     BE batches of 8 submitted closed-loop (each when the previous completes under the policy
     measured, ``closed_loop_be``), at ``n_rt`` and ``2 n_rt`` RT requests."""
-    from optsched.hybrid import closed_loop_be
+    from optsched.workloads.hybrid import closed_loop_be
     pool = _chat("sharegpt", 5000, LIMITS, seed=3)
     print(f"BROS, paper-like: chat-like sharegpt RT at {rate} req/s, closed-loop BE batches "
           f"of 8, M = 20,000")

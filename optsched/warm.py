@@ -17,9 +17,9 @@ def warm() -> float:
     taken. Without numba there is nothing to compile and it returns at once."""
     from .cost import UnitCost, preset
     from .evaluate import _compiled
-    from .generators import infermax_mix
     from .policies import simulate
     from .policies.fast import HAVE_NUMBA
+    from .workloads.generators import infermax_mix
 
     t0 = time.perf_counter()
     if not HAVE_NUMBA:

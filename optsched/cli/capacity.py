@@ -7,12 +7,12 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from ..capacity import preset_hidden_ratio
 from ..cost import DEFAULT_PRESET, PRESETS
 from ..errors import InputFileError
-from ..generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
 from ..instance import HIDDEN_RATIO_MHA, Limits
 from ..policies import parse_param_args
+from ..workloads.capacity import preset_hidden_ratio
+from ..workloads.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
 from . import EXIT_OK
 from ._common import fmt, image_file, load_instance, print_json, seed_arg, table
 
@@ -116,7 +116,7 @@ def _instance(args):
             inst = inst.replace(limits=dataclasses.replace(inst.limits, hidden_cache=True,
                                                            hidden_ratio=ratio))
         return inst
-    from ..traces import load_trace_instance
+    from ..workloads.traces import load_trace_instance
 
     limits = Limits(kv_capacity=args.kv_capacity, max_batch_tokens=args.max_batch_tokens,
                     max_prefill_tokens=args.max_prefill_tokens, block_size=args.block_size,

@@ -8,12 +8,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..capacity import preset_hidden_ratio
 from ..cost import DEFAULT_PRESET, PRESETS
 from ..errors import InputFileError
 from ..evaluate import evaluate
 from ..instance import HIDDEN_RATIO_MHA, Limits
 from ..policies import get_spec, list_policies, parse_param_args, simulate_policy
+from ..workloads.capacity import preset_hidden_ratio
 from . import EXIT_NO, EXIT_OK
 from ._common import load_instance, output_file, print_json, table
 
@@ -73,8 +73,8 @@ def _instance(args):
         raise InputFileError("give an INSTANCE or --trace, not both")
     if args.trace:
         from ..cost import cost_model_arg
-        from ..generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
-        from ..traces import load_trace_instance
+        from ..workloads.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
+        from ..workloads.traces import load_trace_instance
 
         # generate's defaults (one default everywhere), said on stderr
         M = args.kv_capacity if args.kv_capacity is not None else DEFAULT_KV_CAPACITY

@@ -102,7 +102,7 @@ def _instances(ispec: InstanceSpec, default_seeds: tuple[int, ...]):
         except OptschedError as e:
             raise SpecError(f"{where}.file: {e}") from None
         return
-    from ..generators import GENERATORS
+    from ..workloads.generators import GENERATORS
 
     if ispec.generator is None:  # the spec parser requires exactly one of file/generator
         raise SpecError(f"{where}: give exactly one of generator = \"KIND\" or file = \"PATH\"")
@@ -129,7 +129,7 @@ def _generate(g, point: dict[str, Any], seed: int | None) -> Instance:
         params["seed"] = seed
     limits = cost = None
     if g.takes_limits:
-        from ..generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
+        from ..workloads.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
 
         limits = Limits(kv_capacity=point.get("kv_capacity", DEFAULT_KV_CAPACITY),
                         max_batch_tokens=point.get("max_batch_tokens", DEFAULT_MAX_BATCH_TOKENS),

@@ -9,7 +9,7 @@ A sweep is the cross product *instances x seeds x methods*; each combination is 
     objective = "total-latency"  # the default objective of every method (default makespan)
 
     [[instances]]
-    generator = "online-paper"   # any `optsched generate` kind (optsched.generators.GENERATORS)
+    generator = "online-paper"   # any `optsched generate` kind (optsched.workloads.generators.GENERATORS)
     n = [8, 10]                  # a list expands into a grid (every generator key may be a list)
 
     [[instances]]
@@ -211,7 +211,7 @@ def _instance(d: dict, i: int, base_dir: str) -> InstanceSpec:
         _known(d, ("file", "seeds"), f"{where}.")
         path = _str(d["file"], f"{where}.file")
         return InstanceSpec(index=i, file=_resolve_file(path, base_dir, f"{where}.file"), seeds=seeds)
-    from ..generators import GENERATORS
+    from ..workloads.generators import GENERATORS
 
     kind = _str(d["generator"], f"{where}.generator")
     if kind not in GENERATORS:
@@ -239,7 +239,7 @@ def _instance(d: dict, i: int, base_dir: str) -> InstanceSpec:
 
 
 def _required_marker():
-    from ..generators import REQUIRED
+    from ..workloads.generators import REQUIRED
 
     return REQUIRED
 

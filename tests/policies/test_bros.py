@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 from optsched.cost import LinearCost, UnitCost
 from optsched.evaluate import evaluate
-from optsched.hybrid import hybrid_metrics
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, list_policies, simulate
 from optsched.policies.bros import BidirectionalBlocks
+from optsched.workloads.hybrid import hybrid_metrics
 
 
 def test_rt_shares_a_be_block_from_the_left():
@@ -165,7 +165,7 @@ def test_every_other_policy_ignores_classes_and_slos(inst):
 
 
 def test_bros_generator_shape_and_be_batches_follow_the_service_estimate(tmp_path):
-    from optsched.hybrid import BE_OUTPUT, BE_PROMPT, be_batch_service_time, bros_workload
+    from optsched.workloads.hybrid import BE_OUTPUT, BE_PROMPT, be_batch_service_time, bros_workload
 
     src = Instance("src", Limits(kv_capacity=10_000, max_batch_tokens=4096), requests=(
         Request("x", 0, 100, 20), Request("y", 0, 50, 10)))

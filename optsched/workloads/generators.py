@@ -8,7 +8,7 @@
 * :func:`poisson_trace` -- Poisson arrivals at ``rate`` per second over (prompt, output)
   pairs drawn from a trace (a CSV path or an :class:`~optsched.instance.Instance`).
 * :func:`chat_like` -- Poisson arrivals with synthetic ShareGPT / LMSYS-like lengths
-  (:mod:`optsched.chat_lengths`: the papers' reported means and spreads).
+  (:mod:`optsched.workloads.chat_lengths`: the papers' reported means and spreads).
 * :func:`online_paper_random` -- the random family of the online-scheduling paper
   (Jaillet, Jiang, Podimata, Zhou), converted to our semantics (see its docstring);
   :func:`online_paper_horizon` -- its online setting over a fixed horizon of rounds.
@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from .cost import DEFAULT_PRESET, CostModel, UnitCost, preset
-from .errors import InstanceError
-from .instance import Instance, Limits, Request
+from ..cost import DEFAULT_PRESET, CostModel, UnitCost, preset
+from ..errors import InstanceError
+from ..instance import Instance, Limits, Request
 
 #: InferMax defaults (``shared/data/README.md``): M = 100K tokens for Llama-2-7B on one
 #: A100, C = 4096.
@@ -136,7 +136,7 @@ def poisson_trace(
 ) -> Instance:
     """``n`` requests arriving as a Poisson process of ``rate`` per second (first at 0,
     exponential gaps), with (prompt, output) pairs drawn uniformly from ``trace`` (a trace
-    CSV read by :func:`optsched.traces.read_trace`, or an instance), without replacement
+    CSV read by :func:`optsched.workloads.traces.read_trace`, or an instance), without replacement
     unless ``replace``. Pairs that could never fit (``I + O - 1 > M``) are removed from the
     pool first, with a warning giving the count. Seeded."""
     from .traces import TraceWarning, poisson_arrivals, read_trace
@@ -172,7 +172,7 @@ def poisson_trace(
                      _default_cost(cost_model), arrival, P[idx], O[idx])
 
 
-# -- ShareGPT / LMSYS-like lengths (synthetic, optsched.chat_lengths) --------------------
+# -- ShareGPT / LMSYS-like lengths (synthetic, optsched.workloads.chat_lengths) --------------------
 def chat_like(
     n: int,
     rate: float,
@@ -185,7 +185,7 @@ def chat_like(
 ) -> Instance:
     """``n`` requests arriving as a Poisson process of ``rate`` per second (first at 0) with
     **synthetic** (prompt, output) lengths matching the mean and spread EcoServe / BROS
-    report for ShareGPT or LMSYS-Chat-1M (:mod:`optsched.chat_lengths` cites each number).
+    report for ShareGPT or LMSYS-Chat-1M (:mod:`optsched.workloads.chat_lengths` cites each number).
     Pairs whose KV could not fit ``M`` are redrawn. Seeded."""
     from .chat_lengths import chat_lengths
     from .traces import poisson_arrivals
@@ -356,7 +356,7 @@ GENERATORS: dict[str, GeneratorKind] = {
     "chat-like": GeneratorKind(
         "chat-like", chat_like,
         "SYNTHETIC ShareGPT/LMSYS-like lengths (log-normal, the papers' reported mean/std/range; "
-        "optsched.chat_lengths) with Poisson arrivals",
+        "optsched.workloads.chat_lengths) with Poisson arrivals",
         (Param("n", int, REQUIRED, "number of requests"),
          Param("rate", float, REQUIRED, "arrival rate, requests per second"),
          Param("seed", int, 0, "random seed"),
@@ -385,7 +385,7 @@ GENERATORS: dict[str, GeneratorKind] = {
     "bros": GeneratorKind(
         "bros", lambda **kw: _bros(**kw),
         "BROS hybrid workload: RT Poisson over a trace with TTFT/TPOT SLOs, BE batches of "
-        "U(512,1024)/U(32,128) submitted when the previous would finish alone (optsched.hybrid)",
+        "U(512,1024)/U(32,128) submitted when the previous would finish alone (optsched.workloads.hybrid)",
         (Param("trace", str, REQUIRED, "trace CSV (azure/vidur/arxiv) or instance JSON for RT"),
          Param("n", int, REQUIRED, "number of RT requests"),
          Param("rate", float, REQUIRED, "RT arrival rate, requests per second"),

@@ -35,10 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from .cost import CostModel
-from .errors import InstanceError
-from .instance import Instance, Limits, Request
-from .serving_metrics import normalized_latency
+from ..cost import CostModel
+from ..errors import InstanceError
+from ..instance import Instance, Limits, Request
+from ..serving_metrics import normalized_latency
 
 #: the paper's SLOs (section 7.1): TTFT 0.4 s, TPOT 0.2 s
 TTFT_SLO = 0.4
@@ -193,8 +193,8 @@ def closed_loop_be(instance: Instance, make_policy: Callable[[], Any]) -> Closed
     returned instance is an ordinary one -- the evaluator judges its schedule as any other
     -- and every batch's arrival equals the previous batch's completion in that schedule
     (``tests/test_hybrid_closed_loop.py`` checks it)."""
-    from .evaluate import evaluate
-    from .policies import simulate
+    from ..evaluate import evaluate
+    from ..policies import simulate
 
     rt = [r for r in instance.requests if r.cls != "be"]
     horizon = max((r.arrival for r in rt), default=0.0)
