@@ -1,5 +1,5 @@
 """``optsched capacity``: the sustainable request rate of one or more policies on a trace
-(``optsched.rate_search``). Not to be confused with ``optsched kv-capacity`` (KV tokens
+(``optsched.serving.rate_search``). Not to be confused with ``optsched kv-capacity`` (KV tokens
 from model size and GPU memory)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ._common import fmt, image_file, load_instance, print_json, seed_arg, table
 
 
 def register(sub) -> None:
-    from ..rate_search import METRICS
+    from ..serving.rate_search import METRICS
 
     p = sub.add_parser(
         "capacity",
@@ -91,7 +91,7 @@ def _policies(args) -> list[str]:
 
 
 def _rates(args, instance) -> tuple[float, float]:
-    from ..rate_search import trace_rate
+    from ..serving.rate_search import trace_rate
 
     if args.rates is None:
         r0 = trace_rate(instance)
@@ -129,7 +129,7 @@ def _instance(args):
 
 
 def run_capacity(args) -> int:
-    from ..rate_search import METRICS, RateSearchError, resolve_metric, search, slo_from_reference
+    from ..serving.rate_search import METRICS, RateSearchError, resolve_metric, search, slo_from_reference
 
     names = _policies(args)
     if args.probes < 2:
@@ -217,10 +217,10 @@ def run_capacity(args) -> int:
 
 
 def _ceiling(args, inst, lo: float, hi: float):
-    """The certified ceiling search (``optsched.ceiling``) on the policies' arrival draw."""
+    """The certified ceiling search (``optsched.serving.ceiling``) on the policies' arrival draw."""
     from ..bounds.goodput import GoodputError
-    from ..ceiling import ceiling
-    from ..rate_search import RateSearchError
+    from ..serving.ceiling import ceiling
+    from ..serving.rate_search import RateSearchError
 
     print(f"ceiling: bisecting {lo:g}..{hi:g} req/s on the goodput upper bound",
           file=sys.stderr, flush=True)

@@ -172,7 +172,7 @@ class Policy(ABC):
 
     def mechanisms(self) -> dict[str, float | int]:
         """What the policy's own mechanisms did in the last run (issue 29, item 3: group
-        sizes, pipelined share, drops, ...), for :func:`optsched.serving_metrics.mechanism_stats`;
+        sizes, pipelined share, drops, ...), for :func:`optsched.metrics.serving.mechanism_stats`;
         empty for a policy with nothing to report."""
         return {}
 

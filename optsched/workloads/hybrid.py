@@ -38,7 +38,7 @@ import numpy as np
 from ..cost import CostModel
 from ..errors import InstanceError
 from ..instance import Instance, Limits, Request
-from ..serving_metrics import normalized_latency
+from ..metrics.serving import normalized_latency
 
 #: the paper's SLOs (section 7.1): TTFT 0.4 s, TPOT 0.2 s
 TTFT_SLO = 0.4
