@@ -14,7 +14,7 @@ Per cell: the ``combinatorial`` bound and the rung that gave it, each rung's own
 time (``request``, ``work``, ``srpt``, ``mbt``; the time-indexed LP that was tried is in
 ``formulations/bounds.md`` B9, not here: it is not shipped), each policy's objective
 (every schedule replayed by ``evaluate``), the best, the large-neighbourhood search's result
-from the best policy's schedule (``optsched/lns.py``, ``--lns-seconds`` per cell on the
+from the best policy's schedule (``optsched/search/lns.py``, ``--lns-seconds`` per cell on the
 ``--lns-sizes`` slices, replayed by ``evaluate``), gap = (best upper - bound) / best upper
 with best upper = min(best policy, LNS), times.
 Then the time of the combinatorial bounds on the full traces (target <= 2 s).
@@ -61,8 +61,8 @@ from optsched.bounds import bound_methods, lower_bound  # noqa: E402
 from optsched.cost import preset  # noqa: E402
 from optsched.evaluate import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits, Request  # noqa: E402
-from optsched.lns import LNSOptions, improve  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
+from optsched.search.lns import LNSOptions, improve  # noqa: E402
 from optsched.workloads.traces import load_azure, read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
 
 #: ../shared/data/traces next to the repository (OPTSCHED_TRACES overrides, e.g. from a worktree)
@@ -93,7 +93,7 @@ def trace_instance(trace: str, n: int | None, online: bool) -> Instance:
 
 
 def lns_from(inst: Instance, objective: str, schedule, seconds: float, seed: int) -> dict:
-    """Large-neighbourhood search from the best policy's schedule (optsched/lns.py)."""
+    """Large-neighbourhood search from the best policy's schedule (optsched/search/lns.py)."""
     res = improve(inst, schedule, objective,
                   LNSOptions(time_limit=seconds, seed=seed, progress=False))
     ev = evaluate(inst, res.schedule)

@@ -12,7 +12,7 @@ Per window and objective (total latency, mean TTFT) it prints side by side:
 * every registered policy's objective (each schedule replayed by ``evaluate``), the best one
   and its time ("before": what ``compare`` found without this work);
 * ``ttft-first`` (``optsched/policies/ttft_first.py``) and its time;
-* ``improve`` (``optsched/lns.py``) for ``--lns-seconds`` from the best of those schedules,
+* ``improve`` (``optsched/search/lns.py``) for ``--lns-seconds`` from the best of those schedules,
   the method that found its result, and its time;
 * the certified bound (``combinatorial``) and the gap ``(best - bound) / best`` before and
   after.
@@ -46,8 +46,8 @@ from optsched.bounds import lower_bound  # noqa: E402
 from optsched.cost import preset  # noqa: E402
 from optsched.evaluate import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits  # noqa: E402
-from optsched.lns import LNSOptions, improve  # noqa: E402
 from optsched.policies import list_policies, simulate  # noqa: E402
+from optsched.search.lns import LNSOptions, improve  # noqa: E402
 from optsched.workloads.traces import read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
 
 TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))

@@ -169,8 +169,8 @@ def test_direct_entry_points_and_bounds_refuse_hidden_cache():
     from optsched.bounds import BoundError, lower_bound
     from optsched.formulations import hindsight, infermax
     from optsched.formulations.base import FormulationError
-    from optsched.lns import LNSError, improve
     from optsched.oracles.exhaustive import search
+    from optsched.search.lns import LNSError, improve
 
     with pytest.raises(FormulationError, match="exhaustive: cannot represent hidden"):
         search(_two())

@@ -50,7 +50,7 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--improve", type=float, default=0.0, metavar="SECONDS",
                    help="also run large-neighbourhood search this long from the best schedule "
-                        "(optsched/lns.py; within --time-limit)")
+                        "(optsched/search/lns.py; within --time-limit)")
     p.add_argument("--max-rows", type=int, default=300, help="Gantt rows per figure (0 = all)")
     p.add_argument("--no-gantt", action="store_true", help="skip the per-schedule Gantt charts")
     p.add_argument("-o", "--output", required=True, metavar="REPORT_DIR", help="report directory")

@@ -21,7 +21,7 @@ def register(sub) -> None:
         "orders decoded by the simulator (seed keys, crowded batches, key mixes, time windows "
         "after a kept prefix), then repeatedly re-solve a window of consecutive batches exactly "
         "while the rest stays fixed, and keep every improvement the evaluator confirms "
-        "(optsched/lns.py). The result is feasible and never worse than the start; 'method' "
+        "(optsched/search/lns.py). The result is feasible and never worse than the start; 'method' "
         "says which neighbourhood found it. Exit 0: done; 2: bad input.",
     )
     p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
@@ -46,7 +46,7 @@ def _start_schedule(inst, start: str, deadline: float):
         return simulate(inst, start, deadline=deadline), start
     if Path(start).exists():
         return checked_schedule(start, inst, "improve")[0], Path(start).name
-    from ..lns import LNSError
+    from ..search.lns import LNSError
 
     raise LNSError(f"--from {start}: neither a policy (see 'optsched policies') nor a "
                    f"schedule file")
@@ -56,7 +56,7 @@ def run(args) -> int:
     import time
 
     from ..budget import command_seconds
-    from ..lns import LNSOptions, improve
+    from ..search.lns import LNSOptions, improve
 
     t0 = time.perf_counter()
     limit = command_seconds(args.time_limit)  # the budget counts from the command's start

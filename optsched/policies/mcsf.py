@@ -102,7 +102,7 @@ class MCSF(Policy):
     def priority(self, view: SimView, est: np.ndarray) -> np.ndarray:
         """Admission order key, smallest first (ties: arrival, then instance order): the
         (predicted) output length. A subclass may rank by another key (the LNS's priority
-        neighbourhood, optsched/lns.py, ranks by fluid work)."""
+        neighbourhood, optsched/search/lns.py, ranks by fluid work)."""
         return est
 
     def on_arrivals(self, idx: list[int]) -> None:
