@@ -14,7 +14,7 @@
 # from `evaluate`.
 #
 # The last section solves the paper's per-iteration problem (equations 1–8, our reading in
-# `optsched/bros_ip.py`) as an integer program on sampled iterations and compares its batch with the
+# `optsched/oracles/bros_ip.py`) as an integer program on sampled iterations and compares its batch with the
 # greedy's.
 
 # %%
@@ -188,12 +188,12 @@ if HAVE_DATA:
 # lazy checkpointing (RT entries may overwrite BE slots of requests outside the batch, at `kswap` per
 # token in the iteration time and with `bros`'s host reservation), so every batch the greedy builds is
 # within its reach. Its memory is aggregated over blocks, a *relaxation* of `bros`'s block layout
-# (`optsched/bros_ip.py` says exactly what it abstracts): the IP's BE count is an upper bound on what the
+# (`optsched/oracles/bros_ip.py` says exactly what it abstracts): the IP's BE count is an upper bound on what the
 # greedy's batch could have held at that iteration. "greedy is IP point" says whether the greedy's batch is
 # a feasible point of the IP (its chunks are IP options and it meets equations 6–8).
 
 # %%
-from optsched.bros_ip import sample_iterations
+from optsched.oracles.bros_ip import sample_iterations
 
 if HAVE_DATA:
     inst = bros_workload(TRACE, N_RT, 2.0, seed=1, be_batch=8, limits=LIMITS)
