@@ -26,10 +26,10 @@ from optsched.formulations.hindsight import (
     improve_starts,
     objective_of_starts,
     schedule_from_starts,
-    separation_intervals,
     serial_starts,
     starts_from_schedule,
 )
+from optsched.formulations.hindsight_floors import separation_intervals
 from optsched.instance import Instance, Limits, Request
 from optsched.schedule import Schedule
 
