@@ -42,6 +42,7 @@ from typing import Any
 
 from ..errors import OptschedError
 from ..evaluate import OBJECTIVES
+from .bound_methods import check_bound_method
 
 SOLVERS = ("highs", "gurobi", "cbc", "cpsat", "auto")
 #: limit/cost keys a generator that takes limits accepts besides its own parameters
@@ -282,8 +283,6 @@ def _method(d: dict, i: int, default_objective: str) -> MethodSpec:
         options["warm_start"] = _str(d.get("warm_start", "auto"), f"{where}.warm_start")
         label = f"{name}/{options['solver']}"
     else:
-        from .methods import check_bound_method
-
         options["time_limit"] = _number(d.get("time_limit", DEFAULT_TIME_LIMIT), f"{where}.time_limit")
         try:
             check_bound_method(name, objective)
