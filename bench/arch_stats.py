@@ -48,6 +48,7 @@ LAYERS: list[list[str]] = [
     ["optsched.milp"],
     ["optsched.data", "optsched.verdict", "optsched.instance", "optsched.schedule",
      "optsched.cost", "optsched.evaluate", "optsched.evaluate_fast", "optsched.solve_types",
+     "optsched.objectives",
      "optsched.jsonio", "optsched.errors", "optsched.progress", "optsched.stdout_guard",
      "optsched.plugins", "optsched._api"],
 ]

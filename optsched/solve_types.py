@@ -1,7 +1,8 @@
 """The solve vocabulary, defined once for every layer that solves something.
 
 * :class:`Status` -- the outcome of a solve (MILP backends, formulations, search oracles);
-* :class:`Objective` -- what a formulation minimises (semantics section 4);
+* :class:`Objective` -- what a formulation minimises (semantics section 4; defined in
+  :mod:`optsched.objectives`, below the evaluator, which reads the same names);
 * :class:`SolveOptions` -- what the caller asks of a solve: backend, budget, threads, seed,
   gaps, logging, and formulation-specific ``params``;
 * :func:`relative_gap` -- the one gap formula;
@@ -21,9 +22,10 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from .errors import OptschedError
+from .evaluate import Evaluation, evaluate
+from .objectives import OBJECTIVES, Objective
 
 if TYPE_CHECKING:
-    from .evaluate import Evaluation
     from .schedule import Schedule
 
 
@@ -42,22 +44,8 @@ class Status(StrEnum):
         return self in (Status.OPTIMAL, Status.FEASIBLE)
 
 
-class Objective(StrEnum):
-    """What a formulation minimises (metrics of semantics section 4)."""
-
-    MAKESPAN = "makespan"
-    TOTAL_LATENCY = "total-latency"
-    MEAN_TTFT = "mean-ttft"
-
-    @property
-    def metric(self) -> str:
-        """The key of this objective in :attr:`optsched.evaluate.Evaluation.metrics`."""
-        return self.value.replace("-", "_")
-
-
-#: every status / objective name, in declaration order (for argparse choices and messages)
+#: every status name, in declaration order (for argparse choices and messages)
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
-OBJECTIVES: tuple[str, ...] = tuple(o.value for o in Objective)
 
 
 class OptionsError(OptschedError, ValueError):
@@ -140,8 +128,6 @@ class WarmStart:
     @classmethod
     def of(cls, instance, schedule: Schedule) -> WarmStart:
         """Evaluate ``schedule`` on ``instance`` and wrap both."""
-        from .evaluate import evaluate
-
         return cls(schedule, evaluate(instance, schedule))
 
     @property
