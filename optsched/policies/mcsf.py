@@ -76,6 +76,9 @@ def profile_ok(base: np.ndarray, fin: np.ndarray, M: int, b: int = 1) -> bool:
 class MCSF(Policy):
     """MC-SF (Algorithms 1-2); see the module docstring."""
 
+    #: this exact class runs on the compiled kernel (:func:`optsched.policies.fast.fast_config`)
+    fast_kernel = "mcsf"
+
     output_fallback = True
 
     def bind(self, view: SimView) -> None:

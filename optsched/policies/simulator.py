@@ -57,7 +57,7 @@ import numpy as np
 from ..cost import LinearCost, UnitCost
 from ..instance import Instance, Limits
 from ..schedule import Schedule, ScheduleBuilder
-from .registry import PolicyError, SimulationError, SimulationTimeout
+from .errors import PolicyError, SimulationError, SimulationTimeout
 
 
 class Plan(NamedTuple):
