@@ -63,9 +63,11 @@ test-slow: $(STAMP)
 	$(BIN)/python -m optsched.warm
 	$(BIN)/python -m pytest $(PYTEST_ARGS) -m slow || [ $$? -eq 5 ]
 
+# lint-imports: the layer contract in pyproject.toml ([tool.importlinter]; issue 27)
 lint: $(STAMP)
 	$(BIN)/ruff check optsched tests notebooks
 	$(BIN)/mypy optsched
+	$(BIN)/lint-imports --no-cache --no-logo
 
 lock: $(UV)
 	$(UV) lock --python $(PY)
