@@ -9,7 +9,8 @@ Reads every ``.py`` file with :mod:`ast` (nothing is imported) and prints:
   *and* inside functions (an import moved into a function still makes a circle, it only hides
   it from the interpreter); imports under ``if TYPE_CHECKING:`` are left out (never run);
 - function-local imports, split into those marked as deliberate (a ``# lazy`` comment on the
-  import or the line above: an optional or heavy dependency, or CLI start-up time, issue 31)
+  import, or a ``# lazy`` comment line heading its block of imports: an optional or heavy
+  dependency, or CLI start-up time, issue 31)
   and the unmarked rest, which counts the optsched-internal ones separately;
 - upward imports against :data:`LAYERS` (the same order as the import-linter contract in
   ``pyproject.toml``; the old top-level module names are listed too so that the numbers
@@ -106,9 +107,16 @@ def is_type_checking(node: ast.If) -> bool:
 
 
 def marked_lazy(lines: list[str], node: ast.stmt) -> bool:
-    """A ``# lazy`` comment on the import's lines or the line just above."""
-    lo, hi = node.lineno - 2, node.end_lineno or node.lineno
-    return any("# lazy" in ln for ln in lines[max(lo, 0):hi])
+    """A ``# lazy`` comment on the import's own lines, or on the comment line that heads the
+    block of consecutive import lines it belongs to."""
+    lo, hi = node.lineno - 1, node.end_lineno or node.lineno
+    if any("# lazy" in ln for ln in lines[lo:hi]):
+        return True
+    k = lo - 1
+    while k >= 0 and lines[k].strip().startswith(("from ", "import ", ")")) or (
+            k >= 0 and lines[k].startswith(" ") and lines[k].strip().endswith(",")):
+        k -= 1
+    return k >= 0 and lines[k].strip().startswith("# lazy")
 
 
 def walk_imports(tree: ast.AST):

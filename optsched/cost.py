@@ -39,9 +39,11 @@ in :data:`RHO_FITTED`; a linear model without a stated ``rho`` takes :data:`RHO_
 
 from __future__ import annotations
 
+import json
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -388,8 +390,6 @@ def cost_model_arg(text: str) -> CostModel:
     """A ``--cost-model`` value: ``unit``, a preset name, or a JSON file holding a cost model
     (what ``optsched fit -o FILE`` writes, an instance's ``cost_model`` object) or an
     instance (its ``cost_model`` is used)."""
-    import json
-    from pathlib import Path
 
     if text == "unit":
         return UnitCost()

@@ -26,6 +26,7 @@ TRACE_KINDS = {"azure": "azure", "vidur": "vidur", "arxiv": "arxiv"}
 
 
 def register(sub) -> None:
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..workloads.generators import GENERATORS
 
     kinds = ", ".join(sorted(GENERATORS) + sorted(TRACE_KINDS))
@@ -115,6 +116,7 @@ def register(sub) -> None:
 
 # -- generate -----------------------------------------------------------------------------
 def _print_list() -> None:
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..workloads.generators import GENERATORS, REQUIRED
 
     rows = []
@@ -134,6 +136,7 @@ def _print_list() -> None:
 
 
 def _limits(args) -> Limits:
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..workloads.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
 
     return Limits(
@@ -176,6 +179,7 @@ def _given(args, names) -> list[str]:
 
 
 def run_generate(args) -> int:
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..workloads.generators import GENERATORS
 
     if args.list:
@@ -205,6 +209,7 @@ def run_generate(args) -> int:
     try:
         inst.save(args.out)
     except OSError as e:
+        # lazy: each subcommand imports what it runs (start-up time, issue 31)
         from ..errors import InputFileError
 
         raise InputFileError(f"{args.out}: cannot write: {e.strerror or e}") from None
@@ -242,6 +247,7 @@ def _generate_family(args, g) -> Instance:
 
 
 def _generate_trace(args, kind: str) -> Instance:
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..workloads.traces import load_trace_instance
 
     if args.trace is None:
@@ -253,6 +259,7 @@ def _generate_trace(args, kind: str) -> Instance:
     if bad:
         raise InstanceError(f"kind {kind!r} does not take --{', --'.join(bad)}")
     start, end = _window(args.window)
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..cost import DEFAULT_PRESET
 
     cost = _cost(args.cost_model) or preset(DEFAULT_PRESET)
@@ -323,6 +330,7 @@ def run_info(args) -> int:
 
 # -- fit ----------------------------------------------------------------------------------
 def run_fit(args) -> int:
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..cost import PRESETS
     from ..workloads.fit import fit_linear_cost
 
@@ -352,6 +360,7 @@ def run_fit(args) -> int:
 
 # -- kv-capacity --------------------------------------------------------------------------
 def run_kv_capacity(args) -> int:
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..workloads.capacity import GB, GIB, kv_capacity
 
     c = kv_capacity(args.params, args.layers, args.hidden, args.dtype_bytes, args.gpu_mem_gb,

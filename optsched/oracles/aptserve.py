@@ -79,6 +79,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from .. import milp
 from ..policies.aptserve_problem import (
     HIDDEN,
     KV,
@@ -108,9 +111,7 @@ def exact_ip(prob: AptProblem, solver: str = "highs", time_limit: float | None =
     """Exact optimum of eqs. 7-9 as an integer program through :mod:`optsched.milp`:
     binaries ``x_kv[i] = alpha_i (1 - beta_i)`` and ``x_h[i] = alpha_i beta_i`` (a linearisation
     of the products), ``x_kv + x_h <= 1``, ``sum m x_kv + m/2 x_h <= M``."""
-    import numpy as np
 
-    from .. import milp
 
     n = prob.n
     m = np.asarray(prob.memory, float)

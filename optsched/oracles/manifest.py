@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cost import UnitCost
+from ..data import embedded_instance_names, embedded_instance_path
 from ..errors import OptschedError
 from ..evaluate import OBJECTIVES
 from ..formulations import SolveOptions, solve
@@ -40,8 +41,6 @@ REL = 1e-6
 
 
 def shipped_instance_files() -> list[Path]:
-    from ..data import embedded_instance_names, embedded_instance_path
-
     files = sorted(p for p in INSTANCES.glob("*.json")
                    if p.name != "manifest.json" and not p.name.endswith(".schedules.json"))
     shipped = (embedded_instance_path(n) for n in embedded_instance_names())

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..plugins import (
     ParamSpec,
     Registry,
+    _load_file,
     describe_object,
     is_reference,
     non_negative,
@@ -134,9 +136,7 @@ def get_spec(name: str) -> PolicySpec:
 def _class_in_file(path: str) -> str:
     """``path:Class`` for the one :class:`Policy` subclass ``path`` defines; else a one-line
     :class:`PolicyError` suggesting the ``file.py:Class`` form with the classes it defines."""
-    from pathlib import Path
 
-    from ..plugins import _load_file
 
     module = _load_file(Path(path), path, PolicyError)
     found = [obj.__name__ for obj in vars(module).values()

@@ -59,6 +59,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..bounds.floors import Floors
+from ..bounds.srpt import job_works
 from ..errors import OptschedError
 from ..evaluate import evaluate
 from ..instance import Instance, Request
@@ -234,8 +236,6 @@ def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
     work under three sharing rules (bounds.md B7; prefill work only for mean TTFT) and its
     entry costs alone --, its memory volume (KV held x batches, F3; the prompt's for mean
     TTFT), MC-SF's rule (output length) and arrival (FCFS)."""
-    from ..bounds.floors import Floors
-    from ..bounds.srpt import job_works
 
     f = Floors.of(inst)
     kind = "mean-ttft" if objective == "mean-ttft" else "total-latency"

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cost import LinearCost, UnitCost
 from ..errors import OptschedError
 from ..evaluate import evaluate
 from ..instance import Instance
@@ -142,7 +143,6 @@ def min_busy_time(instance: Instance) -> float | None:
     ``B = max(ceil(T / C), max O)`` batches with ``T = sum (I + O - 1)`` tokens. A unit-time
     batch costs 1: ``B``. A :class:`~optsched.cost.LinearCost` batch costs at least
     ``k0 + k1 * tokens`` (every other term is >= 0): ``k0 B + k1 T``."""
-    from ..cost import LinearCost, UnitCost
 
     if instance.n == 0:
         return 0.0

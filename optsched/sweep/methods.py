@@ -11,10 +11,13 @@ kind with :func:`method_kind`, so a new kind is one function.
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from ..evaluate import evaluate
+from ..formulations import SolveOptions, solve
 from ..instance import Instance
+from ..policies import get_spec, simulate_policy
 from ..solve_types import finite_or_none
 from .bound_methods import BoundsUnavailable, bounds_module, check_bound_method
 from .spec import MethodSpec
@@ -46,7 +49,6 @@ def solver_version(solver: str | None) -> str | None:
     pkg = SOLVER_PACKAGES.get(base)
     if pkg is None:
         return solver
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         return f"{base} {version(pkg)}"
@@ -57,7 +59,6 @@ def solver_version(solver: str | None) -> str | None:
 @method_kind("policy")
 def run_policy(instance: Instance, method: MethodSpec) -> dict[str, Any]:
     """Simulate the policy (as ``optsched simulate``) and replay its schedule."""
-    from ..policies import get_spec, simulate_policy
 
     policy = get_spec(method.name).make(**dict(method.params))
     ev = evaluate(instance, simulate_policy(instance, policy))
@@ -70,7 +71,6 @@ def run_policy(instance: Instance, method: MethodSpec) -> dict[str, Any]:
 @method_kind("formulation")
 def run_formulation(instance: Instance, method: MethodSpec) -> dict[str, Any]:
     """Solve as ``optsched solve`` does; ``solve`` replays the decoded schedule."""
-    from ..formulations import SolveOptions, solve
 
     o = method.option
     ws = o["warm_start"]

@@ -40,8 +40,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..data import embedded_instance_path
 from ..errors import OptschedError
 from ..evaluate import OBJECTIVES
+from ..formulations import formulations
+from ..policies import PolicyError, get_spec
+from ..workloads.generators import GENERATORS, REQUIRED
 from .bound_methods import check_bound_method
 
 SOLVERS = ("highs", "gurobi", "cbc", "cpsat", "auto")
@@ -212,7 +216,6 @@ def _instance(d: dict, i: int, base_dir: str) -> InstanceSpec:
         _known(d, ("file", "seeds"), f"{where}.")
         path = _str(d["file"], f"{where}.file")
         return InstanceSpec(index=i, file=_resolve_file(path, base_dir, f"{where}.file"), seeds=seeds)
-    from ..workloads.generators import GENERATORS
 
     kind = _str(d["generator"], f"{where}.generator")
     if kind not in GENERATORS:
@@ -240,8 +243,6 @@ def _instance(d: dict, i: int, base_dir: str) -> InstanceSpec:
 
 
 def _required_marker():
-    from ..workloads.generators import REQUIRED
-
     return REQUIRED
 
 
@@ -251,7 +252,6 @@ def _resolve_file(path: str, base_dir: str, key: str) -> str:
         return str(Path(base_dir) / p)
     if p.exists():
         return str(p)
-    from ..data import embedded_instance_path
 
     shipped = embedded_instance_path(path)
     if shipped is None:
@@ -295,8 +295,6 @@ def _method(d: dict, i: int, default_objective: str) -> MethodSpec:
 
 
 def _check_policy(name: str, params: dict, where: str) -> None:
-    from ..policies import PolicyError, get_spec
-
     try:
         spec = get_spec(name)
     except PolicyError as e:
@@ -308,8 +306,6 @@ def _check_policy(name: str, params: dict, where: str) -> None:
 
 
 def _check_formulation(name: str, objective: str, where: str) -> None:
-    from ..formulations import formulations
-
     reg = formulations()
     if name not in reg:
         raise SpecError(f"{where}.formulation: unknown formulation {name!r}; known: {', '.join(sorted(reg))}")

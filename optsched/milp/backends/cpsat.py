@@ -115,6 +115,7 @@ def to_integer_model(model: Model, bound: int = ARTIFICIAL_BOUND) -> IntegerMode
 
 def _build(p: dict):
     """CpModel from a payload (runs in the worker process)."""
+    # lazy: optional dependency (the cpsat extra)
     from ortools.sat.python import cp_model
 
     cm = cp_model.CpModel()
@@ -145,6 +146,7 @@ def _build(p: dict):
 
 def _solve_payload(p: dict, emit) -> dict:
     """Solve a payload with CP-SAT (worker side); ``emit`` sends progress frames."""
+    # lazy: optional dependency (the cpsat extra)
     from ortools.sat.python import cp_model
 
     cm = _build(p)
