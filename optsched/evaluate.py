@@ -629,6 +629,7 @@ COMPILED_MIN_ENTRIES = 100_000
 def _compiled(inst: Instance, s: Schedule) -> Evaluation | None:
     """The evaluation of a feasible schedule by the one-pass kernel, or None (a broken rule,
     or a case the kernel does not cover): then the vectorised replay below answers."""
+    # lazy: numba loads only when the compiled replay runs
     from . import evaluate_fast as fast
 
     if not fast.applies(inst, s):

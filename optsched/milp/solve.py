@@ -15,6 +15,7 @@ from ..solve_types import MILP_DEFAULTS, SolveOptions
 from ..stdout_guard import c_stdout_to_stderr
 from .backends import BackendOutput, ColumnStart, backend_names, get_backend
 from .backends.base import Backend
+from .backends.highs import _load_arrays, new_highs, run_highs
 from .errors import MilpError, WarmStartError
 from .model import Model
 from .progress import make_progress
@@ -217,7 +218,6 @@ def lp_relaxation_value(model: Model) -> float:
     # lazy: the solver library loads only when a solve runs (start-up time, issue 31)
     import highspy
 
-    from .backends.highs import _load_arrays, new_highs, run_highs
 
     a = model.arrays()
     h = new_highs()

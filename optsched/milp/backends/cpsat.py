@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+import optsched
+
 from ..errors import MilpError
 from .base import Backend, BackendOutput, ColumnStart, Features, register
 
@@ -226,8 +228,6 @@ class _Worker:
 
     @classmethod
     def _start(cls) -> subprocess.Popen:
-        import optsched
-
         root = os.path.dirname(os.path.dirname(os.path.abspath(optsched.__file__)))
         env = dict(os.environ)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"]
