@@ -70,9 +70,11 @@ docs: $(STAMP)
 	$(BIN)/python docs/execute_notebooks.py
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
 
+# lint-imports: the layer contract in pyproject.toml ([tool.importlinter]; issue 27)
 lint: $(STAMP)
 	$(BIN)/ruff check optsched tests notebooks docs
 	$(BIN)/mypy optsched
+	$(BIN)/lint-imports --no-cache --no-logo
 
 lock: $(UV)
 	$(UV) lock --python $(PY)

@@ -14,7 +14,7 @@ Per cell: the ``combinatorial`` bound and the rung that gave it, each rung's own
 time (``request``, ``work``, ``srpt``, ``mbt``; the time-indexed LP that was tried is in
 ``formulations/bounds.md`` B9, not here: it is not shipped), each policy's objective
 (every schedule replayed by ``evaluate``), the best, the large-neighbourhood search's result
-from the best policy's schedule (``optsched/lns.py``, ``--lns-seconds`` per cell on the
+from the best policy's schedule (``optsched/search/lns.py``, ``--lns-seconds`` per cell on the
 ``--lns-sizes`` slices, replayed by ``evaluate``), gap = (best upper - bound) / best upper
 with best upper = min(best policy, LNS), times.
 Then the time of the combinatorial bounds on the full traces (target <= 2 s).
@@ -61,9 +61,9 @@ from optsched.bounds import bound_methods, lower_bound  # noqa: E402
 from optsched.cost import preset  # noqa: E402
 from optsched.evaluate import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits, Request  # noqa: E402
-from optsched.lns import LNSOptions, improve  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
-from optsched.traces import load_azure, read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
+from optsched.search.lns import LNSOptions, improve  # noqa: E402
+from optsched.workloads.traces import load_azure, read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
 
 #: ../shared/data/traces next to the repository (OPTSCHED_TRACES overrides, e.g. from a worktree)
 TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
@@ -93,7 +93,7 @@ def trace_instance(trace: str, n: int | None, online: bool) -> Instance:
 
 
 def lns_from(inst: Instance, objective: str, schedule, seconds: float, seed: int) -> dict:
-    """Large-neighbourhood search from the best policy's schedule (optsched/lns.py)."""
+    """Large-neighbourhood search from the best policy's schedule (optsched/search/lns.py)."""
     res = improve(inst, schedule, objective,
                   LNSOptions(time_limit=seconds, seed=seed, progress=False))
     ev = evaluate(inst, res.schedule)
@@ -200,7 +200,7 @@ def part_trace(args) -> list[dict]:
 
 def window_instance(trace: str, seed: int, n: int) -> tuple[Instance, int]:
     """``n`` consecutive requests of the trace from a start row drawn by ``seed``, with
-    their own arrivals re-based to 0 (:func:`optsched.traces.seeded_window`, the same
+    their own arrivals re-based to 0 (:func:`optsched.workloads.traces.seeded_window`, the same
     windows as ``bench_upper.py`` and ``optsched generate azure --consecutive n --seed s``)."""
     raw = read_trace(TRACES / f"AzureLLMInferenceTrace_{trace}.csv", format="azure")
     start = window_start(raw.n, n, seed)

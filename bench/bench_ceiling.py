@@ -21,11 +21,11 @@ import time
 import warnings
 from pathlib import Path
 
-from optsched.ceiling import bound_share, ceiling
 from optsched.cost import PRESETS
 from optsched.instance import Limits
-from optsched.rate_search import at_rate, search
-from optsched.traces import load_trace_instance
+from optsched.serving.ceiling import bound_share, ceiling
+from optsched.serving.rate_search import at_rate, search
+from optsched.workloads.traces import load_trace_instance
 
 TTFT, TBT, TARGET = 1.0, 1.0, 0.9
 

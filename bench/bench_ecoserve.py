@@ -43,8 +43,8 @@ def main(argv=None) -> int:
     from optsched.evaluate import evaluate
     from optsched.instance import Limits
     from optsched.policies import SimStats, simulate
-    from optsched.rate_search import at_rate
-    from optsched.traces import load_azure
+    from optsched.serving.rate_search import at_rate
+    from optsched.workloads.traces import load_azure
 
     limits = Limits(kv_capacity=100_000, max_batch_tokens=4096)
     inst = load_azure(args.trace, limits, PRESETS["infermax-llama2-7b-a100"])

@@ -41,10 +41,10 @@ from pathlib import Path
 import numpy as np
 
 from optsched.evaluate import evaluate
-from optsched.hybrid import bros_workload, hybrid_metrics
 from optsched.instance import Limits
 from optsched.policies import get_policy, simulate
 from optsched.policies.registry import PolicyError
+from optsched.workloads.hybrid import bros_workload, hybrid_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("OPTSCHED_DATA", ROOT.parent / "shared" / "data"))
@@ -102,10 +102,10 @@ ECO_POLICIES = (("vllm", {}), ("ecoserve-d", {}), ("ecoserve-sd", {}),
 def ecoserve_rows(n: int, mult: float) -> None:
     import warnings
 
-    from optsched.rate_search import at_rate, trace_rate
-    from optsched.traces import load_trace_instance
+    from optsched.serving.rate_search import at_rate, trace_rate
+    from optsched.workloads.traces import load_trace_instance
     try:
-        from optsched.serving_metrics import mechanism_stats
+        from optsched.metrics.serving import mechanism_stats
     except ImportError:  # older trees
         mechanism_stats = None
     with warnings.catch_warnings():
@@ -143,9 +143,9 @@ def aptserve_rows(n: int, mult: float) -> None:
     authors' code at ``mult`` x the trace rate."""
     import warnings
 
-    from optsched.rate_search import at_rate, trace_rate
-    from optsched.serving_metrics import serving_metrics
-    from optsched.traces import load_trace_instance
+    from optsched.metrics.serving import serving_metrics
+    from optsched.serving.rate_search import at_rate, trace_rate
+    from optsched.workloads.traces import load_trace_instance
     lim = Limits(kv_capacity=10_000, max_batch_tokens=4096, block_size=16, hidden_cache=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -201,7 +201,7 @@ ECO_PAPER_M = 14_648
 
 
 def _chat(dataset: str, n: int, lim: Limits, seed: int = 0):
-    from optsched.generators import generate
+    from optsched.workloads.generators import generate
     return generate("chat-like", n=n, rate=1.0, seed=seed, dataset=dataset, limits=lim,
                     cost_model=_cost())
 
@@ -212,7 +212,7 @@ def ecoserve_paper_rows(n: int, rates: tuple[float, ...]) -> None:
     paper's metric (section 5: mean latency / output length), and the same on a trace twice
     as long (below capacity the answer should not move; above it the queue grows). The
     work-limit rate is printed for scale: memory, not work, binds here."""
-    from optsched.rate_search import at_rate, work_limit_rate
+    from optsched.serving.rate_search import at_rate, work_limit_rate
     lim = Limits(kv_capacity=ECO_PAPER_M, max_batch_tokens=4096)
     print(f"EcoServe, paper-like: chat-like sharegpt-ecoserve, M = {ECO_PAPER_M}, C = 4,096")
     print(f"{'n':>5} {'wl req/s':>8} {'req/s':>6} {'policy':26} {'norm lat':>9} {'mean JCT':>9} "
@@ -236,7 +236,7 @@ def bros_paper_rows(n_rt: int, rate: float) -> None:
     """BROS as section 7.1 ran it: RT requests over ShareGPT-like lengths (BROS Table 2),
     BE batches of 8 submitted closed-loop (each when the previous completes under the policy
     measured, ``closed_loop_be``), at ``n_rt`` and ``2 n_rt`` RT requests."""
-    from optsched.hybrid import closed_loop_be
+    from optsched.workloads.hybrid import closed_loop_be
     pool = _chat("sharegpt", 5000, LIMITS, seed=3)
     print(f"BROS, paper-like: chat-like sharegpt RT at {rate} req/s, closed-loop BE batches "
           f"of 8, M = 20,000")
@@ -258,8 +258,8 @@ def bros_paper_rows(n_rt: int, rate: float) -> None:
 def aptserve_paper_rows(n: int, rates: tuple[float, ...]) -> None:
     """Apt-Serve on ShareGPT-like lengths (its chatbot workload, section 6.1) in notebook 08's
     memory setting: TTFT + P99 TBT attainment (SLOs 1 s) at each rate, and at 2n requests."""
-    from optsched.rate_search import at_rate
-    from optsched.serving_metrics import serving_metrics
+    from optsched.metrics.serving import serving_metrics
+    from optsched.serving.rate_search import at_rate
     lim = Limits(kv_capacity=10_000, max_batch_tokens=4096, block_size=16, hidden_cache=True)
     print("Apt-Serve, paper-like: chat-like sharegpt, M = 10,000, blocks of 16, hidden cache")
     print(f"{'n':>5} {'req/s':>6} {'policy':28} {'SLO att':>8} {'hidden entries':>15} {'s':>5}")

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from optsched.formulations.hindsight import HindsightParams, best_known_starts, build, objective_of_starts
 from optsched.formulations.hindsight_deadline import PROBES, completion_floors
-from optsched.generators import online_paper_random
 from optsched.milp import lp_relaxation_value
+from optsched.workloads.generators import online_paper_random
 
 
 def run_one(n: int, seed: int, budget: float, probe: float, search: float, kind: str) -> dict:

@@ -8,9 +8,9 @@ Settings (the later version of the paper, arXiv:2502.07115; the passage is lost 
   n in 40..60 (M ~ U[30, 50], s ~ U[1, 5], o ~ U[1, M - s], I = s + 1, O = o).
 * ``online`` -- arrivals over a horizon of T unit rounds (T in 40..60), the number arriving
   in each round Poisson(rate) (rate in 0.5..1.5); the same M, s, o draws; n is whatever arrived
-  (``optsched.generators.online_paper_horizon``). The generator's generator's ``arrival="poisson"`` fixes n
-  instead and runs the rounds until n requests arrived; with n = rate * T the two agree in law
-  up to the stopping rule.
+  (``optsched.workloads.generators.online_paper_horizon``). The generator's generator's
+  ``arrival="poisson"`` fixes n instead and runs the rounds until n requests arrived; with
+  n = rate * T the two agree in law up to the stopping rule.
 
 Per instance: MC-SF (the ``mcsf`` policy, replayed by ``evaluate``), then the hindsight IP
 (tight variant, HiGHS, 2 threads, warm-started with MC-SF) for ``--limit`` seconds. The IP's
@@ -33,9 +33,9 @@ from pathlib import Path
 
 from optsched.evaluate import evaluate
 from optsched.formulations import SolveOptions, solve
-from optsched.generators import online_paper_horizon, online_paper_random
 from optsched.instance import Instance
 from optsched.policies import simulate
+from optsched.workloads.generators import online_paper_horizon, online_paper_random
 
 OBJ = "total-latency"
 

@@ -14,8 +14,8 @@ import argparse
 import time
 
 from optsched.formulations.hindsight import HindsightParams, build, greedy_starts, objective_of_starts
-from optsched.generators import online_paper_random
 from optsched.milp import lp_relaxation_value
+from optsched.workloads.generators import online_paper_random
 
 
 def main(argv=None) -> None:

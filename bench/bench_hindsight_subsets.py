@@ -32,8 +32,8 @@ from optsched.formulations.hindsight import (
     improve_starts,
     objective_of_starts,
 )
-from optsched.generators import online_paper_random
 from optsched.milp.backends.highs import _load_arrays
+from optsched.workloads.generators import online_paper_random
 
 OBJ = "total-latency"
 

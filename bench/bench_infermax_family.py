@@ -27,11 +27,11 @@ from pathlib import Path
 
 from optsched.cost import preset
 from optsched.evaluate import evaluate
-from optsched.fit import fit_linear_cost
 from optsched.formulations import Hypotheses, SolveOptions, solve
-from optsched.generators import infermax_fixed
 from optsched.instance import Limits
 from optsched.policies import simulate
+from optsched.workloads.fit import fit_linear_cost
+from optsched.workloads.generators import infermax_fixed
 
 
 def family(I: int, B: int = 4, O: int = 4, C: int = 4096, cost=None):

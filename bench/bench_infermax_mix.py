@@ -32,8 +32,8 @@ from optsched.cost import preset
 from optsched.formulations import SolveOptions, solve
 from optsched.formulations.infermax import flow as fl
 from optsched.formulations.infermax.solve import FLOW_MAX_ARCS
-from optsched.generators import LONG, SHORT, infermax_mix
 from optsched.instance import Limits
+from optsched.workloads.generators import LONG, SHORT, infermax_mix
 
 
 def mix_instance(mix: str, n: int, seed: int, kv: int | None = None, C: int = 4096):

@@ -46,8 +46,8 @@ def _formulation_cases():
     from optsched.formulations import Hypotheses, hindsight
     from optsched.formulations import infermax as ix
     from optsched.formulations.infermax.flow import FlowModel
-    from optsched.generators import infermax_mix, online_paper_random
     from optsched.instance import Limits
+    from optsched.workloads.generators import infermax_mix, online_paper_random
 
     lim = Limits(kv_capacity=2048, max_batch_tokens=1024)
     mix = infermax_mix("SISO", 12, seed=1, limits=lim, cost_model=preset("infermax-llama2-7b-a100"))

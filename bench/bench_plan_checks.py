@@ -26,9 +26,9 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=2000, help="requests in the simulated instance")
     args = ap.parse_args(argv)
     import optsched.policies.simulator as sim
-    from optsched.generators import infermax_mix
     from optsched.instance import Limits
     from optsched.policies import Plan, simulate
+    from optsched.workloads.generators import infermax_mix
 
     ids = tuple(f"r{i}" for i in range(5000))
     print(f"{'entries':>7} {'given as':>8} {'checked us':>10} {'unchecked us':>12} {'ratio':>6}")

@@ -167,7 +167,7 @@ def process_bench(args) -> None:
     """The whole-process table: this tree, and ``--before`` (an older source tree) if given."""
     from optsched.cost import PRESETS
     from optsched.instance import Limits
-    from optsched.traces import load_azure
+    from optsched.workloads.traces import load_azure
 
     with tempfile.TemporaryDirectory(prefix="bench_simulate_") as d:
         tmp = Path(d)
@@ -232,7 +232,7 @@ def vidur_bench(args) -> None:
     from optsched.evaluate import evaluate
     from optsched.instance import Limits
     from optsched.policies import simulate
-    from optsched.traces import load_azure
+    from optsched.workloads.traces import load_azure
 
     M, C, P, cap = 100_000, 4096, 512, 256
     full = load_azure(args.trace, Limits(kv_capacity=M, max_batch_tokens=C),
@@ -343,7 +343,7 @@ def main(argv=None) -> int:
     from optsched.cost import PRESETS
     from optsched.instance import Limits
     from optsched.policies import simulate
-    from optsched.traces import load_azure
+    from optsched.workloads.traces import load_azure
 
     limits = Limits(kv_capacity=100_000, max_batch_tokens=4096)
     cost = PRESETS["infermax-llama2-7b-a100"]

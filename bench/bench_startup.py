@@ -45,7 +45,7 @@ import numpy as np; mark("import numpy")
 import optsched.cli, optsched.cli.simulate; mark("import optsched cli, simulate")
 from optsched.cost import cost_model_arg
 from optsched.instance import Limits
-from optsched.traces import load_trace_instance
+from optsched.workloads.traces import load_trace_instance
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     inst = load_trace_instance(sys.argv[1], Limits(kv_capacity=100_000, max_batch_tokens=4096),

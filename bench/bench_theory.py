@@ -3,7 +3,7 @@ ratios (issue 26, item 4).
 
 Windows: ``--size`` consecutive requests of the Azure 2023 conversation and code traces
 (``OPTSCHED_TRACES``, default ``../shared/data/traces``) from the row drawn by
-``optsched.traces.seeded_window(trace, size, seed)`` for each seed, arrivals as in the trace
+``optsched.workloads.traces.seeded_window(trace, size, seed)`` for each seed, arrivals as in the trace
 re-based to the window's first; Llama-2-7B preset (``infermax-llama2-7b-a100``),
 ``M = 30,000``, ``C = 8192`` (bench_upper.py's setting); requests with ``I + O - 1 > M`` are
 dropped. For each window it prints the certified bound (``lower_bound(..., "best")``) and
@@ -37,7 +37,7 @@ from optsched.evaluate import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits  # noqa: E402
 from optsched.oracles.claims import RATIO_CLAIMS, check_claim  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
-from optsched.traces import read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
+from optsched.workloads.traces import read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
 
 TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
 PRESET = "infermax-llama2-7b-a100"

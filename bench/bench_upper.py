@@ -2,7 +2,7 @@
 
 Windows of the Azure 2023 conversation and code traces (``../shared/data/traces``; the
 ``OPTSCHED_TRACES`` variable overrides), each ``--size`` consecutive requests starting at a
-row drawn by ``optsched.traces.window_start(n_rows, size, seed)`` (the windows of
+row drawn by ``optsched.workloads.traces.window_start(n_rows, size, seed)`` (the windows of
 ``bench_bounds.py``), arrivals as in the trace re-based to the window's first arrival.
 Llama-2-7B preset (``infermax-llama2-7b-a100``), ``M = 30,000``,
 ``C = 8192``; requests with ``I + O - 1 > M`` are dropped.
@@ -12,7 +12,7 @@ Per window and objective (total latency, mean TTFT) it prints side by side:
 * every registered policy's objective (each schedule replayed by ``evaluate``), the best one
   and its time ("before": what ``compare`` found without this work);
 * ``ttft-first`` (``optsched/policies/ttft_first.py``) and its time;
-* ``improve`` (``optsched/lns.py``) for ``--lns-seconds`` from the best of those schedules,
+* ``improve`` (``optsched/search/lns.py``) for ``--lns-seconds`` from the best of those schedules,
   the method that found its result, and its time;
 * the certified bound (``combinatorial``) and the gap ``(best - bound) / best`` before and
   after.
@@ -46,9 +46,9 @@ from optsched.bounds import lower_bound  # noqa: E402
 from optsched.cost import preset  # noqa: E402
 from optsched.evaluate import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits  # noqa: E402
-from optsched.lns import LNSOptions, improve  # noqa: E402
 from optsched.policies import list_policies, simulate  # noqa: E402
-from optsched.traces import read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
+from optsched.search.lns import LNSOptions, improve  # noqa: E402
+from optsched.workloads.traces import read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
 
 TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
 PRESET = "infermax-llama2-7b-a100"
@@ -59,7 +59,7 @@ NEW_POLICIES = ("ttft-first", "ttft-first-sr")
 
 def window(trace: str, seed: int, size: int) -> Instance:
     """``size`` consecutive requests from a row drawn by ``seed``; own arrivals, re-based
-    (:func:`optsched.traces.seeded_window`: the same windows as ``bench_bounds.py``)."""
+    (:func:`optsched.workloads.traces.seeded_window`: the same windows as ``bench_bounds.py``)."""
     path = TRACES / f"AzureLLMInferenceTrace_{trace}.csv"
     full = read_trace(path, format="azure")
     lo = window_start(full.n, size, seed)

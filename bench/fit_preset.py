@@ -3,10 +3,10 @@ shared profiling tables, and what it changes against the InferMax preset (issue 
 
 Source: ``shared/data/profiling/mlp_a100_Llama-2-7b-hf.csv`` (Vidur's per-layer timings of
 every non-attention operator, TP 1) and ``attention_samples_a100_Llama-2-7b-hf.csv`` (76
-measured attention rows), fitted by :func:`optsched.fit.fit_linear_cost` (non-negative least
+measured attention rows), fitted by :func:`optsched.workloads.fit.fit_linear_cost` (non-negative least
 squares, relative weighting; the same as ``optsched fit --profiling <dir> --model
 Llama-2-7b-hf --gpu a100 --tp 1``). ``kswap`` is the default (Llama-2-7B over PCIe 4) and
-``rho`` is :func:`optsched.fit.fit_rho`'s, as in the InferMax preset.
+``rho`` is :func:`optsched.workloads.fit.fit_rho`'s, as in the InferMax preset.
 
 Prints the coefficients (six significant digits, pasted into ``optsched/cost.py``) and, side
 by side for both presets, the time of a few decode batches (n entries of ``m`` cached tokens
@@ -28,7 +28,7 @@ DATA = Path(os.environ.get("OPTSCHED_DATA", ROOT.parent / "shared" / "data"))
 
 def main() -> int:
     from optsched.cost import PRESETS
-    from optsched.fit import fit_linear_cost
+    from optsched.workloads.fit import fit_linear_cost
 
     prof = DATA / "profiling"
     if not prof.is_dir():

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from optsched.evaluate import evaluate
 from optsched.formulations import SolveOptions, solve
-from optsched.generators import online_paper_horizon, online_paper_random
 from optsched.policies import simulate
+from optsched.workloads.generators import online_paper_horizon, online_paper_random
 
 OUT = Path(__file__).resolve().parent.parent / "instances" / "evidence"
 

@@ -24,8 +24,8 @@ TIME_LIMIT = float(os.environ.get("OPTSCHED_TIME_LIMIT", 10 if FAST else 120))
 
 # %%
 from optsched.data import load_embedded
-from optsched.generators import infermax_fixed
 from optsched.instance import Limits
+from optsched.workloads.generators import infermax_fixed
 
 inst = load_embedded("demo")
 print(inst.name, "| requests:", inst.n, "| M =", inst.limits.kv_capacity,

@@ -41,9 +41,9 @@ print("I values:", I_VALUES, "| solver time limit:", TIME_LIMIT, "s per solve")
 # %%
 from optsched.evaluate import evaluate
 from optsched.formulations import Hypotheses, SolveOptions, solve
-from optsched.generators import infermax_fixed
 from optsched.instance import Limits
 from optsched.policies import simulate
+from optsched.workloads.generators import infermax_fixed
 
 
 def family(I):

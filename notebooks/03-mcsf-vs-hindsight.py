@@ -40,8 +40,8 @@ print(f"n = {N_REQUESTS}, {len(SEEDS)} seeds per setting, rate {RATE}, IP limit 
 # %%
 from optsched.evaluate import evaluate
 from optsched.formulations import SolveOptions, solve
-from optsched.generators import online_paper_random
 from optsched.policies import simulate
+from optsched.workloads.generators import online_paper_random
 
 runs = []
 for mode in ("offline", "poisson"):

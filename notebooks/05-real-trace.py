@@ -34,7 +34,7 @@ from optsched.cost import PRESETS
 from optsched.evaluate import evaluate
 from optsched.instance import Limits
 from optsched.policies import simulate
-from optsched.traces import load_trace_instance
+from optsched.workloads.traces import load_trace_instance
 
 COST = PRESETS["infermax-llama2-7b-a100"]
 LIMITS = Limits(kv_capacity=100_000, max_batch_tokens=4096)

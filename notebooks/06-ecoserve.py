@@ -15,7 +15,7 @@
 # Here: the policies `ecoserve-d`, `ecoserve-sd`, `ecoserve-sdo`, `ecoserve`, `ecoserve-oracle`,
 # `vllm`, `sarathi` and `orca` (EcoServe's max-allocation baseline, batch size 8) on the Azure
 # conversation trace with M = 100K tokens, C = 4096 and the InferMax Llama-2-7B/A100 cost model, with
-# Poisson arrivals at rates where requests queue (`optsched.rate_search.at_rate`: the trace's lengths,
+# Poisson arrivals at rates where requests queue (`optsched.serving.rate_search.at_rate`: the trace's lengths,
 # one seeded arrival pattern scaled to each rate). Every schedule is judged by `evaluate`; the noisy
 # length predictor covers the true length for 73.2% of requests at 15% padding (the paper's ShareGPT
 # figure). FAST mode uses the first 300 requests; `OPTSCHED_FAST=0` uses 3,000.
@@ -39,10 +39,10 @@ TRACE, HAVE_DATA = trace_path()
 from optsched.cost import PRESETS
 from optsched.evaluate import evaluate
 from optsched.instance import Limits
+from optsched.metrics.serving import serving_metrics
 from optsched.policies import SimStats, get_policy, simulate_policy
-from optsched.rate_search import at_rate, search, slo_from_reference, trace_rate
-from optsched.serving_metrics import serving_metrics
-from optsched.traces import load_trace_instance
+from optsched.serving.rate_search import at_rate, search, slo_from_reference, trace_rate
+from optsched.workloads.traces import load_trace_instance
 
 POLICIES = ["vllm", "sarathi", "orca", "ecoserve-d", "ecoserve-sd", "ecoserve-sdo", "ecoserve",
             "ecoserve-oracle"]
@@ -175,14 +175,14 @@ else:
 #
 # The Azure prompts average about 1,155 tokens; EcoServe's ShareGPT (Table 2) 161 prompt and 338
 # output tokens. `optsched generate chat-like --dataset sharegpt-ecoserve` draws **synthetic**
-# lengths with those means and ranges (`optsched/chat_lengths.py`), and M = 14,648 tokens is
+# lengths with those means and ranges (`optsched/workloads/chat_lengths.py`), and M = 14,648 tokens is
 # EcoServe's 12 GB of KV for OPT-13B (819,200 bytes per token). Cost model: still Llama-2-7B's (we
 # have no OPT-13B profile). Normalised latency (the paper's Fig. 10 metric) and throughput at rates
 # below and at the throughput ceiling (about 8 req/s here); `bench/bench_fidelity.py --only
 # ecoserve-paper` runs the same at 1,000 and 2,000 requests.
 
 # %%
-from optsched.generators import generate
+from optsched.workloads.generators import generate
 
 N_PAPER = 300 if FAST else 1000
 paper = generate("chat-like", n=N_PAPER, rate=1.0, seed=0, dataset="sharegpt-ecoserve",

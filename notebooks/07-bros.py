@@ -14,7 +14,7 @@
 # from `evaluate`.
 #
 # The last section solves the paper's per-iteration problem (equations 1–8, our reading in
-# `optsched/bros_ip.py`) as an integer program on sampled iterations and compares its batch with the
+# `optsched/oracles/bros_ip.py`) as an integer program on sampled iterations and compares its batch with the
 # greedy's.
 
 # %%
@@ -25,9 +25,9 @@ from IPython.display import Markdown, display
 from nbsetup import FAST, md_table, trace_path
 
 from optsched.evaluate import evaluate
-from optsched.hybrid import bros_workload, hybrid_metrics
 from optsched.instance import Limits
 from optsched.policies import get_policy, simulate
+from optsched.workloads.hybrid import bros_workload, hybrid_metrics
 
 print(f"FAST = {FAST}")
 
@@ -188,12 +188,12 @@ if HAVE_DATA:
 # lazy checkpointing (RT entries may overwrite BE slots of requests outside the batch, at `kswap` per
 # token in the iteration time and with `bros`'s host reservation), so every batch the greedy builds is
 # within its reach. Its memory is aggregated over blocks, a *relaxation* of `bros`'s block layout
-# (`optsched/bros_ip.py` says exactly what it abstracts): the IP's BE count is an upper bound on what the
+# (`optsched/oracles/bros_ip.py` says exactly what it abstracts): the IP's BE count is an upper bound on what the
 # greedy's batch could have held at that iteration. "greedy is IP point" says whether the greedy's batch is
 # a feasible point of the IP (its chunks are IP options and it meets equations 6–8).
 
 # %%
-from optsched.bros_ip import sample_iterations
+from optsched.oracles.bros_ip import sample_iterations
 
 if HAVE_DATA:
     inst = bros_workload(TRACE, N_RT, 2.0, seed=1, be_batch=8, limits=LIMITS)
@@ -228,7 +228,7 @@ if HAVE_DATA:
 # * Swap transfers are added to the iteration time (not overlapped as in BROS), so BROS's lazy
 #   checkpoints cost at least what they cost BROS.
 # * In the Azure setting BE batches are submitted at times fixed from an estimate of their
-#   standalone service time (`optsched/hybrid.py` explains why), not when the previous batch really
+#   standalone service time (`optsched/workloads/hybrid.py` explains why), not when the previous batch really
 #   finishes; the paper-like setting at the end uses the paper's rule (`closed_loop_be`).
 # * Our `bros` chunks a BE prefill (by halving) to meet the most urgent RT deadline; the paper
 #   prefills whole.
@@ -243,14 +243,14 @@ if HAVE_DATA:
 # Section 7.1 synthesises RT requests from ShareGPT (Table 2: prompts 223 +- 256, outputs 235 +- 269
 # tokens) and submits the next BE batch **when the previous one completes**. Here both: RT lengths
 # drawn by `optsched generate chat-like --dataset sharegpt` (**synthetic**, matched to Table 2's
-# means and spreads, `optsched/chat_lengths.py`) and BE batches of 8 re-timed per policy by
-# `optsched.hybrid.closed_loop_be` (one simulation per BE batch: each batch arrives when the
+# means and spreads, `optsched/workloads/chat_lengths.py`) and BE batches of 8 re-timed per policy by
+# `optsched.workloads.hybrid.closed_loop_be` (one simulation per BE batch: each batch arrives when the
 # previous one completes under the policy measured). `bench/bench_fidelity.py --only bros-paper`
 # runs it at 60 and 120 RT requests.
 
 # %%
-from optsched.generators import generate
-from optsched.hybrid import closed_loop_be
+from optsched.workloads.generators import generate
+from optsched.workloads.hybrid import closed_loop_be
 
 pool = generate("chat-like", n=5000, rate=1.0, seed=3, dataset="sharegpt", limits=LIMITS)
 base_p = bros_workload(pool, N_RT, 4.0, seed=1, be_batch=8, limits=LIMITS)

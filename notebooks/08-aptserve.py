@@ -11,9 +11,9 @@
 #
 # Here: `aptserve` (hidden cache on), `aptserve-kv-only` (the scheduler alone), `vllm` and `sarathi` on
 # the Azure conversation trace (synthetic lengths if the shared data is missing), Llama-2-7B / A100 cost
-# model with `rho` fitted on the profiling data (`optsched.fit.fit_rho`), KV blocks of 16 tokens, and a
+# model with `rho` fitted on the profiling data (`optsched.workloads.fit.fit_rho`), KV blocks of 16 tokens, and a
 # KV capacity small enough that memory binds (the regime hidden cache is for). Effective throughput is
-# `optsched.rate_search.search` with the metric `slo-attainment` at Apt-Serve's ShareGPT/13B SLOs:
+# `optsched.serving.rate_search.search` with the metric `slo-attainment` at Apt-Serve's ShareGPT/13B SLOs:
 # TTFT 1 s and P99 TBT 1 s (`optsched capacity TRACE --policy aptserve --hidden-cache --metric
 # slo-attainment --ttft-slo 1 --tbt-slo 1 --target 0.9` from the command line). Every schedule is judged by `evaluate`. Then: how often the
 # greedy's batch is worse than the per-iteration optimum (Definition 1 solved exactly) on sampled
@@ -40,10 +40,10 @@ TRACE, HAVE_DATA = trace_path()
 from optsched.cost import PRESETS
 from optsched.evaluate import evaluate
 from optsched.instance import Instance, Limits, Request
+from optsched.metrics.serving import serving_metrics
 from optsched.policies import get_policy, simulate_policy
-from optsched.rate_search import at_rate, search, trace_rate
-from optsched.serving_metrics import serving_metrics
-from optsched.traces import load_trace_instance
+from optsched.serving.rate_search import at_rate, search, trace_rate
+from optsched.workloads.traces import load_trace_instance
 
 POLICIES = ["vllm", "sarathi", "aptserve-kv-only", "aptserve"]
 limits = Limits(kv_capacity=M, max_batch_tokens=C, block_size=BLOCK, hidden_cache=True)
@@ -253,7 +253,7 @@ display(Markdown("\n".join(lines)))
 # at 200 and 400 requests.
 
 # %%
-from optsched.generators import generate
+from optsched.workloads.generators import generate
 
 N_PAPER = 80 if FAST else 400
 paper = generate("chat-like", n=N_PAPER, rate=1.0, seed=0, dataset="sharegpt", limits=limits,

@@ -11,7 +11,7 @@
 #
 # Here every theory policy runs beside `vllm`, `sarathi`, `mcsf` and `ecoserve` on
 #
-# * seeded windows of both Azure 2023 traces (`optsched.traces.seeded_window`, own arrivals,
+# * seeded windows of both Azure 2023 traces (`optsched.workloads.traces.seeded_window`, own arrivals,
 #   Llama-2-7B preset, M = 30,000, C = 8192 -- `bench/bench_theory.py`'s setting);
 # * the online paper's random family (`optsched generate online-paper`: all at 0, unit time);
 #
@@ -46,10 +46,10 @@ CODE = CONV.with_name("AzureLLMInferenceTrace_code.csv")
 from optsched.bounds import lower_bound
 from optsched.cost import preset
 from optsched.evaluate import evaluate
-from optsched.generators import generate
 from optsched.instance import Limits
 from optsched.policies import get_spec, simulate
-from optsched.traces import read_trace, seeded_window, trace_to_instance
+from optsched.workloads.generators import generate
+from optsched.workloads.traces import read_trace, seeded_window, trace_to_instance
 
 THEORY = ["svf", "amin", "gba", "gsa", "sorted-f", "wait", "nested-wait"]
 PRACTICE = ["vllm", "sarathi", "mcsf", "ecoserve"]

@@ -298,7 +298,7 @@ def solve_within(instance: Instance, formulation: str, objective: str, *, option
     certified bound, the warm start and the model only if its estimated build-and-hand-over
     time leaves the solver time (:func:`sized_solve`; else a ``no_solution`` report saying
     so, with the warm start as the fallback schedule). With ``improve_fallback``, the time
-    left when the model is skipped goes to large-neighbourhood search (optsched/lns.py) from
+    left when the model is skipped goes to large-neighbourhood search (optsched/search/lns.py) from
     the fallback, which becomes the improved schedule."""
     from dataclasses import replace as dc_replace
 
@@ -329,14 +329,14 @@ def solve_within(instance: Instance, formulation: str, objective: str, *, option
             if better is not None and not better.objective < ws_obj:
                 rep = dc_replace(rep, notes=tuple(rep.notes) + (
                     f"the {better.runtime:.0f} s left went to large-neighbourhood search "
-                    f"(optsched/lns.py), which found nothing better than {ws_obj:.6g}",))
+                    f"(optsched/search/lns.py), which found nothing better than {ws_obj:.6g}",))
             if better is not None and better.objective < ws_obj:
                 fallback = {"policy": f"lns ({fallback['policy']})", "objective": better.objective,
                             "gap": upper_gap(better.objective, lower.value),
                             "start_objective": ws_obj, "lns_seconds": better.runtime}
                 rep = dc_replace(rep, notes=tuple(rep.notes) + (
                     f"the {budget.left() + better.runtime:.0f} s left went to large-neighbourhood "
-                    f"search (optsched/lns.py): {ws_obj:.6g} -> {better.objective:.6g}",))
+                    f"search (optsched/search/lns.py): {ws_obj:.6g} -> {better.objective:.6g}",))
     from .compare import bound_is_global
 
     if bound_is_global(rep) and rep.bound is not None and rep.bound > lower.value:
@@ -352,8 +352,8 @@ MIN_LNS_SECONDS = 1.0
 def _improve_fallback(instance: Instance, schedule, objective: str, budget, seed: int | None):
     """Large-neighbourhood search from ``schedule`` in what is left of ``budget`` (less a
     reserve for the report); None when there is too little time or LNS cannot run here."""
-    from .lns import LNSError, LNSOptions, improve
     from .progress import phase
+    from .search.lns import LNSError, LNSOptions, improve
 
     seconds = budget.left() - 2 * RESERVE_SECONDS
     if seconds < MIN_LNS_SECONDS or instance.limits.swapping or instance.limits.hidden_cache \

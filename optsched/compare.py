@@ -62,7 +62,7 @@ class Row:
     def method(self) -> str:
         """What produced this row's schedule: ``policy``, ``schedule file``, ``solver
         (FORMULATION)`` or, for an ``lns`` row, ``lns: NEIGHBOURHOOD`` (the one that found
-        the result, :attr:`optsched.lns.LNSResult.method`)."""
+        the result, :attr:`optsched.search.lns.LNSResult.method`)."""
         if "method" in self.extra:
             return str(self.extra["method"])
         if self.kind == "optimum":
@@ -270,7 +270,7 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
     ``optimal``, solve ``formulation``; every feasible row gets its gap to the reference.
     ``schedules`` may also be ``(label, schedule)`` pairs. Every row label (policy name or
     schedule label) must be unique: rows are reported, charted and filed by label. With
-    ``improve_seconds`` > 0, large-neighbourhood search (:mod:`optsched.lns`) runs that long
+    ``improve_seconds`` > 0, large-neighbourhood search (:mod:`optsched.search.lns`) runs that long
     (within the budget) from the best feasible row and adds an ``lns`` row."""
     if objective not in OBJECTIVES:
         raise CompareInputError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
@@ -335,7 +335,7 @@ POLICY_SHARE, REPORT_SECONDS, MIN_LNS_SECONDS = 0.6, 1.0, 1.0
 def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float,
              seed: int) -> list[Row]:
     """An ``lns`` row improving the best feasible row (none without one or without time)."""
-    from .lns import LNSOptions, improve
+    from .search.lns import LNSOptions, improve
 
     feas = [r for r in rows if r.evaluation is not None and r.evaluation.feasible
             and r.schedule is not None and not r.schedule.has_swaps

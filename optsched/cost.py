@@ -31,7 +31,7 @@ swaps at most what BROS pays, never less). See :data:`KSWAP_DEFAULT` for the def
 Hidden cache (semantics: hidden cache; Apt-Serve eq. 6) is priced by
 :meth:`CostModel.hidden_times`: an entry whose request holds its cache as hidden states
 re-projects its ``m`` cached tokens to keys and values, ``rho * m`` seconds more, in every
-batch it joins. ``rho`` is **fitted** from the profiling data (:func:`optsched.fit.fit_rho`
+batch it joins. ``rho`` is **fitted** from the profiling data (:func:`optsched.workloads.fit.fit_rho`
 on the QKV projection timings; the paper profiles it in about 30 s) for each preset, stated
 in :data:`RHO_FITTED`; a linear model without a stated ``rho`` takes :data:`RHO_DEFAULT`
 (Llama-2-7B on one A100, the default preset's model); unit time takes 0 (a parameter).
@@ -39,9 +39,11 @@ in :data:`RHO_FITTED`; a linear model without a stated ``rho`` takes :data:`RHO_
 
 from __future__ import annotations
 
+import json
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -66,7 +68,7 @@ PCIE4_BYTES_PER_SECOND = 25e9
 KSWAP_DEFAULT = kswap_from_hardware(32, 4096, PCIE4_BYTES_PER_SECOND)
 
 
-#: ``rho`` (seconds per cached hidden token per batch) fitted by :func:`optsched.fit.fit_rho`
+#: ``rho`` (seconds per cached hidden token per batch) fitted by :func:`optsched.workloads.fit.fit_rho`
 #: on ``shared/data/profiling`` (``attn_pre_proj`` median slope x K/V share x layers):
 #: Llama-2-7B A100 TP1 (0.000440 ms/token/layer x 2/3 x 32), Llama-2-70B A100 TP4
 #: (0.000180 x 0.2 x 80), Llama-3-8B A100 TP1 (0.000236 x 1/3 x 32). The data has no
@@ -322,7 +324,7 @@ PRESETS: dict[str, LinearCost] = {
     ),
     # Llama-2-7B on one A100 fitted from the shared profiling tables (Vidur's
     # mlp_a100_Llama-2-7b-hf.csv and attention_samples_a100_Llama-2-7b-hf.csv, TP 1) by
-    # optsched.fit.fit_linear_cost (NNLS, relative weighting); bench/fit_preset.py derives and
+    # optsched.workloads.fit.fit_linear_cost (NNLS, relative weighting); bench/fit_preset.py derives and
     # prints these values, tests/test_fit.py checks them against a re-fit when the data is
     # present. Seconds, whole model. A decode batch of 8 entries holding 1,000 tokens each:
     # 9.79 ms here vs 5.55 ms under the InferMax preset (k0 alone is 6.54 ms vs 2.08 ms).
@@ -388,8 +390,6 @@ def cost_model_arg(text: str) -> CostModel:
     """A ``--cost-model`` value: ``unit``, a preset name, or a JSON file holding a cost model
     (what ``optsched fit -o FILE`` writes, an instance's ``cost_model`` object) or an
     instance (its ``cost_model`` is used)."""
-    import json
-    from pathlib import Path
 
     if text == "unit":
         return UnitCost()

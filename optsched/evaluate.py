@@ -45,6 +45,8 @@ from typing import Any
 import numpy as np
 
 from .instance import Instance, Limits
+from .jsonio import finite_or_none
+from .objectives import OBJECTIVES  # the one list of objective names
 from .schedule import Schedule
 
 #: Violation codes, each with the rule of semantics sections 3-4 it enforces (the table there).
@@ -80,9 +82,6 @@ CODES = {
 
 #: At most this many violations of one code are kept as objects (all are counted).
 MAX_KEPT_PER_CODE = 10_000
-
-from .solve_types import OBJECTIVES, finite_or_none  # noqa: E402  (the one list of objective names)
-
 
 @dataclass(frozen=True)
 class Violation:
@@ -639,6 +638,7 @@ COMPILED_MIN_ENTRIES = 100_000
 def _compiled(inst: Instance, s: Schedule) -> Evaluation | None:
     """The evaluation of a feasible schedule by the one-pass kernel, or None (a broken rule,
     or a case the kernel does not cover): then the vectorised replay below answers."""
+    # lazy: numba loads only when the compiled replay runs
     from . import evaluate_fast as fast
     from .numba_load import call
 

@@ -60,7 +60,7 @@ def hidden_ratio_fraction(ratio: float) -> Fraction:
 def hidden_block_round(tokens: Tokens, block_size: int, ratio: float = HIDDEN_RATIO_MHA) -> Tokens:
     """KV-token memory charged for ``tokens`` tokens of *hidden* cache (docs/semantics.md,
     "Hidden cache", rule "memory"): ``ratio`` (hidden-state bytes over KV bytes per token,
-    :func:`optsched.capacity.hidden_kv_ratio`) of the KV memory, in whole blocks:
+    :func:`optsched.workloads.capacity.hidden_kv_ratio`) of the KV memory, in whole blocks:
     ``block_size * ceil(tokens * ratio / block_size)``. For multi-head attention
     (``ratio = 1/2``) a block holds ``2 * block_size`` tokens of hidden states
     (``ceil(tokens / 2)`` for ``b = 1``) -- never less than Apt-Serve's own pool, which
@@ -209,7 +209,7 @@ class Limits:
     hidden_cache: bool = False
     #: hidden-state bytes per token over KV bytes per token (semantics: hidden cache, rule
     #: "memory"): ``hidden / (2 * kv_heads * head_dim)`` of the model
-    #: (:func:`optsched.capacity.hidden_kv_ratio`), 1/2 for multi-head attention (the
+    #: (:func:`optsched.workloads.capacity.hidden_kv_ratio`), 1/2 for multi-head attention (the
     #: default; the JSON then has no such key), 2 for Llama-3-8B, 4 for Llama-2-70B.
     hidden_ratio: float = HIDDEN_RATIO_MHA
 

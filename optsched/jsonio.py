@@ -14,6 +14,7 @@ line naming the culprit. Python's :func:`json.loads` is lenient in four ways thi
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 __all__ = ["NonFinite", "loads"]
@@ -55,3 +56,12 @@ def loads(text: str, error: type[Exception], what: str) -> Any:
         raise error(f"{what}: malformed JSON: {e}") from None
     except RecursionError:
         raise error(f"{what}: JSON nested too deeply to be an optsched file") from None
+
+
+def finite_or_none(v: Any) -> float | None:
+    """A number as the JSON contracts report it: a float, or None (``null``) when missing or
+    not finite (NaN, +-inf). The one ``_num`` of compare, solve and sweep rows."""
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None

@@ -27,6 +27,7 @@ import importlib
 import importlib.util
 import inspect
 import math
+import numbers
 import pkgutil
 import sys
 import warnings
@@ -175,14 +176,10 @@ def _is_bool(v: Any) -> bool:
 
 
 def _is_int(v: Any) -> bool:
-    import numbers
-
     return isinstance(v, numbers.Integral) and not _is_bool(v)
 
 
 def _is_real(v: Any) -> bool:
-    import numbers
-
     return isinstance(v, numbers.Real) and not _is_bool(v)
 
 

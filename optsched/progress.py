@@ -9,6 +9,7 @@ improvements are reported by :class:`optsched.milp.progress.Progress`.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import TextIO
@@ -30,7 +31,6 @@ def process_age() -> float:
             start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
         with open("/proc/uptime") as f:
             uptime = float(f.read().split()[0])
-        import os
 
         age = uptime - start_ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):

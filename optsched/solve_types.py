@@ -1,7 +1,8 @@
 """The solve vocabulary, defined once for every layer that solves something.
 
 * :class:`Status` -- the outcome of a solve (MILP backends, formulations, search oracles);
-* :class:`Objective` -- what a formulation minimises (semantics section 4);
+* :class:`Objective` -- what a formulation minimises (semantics section 4; defined in
+  :mod:`optsched.objectives`, below the evaluator, which reads the same names);
 * :class:`SolveOptions` -- what the caller asks of a solve: backend, budget, threads, seed,
   gaps, logging, and formulation-specific ``params``;
 * :func:`relative_gap` -- the one gap formula;
@@ -21,9 +22,11 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from .errors import OptschedError
+from .evaluate import Evaluation, evaluate
+from .jsonio import finite_or_none  # noqa: F401  (re-exported: the one _num)
+from .objectives import OBJECTIVES, Objective
 
 if TYPE_CHECKING:
-    from .evaluate import Evaluation
     from .schedule import Schedule
 
 
@@ -42,22 +45,8 @@ class Status(StrEnum):
         return self in (Status.OPTIMAL, Status.FEASIBLE)
 
 
-class Objective(StrEnum):
-    """What a formulation minimises (metrics of semantics section 4)."""
-
-    MAKESPAN = "makespan"
-    TOTAL_LATENCY = "total-latency"
-    MEAN_TTFT = "mean-ttft"
-
-    @property
-    def metric(self) -> str:
-        """The key of this objective in :attr:`optsched.evaluate.Evaluation.metrics`."""
-        return self.value.replace("-", "_")
-
-
-#: every status / objective name, in declaration order (for argparse choices and messages)
+#: every status name, in declaration order (for argparse choices and messages)
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
-OBJECTIVES: tuple[str, ...] = tuple(o.value for o in Objective)
 
 
 class OptionsError(OptschedError, ValueError):
@@ -108,15 +97,6 @@ class SolveOptions:
 MILP_DEFAULTS = SolveOptions(time_limit=None, seed=None, rel_gap=1e-4, abs_gap=1e-6)
 
 
-def finite_or_none(v: Any) -> float | None:
-    """A number as the JSON contracts report it: a float, or None (``null``) when missing or
-    not finite (NaN, +-inf). The one ``_num`` of compare, solve and sweep rows."""
-    if v is None:
-        return None
-    v = float(v)
-    return v if math.isfinite(v) else None
-
-
 def relative_gap(objective: float | None, bound: float | None, *,
                  per: str = "objective") -> float | None:
     """The one gap formula, for every backend, formulation, report and chart.
@@ -152,8 +132,6 @@ class WarmStart:
     @classmethod
     def of(cls, instance, schedule: Schedule) -> WarmStart:
         """Evaluate ``schedule`` on ``instance`` and wrap both."""
-        from .evaluate import evaluate
-
         return cls(schedule, evaluate(instance, schedule))
 
     @property

@@ -11,15 +11,16 @@ from __future__ import annotations
 import sys
 import time
 
+from .cost import UnitCost, preset
+from .evaluate import _compiled
+from .policies import simulate
+from .policies.fast import HAVE_NUMBA
+from .workloads.generators import infermax_mix
+
 
 def warm() -> float:
     """Run every kernel once on a small instance (both cost models); returns the seconds
     taken. Without numba there is nothing to compile and it returns at once."""
-    from .cost import UnitCost, preset
-    from .evaluate import _compiled
-    from .generators import infermax_mix
-    from .policies import simulate
-    from .policies.fast import HAVE_NUMBA
 
     t0 = time.perf_counter()
     if not HAVE_NUMBA:

@@ -13,8 +13,8 @@ from shared_data import SHARED_DATA  # noqa: E402
 from optsched.cli import main
 from optsched.cost import LinearCost, cost_model_arg, preset
 from optsched.errors import OptschedError
-from optsched.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
 from optsched.instance import Instance
+from optsched.workloads.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
 
 needs_cpsat = pytest.mark.skipif(importlib.util.find_spec("ortools") is None,
                                  reason="ortools (CP-SAT) not installed")
@@ -80,7 +80,7 @@ def test_simulate_trace_takes_generates_limits(tmp_path, capsys):
 
 @pytest.mark.skipif(not PROF.is_dir(), reason=f"shared data not found at {PROF}")
 def test_fit_output_is_usable_as_cost_model(tmp_path, capsys):
-    from optsched.fit import fit_linear_cost
+    from optsched.workloads.fit import fit_linear_cost
 
     f = tmp_path / "fit.json"
     rc = main(["fit", "--profiling", str(PROF), "-o", str(f)])

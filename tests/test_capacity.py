@@ -1,11 +1,12 @@
-"""KV capacity (optsched.capacity) and the online-scheduling paper's 16,492 figure."""
+"""KV capacity (optsched.workloads.capacity) and the online-scheduling paper's 16,492 figure."""
 
 import itertools
 import math
 
 import pytest
 
-from optsched.capacity import (
+from optsched.errors import InstanceError
+from optsched.workloads.capacity import (
     GB,
     GIB,
     PAPER_INPUTS,
@@ -14,7 +15,6 @@ from optsched.capacity import (
     kv_capacity,
     kv_capacity_tokens,
 )
-from optsched.errors import InstanceError
 
 
 def test_standard_convention_on_the_paper_inputs():
@@ -32,7 +32,7 @@ def test_standard_convention_on_the_paper_inputs():
 
 def test_paper_figure_recorded_and_not_reproducible():
     """The paper reports 16,492 (section 7). No unit convention of the standard formula
-    reproduces it (see optsched/capacity.py); this test keeps that claim checked."""
+    reproduces it (see optsched/workloads/capacity.py); this test keeps that claim checked."""
     assert PAPER_LLAMA2_70B_2XA100_TOKENS == 16_492
     hits = []
     for mem_u, w_u, P, kvf, d, H in itertools.product(

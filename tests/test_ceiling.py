@@ -1,4 +1,4 @@
-"""``optsched capacity --ceiling`` (``optsched/ceiling.py``): the goodput upper bound (B12)
+"""``optsched capacity --ceiling`` (``optsched/serving/ceiling.py``): the goodput upper bound (B12)
 searched over arrival rates, never below what a policy reaches on the same arrival draw."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-from optsched.ceiling import bound_share, ceiling
 from optsched.cost import UnitCost
 from optsched.evaluate import evaluate
 from optsched.instance import Instance, Limits, Request
+from optsched.metrics.serving import serving_metrics
 from optsched.policies import simulate
-from optsched.rate_search import RateSearchError, at_rate
-from optsched.serving_metrics import serving_metrics
+from optsched.serving.ceiling import bound_share, ceiling
+from optsched.serving.rate_search import RateSearchError, at_rate
 
 
 def synthetic(n=30, M=64, C=8):

@@ -1,4 +1,4 @@
-"""Synthetic ShareGPT / LMSYS-like lengths (optsched.chat_lengths, generator 'chat-like'):
+"""Synthetic ShareGPT / LMSYS-like lengths (optsched.workloads.chat_lengths, generator 'chat-like'):
 the drawn lengths match the statistics the papers report (issue 29 item 4)."""
 
 import math
@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from optsched.chat_lengths import CHAT_DATASETS, LengthSpec, chat_lengths
-from optsched.generators import generate
 from optsched.instance import Limits
+from optsched.workloads.chat_lengths import CHAT_DATASETS, LengthSpec, chat_lengths
+from optsched.workloads.generators import generate
 
 #: the reported numbers (mean, std or None, lo, hi), copied from the papers' tables
 #: (BROS Table 2; EcoServe Table 2), to check the module's table against

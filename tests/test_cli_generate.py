@@ -7,8 +7,8 @@ import pytest
 from shared_data import SHARED_DATA  # noqa: E402
 
 from optsched.cli import main
-from optsched.fit import fit_linear_cost
 from optsched.instance import Instance
+from optsched.workloads.fit import fit_linear_cost
 
 DATA = SHARED_DATA
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared data not found at {DATA}")

@@ -8,9 +8,9 @@ import json
 import pytest
 from test_cli_bad_input import GOOD, err_of, one_line_error
 
-from optsched import fit as fit_module
 from optsched.cli import main
-from optsched.fit import GroupFit
+from optsched.workloads import fit as fit_module
+from optsched.workloads.fit import GroupFit
 
 AZURE = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 

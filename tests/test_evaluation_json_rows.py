@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from optsched.evaluate import evaluate
-from optsched.generators import infermax_mix
 from optsched.policies import simulate
 from optsched.schedule import Schedule
+from optsched.workloads.generators import infermax_mix
 
 
 def _reference_rows(ev) -> list[dict]:

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from optsched import evaluate_fast
 from optsched.cost import LinearCost, UnitCost
 from optsched.evaluate import evaluate
-from optsched.generators import infermax_mix, poisson_trace
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, list_policies, simulate
 from optsched.policies.fast import HAVE_NUMBA, fast_config
@@ -23,6 +22,7 @@ from optsched.policies.mcsf import MCSF
 from optsched.policies.simulator import SimStats, SimView, _Sim, known_outputs
 from optsched.policies.unified import UnifiedScheduler
 from optsched.schedule import Schedule
+from optsched.workloads.generators import infermax_mix, poisson_trace
 
 pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed: no fast path")
 

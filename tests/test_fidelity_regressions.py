@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from optsched.capacity import hidden_kv_ratio, preset_hidden_ratio
 from optsched.cost import LinearCost, UnitCost
 from optsched.errors import InstanceError
 from optsched.evaluate import evaluate
-from optsched.hybrid import hybrid_metrics
 from optsched.instance import Instance, Limits, Request
+from optsched.metrics.serving import mechanism_stats, p99_tbt
 from optsched.policies import get_policy, simulate
-from optsched.rate_search import confirm, min_busy_time, repeat_trace, search, work_limit_rate
 from optsched.schedule import Schedule
-from optsched.serving_metrics import mechanism_stats, p99_tbt
+from optsched.serving.rate_search import confirm, min_busy_time, repeat_trace, search, work_limit_rate
+from optsched.workloads.capacity import hidden_kv_ratio, preset_hidden_ratio
+from optsched.workloads.hybrid import hybrid_metrics
 from tests.strategies import instances
 
 

@@ -1,4 +1,4 @@
-"""Cost-model fit (optsched.fit) on ../shared/data/profiling, compared with the InferMax preset."""
+"""Cost-model fit (optsched.workloads.fit) on ../shared/data/profiling, compared with the InferMax preset."""
 
 import csv
 
@@ -8,7 +8,7 @@ from shared_data import SHARED_DATA  # noqa: E402
 
 from optsched.cost import PRESETS, LinearCost
 from optsched.errors import InputFileError
-from optsched.fit import fit_attention, fit_linear_cost, nnls
+from optsched.workloads.fit import fit_attention, fit_linear_cost, nnls
 
 PROF = SHARED_DATA / "profiling"
 needs_data = pytest.mark.skipif(not PROF.is_dir(), reason=f"shared data not found at {PROF}")

@@ -324,7 +324,7 @@ def test_fuzz_check_claim_args(tmp_path, capsys):
 
 
 def _profiling_dir(root: Path) -> Path:
-    """A synthetic, valid profiling directory (the columns ``optsched.fit`` reads; times
+    """A synthetic, valid profiling directory (the columns ``optsched.workloads.fit`` reads; times
     linear in the tokens), so the fuzz runs without the shared data."""
     root.mkdir()
     mlp = ["num_tensor_parallel_workers,n_head,n_kv_head,num_tokens,"

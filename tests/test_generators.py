@@ -1,11 +1,12 @@
-"""Seeded generators (optsched.generators): determinism, validity, documented distributions."""
+"""Seeded generators (optsched.workloads.generators): determinism, validity, documented distributions."""
 
 import numpy as np
 import pytest
 
 from optsched.cost import UnitCost
 from optsched.errors import InstanceError
-from optsched.generators import (
+from optsched.instance import Instance, Limits
+from optsched.workloads.generators import (
     GENERATORS,
     LONG,
     SHORT,
@@ -16,7 +17,6 @@ from optsched.generators import (
     online_paper_random,
     poisson_trace,
 )
-from optsched.instance import Instance, Limits
 
 
 def roundtrip(inst: Instance) -> None:

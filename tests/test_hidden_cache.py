@@ -133,7 +133,7 @@ def test_hidden_format_errors_name_the_batch():
 @pytest.mark.skipif(not (SHARED_DATA / "profiling").is_dir(),
                     reason=f"needs {SHARED_DATA / 'profiling'}")
 def test_rho_presets_are_the_profiling_fit():
-    from optsched.fit import fit_rho
+    from optsched.workloads.fit import fit_rho
 
     d = SHARED_DATA / "profiling"
     for name, tp, key in (("mlp_a100_Llama-2-7b-hf.csv", 1, "llama2-7b-a100"),
@@ -141,7 +141,7 @@ def test_rho_presets_are_the_profiling_fit():
                           ("mlp_a100_Meta-Llama-3-8B.csv", 1, "llama3-8b-a100")):
         assert fit_rho(d / name, tp).rho == pytest.approx(RHO_FITTED[key], rel=1e-3), name
     # a fitted cost model carries its own model's rho, not the default preset's
-    from optsched.fit import fit_linear_cost
+    from optsched.workloads.fit import fit_linear_cost
 
     fitted = fit_linear_cost(d, "Llama-2-7b-hf", "a100", 1).cost
     assert fitted.rho == pytest.approx(RHO_FITTED["llama2-7b-a100"], rel=1e-3)
@@ -169,8 +169,8 @@ def test_direct_entry_points_and_bounds_refuse_hidden_cache():
     from optsched.bounds import BoundError, lower_bound
     from optsched.formulations import hindsight, infermax
     from optsched.formulations.base import FormulationError
-    from optsched.lns import LNSError, improve
     from optsched.oracles.exhaustive import search
+    from optsched.search.lns import LNSError, improve
 
     with pytest.raises(FormulationError, match="exhaustive: cannot represent hidden"):
         search(_two())

@@ -1,14 +1,14 @@
-"""Closed-loop BE submission (BROS section 7.1, optsched.hybrid.closed_loop_be): each BE
+"""Closed-loop BE submission (BROS section 7.1, optsched.workloads.hybrid.closed_loop_be): each BE
 batch arrives exactly when the previous one completes under the policy measured."""
 
 import numpy as np
 import pytest
 
 from optsched.evaluate import evaluate
-from optsched.generators import generate
-from optsched.hybrid import bros_workload, closed_loop_be
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, simulate
+from optsched.workloads.generators import generate
+from optsched.workloads.hybrid import bros_workload, closed_loop_be
 
 LIM = Limits(kv_capacity=4000, max_batch_tokens=1024)
 

@@ -1,4 +1,4 @@
-"""Large-neighbourhood search (optsched/lns.py): feasible, replayed, never worse, exact windows."""
+"""Large-neighbourhood search (optsched/search/lns.py): feasible, replayed, never worse, exact windows."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from strategies import instances, valid_schedules
 from optsched.cli import main
 from optsched.evaluate import OBJECTIVES, evaluate
 from optsched.instance import Instance, Limits, Request
-from optsched.lns import LNSError, LNSOptions, improve
 from optsched.oracles.exhaustive import search_between
 from optsched.schedule import Schedule
+from optsched.search.lns import LNSError, LNSOptions, improve
 
 QUICK = dict(time_limit=5.0, max_iterations=30, window_time=0.2, max_states=2_000,
              progress=False)

@@ -1,4 +1,4 @@
-"""The LNS's priority decoders (optsched/lns_decode.py) and trace-scale moves (optsched/lns.py):
+"""The LNS's priority decoders (optsched/search/lns_decode.py) and trace-scale moves (optsched/search/lns.py):
 a replayed prefix keeps the evaluator's timing, a decoder resumed on its own schedule at a
 handover point rebuilds the same schedule, and improve never ends worse than its start."""
 
@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from strategies import instances, valid_schedules
 
 from optsched.evaluate import OBJECTIVES, evaluate
-from optsched.lns import LNSOptions, _free_starts, _handover_points, improve
-from optsched.lns_decode import DECODERS, decode
 from optsched.policies import simulate
 from optsched.schedule import Schedule
+from optsched.search.lns import LNSOptions, _free_starts, _handover_points, improve
+from optsched.search.lns_decode import DECODERS, decode
 
 SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
 

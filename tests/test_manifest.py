@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from optsched.instance import Instance
-from optsched.manifest import (
+from optsched.oracles.manifest import (
     MANIFEST,
     REL,
     _key,
@@ -50,7 +50,7 @@ def test_manifest_lists_every_shipped_instance_and_methods_agree():
 
 @pytest.mark.parametrize("key, objective, method, optimum", _entries())
 def test_cheap_optima_are_proven_again(key, objective, method, optimum):
-    from optsched.manifest import REPO
+    from optsched.oracles.manifest import REPO
 
     path = REPO / key if (REPO / key).exists() else None
     if path is None:

@@ -85,7 +85,7 @@ SIMULATE = textwrap.dedent("""
     import json, sys
     from optsched import numba_load
     from optsched.evaluate import _compiled
-    from optsched.generators import infermax_mix
+    from optsched.workloads.generators import infermax_mix
     from optsched.policies import simulate
     inst = infermax_mix("LILO", 12, seed=3)
     fast = simulate(inst, "vllm", fast=True)

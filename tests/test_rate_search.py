@@ -1,5 +1,5 @@
-"""Sustainable-rate search (``optsched/rate_search.py``), the serving metrics it targets
-(``optsched/serving_metrics.py``) and ``optsched capacity`` on a small synthetic trace."""
+"""Sustainable-rate search (``optsched/serving/rate_search.py``), the serving metrics it targets
+(``optsched/metrics/serving.py``) and ``optsched capacity`` on a small synthetic trace."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import pytest
 from optsched.cost import UnitCost
 from optsched.evaluate import evaluate
 from optsched.instance import Instance, Limits, Request
-from optsched.rate_search import (
+from optsched.metrics.serving import JctSlo, p99_tbt, serving_metrics
+from optsched.schedule import Schedule
+from optsched.serving.rate_search import (
     METRICS,
     RateSearchError,
     at_rate,
@@ -21,8 +23,6 @@ from optsched.rate_search import (
     search,
     trace_rate,
 )
-from optsched.schedule import Schedule
-from optsched.serving_metrics import JctSlo, p99_tbt, serving_metrics
 
 
 def synthetic(n=40, M=64, C=16):

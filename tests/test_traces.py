@@ -1,4 +1,4 @@
-"""Trace loaders (optsched.traces): real traces from ../shared/data, malformed files, options."""
+"""Trace loaders (optsched.workloads.traces): real traces from ../shared/data, malformed files, options."""
 
 import warnings
 
@@ -8,7 +8,7 @@ from shared_data import SHARED_DATA  # noqa: E402
 
 from optsched.errors import InputFileError, InstanceError
 from optsched.instance import Instance, Limits
-from optsched.traces import (
+from optsched.workloads.traces import (
     TraceWarning,
     load_trace,
     load_trace_instance,

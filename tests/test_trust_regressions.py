@@ -22,7 +22,7 @@ from optsched.instance import Instance, Limits, Request
 from optsched.policies import Plan, Policy, simulate
 from optsched.policies.registry import PolicyError, SimulationError
 from optsched.schedule import Schedule
-from optsched.traces import load_trace_instance
+from optsched.workloads.traces import load_trace_instance
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = ROOT / "instances" / "arrivals-unit-3.json"

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from optsched.serving_metrics import normalized_latency
+from optsched.metrics.serving import normalized_latency
 from optsched.solve_types import finite_or_none
 
 

@@ -47,6 +47,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with ``argv``, only the module of its subcommand is imported (the
     others are not needed to run it, and importing them all costs a good part of a
     second), falling back to every module when that one does not register it."""
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from .. import __version__
 
     parser = argparse.ArgumentParser(
@@ -88,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_INPUT
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from .. import progress
 
     # the budget of --time-limit counts from the process start when run as a program

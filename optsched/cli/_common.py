@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Iterable, Sequence
@@ -20,7 +21,6 @@ __all__ = ["checked_schedule", "fmt", "image_file", "load_instance", "load_sched
 
 def seed_arg(text: str) -> int:
     """argparse type of ``--seed``: an integer >= 0 (numpy's generators take no negative seed)."""
-    import argparse
 
     try:
         v = int(text)
@@ -34,6 +34,7 @@ def seed_arg(text: str) -> int:
 def load_instance(path: str) -> Instance:
     """Load an instance file, or an instance shipped with optsched by name
     (:func:`optsched.data.load_instance`, also :func:`optsched.load`)."""
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..data import load_instance as load
 
     return load(path)
@@ -95,6 +96,7 @@ def output_dir(path: str | None, option: str = "-o") -> str | None:
 def image_file(path: str, option: str = "-o") -> str:
     """An image path for matplotlib: ``.png`` is added when there is no suffix; an unknown
     format is refused before drawing; missing directories are created when it is saved."""
+    # lazy: matplotlib loads only when a chart is drawn (start-up time, issue 31)
     from matplotlib.figure import Figure
 
     p = Path(path)
@@ -115,6 +117,7 @@ def print_json(obj: Any) -> None:
 
 
 def _default(o):
+    # lazy: numpy loads only for the commands that need it (start-up time, issue 31)
     import numpy as np
 
     if isinstance(o, np.integer):

@@ -1,5 +1,5 @@
 """``optsched capacity``: the sustainable request rate of one or more policies on a trace
-(``optsched.rate_search``). Not to be confused with ``optsched kv-capacity`` (KV tokens
+(``optsched.serving.rate_search``). Not to be confused with ``optsched kv-capacity`` (KV tokens
 from model size and GPU memory)."""
 
 from __future__ import annotations
@@ -7,18 +7,19 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from ..capacity import preset_hidden_ratio
 from ..cost import DEFAULT_PRESET, PRESETS
 from ..errors import InputFileError
-from ..generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
 from ..instance import HIDDEN_RATIO_MHA, Limits
 from ..policies import parse_param_args
+from ..workloads.capacity import preset_hidden_ratio
+from ..workloads.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
 from . import EXIT_OK
 from ._common import fmt, image_file, load_instance, print_json, seed_arg, table
 
 
 def register(sub) -> None:
-    from ..rate_search import METRICS
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    from ..serving.rate_search import METRICS
 
     p = sub.add_parser(
         "capacity",
@@ -77,6 +78,7 @@ def register(sub) -> None:
 
 
 def _policies(args) -> list[str]:
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..policies import get_spec
 
     names = [n.strip() for item in args.policy for n in item.split(",") if n.strip()]
@@ -91,7 +93,8 @@ def _policies(args) -> list[str]:
 
 
 def _rates(args, instance) -> tuple[float, float]:
-    from ..rate_search import trace_rate
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    from ..serving.rate_search import trace_rate
 
     if args.rates is None:
         r0 = trace_rate(instance)
@@ -116,12 +119,14 @@ def _instance(args):
             inst = inst.replace(limits=dataclasses.replace(inst.limits, hidden_cache=True,
                                                            hidden_ratio=ratio))
         return inst
-    from ..traces import load_trace_instance
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    from ..workloads.traces import load_trace_instance
 
     limits = Limits(kv_capacity=args.kv_capacity, max_batch_tokens=args.max_batch_tokens,
                     max_prefill_tokens=args.max_prefill_tokens, block_size=args.block_size,
                     hidden_cache=args.hidden_cache,
                     hidden_ratio=preset_hidden_ratio(args.cost_model) or HIDDEN_RATIO_MHA)
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..cost import cost_model_arg
 
     return load_trace_instance(args.instance, limits, cost_model_arg(args.cost_model),
@@ -129,7 +134,8 @@ def _instance(args):
 
 
 def run_capacity(args) -> int:
-    from ..rate_search import METRICS, RateSearchError, resolve_metric, search, slo_from_reference
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    from ..serving.rate_search import METRICS, RateSearchError, resolve_metric, search, slo_from_reference
 
     names = _policies(args)
     if args.probes < 2:
@@ -217,10 +223,11 @@ def run_capacity(args) -> int:
 
 
 def _ceiling(args, inst, lo: float, hi: float):
-    """The certified ceiling search (``optsched.ceiling``) on the policies' arrival draw."""
+    """The certified ceiling search (``optsched.serving.ceiling``) on the policies' arrival draw."""
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..bounds.goodput import GoodputError
-    from ..ceiling import ceiling
-    from ..rate_search import RateSearchError
+    from ..serving.ceiling import ceiling
+    from ..serving.rate_search import RateSearchError
 
     print(f"ceiling: bisecting {lo:g}..{hi:g} req/s on the goodput upper bound",
           file=sys.stderr, flush=True)
@@ -252,6 +259,7 @@ def _print_ceiling(c, results, lo: float, hi: float) -> None:
 
 
 def _draw(results, args, path: str) -> None:
+    # lazy: matplotlib loads only when a chart is drawn (start-up time, issue 31)
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6, 4))

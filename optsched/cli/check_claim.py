@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from ..errors import OptschedError
 from . import EXIT_NO, EXIT_OK
 from ._common import fmt, output_dir, print_json, seed_arg, table
@@ -12,6 +14,7 @@ class CheckClaimInputError(OptschedError):
 
 
 def register(sub) -> None:
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..oracles.claims import CLAIMS
 
     p = sub.add_parser(
@@ -45,6 +48,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..oracles.claims import check_claim
 
     exact = args.claim != "aptserve-2approx"  # the others use exhaustive-search oracles
@@ -79,8 +83,6 @@ def run(args) -> int:
         if rep.counterexample is None:
             print("counterexample: none found")
         else:
-            import json
-
             print("minimal counterexample:")
             print(json.dumps({k: v for k, v in rep.counterexample.items() if k != "schedules"}, indent=1))
             for name, s in rep.counterexample["schedules"].items():

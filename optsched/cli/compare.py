@@ -11,6 +11,7 @@ simulator's rules; 3 the solver failed. The report is written in every case.
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 from ..compare import CompareInputError, compare, headers_in, policy_names, table_rows, write_report
@@ -51,7 +52,7 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--improve", type=float, default=0.0, metavar="SECONDS",
                    help="also run large-neighbourhood search this long from the best schedule "
-                        "(optsched/lns.py; within --time-limit)")
+                        "(optsched/search/lns.py; within --time-limit)")
     p.add_argument("--max-rows", type=int, default=300, help="Gantt rows per figure (0 = all)")
     p.add_argument("--no-gantt", action="store_true", help="skip the per-schedule Gantt charts")
     p.add_argument("-o", "--output", required=True, metavar="REPORT_DIR", help="report directory")
@@ -63,8 +64,7 @@ CHART_SECONDS = 1.0
 
 
 def run(args: argparse.Namespace) -> int:
-    import time
-
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..budget import command_seconds
     limit = command_seconds(args.time_limit)  # the budget counts from the command's start
     end = time.perf_counter() + limit
@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     write_report(out, cmp, gantt_charts=not args.no_gantt, max_rows=args.max_rows or None,
                  title=args.instance, deadline=end - CHART_SECONDS)
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..verdict import unit
 
     headers = headers_in(unit(inst))
@@ -105,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         if r.message:
             print(f"{r.label}: {r.message}")
     print(f"report written to {out / 'report.md'}")
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..verdict import compare_verdict, say
 
     say(compare_verdict(cmp))

@@ -59,6 +59,7 @@ def run(args) -> int:
                                "--time-limit", str(args.time_limit), "--solver", "highs",
                                "-o", args.output])
     code = compare.run(cargs)
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..formulations import Hypotheses, SolveOptions, solve
     from ..instance import Instance
 

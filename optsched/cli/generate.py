@@ -1,10 +1,10 @@
 """``optsched generate``, ``optsched info``, ``optsched fit``, ``optsched kv-capacity``.
 
-* ``generate KIND [options] -o FILE`` -- a registered generator (``optsched.generators``) or a
-  trace conversion (``azure``, ``vidur``, ``arxiv``; ``optsched.traces``); ``--list`` lists kinds.
+* ``generate KIND [options] -o FILE`` -- a registered generator (``optsched.workloads.generators``) or a
+  trace conversion (``azure``, ``vidur``, ``arxiv``; ``optsched.workloads.traces``); ``--list`` lists kinds.
 * ``info INSTANCE`` -- descriptive statistics of an instance.
-* ``fit --profiling DIR`` -- least-squares cost-model fit (``optsched.fit``).
-* ``kv-capacity`` -- KV capacity from model size and GPU memory (``optsched.capacity``).
+* ``fit --profiling DIR`` -- least-squares cost-model fit (``optsched.workloads.fit``).
+* ``kv-capacity`` -- KV capacity from model size and GPU memory (``optsched.workloads.capacity``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ TRACE_KINDS = {"azure": "azure", "vidur": "vidur", "arxiv": "arxiv"}
 
 
 def register(sub) -> None:
-    from ..generators import GENERATORS
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    from ..workloads.generators import GENERATORS
 
     kinds = ", ".join(sorted(GENERATORS) + sorted(TRACE_KINDS))
     p = sub.add_parser("generate", help="generate an instance (synthetic family or trace)",
@@ -115,7 +116,8 @@ def register(sub) -> None:
 
 # -- generate -----------------------------------------------------------------------------
 def _print_list() -> None:
-    from ..generators import GENERATORS, REQUIRED
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    from ..workloads.generators import GENERATORS, REQUIRED
 
     rows = []
     for name in sorted(GENERATORS):
@@ -134,7 +136,8 @@ def _print_list() -> None:
 
 
 def _limits(args) -> Limits:
-    from ..generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    from ..workloads.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
 
     return Limits(
         kv_capacity=args.kv_capacity if args.kv_capacity is not None else DEFAULT_KV_CAPACITY,
@@ -176,7 +179,8 @@ def _given(args, names) -> list[str]:
 
 
 def run_generate(args) -> int:
-    from ..generators import GENERATORS
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    from ..workloads.generators import GENERATORS
 
     if args.list:
         _print_list()
@@ -205,6 +209,7 @@ def run_generate(args) -> int:
     try:
         inst.save(args.out)
     except OSError as e:
+        # lazy: each subcommand imports what it runs (start-up time, issue 31)
         from ..errors import InputFileError
 
         raise InputFileError(f"{args.out}: cannot write: {e.strerror or e}") from None
@@ -242,7 +247,8 @@ def _generate_family(args, g) -> Instance:
 
 
 def _generate_trace(args, kind: str) -> Instance:
-    from ..traces import load_trace_instance
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    from ..workloads.traces import load_trace_instance
 
     if args.trace is None:
         raise InstanceError(f"kind {kind!r} needs --trace FILE")
@@ -253,6 +259,7 @@ def _generate_trace(args, kind: str) -> Instance:
     if bad:
         raise InstanceError(f"kind {kind!r} does not take --{', --'.join(bad)}")
     start, end = _window(args.window)
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..cost import DEFAULT_PRESET
 
     cost = _cost(args.cost_model) or preset(DEFAULT_PRESET)
@@ -323,8 +330,9 @@ def run_info(args) -> int:
 
 # -- fit ----------------------------------------------------------------------------------
 def run_fit(args) -> int:
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..cost import PRESETS
-    from ..fit import fit_linear_cost
+    from ..workloads.fit import fit_linear_cost
 
     out = output_file(args.output)
     r = fit_linear_cost(args.profiling, args.model, args.gpu, args.tp, layers=args.layers,
@@ -352,7 +360,8 @@ def run_fit(args) -> int:
 
 # -- kv-capacity --------------------------------------------------------------------------
 def run_kv_capacity(args) -> int:
-    from ..capacity import GB, GIB, kv_capacity
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    from ..workloads.capacity import GB, GIB, kv_capacity
 
     c = kv_capacity(args.params, args.layers, args.hidden, args.dtype_bytes, args.gpu_mem_gb,
                     args.gpus, n_heads=args.n_heads, kv_heads=args.kv_heads,

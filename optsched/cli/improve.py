@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from ..evaluate import OBJECTIVES, evaluate
@@ -21,7 +22,7 @@ def register(sub) -> None:
         "orders decoded by the simulator (seed keys, crowded batches, key mixes, time windows "
         "after a kept prefix), then repeatedly re-solve a window of consecutive batches exactly "
         "while the rest stays fixed, and keep every improvement the evaluator confirms "
-        "(optsched/lns.py). The result is feasible and never worse than the start; 'method' "
+        "(optsched/search/lns.py). The result is feasible and never worse than the start; 'method' "
         "says which neighbourhood found it. Exit 0: done; 2: bad input.",
     )
     p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
@@ -40,23 +41,24 @@ def register(sub) -> None:
 
 
 def _start_schedule(inst, start: str, deadline: float):
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..policies import POLICIES, simulate
 
     if start in POLICIES:
         return simulate(inst, start, deadline=deadline), start
     if Path(start).exists():
         return checked_schedule(start, inst, "improve")[0], Path(start).name
-    from ..lns import LNSError
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    from ..search.lns import LNSError
 
     raise LNSError(f"--from {start}: neither a policy (see 'optsched policies') nor a "
                    f"schedule file")
 
 
 def run(args) -> int:
-    import time
-
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..budget import command_seconds
-    from ..lns import LNSOptions, improve
+    from ..search.lns import LNSOptions, improve
 
     t0 = time.perf_counter()
     limit = command_seconds(args.time_limit)  # the budget counts from the command's start
@@ -64,6 +66,7 @@ def run(args) -> int:
     opts = LNSOptions(time_limit=args.time_limit, seed=args.seed, max_window=args.max_window,
                       max_requests=args.max_requests, progress=True)
     inst = load_instance(args.instance)
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..policies import SimulationTimeout
     from ..progress import phase
 

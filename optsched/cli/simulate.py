@@ -8,12 +8,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..capacity import preset_hidden_ratio
 from ..cost import DEFAULT_PRESET, PRESETS
 from ..errors import InputFileError
 from ..evaluate import evaluate
 from ..instance import HIDDEN_RATIO_MHA, Limits
 from ..policies import get_spec, list_policies, parse_param_args, simulate_policy
+from ..workloads.capacity import preset_hidden_ratio
 from . import EXIT_NO, EXIT_OK
 from ._common import load_instance, output_file, print_json, table
 
@@ -72,9 +72,10 @@ def _instance(args):
     if args.trace and args.instance:
         raise InputFileError("give an INSTANCE or --trace, not both")
     if args.trace:
+        # lazy: each subcommand imports what it runs (start-up time, issue 31)
         from ..cost import cost_model_arg
-        from ..generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
-        from ..traces import load_trace_instance
+        from ..workloads.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
+        from ..workloads.traces import load_trace_instance
 
         # generate's defaults (one default everywhere), said on stderr
         M = args.kv_capacity if args.kv_capacity is not None else DEFAULT_KV_CAPACITY
@@ -132,6 +133,7 @@ def run_simulate(args) -> int:
     policy = spec.make(**parse_param_args(args.param))  # bad params fail before loading
     output_file(args.output)
     inst = _instance(args).with_default_slos(args.ttft_slo, args.tpot_slo)
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..progress import phase
 
     phase(f"simulating {spec.name} on {inst.n} requests")
@@ -152,6 +154,7 @@ def run_simulate(args) -> int:
             )
         print_json(out)
     else:
+        # lazy: each subcommand imports what it runs (start-up time, issue 31)
         from .validate import METRIC_ROWS
 
         status = "feasible" if ev.feasible else f"INFEASIBLE {ev.violation_counts}"

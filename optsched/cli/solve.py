@@ -83,6 +83,7 @@ def resolve_than(instance, than: str, objective: str) -> float:
         if not math.isfinite(value) or value < 0:
             raise CliInputError(f"--than {than}: expected a finite number >= 0 or a policy name")
         return value
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..policies import simulate
 
     ev = evaluate(instance, simulate(instance, than))
@@ -92,6 +93,7 @@ def resolve_than(instance, than: str, objective: str) -> float:
 
 
 def run(args) -> int:
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..budget import command_seconds, solve_within
     from ..formulations import Hypotheses, SolveOptions
 
@@ -122,6 +124,7 @@ def run(args) -> int:
     done = solve_within(inst, args.formulation, args.objective, options=opts, hypotheses=hyp,
                         warm_start=ws, time_limit=command_seconds(args.time_limit))
     rep, lb = done.report, done.lower_bound
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..verdict import say, solve_verdict
 
     verdict = solve_verdict(inst, args.objective, done, hyp,
@@ -131,6 +134,7 @@ def run(args) -> int:
     if args.json:
         print_json({**done.to_dict(), "verdict": verdict})
     else:
+        # lazy: each subcommand imports what it runs (start-up time, issue 31)
         from ..verdict import unit
 
         u = unit(inst)

@@ -4,6 +4,7 @@ seeds x methods on a local process pool or a Ray cluster (``optsched.sweep``).""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from . import EXIT_OK, EXIT_SOLVER_ERROR
 from ._common import output_dir, print_json
@@ -43,6 +44,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..sweep import load_spec, make_engine, pending, run_sweep
     from ..sweep.results import require_pyarrow
 
@@ -75,8 +77,7 @@ def run(args) -> int:
 
 
 def report(args) -> int:
-    from pathlib import Path
-
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..sweep.report import write_report
 
     out = Path(args.output) if args.output else Path(args.out) / "report"

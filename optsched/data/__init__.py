@@ -5,6 +5,9 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from ..errors import InputFileError
+from ..instance import Instance
+
 
 def embedded_instance_names() -> list[str]:
     root = resources.files(__name__)
@@ -23,8 +26,6 @@ def load_instance(source: str | Path):
     name (``demo``, ``tiny``; with or without ``.json``) -- what the CLI's ``INSTANCE``
     argument means. Raises :class:`~optsched.errors.InputFileError` naming ``source`` when it
     is neither."""
-    from ..errors import InputFileError
-    from ..instance import Instance
 
     p = Path(source)
     if not p.exists():
@@ -36,8 +37,6 @@ def load_instance(source: str | Path):
 
 
 def load_embedded(name: str):
-    from ..instance import Instance
-
     p = embedded_instance_path(name)
     if p is None:
         raise KeyError(f"no shipped instance {name!r}; have {', '.join(embedded_instance_names())}")

@@ -36,7 +36,13 @@ import numpy as np
 from .. import milp
 from ..instance import Instance
 from ..solve_types import SolveOptions, Status
-from .hindsight import area_lower_bounds, earliest_slots, footprint, separation_cover, separation_intervals
+from .hindsight_floors import (
+    area_lower_bounds,
+    earliest_slots,
+    footprint,
+    separation_cover,
+    separation_intervals,
+)
 
 
 @dataclass(frozen=True)
@@ -140,7 +146,7 @@ def cpsat_at_least(instance: Instance, deadline: int, k: int, floors: np.ndarray
     intervals (H20b) of the large requests on one no-overlap; (H22d) as implications; the rows
     (H22c) of ``floors``. ``False`` only when CP-SAT proves it infeasible (so ``N(D) < k``);
     ``True`` when it finds a schedule; ``None`` when the limit ends first."""
-    from ortools.sat.python import cp_model
+    from ortools.sat.python import cp_model  # lazy: optional dependency (the cpsat extra)
 
     I, O = instance.prompt.astype(np.int64), instance.output.astype(np.int64)
     e = earliest_slots(instance)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from . import export
 from .errors import ModelError, WarmStartError
 
 CONTINUOUS = "C"
@@ -756,12 +757,8 @@ class Model:
 
         See :func:`optsched.milp.export.write_mps` for the conventions used.
         """
-        from .export import write_mps
-
-        write_mps(self, path, split_ranges=split_ranges)
+        export.write_mps(self, path, split_ranges=split_ranges)
 
     def write_lp(self, path: str) -> None:
         """Write CPLEX LP format (readable by HiGHS, CBC, Gurobi)."""
-        from .export import write_lp
-
-        write_lp(self, path)
+        export.write_lp(self, path)

@@ -12,6 +12,7 @@ import threading
 import time
 from typing import TextIO
 
+from ..progress import enabled as phases_on
 from ..solve_types import relative_gap
 
 #: most seconds between two progress lines when stderr is not a terminal
@@ -145,7 +146,6 @@ def make_progress(solver: str, wanted: bool | None, stream: TextIO | None = None
     """A :class:`Progress` that is on when ``wanted`` is True, or when it is None and the
     stream (stderr by default) is a terminal or a command reports its phases
     (:mod:`optsched.progress`); a live line on a terminal, lines otherwise."""
-    from ..progress import enabled as phases_on
 
     s = stream if stream is not None else sys.stderr
     try:

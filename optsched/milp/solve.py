@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import time
@@ -14,6 +15,7 @@ from ..solve_types import MILP_DEFAULTS, SolveOptions, Status
 from ..stdout_guard import c_stdout_to_stderr
 from .backends import BackendOutput, ColumnStart, backend_names, get_backend
 from .backends.base import Backend
+from .backends.highs import _load_arrays, new_highs, run_highs
 from .errors import MilpError, WarmStartError
 from .model import Model
 from .progress import make_progress
@@ -212,11 +214,10 @@ def lp_relaxation_value(model: Model) -> float:
     """Optimum of ``model``'s LP relaxation (integrality dropped), by HiGHS: the root bound a
     branch-and-bound starts from, for comparing formulations (``bench/bench_hindsight_root.py``).
     Raises :class:`MilpError` when the relaxation has no optimum (infeasible or unbounded)."""
-    import dataclasses
 
+    # lazy: the solver library loads only when a solve runs (start-up time, issue 31)
     import highspy
 
-    from .backends.highs import _load_arrays, new_highs, run_highs
 
     a = model.arrays()
     h = new_highs()

@@ -50,6 +50,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,9 +58,13 @@ from typing import Any
 
 from ..cost import UnitCost
 from ..evaluate import evaluate
+from ..formulations import formulations, solve
 from ..instance import Instance, Limits, Request
+from ..policies import list_policies, simulate
+from ..progress import phase
 from ..schedule import Schedule, ScheduleBuilder
 from ..solve_types import Status, finite_or_none
+from .aptserve import VARIANTS, check_2approx, exact_bruteforce, greedy, shrink
 from .exhaustive import SearchOptions, search
 
 #: the proven constant each ratio claim is checked against
@@ -152,8 +157,6 @@ def _total_latency(inst: Instance, s: Schedule) -> float:
 
 def _mcsf_schedule(inst: Instance) -> tuple[Schedule, str]:
     try:
-        from ..policies import list_policies, simulate
-
         names = {getattr(p, "name", p) for p in list_policies()}
         if "mcsf" in names:
             return simulate(inst, "mcsf"), "policy mcsf"
@@ -164,7 +167,6 @@ def _mcsf_schedule(inst: Instance) -> tuple[Schedule, str]:
 
 def _hindsight(inst: Instance) -> float | None:
     """The ``hindsight`` IP's optimum when that formulation is registered, else None."""
-    from ..formulations import formulations, solve
 
     if "hindsight" not in formulations():
         return None
@@ -229,7 +231,6 @@ def check_mcsf(trials: int = 200, seed: int = 0, max_requests: int = 4, max_stat
     hs_mismatch = ref_mismatch = 0
     first: Instance | None = None
     _, source = _mcsf_schedule(paper_instance(2, [1], 2))
-    from ..progress import phase
 
     for k in range(trials):
         inst = random_paper_instance(rng, max_requests)
@@ -321,7 +322,6 @@ def write_counterexample(cx: dict[str, Any], directory: str | Path,
 # -- A_min's hindsight shortest-first ------------------------------------------------------
 def _hsf(inst: Instance, alpha: float = 1.0) -> Schedule:
     """Policy ``amin``; ``alpha = 1`` is H-SF (exact intervals)."""
-    from ..policies import simulate
 
     return simulate(inst, "amin", alpha=alpha)
 
@@ -471,7 +471,6 @@ def _mutate(rng: random.Random, ps: list[int], os_: list[int], M: int,
 def _ratios(inst: Instance, policy: str, max_states: int,
             time_limit: float) -> tuple[float, float] | None:
     """policy / restricted optimum and policy / unrestricted optimum (None at a search limit)."""
-    from ..policies import simulate
 
     val = _total_latency(inst, simulate(inst, policy))
     paper = _paper_opt(inst, max_states, time_limit)
@@ -525,8 +524,6 @@ def check_ratio(policy: str, bound: float, trials: int = 200, seed: int = 0,
         notes.append(f"{skipped} instances skipped: exhaustive search hit its state/time limit")
     cx = None
     if worst_inst is not None and (viol or write is not None):
-        from ..policies import simulate
-
         opt = _paper_opt(worst_inst, max_states, time_limit)
         assert opt is not None  # it was solved when it became the worst
         pv = _total_latency(worst_inst, simulate(worst_inst, policy))
@@ -551,7 +548,6 @@ def check_ratio(policy: str, bound: float, trials: int = 200, seed: int = 0,
 # -- Apt-Serve ----------------------------------------------------------------------------
 def check_aptserve(trials: int = 1000, seed: int = 0, max_requests: int = 6) -> ClaimReport:
     """Apt-Serve's greedy >= optimum / 2 (section 5), see :mod:`optsched.oracles.aptserve`."""
-    from .aptserve import VARIANTS, check_2approx, exact_bruteforce, greedy, shrink
 
     if max_requests > 12:
         raise ValueError("aptserve-2approx: --max-requests must be <= 12 (exact optimum by enumeration)")

@@ -633,7 +633,7 @@ def search_between(instance: Instance, objective: str, start: list[tuple[int, in
 
     The path cost is the module docstring's edge cost summed up to the goal (for the latency
     objectives a request whose goal is unfinished accrues until the goal is reached). Used by
-    large-neighbourhood search (:mod:`optsched.lns`) to re-solve a window of batches. Pruning
+    large-neighbourhood search (:mod:`optsched.search.lns`) to re-solve a window of batches. Pruning
     is off: R3 (postpone an eviction) and R4 (interchange identical requests) do not hold when
     the goal fixes who is evicted and which request ends in which state, and the A* heuristic
     bounds the cost to *completion*, not to ``goal``; so this is plain Dijkstra."""

@@ -17,7 +17,7 @@ Every iteration (one batch):
    the other type (:func:`iteration_type`).
 4. **Per-iteration memory limit** (section 5): ``M^e = M - sum_R m`` (the running requests'
    current caches) for prefill iterations, ``M^e = M`` for decode iterations.
-5. **Batch choice**: :func:`optsched.oracles.aptserve.greedy`, the one implementation the
+5. **Batch choice**: :func:`optsched.policies.aptserve_problem.greedy`, the one implementation the
    claim checker ``check-claim aptserve-2approx`` tests -- repaired (keeps its ratio 2) by
    default, as described with ``repaired=False`` -- returns each candidate's choice: none,
    hidden or KV.
@@ -59,7 +59,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..oracles.aptserve import HIDDEN, KV, NONE, AptProblem, AptSelection, greedy
+from .aptserve_problem import HIDDEN, KV, NONE, AptProblem, AptSelection, greedy
 from .registry import Param, non_negative, positive, register
 from .simulator import Plan, Policy
 

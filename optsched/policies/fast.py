@@ -765,17 +765,17 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
 def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray] | None:
     """The kernel's integer and float parameters for a *bound* ``policy`` on ``instance``,
     or None when the fast path does not apply (the Python path runs)."""
-    from .mcsf import MCSF
-    from .unified import UnifiedScheduler
-
-    if not HAVE_NUMBA or type(policy) not in (UnifiedScheduler, MCSF):
+    # the class itself names its kernel (not a subclass, which may change the rules), so the
+    # kernel needs no import of the policies that import the simulator that imports it
+    kernel = vars(type(policy)).get("fast_kernel")
+    if not HAVE_NUMBA or kernel not in ("unified", "mcsf"):
         return None
     if getattr(policy, "predictor", None) is not None:
         return None
     if any(hook in vars(policy) for hook in ("bind", "on_arrivals", "next_batch",
                                              "on_batch_end")):
         return None  # a hook replaced on the object (a spy, a patch): it must run
-    if type(policy) is UnifiedScheduler and policy.order == "single" \
+    if kernel == "unified" and policy.order == "single" \
             and policy.decode_sort is not None:
         return None  # no registered policy; the kernel's walk order does not cover it
     cm = instance.cost_model
@@ -788,7 +788,7 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
     else:
         return None
     p = policy
-    if type(p) is MCSF:
+    if kernel == "mcsf":
         ip = np.array([p.M, p.C, p.Pb, p.maxbs, p.b, 0, 0, _BIG, 0, 1, 0, 0, 0, cost, 0, 1,
                        p.cap], np.int64)
         return ip, fc

@@ -76,6 +76,9 @@ def profile_ok(base: np.ndarray, fin: np.ndarray, M: int, b: int = 1) -> bool:
 class MCSF(Policy):
     """MC-SF (Algorithms 1-2); see the module docstring."""
 
+    #: this exact class runs on the compiled kernel (:func:`optsched.policies.fast.fast_config`)
+    fast_kernel = "mcsf"
+
     output_fallback = True
 
     def bind(self, view: SimView) -> None:
@@ -102,7 +105,7 @@ class MCSF(Policy):
     def priority(self, view: SimView, est: np.ndarray) -> np.ndarray:
         """Admission order key, smallest first (ties: arrival, then instance order): the
         (predicted) output length. A subclass may rank by another key (the LNS's priority
-        neighbourhood, optsched/lns.py, ranks by fluid work)."""
+        neighbourhood, optsched/search/lns.py, ranks by fluid work)."""
         return est
 
     def on_arrivals(self, idx: list[int]) -> None:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from ..errors import OptschedError
 from ..plugins import (
     ParamSpec,
     Registry,
+    _load_file,
     describe_object,
     is_reference,
     non_negative,
@@ -30,24 +31,8 @@ from ..plugins import (
     positive,
     unit_interval,
 )
-
-
-class PolicyWarning(UserWarning):
-    """A policy had to depart from its published behaviour on this instance (e.g. ``vllm``
-    chunking a prompt longer than ``C``); the message says how."""
-
-
-class PolicyError(OptschedError, ValueError):
-    """Unknown policy name, unknown parameter or a bad parameter value."""
-
-
-class SimulationError(OptschedError, RuntimeError):
-    """A policy produced a batch the simulator cannot apply (a policy bug), or stalled."""
-
-
-class SimulationTimeout(SimulationError):
-    """The run passed its deadline (a command's time limit) before every request finished."""
-
+from .errors import PolicyError, PolicyWarning, SimulationError, SimulationTimeout
+from .simulator import Policy, check_policy
 
 #: a policy parameter (the one parameter-spec type of all plug-ins)
 Param = ParamSpec
@@ -78,8 +63,6 @@ class PolicySpec:
                               f"{', '.join(missing)} (a Policy implements on_arrivals, "
                               "next_batch and on_batch_end; docs/policies.md)")
         policy = self.factory(**parsed)
-        from .simulator import check_policy
-
         check_policy(policy)
         policy.name = self.name
         # a policy whose length predictor is the truth itself is hypothetical (docs/semantics.md section 6)
@@ -153,10 +136,7 @@ def get_spec(name: str) -> PolicySpec:
 def _class_in_file(path: str) -> str:
     """``path:Class`` for the one :class:`Policy` subclass ``path`` defines; else a one-line
     :class:`PolicyError` suggesting the ``file.py:Class`` form with the classes it defines."""
-    from pathlib import Path
 
-    from ..plugins import _load_file
-    from .simulator import Policy
 
     module = _load_file(Path(path), path, PolicyError)
     found = [obj.__name__ for obj in vars(module).values()
@@ -194,6 +174,7 @@ __all__ = [
     "PolicyError",
     "PolicyWarning",
     "SimulationError",
+    "SimulationTimeout",
     "register",
     "get_policy",
     "get_spec",

@@ -57,7 +57,7 @@ import numpy as np
 from ..cost import LinearCost, UnitCost
 from ..instance import Instance, Limits
 from ..schedule import Schedule, ScheduleBuilder
-from .registry import PolicyError, SimulationError, SimulationTimeout
+from .errors import PolicyError, SimulationError, SimulationTimeout
 
 
 class Plan(NamedTuple):
@@ -172,7 +172,7 @@ class Policy(ABC):
 
     def mechanisms(self) -> dict[str, float | int]:
         """What the policy's own mechanisms did in the last run (issue 29, item 3: group
-        sizes, pipelined share, drops, ...), for :func:`optsched.serving_metrics.mechanism_stats`;
+        sizes, pipelined share, drops, ...), for :func:`optsched.metrics.serving.mechanism_stats`;
         empty for a policy with nothing to report."""
         return {}
 

@@ -81,7 +81,7 @@ class TTFTFirst(Policy):
         self.hybrid = hybrid
         self.refill_chunk = refill_chunk
 
-    # -- keys (subclasses: the LNS's keyed decoder, optsched/lns.py) ------------------------
+    # -- keys (subclasses: the LNS's keyed decoder, optsched/search/lns.py) ------------------------
     def first_key(self, view: SimView) -> np.ndarray:
         """Order of new first prefills, smallest first (ties: arrival, then index)."""
         return view.prompt.astype(np.float64) if self.first == "prompt" else view.arrival

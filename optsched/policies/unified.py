@@ -100,6 +100,9 @@ _RESERVES = ("input", "full", "histogram")
 class UnifiedScheduler(Policy):
     """InferMax Algorithm 1 with a configuration (see the module docstring)."""
 
+    #: this exact class runs on the compiled kernel (:func:`optsched.policies.fast.fast_config`)
+    fast_kernel = "unified"
+
     # the batch being planned (reset by next_batch)
     blocks: list[np.ndarray]
     cur: list[int]

@@ -20,8 +20,12 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from .. import __version__
+from ..cost import UnitCost, preset
 from ..errors import InstanceError, OptschedError
-from ..instance import Instance
+from ..instance import Instance, Limits
+from ..workloads.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS, GENERATORS
+from .methods import run_method
 from .spec import InstanceSpec, MethodSpec, SpecError, SweepSpec
 
 FAILED = "failed"
@@ -39,8 +43,6 @@ def instance_hash(inst: Instance) -> str:
 
 
 def optsched_version() -> str:
-    from .. import __version__
-
     return __version__
 
 
@@ -102,7 +104,6 @@ def _instances(ispec: InstanceSpec, default_seeds: tuple[int, ...]):
         except OptschedError as e:
             raise SpecError(f"{where}.file: {e}") from None
         return
-    from ..generators import GENERATORS
 
     if ispec.generator is None:  # the spec parser requires exactly one of file/generator
         raise SpecError(f"{where}: give exactly one of generator = \"KIND\" or file = \"PATH\"")
@@ -120,23 +121,16 @@ def _instances(ispec: InstanceSpec, default_seeds: tuple[int, ...]):
 
 
 def _generate(g, point: dict[str, Any], seed: int | None) -> Instance:
-    from ..cost import preset
-    from ..instance import Limits
-
     params = {k: v for k, v in point.items()
               if k not in ("kv_capacity", "max_batch_tokens", "max_prefill_tokens", "cost_model")}
     if seed is not None:
         params["seed"] = seed
     limits = cost = None
     if g.takes_limits:
-        from ..generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
-
         limits = Limits(kv_capacity=point.get("kv_capacity", DEFAULT_KV_CAPACITY),
                         max_batch_tokens=point.get("max_batch_tokens", DEFAULT_MAX_BATCH_TOKENS),
                         max_prefill_tokens=point.get("max_prefill_tokens"))
         if "cost_model" in point:
-            from ..cost import UnitCost
-
             cost = UnitCost() if point["cost_model"] == "unit" else preset(point["cost_model"])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a generator that drops requests says so: refuse it
@@ -149,7 +143,6 @@ def _generate(g, point: dict[str, Any], seed: int | None) -> Instance:
 # -- running ----------------------------------------------------------------------------
 def run_cell(cell: Cell) -> dict[str, Any]:
     """Run one cell and return its result row; exceptions become a ``failed`` row."""
-    from .methods import run_method
 
     started = time.time()
     t0 = time.perf_counter()

@@ -10,15 +10,16 @@ kind with :func:`method_kind`, so a new kind is one function.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from ..errors import OptschedError
 from ..evaluate import evaluate
+from ..formulations import SolveOptions, solve
 from ..instance import Instance
+from ..policies import get_spec, simulate_policy
 from ..solve_types import Status, finite_or_none
+from .bound_methods import BoundsUnavailable, bounds_module, check_bound_method
 from .spec import MethodSpec
 
 Runner = Callable[[Instance, MethodSpec], dict[str, Any]]
@@ -26,10 +27,6 @@ _KINDS: dict[str, Runner] = {}
 
 #: the Python distribution behind each solver name (for the solver-version column)
 SOLVER_PACKAGES = {"highs": "highspy", "gurobi": "gurobipy", "cbc": "pulp", "cpsat": "ortools"}
-
-
-class BoundsUnavailable(OptschedError):
-    """A ``bound`` method was asked for but this optsched has no bounds registry."""
 
 
 def method_kind(kind: str) -> Callable[[Runner], Runner]:
@@ -52,7 +49,6 @@ def solver_version(solver: str | None) -> str | None:
     pkg = SOLVER_PACKAGES.get(base)
     if pkg is None:
         return solver
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         return f"{base} {version(pkg)}"
@@ -63,7 +59,6 @@ def solver_version(solver: str | None) -> str | None:
 @method_kind("policy")
 def run_policy(instance: Instance, method: MethodSpec) -> dict[str, Any]:
     """Simulate the policy (as ``optsched simulate``) and replay its schedule."""
-    from ..policies import get_spec, simulate_policy
 
     policy = get_spec(method.name).make(**dict(method.params))
     ev = evaluate(instance, simulate_policy(instance, policy))
@@ -76,7 +71,6 @@ def run_policy(instance: Instance, method: MethodSpec) -> dict[str, Any]:
 @method_kind("formulation")
 def run_formulation(instance: Instance, method: MethodSpec) -> dict[str, Any]:
     """Solve as ``optsched solve`` does; ``solve`` replays the decoded schedule."""
-    from ..formulations import SolveOptions, solve
 
     o = method.option
     ws = o["warm_start"]
@@ -97,26 +91,6 @@ def run_formulation(instance: Instance, method: MethodSpec) -> dict[str, Any]:
             "solver": rep.solver or o["solver"],
             "solver_version": solver_version(rep.solver or o["solver"]),
             "error": rep.message if rep.status == Status.ERROR else None}
-
-
-# -- bound methods (optsched.bounds, when this optsched has it) --------------------------
-def bounds_module():
-    """``optsched.bounds`` (the bound ladder) if this optsched has it, else :class:`BoundsUnavailable`."""
-    if importlib.util.find_spec("optsched.bounds") is None:
-        raise BoundsUnavailable("bound methods need optsched.bounds (the bound ladder), which this "
-                                "optsched does not have; use policy or formulation methods")
-    return importlib.import_module("optsched.bounds")
-
-
-def check_bound_method(name: str, objective: str) -> None:
-    """The method is registered in ``optsched.bounds.bound_methods()`` and supports ``objective``."""
-    methods = bounds_module().bound_methods()
-    if name not in methods:
-        raise BoundsUnavailable(f"unknown bound method {name!r}; known: {', '.join(methods)}")
-    supported = getattr(methods[name], "objectives", None)
-    if supported is not None and objective not in supported:
-        raise BoundsUnavailable(f"bound method {name!r} does not support {objective!r} "
-                                f"(supports {', '.join(supported)})")
 
 
 @method_kind("bound")

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..plot._common import finish, new_figure
 from ..solve_types import Status
 from .cells import FAILED
 from .results import ResultsError, ResultStore
@@ -143,8 +144,6 @@ def _cdf(ax, values, label: str) -> None:
 
 
 def _plots(summary: dict, out: Path) -> dict[str, str]:
-    from ..plot._common import finish, new_figure
-
     files = {}
     with_ratio = [m for m in summary["methods"] if m["_ratios"]]
     if with_ratio:

@@ -9,7 +9,7 @@ A sweep is the cross product *instances x seeds x methods*; each combination is 
     objective = "total-latency"  # the default objective of every method (default makespan)
 
     [[instances]]
-    generator = "online-paper"   # any `optsched generate` kind (optsched.generators.GENERATORS)
+    generator = "online-paper"   # any `optsched generate` kind (optsched.workloads.generators.GENERATORS)
     n = [8, 10]                  # a list expands into a grid (every generator key may be a list)
 
     [[instances]]
@@ -40,8 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..data import embedded_instance_path
 from ..errors import OptschedError
 from ..evaluate import OBJECTIVES
+from ..formulations import formulations
+from ..policies import PolicyError, get_spec
+from ..workloads.generators import GENERATORS, REQUIRED
+from .bound_methods import check_bound_method
 
 SOLVERS = ("highs", "gurobi", "cbc", "cpsat", "auto")
 #: limit/cost keys a generator that takes limits accepts besides its own parameters
@@ -211,7 +216,6 @@ def _instance(d: dict, i: int, base_dir: str) -> InstanceSpec:
         _known(d, ("file", "seeds"), f"{where}.")
         path = _str(d["file"], f"{where}.file")
         return InstanceSpec(index=i, file=_resolve_file(path, base_dir, f"{where}.file"), seeds=seeds)
-    from ..generators import GENERATORS
 
     kind = _str(d["generator"], f"{where}.generator")
     if kind not in GENERATORS:
@@ -239,8 +243,6 @@ def _instance(d: dict, i: int, base_dir: str) -> InstanceSpec:
 
 
 def _required_marker():
-    from ..generators import REQUIRED
-
     return REQUIRED
 
 
@@ -250,7 +252,6 @@ def _resolve_file(path: str, base_dir: str, key: str) -> str:
         return str(Path(base_dir) / p)
     if p.exists():
         return str(p)
-    from ..data import embedded_instance_path
 
     shipped = embedded_instance_path(path)
     if shipped is None:
@@ -282,8 +283,6 @@ def _method(d: dict, i: int, default_objective: str) -> MethodSpec:
         options["warm_start"] = _str(d.get("warm_start", "auto"), f"{where}.warm_start")
         label = f"{name}/{options['solver']}"
     else:
-        from .methods import check_bound_method
-
         options["time_limit"] = _number(d.get("time_limit", DEFAULT_TIME_LIMIT), f"{where}.time_limit")
         try:
             check_bound_method(name, objective)
@@ -296,8 +295,6 @@ def _method(d: dict, i: int, default_objective: str) -> MethodSpec:
 
 
 def _check_policy(name: str, params: dict, where: str) -> None:
-    from ..policies import PolicyError, get_spec
-
     try:
         spec = get_spec(name)
     except PolicyError as e:
@@ -309,8 +306,6 @@ def _check_policy(name: str, params: dict, where: str) -> None:
 
 
 def _check_formulation(name: str, objective: str, where: str) -> None:
-    from ..formulations import formulations
-
     reg = formulations()
     if name not in reg:
         raise SpecError(f"{where}.formulation: unknown formulation {name!r}; known: {', '.join(sorted(reg))}")

@@ -26,10 +26,10 @@ from optsched.formulations.hindsight import (
     improve_starts,
     objective_of_starts,
     schedule_from_starts,
-    separation_intervals,
     serial_starts,
     starts_from_schedule,
 )
+from optsched.formulations.hindsight_floors import separation_intervals
 from optsched.instance import Instance, Limits, Request
 from optsched.schedule import Schedule
 
@@ -266,7 +266,7 @@ def test_bucket_certifies_a_short_horizon():
 
 @pytest.mark.slow
 def test_random_family_n8_mcsf_counterexample():
-    from optsched.generators import online_paper_random
+    from optsched.workloads.generators import online_paper_random
 
     inst = online_paper_random(8, 0)
     rep = solve(inst, "hindsight", "total-latency",
@@ -355,7 +355,7 @@ def test_every_feasible_schedule_satisfies_the_separation_rows(M, block, seed, n
 def test_separation_rows_raise_the_lp_bound():
     """(H20) on the random family's n = 8 instance: the rows are there, and the LP relaxation
     with them is strictly above the one without (numbers in formulations/hindsight.md)."""
-    from optsched.generators import online_paper_random
+    from optsched.workloads.generators import online_paper_random
 
     inst = online_paper_random(8, 0)
     lp = {}
@@ -441,8 +441,8 @@ def test_search_param_is_validated(bad):
 def test_greedy_mcsf_is_the_mcsf_policy(n, seed, arrival):
     """Two independent implementations of the paper's MC-SF (the list schedule here, the
     simulator policy) give the same start slots; the skip variant is a different schedule."""
-    from optsched.generators import online_paper_random
     from optsched.policies import simulate
+    from optsched.workloads.generators import online_paper_random
 
     inst = online_paper_random(n, seed, arrival=arrival, rate=1.0 if arrival == "poisson" else None)
     pol = starts_from_schedule(inst, simulate(inst, "mcsf"))

@@ -26,9 +26,9 @@ from optsched.formulations.hindsight_deadline import (
     dominated_pairs,
     max_completed_by,
 )
-from optsched.generators import online_paper_random
 from optsched.instance import Instance, Limits, Request
 from optsched.milp import lp_relaxation_value
+from optsched.workloads.generators import online_paper_random
 
 
 def inst_of(M, reqs, block=1):

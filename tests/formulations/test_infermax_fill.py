@@ -27,8 +27,8 @@ from optsched.formulations.infermax.fill import (  # noqa: E402
     merge_prefills,
 )
 from optsched.formulations.infermax.flow import entry_batches  # noqa: E402
-from optsched.generators import infermax_mix  # noqa: E402
 from optsched.instance import Limits  # noqa: E402
+from optsched.workloads.generators import infermax_mix  # noqa: E402
 
 SET = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

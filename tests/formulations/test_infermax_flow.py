@@ -29,9 +29,9 @@ from optsched.formulations.infermax.flow import (  # noqa: E402
     split_remainder,
     telescopes,
 )
-from optsched.generators import infermax_fixed  # noqa: E402
 from optsched.instance import Limits  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
+from optsched.workloads.generators import infermax_fixed  # noqa: E402
 
 SET = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -30,9 +30,9 @@ from optsched.formulations.infermax.flow import (  # noqa: E402
     entry_batches,
     split_remainder,
 )
-from optsched.generators import infermax_fixed  # noqa: E402
 from optsched.instance import Limits  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
+from optsched.workloads.generators import infermax_fixed  # noqa: E402
 
 
 @st.composite

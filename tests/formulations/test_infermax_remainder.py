@@ -149,8 +149,8 @@ def test_optimum_equals_exhaustive_search(data):
 
 
 def test_refuses_what_it_cannot_price():
-    from optsched.generators import infermax_fixed
     from optsched.instance import Limits
+    from optsched.workloads.generators import infermax_fixed
 
     inst = infermax_fixed(2, 2, 2, limits=Limits(4, 64),
                           cost_model=LinearCost(k0=1.0, kpq=1.0, kpm=1.0))
@@ -166,7 +166,7 @@ def test_refuses_what_it_cannot_price():
 def test_batch_count_cuts_keep_the_exhaustive_optimum():
     """Eqs. 27c-27d apply to the eviction family shape (M = 2I): the tight model's optimum
     with a fitted-like cost (kpm = 0.88 kpq, k0 dominant) equals the exhaustive search's."""
-    from optsched.generators import infermax_fixed
+    from optsched.workloads.generators import infermax_fixed
 
     cost = LinearCost(k0=6.5e-3, k1=6.1e-5, kpq=5.3e-9, kpm=4.7e-9, kpl=2.2e-7, kpr=0.0,
                       kdm=2.8e-7, kdr=3.2e-5, kpb=5.5e-4, kdb=2.6e-4)

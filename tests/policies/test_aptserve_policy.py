@@ -133,7 +133,7 @@ def test_slo_attainment_with_ttft_tbt_slos_is_apt_serve_s_metric(tmp_path):
     import subprocess
     import sys
 
-    from optsched.rate_search import RateSearchError, resolve_metric, search
+    from optsched.serving.rate_search import RateSearchError, resolve_metric, search
 
     # the same name, the SLOs it is given: JCT SLO (EcoServe) by default, TTFT + P99 TBT
     # (Apt-Serve) when --ttft-slo / --tbt-slo are given

@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 from optsched.cost import LinearCost, UnitCost
 from optsched.evaluate import evaluate
-from optsched.hybrid import hybrid_metrics
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, list_policies, simulate
 from optsched.policies.bros import BidirectionalBlocks
+from optsched.workloads.hybrid import hybrid_metrics
 
 
 def test_rt_shares_a_be_block_from_the_left():
@@ -165,7 +165,7 @@ def test_every_other_policy_ignores_classes_and_slos(inst):
 
 
 def test_bros_generator_shape_and_be_batches_follow_the_service_estimate(tmp_path):
-    from optsched.hybrid import BE_OUTPUT, BE_PROMPT, be_batch_service_time, bros_workload
+    from optsched.workloads.hybrid import BE_OUTPUT, BE_PROMPT, be_batch_service_time, bros_workload
 
     src = Instance("src", Limits(kv_capacity=10_000, max_batch_tokens=4096), requests=(
         Request("x", 0, 100, 20), Request("y", 0, 50, 10)))
@@ -196,7 +196,7 @@ def test_bros_generator_shape_and_be_batches_follow_the_service_estimate(tmp_pat
 
 
 def test_iteration_ip_by_hand_matches_the_deadline_rule():
-    from optsched.bros_ip import Entry, best_batch
+    from optsched.oracles.bros_ip import Entry, best_batch
 
     # the deadline case above as the IP sees it: RT a (100 tokens, residual 0.12 s) and BE b's
     # options 200, 100, ..., 6 tokens; T = 0.01 + 0.001 * tokens. Only the 6-token chunk fits
@@ -213,7 +213,7 @@ def test_iteration_ip_by_hand_matches_the_deadline_rule():
 
 
 def test_iteration_ip_checkpoints_be_slots_at_their_price():
-    from optsched.bros_ip import Entry, Overwritable, best_batch
+    from optsched.oracles.bros_ip import Entry, Overwritable, best_batch
 
     # RT a prefills 10 tokens (residual 0.05 s), 6 slots are free, BE b (id 1) holds 8 slots
     # on the GPU and could decode 1 token. T = 0.01 + 0.001 * tokens + 0.001 * checkpointed.
@@ -238,7 +238,7 @@ def test_iteration_ip_checkpoints_be_slots_at_their_price():
 
 
 def test_iteration_entries_leave_out_be_options_the_room_excludes():
-    from optsched.bros_ip import iteration_entries
+    from optsched.oracles.bros_ip import iteration_entries
     from optsched.policies.simulator import SimView, _Sim
 
     # A table of two 16-slot blocks, set by hand: BE b (id 1) holds 16 + 4 slots from the
@@ -259,7 +259,7 @@ def test_iteration_entries_leave_out_be_options_the_room_excludes():
 
 
 def test_sampled_iterations_report_whether_the_greedy_batch_is_an_ip_point():
-    from optsched.bros_ip import sample_iterations
+    from optsched.oracles.bros_ip import sample_iterations
 
     # the deadline case: iteration 0's greedy batch {a: 100, b: 6} is among the IP's options
     # ({a} and b's halvings 200, 100, ..., 6) and meets (6)-(8): an IP point, and the IP

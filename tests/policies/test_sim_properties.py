@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from optsched.cost import LinearCost, UnitCost
 from optsched.evaluate import evaluate
 from optsched.instance import Instance, Limits, Request
-from optsched.manifest import shipped_instance_files
+from optsched.oracles.manifest import shipped_instance_files
 from optsched.policies import list_policies, simulate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,12 +10,12 @@ from shared_data import SHARED_DATA  # noqa: E402
 
 from optsched.cost import UnitCost
 from optsched.evaluate import evaluate
-from optsched.generators import generate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import PolicyError, get_spec, simulate
 from optsched.policies.nested_wait import Segment, nested_segments
 from optsched.policies.sortedf import best_prefix
 from optsched.policies.wait import fluid_thresholds, length_types
+from optsched.workloads.generators import generate
 
 THEORY = ("gba", "gsa", "sorted-f", "wait", "nested-wait")
 

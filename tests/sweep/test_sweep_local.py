@@ -13,8 +13,8 @@ pytest.importorskip("pyarrow", reason="sweeps need pyarrow (pip install 'optsche
 
 def test_local_tiny_spec_matches_the_library(tmp_path):
     from optsched.evaluate import evaluate
-    from optsched.generators import online_paper_random
     from optsched.policies import simulate
+    from optsched.workloads.generators import online_paper_random
 
     spec, out = write_spec(tmp_path), tmp_path / "out"
     s = run_json("sweep", "run", str(spec), "-o", str(out), "--workers", "2")
@@ -72,7 +72,7 @@ def test_bound_methods_resolve_through_the_bound_ladder(tmp_path):
 
     if importlib.util.find_spec("optsched.bounds") is None:
         pytest.skip("optsched.bounds (the bound ladder) is not in this optsched yet")
-    from optsched.generators import online_paper_random
+    from optsched.workloads.generators import online_paper_random
 
     lower_bound = importlib.import_module("optsched.bounds").lower_bound
 

@@ -69,7 +69,7 @@ def test_expansion_is_instances_x_seeds_x_methods():
     assert len(cells) == 2 * 2 * 3
     assert len({c.key for c in cells}) == len(cells)
     assert {(c.instance.n, c.seed) for c in cells} == {(4, 0), (4, 1), (5, 0), (5, 1)}
-    from optsched.generators import online_paper_random
+    from optsched.workloads.generators import online_paper_random
 
     c = next(c for c in cells if c.instance.n == 5 and c.seed == 1)
     assert c.instance == online_paper_random(5, 1)
@@ -85,7 +85,7 @@ def test_keys_follow_content_not_names():
 
 
 def test_trials_and_file_instances(tmp_path):
-    from optsched.generators import online_paper_random
+    from optsched.workloads.generators import online_paper_random
 
     online_paper_random(3, 7).save(tmp_path / "x.json")
     text = TINY.replace("seeds = [0, 1]", "trials = 3") + '\n[[instances]]\nfile = "x.json"\n'

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -55,6 +54,23 @@ from ...instance import Instance, Limits
 from ...schedule import Schedule, ScheduleBuilder
 from ...solve_types import Objective
 from ..base import BuiltModel, FormulationError, Hypotheses
+from .arcs import (
+    CHUNK,
+    DECODE,
+    END,
+    ENTRY_KINDS,
+    EVICT,
+    EVREFILL,
+    IDLE,
+    KIND_NAMES,
+    LAYER_IN_KINDS,
+    PREFILL_KINDS,
+    PREFILL_TOKEN_KINDS,
+    START,
+    STEP,
+    _Class,
+    chunk_price,
+)
 from .flow_objectives import (
     LATENCY_OBJECTIVES,
     RankForm,
@@ -63,16 +79,7 @@ from .flow_objectives import (
     rank_relabel,
     whole_prefill_class,
 )
-
-# arc kinds
-IDLE, START, STEP, END, DECODE, EVICT, EVREFILL, CHUNK = range(8)
-KIND_NAMES = ("idle", "start", "step", "end", "decode", "evict", "evict-refill", "chunk")
-#: arcs that are a request's entry in the batch / a prefill entry / carry prefill tokens
-ENTRY_KINDS = (START, DECODE, EVREFILL, CHUNK)
-PREFILL_KINDS = (START, EVREFILL, CHUNK)
-PREFILL_TOKEN_KINDS = (START, STEP, EVREFILL, CHUNK)
-#: arcs that end in the next batch's layer state (KV held after the batch)
-LAYER_IN_KINDS = (IDLE, END, DECODE, EVICT, CHUNK)
+from .flow_remainder import add_remainder
 
 
 def applicable(inst: Instance, objective: str, hyp: Hypotheses) -> str | None:
@@ -85,39 +92,6 @@ def applicable(inst: Instance, objective: str, hyp: Hypotheses) -> str | None:
     if not isinstance(cm, (LinearCost, UnitCost)):
         return f"flow variant does not know cost model {type(cm).__name__}"
     return None
-
-
-@dataclass
-class _Class:
-    ids: list[str]
-    I: int
-    O: int
-    arrival: float
-    # states: index -> (kind, g, m); kind in "W", "P", "R", "F"
-    states: list[tuple[str, int, int]]
-    sidx: dict[tuple[str, int, int], int]
-    # in-chunk nodes: (g, k) -> node index (offset after the states)
-    qidx: dict[tuple[int, int], int]
-    # arc arrays
-    src: np.ndarray
-    dst: np.ndarray  # node ids; layer states are "next layer" for idle/end/decode/evict
-    kind: np.ndarray
-    tokens: np.ndarray
-    price: np.ndarray  # seconds
-    kv: np.ndarray  # KV footprint after the batch (layer-to-layer arcs), else 0
-    finishes: np.ndarray
-    # F2c (kpm < 2 kpq): chunks that continue a partial fill run on a second chain; its
-    # nodes (g, k) -> node index, and per arc the level g of its start/step arcs (else -1)
-    qidx_b: dict[tuple[int, int], int] = field(default_factory=dict)
-    rem_level: np.ndarray | None = None
-
-    @property
-    def n(self) -> int:
-        return len(self.ids)
-
-    @property
-    def n_nodes(self) -> int:
-        return len(self.states) + len(self.qidx) + len(self.qidx_b)
 
 
 def _coef(cm) -> dict[str, float]:
@@ -144,12 +118,6 @@ def split_remainder(cm) -> float | None:
         return None
     delta = cm.kpq - cm.kpm / 2
     return delta if cm.kpm >= 0 and delta > 1e-12 * cm.kpq else None
-
-
-def chunk_price(k: dict[str, float], m: int, c: int) -> float:
-    """The price (docs/semantics.md section 5) of one prefill entry of ``c`` tokens over ``m``
-    cached ones (without the batch-level ``k0``, ``kpb``)."""
-    return k["kpr"] + k["kpl"] * m + k["k1"] * c + k["kpq"] * c * c + k["kpm"] * c * m
 
 
 def _build_class(ids, I, O, arrival, k, limits: Limits, allow_evict: bool,
@@ -331,7 +299,6 @@ class FlowModel:
         self._add_variables()
         self.rem = None
         if self.delta is not None:
-            from .flow_remainder import add_remainder
             self.rem = add_remainder(self, self.delta)
         for ci, c in enumerate(self.classes):
             self._conservation(ci, c)

@@ -30,9 +30,13 @@ from ...instance import Instance
 from ...schedule import Schedule, ScheduleBuilder
 from ...solve_types import Objective, WarmStart
 from ..base import Hypotheses, RawSolution
+from .arcs import CHUNK, DECODE, EVREFILL, IDLE, START, STEP, _Class, chunk_price
+from .encode import canonical
+from .flow_remainder import max_remainder
+from .merge import merge_prefills, merging_never_hurts
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from .flow import FlowModel, _Class
+    from .flow import FlowModel
 
 #: the objectives priced by eq. F11
 LATENCY_OBJECTIVES = ("total-latency", "mean-ttft")
@@ -56,9 +60,6 @@ def delta_bound(fm: FlowModel) -> float:
     """``T``: an upper bound on ``Delta_j`` for the encoding of any schedule with earliest
     starts (model units): the dearest batch plus, online, the latest arrival (an earliest
     start idles at most until the arrival of a request it touches)."""
-    from .flow import CHUNK, DECODE, EVREFILL, START, STEP
-    from .flow_remainder import max_remainder
-
     k = fm.k
     T = k["k0"] + k["kpb"] + k["kdb"]
     for c in fm.classes:
@@ -301,8 +302,6 @@ def _key(c: _Class) -> tuple[float, int, int]:
 def rank_relabel(fm: FlowModel, s: Schedule) -> Schedule:
     """``s`` with identical requests relabelled so that ranks follow completion order (F14;
     the relabelling of eq. 14)."""
-    from .encode import canonical
-
     pos = fm.inst.index
     groups = [[pos[fm.classes[ci].ids[0]] for ci in g] for g in rank_groups(fm) if len(g) > 1]
     if not groups:
@@ -312,8 +311,6 @@ def rank_relabel(fm: FlowModel, s: Schedule) -> Schedule:
 
 def _max_batch_work(fm: FlowModel, c: _Class) -> float:
     """An upper bound on one request's entry prices in one batch (model units)."""
-    from .flow import CHUNK, DECODE, EVREFILL, START, STEP
-
     chain = float(c.price[np.isin(c.kind, (START, EVREFILL))].max(initial=0.0)) + \
         float(c.price[c.kind == STEP].sum())
     rem = 0.0 if fm.rem is None else fm.rem.delta * (c.I + c.O - 1) ** 2  # F2c remainder
@@ -449,8 +446,6 @@ def fill_rank(fm: FlowModel, x: np.ndarray, counts: list[np.ndarray]) -> None:
 def whole_prefills_apply(inst: Instance, objective: str) -> bool:
     """Eq. F15's conditions: a latency objective, every ``O = 1``, one common arrival, and
     eq. G1's conditions on the limits and cost (:func:`.fill.merging_never_hurts`)."""
-    from .fill import merging_never_hurts
-
     if not rank_form_applies(inst, objective) or not bool((inst.output == 1).all()) or \
             np.ptp(inst.arrival) > 0:
         return False
@@ -462,8 +457,6 @@ def whole_prefill_class(ids, I: int, O: int, arrival: float, k: dict[str, float]
     """(F15) a class whose requests (``O = 1``) are prefilled in one entry: states ``W(0)``
     and ``F``, arcs idle, idle and the whole prefill ``W(0) -> F`` (``I`` tokens, KV
     ``fp(I)``, price ``kpr + k1 I + kpq I^2``)."""
-    from .flow import CHUNK, IDLE, _Class, chunk_price
-
     if O != 1:
         raise ValueError("whole-prefill classes need O = 1")
     states = [("W", 0, 0), ("F", O, 0)]
@@ -480,6 +473,4 @@ def whole_prefills(inst: Instance, s: Schedule) -> Schedule:
     (:func:`.fill.merge_prefills`) for ``O = 1``, where each request has one prefill segment;
     under :func:`whole_prefills_apply` it is feasible and no worse (formulations/infermax.md
     F15, G1)."""
-    from .fill import merge_prefills
-
     return merge_prefills(inst, s)

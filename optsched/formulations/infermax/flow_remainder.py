@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ... import milp
+from .arcs import START, STEP
 
 if TYPE_CHECKING:  # pragma: no cover - imported for types only (flow imports this module)
     from .flow import FlowModel
@@ -81,8 +82,6 @@ class FlowRemainder:
 def add_remainder(fm: FlowModel, delta: float) -> FlowRemainder:
     """Add the F2c columns and rows to the flow model ``fm`` (its time rows take
     :meth:`FlowRemainder.time_terms`)."""
-    from .flow import START, STEP
-
     md, J = fm.model, fm.J
     rs: list[milp.VarBlock] = []
     ss: list[milp.VarBlock] = []

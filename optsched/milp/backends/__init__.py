@@ -21,6 +21,7 @@ _instances: dict[str, Backend] = {}
 def __getattr__(name: str) -> Any:
     """The deprecated ``WarmStart`` (now :class:`ColumnStart`), resolved with a warning."""
     if name == "WarmStart":
+        # lazy: only for the deprecated name
         from . import base
 
         return base.__getattr__(name)

@@ -90,6 +90,7 @@ def _cbc_path() -> str | None:
         return on_path
     if importlib.util.find_spec("pulp") is None:
         return None
+    # lazy: optional dependency (the cbc extra)
     from pulp.apis.coin_api import PULP_CBC_CMD
 
     path = os.path.normpath(PULP_CBC_CMD.pulp_cbc_path)
@@ -161,6 +162,7 @@ class CbcBackend(Backend):
 
     def version(self) -> str:
         if CbcBackend._version is None:
+            # lazy: optional dependency (the cbc extra)
             import pulp
 
             v = "unknown"
@@ -180,6 +182,7 @@ class CbcBackend(Backend):
 
     def solve(self, model: Model, options: SolveOptions, start: ColumnStart | None,
               progress: Progress) -> BackendOutput:
+        # lazy: optional dependency (the cbc extra)
         import pulp
 
         a = model.arrays()
@@ -281,6 +284,7 @@ class CbcBackend(Backend):
 
     @staticmethod
     def _read(prob, xs, a, log: CbcLog, sign: float, out: BackendOutput) -> None:
+        # lazy: optional dependency (the cbc extra)
         import pulp
 
         st, sol = prob.status, prob.sol_status

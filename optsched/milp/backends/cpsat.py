@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+import optsched
+
 from ...solve_types import Status
 from ..errors import MilpError
 from .base import Backend, BackendOutput, ColumnStart, Features, register
@@ -116,6 +118,7 @@ def to_integer_model(model: Model, bound: int = ARTIFICIAL_BOUND) -> IntegerMode
 
 def _build(p: dict):
     """CpModel from a payload (runs in the worker process)."""
+    # lazy: optional dependency (the cpsat extra)
     from ortools.sat.python import cp_model
 
     cm = cp_model.CpModel()
@@ -146,6 +149,7 @@ def _build(p: dict):
 
 def _solve_payload(p: dict, emit) -> dict:
     """Solve a payload with CP-SAT (worker side); ``emit`` sends progress frames."""
+    # lazy: optional dependency (the cpsat extra)
     from ortools.sat.python import cp_model
 
     cm = _build(p)
@@ -225,8 +229,6 @@ class _Worker:
 
     @classmethod
     def _start(cls) -> subprocess.Popen:
-        import optsched
-
         root = os.path.dirname(os.path.dirname(os.path.abspath(optsched.__file__)))
         env = dict(os.environ)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"]

@@ -38,6 +38,7 @@ _license_lock = threading.Lock()
 
 
 def _env():
+    # lazy: optional dependency (the gurobi extra)
     import gurobipy as gp
 
     env = gp.Env(empty=True)
@@ -57,6 +58,7 @@ def probe_license() -> LicenseInfo:
             _license = LicenseInfo(False, None,
                                    "gurobi: gurobipy not installed (pip install 'optsched[gurobi]')")
             return _license
+        # lazy: optional dependency (the gurobi extra)
         import gurobipy as gp
 
         try:
@@ -124,12 +126,14 @@ class GurobiBackend(Backend):
         return model.num_vars, _row_count(model)
 
     def version(self) -> str:
+        # lazy: optional dependency (the gurobi extra)
         import gurobipy as gp
 
         return ".".join(map(str, gp.gurobi.version()))
 
     def solve(self, model: Model, options: SolveOptions, start: ColumnStart | None,
               progress: Progress) -> BackendOutput:
+        # lazy: optional dependency (the gurobi extra)
         import gurobipy as gp
         from gurobipy import GRB
 
@@ -209,6 +213,7 @@ class GurobiBackend(Backend):
 
     @staticmethod
     def _callback(progress: Progress):
+        # lazy: optional dependency (the gurobi extra)
         from gurobipy import GRB
 
         def cb(model, where):
@@ -226,6 +231,7 @@ class GurobiBackend(Backend):
 
     @staticmethod
     def _read(m, out: BackendOutput, model: Model) -> None:
+        # lazy: optional dependency (the gurobi extra)
         from gurobipy import GRB
 
         _STOPPED = {getattr(GRB, n): n for n in _STOPPED_NAMES if hasattr(GRB, n)}

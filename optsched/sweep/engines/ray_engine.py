@@ -18,6 +18,7 @@ from ..engine import EngineError, Outcome, register_engine
 
 def _ray():
     try:
+        # lazy: optional dependency (the ray extra)
         import ray
     except ImportError:
         raise EngineError("--engine ray needs Ray: pip install 'optsched[ray]'") from None

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InstanceError
+from ..errors import InstanceError
 
 
 def _phi(x: float) -> float:

@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from .cost import LinearCost
-from .errors import InputFileError, InstanceError
+from ..cost import LinearCost
+from ..errors import InputFileError, InstanceError
 
 #: Layer counts of the profiled models (README: 32 for 7B/8B, 80 for 70B).
 LAYERS = {"Llama-2-7b-hf": 32, "Llama-2-70b-hf": 80, "Meta-Llama-3-8B": 32, "Meta-Llama-3-70B": 80}

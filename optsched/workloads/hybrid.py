@@ -35,10 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from .cost import CostModel
-from .errors import InstanceError
-from .instance import Instance, Limits, Request
-from .serving_metrics import normalized_latency
+from ..cost import CostModel
+from ..errors import InstanceError
+from ..evaluate import evaluate
+from ..instance import Instance, Limits, Request
+from ..metrics.serving import normalized_latency
+from .defaults import check_int, check_rate, default_cost, default_limits
+from .traces import poisson_arrivals, read_trace
 
 #: the paper's SLOs (section 7.1): TTFT 0.4 s, TPOT 0.2 s
 TTFT_SLO = 0.4
@@ -84,8 +87,6 @@ def _trace_pairs(trace: str | Path | Instance) -> tuple[str, np.ndarray, np.ndar
     if str(trace).endswith(".json"):
         t = Instance.load(trace)
         return t.name, t.prompt, t.output
-    from .traces import read_trace
-
     rt = read_trace(trace)
     return Path(rt.path).stem, rt.prompt, rt.output
 
@@ -109,18 +110,15 @@ def bros_workload(
     would finish alone (module docstring). RT requests carry ``ttft_slo`` and ``tpot_slo``.
     Limits default to M = 100,000, C = 4,096, block size 1 and host memory for swapped KV
     of 4 M tokens (``host_capacity``) unless ``limits`` states one. Seeded."""
-    from .generators import _check_int, _check_rate, _default_cost, _default_limits
-    from .traces import poisson_arrivals
-
-    n, rate = _check_int("n", n), _check_rate(rate)
-    be_batch = _check_int("be_batch", be_batch)
+    n, rate = check_int("n", n), check_rate(rate)
+    be_batch = check_int("be_batch", be_batch)
     for key, v in (("ttft_slo", ttft_slo), ("tpot_slo", tpot_slo)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
             raise InstanceError(f"generator 'bros': {key} must be a number > 0, got {v!r}")
-    lim = _default_limits(limits)
+    lim = default_limits(limits)
     if lim.host_capacity is None:
         lim = Limits(**{**lim.to_dict(), "host_capacity": 4 * lim.kv_capacity})
-    cost = _default_cost(cost_model)
+    cost = default_cost(cost_model)
     src, P, O = _trace_pairs(trace)
     fits = lim.kv_footprint(P + O - 1) <= lim.kv_capacity
     P, O = P[fits], O[fits]
@@ -193,8 +191,7 @@ def closed_loop_be(instance: Instance, make_policy: Callable[[], Any]) -> Closed
     returned instance is an ordinary one -- the evaluator judges its schedule as any other
     -- and every batch's arrival equals the previous batch's completion in that schedule
     (``tests/test_hybrid_closed_loop.py`` checks it)."""
-    from .evaluate import evaluate
-    from .policies import simulate
+    from ..policies import simulate  # lazy: start-up time of `optsched generate` (issue 31)
 
     rt = [r for r in instance.requests if r.cls != "be"]
     horizon = max((r.arrival for r in rt), default=0.0)

@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import OptschedError
-from .evaluate import Evaluation
-from .instance import Instance
-from .schedule import Schedule
+from ..errors import OptschedError
+from ..evaluate import Evaluation
+from ..instance import Instance
+from ..schedule import Schedule
 
 
 class MetricError(OptschedError, ValueError):

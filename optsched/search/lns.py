@@ -18,7 +18,7 @@ re-solve it exactly with the exhaustive search
 
 A second family works at trace scale, where nearly every batch is crowded: **priority
 search**. A schedule is decoded from a priority key (one number per request, smallest first)
-by the simulator (:mod:`optsched.lns_decode`): MC-SF's admission rule (keep the running
+by the simulator (:mod:`optsched.search.lns_decode`): MC-SF's admission rule (keep the running
 requests, admit waiting ones smallest key first while KV stays <= M at every future
 completion, true output lengths; never evicts) or, for mean TTFT first, TTFT-first (prefill
 every arrival at once in key order, evicting the largest key). The seed keys
@@ -59,14 +59,16 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .errors import OptschedError
-from .evaluate import evaluate
-from .instance import Instance, Request
+from ..bounds.floors import Floors
+from ..bounds.srpt import job_works
+from ..errors import OptschedError
+from ..evaluate import evaluate
+from ..instance import Instance, Request
+from ..oracles.exhaustive import SearchOptions, search_between
+from ..policies.registry import SimulationTimeout
+from ..schedule import Batch, Schedule
+from ..solve_types import Objective, Status
 from .lns_decode import decode, in_instance_order
-from .oracles.exhaustive import SearchOptions, search_between
-from .policies.registry import SimulationTimeout
-from .schedule import Batch, Schedule
-from .solve_types import Objective, Status
 
 State = tuple[int, int]  # (g, m): generated tokens, cached tokens (semantics section 3)
 
@@ -234,8 +236,6 @@ def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
     work under three sharing rules (bounds.md B7; prefill work only for mean TTFT) and its
     entry costs alone --, its memory volume (KV held x batches, F3; the prompt's for mean
     TTFT), MC-SF's rule (output length) and arrival (FCFS)."""
-    from .bounds.floors import Floors
-    from .bounds.srpt import job_works
 
     f = Floors.of(inst)
     kind = "mean-ttft" if objective == Objective.MEAN_TTFT else "total-latency"
@@ -251,7 +251,7 @@ def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
 
 def priority_schedule(inst: Instance, key: np.ndarray, decoder: str = "mcsf",
                       deadline: float | None = None) -> Schedule:
-    """The schedule the ``decoder`` (optsched/lns_decode.py) builds when it ranks requests by
+    """The schedule the ``decoder`` (optsched/search/lns_decode.py) builds when it ranks requests by
     ``key`` (stopped with ``SimulationTimeout`` past ``deadline``, a ``time.perf_counter()``
     value)."""
     return decode(inst, decoder, key, deadline=deadline)
@@ -265,7 +265,7 @@ def _ranks(key: np.ndarray) -> np.ndarray:
 
 
 def _handover_points(inst: Instance, s: Schedule) -> np.ndarray:
-    """Batches ``j0`` where a decoder may take over (:mod:`optsched.lns_decode`): no request
+    """Batches ``j0`` where a decoder may take over (:mod:`optsched.search.lns_decode`): no request
     is in the middle of a (re)fill before batch ``j0`` (MC-SF's decoder runs every resident
     one token per batch)."""
     I, O = inst.prompt.tolist(), inst.output.tolist()

@@ -8,7 +8,7 @@
 * :func:`poisson_trace` -- Poisson arrivals at ``rate`` per second over (prompt, output)
   pairs drawn from a trace (a CSV path or an :class:`~optsched.instance.Instance`).
 * :func:`chat_like` -- Poisson arrivals with synthetic ShareGPT / LMSYS-like lengths
-  (:mod:`optsched.chat_lengths`: the papers' reported means and spreads).
+  (:mod:`optsched.workloads.chat_lengths`: the papers' reported means and spreads).
 * :func:`online_paper_random` -- the random family of the online-scheduling paper
   (Jaillet, Jiang, Podimata, Zhou), converted to our semantics (see its docstring);
   :func:`online_paper_horizon` -- its online setting over a fixed horizon of rounds.
@@ -20,7 +20,6 @@ validated :class:`~optsched.instance.Instance`. :data:`GENERATORS` maps a kind n
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,42 +28,24 @@ from typing import Any
 
 import numpy as np
 
-from .cost import DEFAULT_PRESET, CostModel, UnitCost, preset
-from .errors import InstanceError
-from .instance import Instance, Limits, Request
-
-#: InferMax defaults (``shared/data/README.md``): M = 100K tokens for Llama-2-7B on one
-#: A100, C = 4096.
-DEFAULT_KV_CAPACITY = 100_000
-DEFAULT_MAX_BATCH_TOKENS = 4096
+from ..cost import CostModel, UnitCost
+from ..errors import InstanceError
+from ..instance import Instance, Limits, Request
+from .chat_lengths import chat_lengths
+from .defaults import (
+    DEFAULT_KV_CAPACITY,
+    DEFAULT_MAX_BATCH_TOKENS,
+    check_int,
+    check_rate,
+    default_cost,
+    default_limits,
+)
+from .hybrid import bros_workload
+from .traces import TraceWarning, poisson_arrivals, read_trace
 
 SHORT = (8, 16)
 LONG = (512, 1024)
 MIXES = ("SISO", "SILO", "LISO", "LILO")
-
-
-def _default_limits(limits: Limits | None) -> Limits:
-    return limits if limits is not None else Limits(
-        kv_capacity=DEFAULT_KV_CAPACITY, max_batch_tokens=DEFAULT_MAX_BATCH_TOKENS
-    )
-
-
-def _default_cost(cost_model: CostModel | None) -> CostModel:
-    return cost_model if cost_model is not None else preset(DEFAULT_PRESET)
-
-
-def _check_int(name: str, v: Any, lo: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise InstanceError(f"generator: {name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
-
-
-def _check_rate(rate: Any) -> float:
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (
-        math.isfinite(rate) and rate > 0
-    ):
-        raise InstanceError(f"generator: rate must be a finite number > 0, got {rate!r}")
-    return float(rate)
 
 
 def _instance(name, limits, cost_model, arrival, prompt, output) -> Instance:
@@ -90,10 +71,10 @@ def infermax_fixed(
     """``n`` identical requests (prompt ``I``, output ``O``) at t = 0 (InferMax section 6's
     fixed offline workloads). Default limits M = 100K, C = 4096; default cost model the
     InferMax Llama-2-7B/A100 preset."""
-    n, prompt, output = _check_int("n", n), _check_int("prompt", prompt), _check_int("output", output)
+    n, prompt, output = check_int("n", n), check_int("prompt", prompt), check_int("output", output)
     return _instance(
-        name or f"fixed-n{n}-i{prompt}-o{output}", _default_limits(limits),
-        _default_cost(cost_model), np.zeros(n), np.full(n, prompt), np.full(n, output),
+        name or f"fixed-n{n}-i{prompt}-o{output}", default_limits(limits),
+        default_cost(cost_model), np.zeros(n), np.full(n, prompt), np.full(n, output),
     )
 
 
@@ -112,14 +93,14 @@ def infermax_mix(
     m = str(mix).upper()
     if m not in MIXES:
         raise InstanceError(f"generator: unknown mix {mix!r}; expected one of {', '.join(MIXES)}")
-    n = _check_int("n", n)
+    n = check_int("n", n)
     rng = np.random.default_rng(seed)
     ins = SHORT if m[0] == "S" else LONG
     outs = SHORT if m[2] == "S" else LONG
     prompt = rng.choice(ins, size=n)
     output = rng.choice(outs, size=n)
-    return _instance(name or f"{m.lower()}-n{n}-s{seed}", _default_limits(limits),
-                     _default_cost(cost_model), np.zeros(n), prompt, output)
+    return _instance(name or f"{m.lower()}-n{n}-s{seed}", default_limits(limits),
+                     default_cost(cost_model), np.zeros(n), prompt, output)
 
 
 # -- Poisson over a trace's lengths ------------------------------------------------------
@@ -136,13 +117,11 @@ def poisson_trace(
 ) -> Instance:
     """``n`` requests arriving as a Poisson process of ``rate`` per second (first at 0,
     exponential gaps), with (prompt, output) pairs drawn uniformly from ``trace`` (a trace
-    CSV read by :func:`optsched.traces.read_trace`, or an instance), without replacement
+    CSV read by :func:`optsched.workloads.traces.read_trace`, or an instance), without replacement
     unless ``replace``. Pairs that could never fit (``I + O - 1 > M``) are removed from the
     pool first, with a warning giving the count. Seeded."""
-    from .traces import TraceWarning, poisson_arrivals, read_trace
-
-    n, rate = _check_int("n", n), _check_rate(rate)
-    lim = _default_limits(limits)
+    n, rate = check_int("n", n), check_rate(rate)
+    lim = default_limits(limits)
     if not isinstance(trace, Instance) and str(trace).endswith(".json"):
         trace = Instance.load(trace)
     if isinstance(trace, Instance):
@@ -169,10 +148,10 @@ def poisson_trace(
     idx = rng.choice(P.size, size=n, replace=replace)
     arrival = poisson_arrivals(n, rate, rng)
     return _instance(name or f"poisson-{src}-n{n}-r{rate:g}-s{seed}", lim,
-                     _default_cost(cost_model), arrival, P[idx], O[idx])
+                     default_cost(cost_model), arrival, P[idx], O[idx])
 
 
-# -- ShareGPT / LMSYS-like lengths (synthetic, optsched.chat_lengths) --------------------
+# -- ShareGPT / LMSYS-like lengths (synthetic, optsched.workloads.chat_lengths) --------------------
 def chat_like(
     n: int,
     rate: float,
@@ -185,19 +164,16 @@ def chat_like(
 ) -> Instance:
     """``n`` requests arriving as a Poisson process of ``rate`` per second (first at 0) with
     **synthetic** (prompt, output) lengths matching the mean and spread EcoServe / BROS
-    report for ShareGPT or LMSYS-Chat-1M (:mod:`optsched.chat_lengths` cites each number).
+    report for ShareGPT or LMSYS-Chat-1M (:mod:`optsched.workloads.chat_lengths` cites each number).
     Pairs whose KV could not fit ``M`` are redrawn. Seeded."""
-    from .chat_lengths import chat_lengths
-    from .traces import poisson_arrivals
-
-    n, rate = _check_int("n", n), _check_rate(rate)
-    lim = _default_limits(limits)
+    n, rate = check_int("n", n), check_rate(rate)
+    lim = default_limits(limits)
     rng = np.random.default_rng(seed)
     b = lim.block_size
     P, O = chat_lengths(dataset, n, rng, max_tokens=(lim.kv_capacity // b) * b)
     arrival = poisson_arrivals(n, rate, rng)
     return _instance(name or f"chat-{dataset}-n{n}-r{rate:g}-s{seed}", lim,
-                     _default_cost(cost_model), arrival, P, O)
+                     default_cost(cost_model), arrival, P, O)
 
 
 # -- the online-scheduling paper's random family -----------------------------------------
@@ -226,7 +202,7 @@ def online_paper_random(
     Unit-time cost model (every batch takes 1 round); ``C = M``, which never binds because
     a batch's tokens never exceed the KV it leaves cached (``sum c <= sum m <= M``).
     """
-    n = _check_int("n", n)
+    n = check_int("n", n)
     if arrival not in ("offline", "poisson"):
         raise InstanceError(f"generator: arrival must be 'offline' or 'poisson', got {arrival!r}")
     rng = np.random.default_rng(seed)
@@ -240,7 +216,7 @@ def online_paper_random(
     else:
         if rate is None:
             raise InstanceError("generator: arrival='poisson' needs a rate (arrivals per round)")
-        lam = _check_rate(rate)
+        lam = check_rate(rate)
         arr = np.empty(n)
         k, t = 0, 0
         while k < n:
@@ -266,7 +242,7 @@ def online_paper_horizon(rate: float, horizon: int, seed: int = 0, *, name: str 
     ``arrival="poisson"`` instead fixes ``n`` and runs rounds until ``n`` requests arrived. A draw
     with no arrival at all keeps one request at round 0 (an empty instance compares nothing).
     """
-    lam, T = _check_rate(rate), _check_int("horizon", horizon)
+    lam, T = check_rate(rate), check_int("horizon", horizon)
     rng = np.random.default_rng(seed)
     M = int(rng.integers(30, 51))
     arr = np.repeat(np.arange(T), rng.poisson(lam, size=T))
@@ -356,7 +332,7 @@ GENERATORS: dict[str, GeneratorKind] = {
     "chat-like": GeneratorKind(
         "chat-like", chat_like,
         "SYNTHETIC ShareGPT/LMSYS-like lengths (log-normal, the papers' reported mean/std/range; "
-        "optsched.chat_lengths) with Poisson arrivals",
+        "optsched.workloads.chat_lengths) with Poisson arrivals",
         (Param("n", int, REQUIRED, "number of requests"),
          Param("rate", float, REQUIRED, "arrival rate, requests per second"),
          Param("seed", int, 0, "random seed"),
@@ -385,7 +361,7 @@ GENERATORS: dict[str, GeneratorKind] = {
     "bros": GeneratorKind(
         "bros", lambda **kw: _bros(**kw),
         "BROS hybrid workload: RT Poisson over a trace with TTFT/TPOT SLOs, BE batches of "
-        "U(512,1024)/U(32,128) submitted when the previous would finish alone (optsched.hybrid)",
+        "U(512,1024)/U(32,128) submitted when the previous would finish alone (optsched.workloads.hybrid)",
         (Param("trace", str, REQUIRED, "trace CSV (azure/vidur/arxiv) or instance JSON for RT"),
          Param("n", int, REQUIRED, "number of RT requests"),
          Param("rate", float, REQUIRED, "RT arrival rate, requests per second"),
@@ -398,8 +374,6 @@ GENERATORS: dict[str, GeneratorKind] = {
 
 
 def _bros(**kw) -> Instance:
-    from .hybrid import bros_workload
-
     return bros_workload(**kw)
 
 

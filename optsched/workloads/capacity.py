@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .errors import InstanceError
+from ..errors import InstanceError
 
 GB = 1e9
 GIB = float(2**30)

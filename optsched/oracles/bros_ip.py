@@ -54,8 +54,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .cost import LinearCost
-from .milp import Model, SolveOptions, solve
+from ..cost import LinearCost
+from ..milp import Model, SolveOptions, solve
+from ..policies import simulate
+from ..policies.bros import Bros
 
 
 @dataclass(frozen=True)
@@ -253,8 +255,6 @@ def sample_iterations(instance, every: int = 50, limit: int = 10, time_limit: fl
     iterations in drain mode are skipped), solve the per-iteration IP on the state the greedy
     saw. A row: BE and RT entries and checkpointed tokens of both batches, the IP's status,
     and whether the greedy's batch is a feasible point of the IP (:func:`greedy_is_point`)."""
-    from .policies import simulate
-    from .policies.bros import Bros
 
     rows: list[dict] = []
 

@@ -1,4 +1,4 @@
-"""Priority decoders of the large-neighbourhood search (optsched/lns.py): a priority key (one
+"""Priority decoders of the large-neighbourhood search (optsched/search/lns.py): a priority key (one
 number per request, smallest first) turned into a whole schedule by the simulator.
 
 * ``mcsf``: MC-SF's admission rule (:mod:`optsched.policies.mcsf`, equation (1)) ranking
@@ -22,11 +22,11 @@ import heapq
 
 import numpy as np
 
-from .instance import Instance
-from .policies.mcsf import MCSF
-from .policies.simulator import Plan, Policy, SimView, simulate_policy
-from .policies.ttft_first import TTFTFirst
-from .schedule import Schedule
+from ..instance import Instance
+from ..policies.mcsf import MCSF
+from ..policies.simulator import Plan, Policy, SimView, simulate_policy
+from ..policies.ttft_first import TTFTFirst
+from ..schedule import Schedule
 
 DECODERS = ("mcsf", "ttft")
 

@@ -12,7 +12,7 @@ methods that agree on it. Methods are independent routes to the same number:
   neither, and is larger otherwise. It is recorded under ``restricted`` and never counted
   as disagreement.
 
-Regenerate with ``python -m optsched.manifest --update`` (slow); the test suite re-proves
+Regenerate with ``python -m optsched.oracles.manifest --update`` (slow); the test suite re-proves
 the entries whose proof took under a few seconds (``tests/test_manifest.py``).
 """
 
@@ -26,22 +26,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .cost import UnitCost
-from .errors import OptschedError
-from .evaluate import OBJECTIVES
-from .formulations import SolveOptions, solve
-from .instance import Instance
-from .solve_types import Status
+from ..cost import UnitCost
+from ..data import embedded_instance_names, embedded_instance_path
+from ..errors import OptschedError
+from ..evaluate import OBJECTIVES
+from ..formulations import SolveOptions, solve
+from ..instance import Instance
+from ..solve_types import Status
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 INSTANCES = REPO / "instances"
 MANIFEST = INSTANCES / "manifest.json"
 REL = 1e-6
 
 
 def shipped_instance_files() -> list[Path]:
-    from .data import embedded_instance_names, embedded_instance_path
-
     files = sorted(p for p in INSTANCES.glob("*.json")
                    if p.name != "manifest.json" and not p.name.endswith(".schedules.json"))
     shipped = (embedded_instance_path(n) for n in embedded_instance_names())

@@ -27,11 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from .errors import OptschedError
-from .evaluate import evaluate
-from .instance import Instance
-from .policies import SimStats, get_spec, simulate_policy
-from .serving_metrics import JctSlo, serving_metrics
+from ..cost import LinearCost, UnitCost
+from ..errors import OptschedError
+from ..evaluate import evaluate
+from ..instance import Instance
+from ..metrics.serving import JctSlo, serving_metrics
+from ..policies import SimStats, get_spec, simulate_policy
 
 
 class RateSearchError(OptschedError, ValueError):
@@ -142,7 +143,6 @@ def min_busy_time(instance: Instance) -> float | None:
     ``B = max(ceil(T / C), max O)`` batches with ``T = sum (I + O - 1)`` tokens. A unit-time
     batch costs 1: ``B``. A :class:`~optsched.cost.LinearCost` batch costs at least
     ``k0 + k1 * tokens`` (every other term is >= 0): ``k0 B + k1 T``."""
-    from .cost import LinearCost, UnitCost
 
     if instance.n == 0:
         return 0.0

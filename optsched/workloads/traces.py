@@ -43,9 +43,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .cost import DEFAULT_PRESET, CostModel, preset
-from .errors import InputFileError, InstanceError
-from .instance import MAX_COUNT, Instance, Limits, Request
+from ..cost import DEFAULT_PRESET, CostModel, preset
+from ..errors import InputFileError, InstanceError
+from ..instance import MAX_COUNT, Instance, Limits, Request
 
 FORMATS = ("azure", "vidur", "arxiv")
 

@@ -1,11 +1,11 @@
 """Certified capacity ceiling (issue 25 item 3): the arrival rates at which the goodput
 *upper* bound (``formulations/bounds.md`` B12) still allows a target attainment.
 
-The workload is :func:`optsched.rate_search.at_rate`'s: the trace's requests with one seeded
+The workload is :func:`optsched.serving.rate_search.at_rate`'s: the trace's requests with one seeded
 Poisson draw of arrivals scaled to the probed rate, the same draw the policies' sustainable
 rate search probes. At a rate where the bound's attainment is below the target, *no*
 schedule of that workload reaches the target; the search bisects geometrically like
-:func:`optsched.rate_search.search` and reports every probe, so a non-monotone bound is
+:func:`optsched.serving.rate_search.search` and reports every probe, so a non-monotone bound is
 visible. The certified statement is per probed rate: "at ``ruled_out_rate`` no scheduler
 serves ``target`` of the requests within their SLOs".
 """
@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .bounds.goodput import GoodputBound, goodput_bound
-from .instance import Instance
+from ..bounds.goodput import GoodputBound, goodput_bound
+from ..instance import Instance
 from .rate_search import RateSearchError, at_rate
 
 

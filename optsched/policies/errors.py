@@ -1,0 +1,31 @@
+"""The policies' errors and warning (docs/policies.md).
+
+Apart from the registry so that the simulator, which the registry imports to check a policy
+object, can raise them without importing the registry (the two imported each other before,
+issue 27 item 3); :mod:`optsched.policies.registry` and :mod:`optsched.policies` re-export
+them.
+"""
+
+from __future__ import annotations
+
+from ..errors import OptschedError
+
+
+class PolicyWarning(UserWarning):
+    """A policy had to depart from its published behaviour on this instance (e.g. ``vllm``
+    chunking a prompt longer than ``C``); the message says how."""
+
+
+class PolicyError(OptschedError, ValueError):
+    """Unknown policy name, unknown parameter or a bad parameter value."""
+
+
+class SimulationError(OptschedError, RuntimeError):
+    """A policy produced a batch the simulator cannot apply (a policy bug), or stalled."""
+
+
+class SimulationTimeout(SimulationError):
+    """The run passed its deadline (a command's time limit) before every request finished."""
+
+
+__all__ = ["PolicyError", "PolicyWarning", "SimulationError", "SimulationTimeout"]
