@@ -26,7 +26,7 @@ import numpy as np
 
 from ..instance import Instance
 from .floors import Floors
-from .srpt import MIXES, job_works
+from .srpt import MIXES
 
 #: endpoints of the counting grid (quantiles of releases and deadlines); any grid is valid
 GRID = 96
@@ -166,11 +166,9 @@ def counting_misses(r: np.ndarray, d: np.ndarray, w: np.ndarray, grid: int = GRI
 
 
 def sharing_rules(instance: Instance) -> tuple[tuple[float, float, float], ...]:
-    """B7's sharing rules valid here. The KV share needs ``KV_i >= fp(I)`` after the batch
-    and the count share ``entries <= min(C, M)``; a hidden cache (semantics section 6) holds
-    less memory, so there only the token share (prefill tokens per batch ``<= P``) is used."""
-    if instance.limits.hidden_cache:
-        return ((0.0, 1.0, 0.0),)
+    """B7's sharing rules B12 uses: the KV, token and count shares. With a hidden cache
+    (semantics section 6) the KV and count shares price the smaller of the KV and the hidden
+    charge (B12e, :mod:`optsched.bounds.goodput_memory`)."""
     return tuple(MIXES[:3])
 
 
@@ -212,7 +210,9 @@ def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | N
     slos = Slos.of(instance, ttft, tpot, tbt)
     f = Floors.of(instance)
     ttft_ok, all_ok = own_feasible(f, slos)
-    rules = sharing_rules(instance)
+    from .goodput_memory import rule_works
+
+    works = rule_works(instance, f)  # B7's sharing rules (B12e: hidden charges)
     a = instance.arrival
     first_by = a + slos.ttft
     done_by = completion_windows(instance, slos)
@@ -224,11 +224,10 @@ def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | N
         request with a completion window brings its whole work (B7, total latency) in it,
         the others their first-token work in ``[a_i, a_i + s_i]``."""
         most = 0
-        for mix in rules:
-            w = job_works(f, "mean-ttft", mix)
-            d = first_by
+        for w_first, w_all in works:
+            w, d = w_first, first_by
             if full:
-                w = np.where(use_full, job_works(f, "total-latency", mix), w)
+                w = np.where(use_full, w_all, w_first)
                 d = np.where(use_full, done_by, first_by)
             sel = ok & np.isfinite(d)
             if sel.any():
