@@ -1,6 +1,7 @@
 """The certified capacity ceiling before and after B12e (``formulations/bounds.md`` B12:
-the KV and count shares on hidden-cache instances) on notebook 08's setting and on seeded
-windows of the conversation trace, beside the best policies' sustainable rates.
+the KV and count shares on hidden-cache instances) and the finer counting grid, on notebook
+08's setting and on seeded windows of the conversation trace, beside the best policies'
+sustainable rates.
 
 Setting (``bench_ceiling.py``): M = 10,000 in blocks of 16, C = 4,096, hidden cache,
 Llama-2-7B preset, TTFT 1 s and P99 TBT 1 s, target 0.9 of every request
@@ -8,7 +9,8 @@ Llama-2-7B preset, TTFT 1 s and P99 TBT 1 s, target 0.9 of every request
 (``rate_search.at_rate``). Instances: the first 400 conversation requests (the notebook's)
 and ``--windows`` consecutive requests from the start rows of ``--seeds``
 (:func:`optsched.traces.seeded_window`, as ``optsched generate azure --consecutive N --seed S``).
-"Before" is B12 with the token share only on hidden instances (the code before B12e).
+"Before" is B12 with the token share only on hidden instances and the 96-quantile grid (the
+code before B12e and the vectorised DP, ``optsched/bounds/goodput_dp.py``).
 
     OPTSCHED_TRACES=... .venv/bin/python bench/bench_ceiling_b12e.py [--seeds 1,2,3]
         [--windows 400] [--policies ttft-first-sr,aptserve-kv-only] [--probes 5]
@@ -27,7 +29,9 @@ from unittest import mock
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from optsched.bounds import goodput_memory  # noqa: E402
+import numpy as np  # noqa: E402
+
+from optsched.bounds import goodput_dp, goodput_memory  # noqa: E402
 from optsched.bounds.srpt import job_works  # noqa: E402
 from optsched.ceiling import ceiling  # noqa: E402
 from optsched.cost import PRESETS  # noqa: E402
@@ -44,6 +48,12 @@ def token_share_only(instance, f):
     """B12 before B12e on a hidden instance: the token share alone."""
     mix = (0.0, 1.0, 0.0)
     return [(job_works(f, "mean-ttft", mix), job_works(f, "total-latency", mix))]
+
+
+def base_grid(r, d, grid=None):
+    """B12b's grid before the vectorised DP: 96 quantiles of the releases and deadlines."""
+    pts = np.unique(np.concatenate([r, d]))
+    return pts if pts.size <= 96 else np.unique(np.quantile(pts, np.linspace(0, 1, 96)))
 
 
 def instances(seeds: list[int], n: int) -> list[tuple[str, Instance]]:
@@ -75,7 +85,8 @@ def main() -> None:
           "(sustainable req/s, share of the new ceiling)")
     for label, inst in instances([int(s) for s in args.seeds.split(",")], args.windows):
         t0 = time.process_time()
-        with mock.patch.object(goodput_memory, "rule_works", token_share_only):
+        with mock.patch.object(goodput_memory, "rule_works", token_share_only), \
+                mock.patch.object(goodput_dp, "grid_points", base_grid):
             old = ceiling(inst, TARGET, LO, HI, probes=12, ttft_slo=TTFT, tbt_slo=TBT)
         new = ceiling(inst, TARGET, LO, HI, probes=12, ttft_slo=TTFT, tbt_slo=TBT)
         cpu = time.process_time() - t0

@@ -28,8 +28,10 @@ from ..instance import Instance
 from .floors import Floors
 from .srpt import MIXES
 
-#: endpoints of the counting grid (quantiles of releases and deadlines); any grid is valid
-GRID = 96
+#: endpoints of the counting grid: None = every release and deadline, or as many quantiles
+#: of them as the DP's budget allows (``goodput_dp.grid_points``, always containing the 96
+#: quantiles used before the DP was vectorised); any grid is valid, a finer one is tighter
+GRID: int | None = None
 
 
 class GoodputError(ValueError):
@@ -143,26 +145,19 @@ def interval_misses(r: np.ndarray, d: np.ndarray, w: np.ndarray, t1: float, t2: 
     return int(np.searchsorted(big, excess, side="left")) + 1
 
 
-def counting_misses(r: np.ndarray, d: np.ndarray, w: np.ndarray, grid: int = GRID) -> int:
+def counting_misses(r: np.ndarray, d: np.ndarray, w: np.ndarray,
+                    grid: int | None = GRID) -> int:
     """B12b: the most misses forced by a family of disjoint intervals with endpoints on a
-    grid (quantiles of releases and deadlines): ``best[b] = max(best[b-1],
-    max_a best[a] + k(g_a, g_b))``. Two intervals sharing an endpoint contain disjoint
-    requests because every window has positive length (callers drop the others first)."""
+    grid (every release and deadline, or quantiles of them, :func:`.goodput_dp.grid_points`):
+    ``best[b] =
+    max(best[b-1], max_a best[a] + k(g_a, g_b))`` (:func:`.goodput_dp.interval_dp`). Two
+    intervals sharing an endpoint contain disjoint requests because every window has
+    positive length (callers drop the others first)."""
+    from .goodput_dp import grid_points, interval_dp
+
     if r.size == 0:
         return 0
-    pts = np.unique(np.concatenate([r, d]))
-    if pts.size > grid:
-        pts = np.unique(np.quantile(pts, np.linspace(0, 1, grid)))
-    best = np.zeros(pts.size, dtype=np.int64)
-    for b in range(1, pts.size):
-        top = best[b - 1]
-        cand = d <= pts[b]
-        for a in range(b):
-            if best[a] + cand.sum() <= top:
-                continue  # even losing every candidate could not beat top
-            top = max(top, best[a] + interval_misses(r, d, w, pts[a], pts[b]))
-        best[b] = top
-    return int(best[-1])
+    return interval_dp(r, d, w, grid_points(r, d, grid))
 
 
 def sharing_rules(instance: Instance) -> tuple[tuple[float, float, float], ...]:
@@ -187,7 +182,7 @@ def completion_windows(instance: Instance, slos: Slos) -> np.ndarray:
     return np.minimum(instance.arrival + slos.ttft + tail, dl)
 
 
-def coupled_misses(f: Floors, slos: Slos, ok: np.ndarray, grid: int = GRID) -> int:
+def coupled_misses(f: Floors, slos: Slos, ok: np.ndarray, grid: int | None = GRID) -> int:
     """B12d: B10's first-token frontier (batch term shared by tokens, compute only) prices
     a request whose first token comes within ``s_i`` of arrival at ``W_i(s_i)``, received in
     ``[a_i, a_i + s_i]``; B12b's count on those works."""
@@ -203,7 +198,7 @@ def coupled_misses(f: Floors, slos: Slos, ok: np.ndarray, grid: int = GRID) -> i
 
 
 def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | None = None,
-                  tbt: float | None = None, grid: int = GRID) -> GoodputBound:
+                  tbt: float | None = None, grid: int | None = GRID) -> GoodputBound:
     """Upper bounds on how many requests any schedule of ``instance`` serves within their
     SLOs (module docstring, B12); ``ttft``, ``tpot``, ``tbt`` are defaults for requests
     without the field (``tbt``: the P99 TBT SLO for every request)."""
