@@ -29,6 +29,8 @@ from .errors import OptschedError
 from .evaluate import OBJECTIVES, Evaluation, evaluate
 from .instance import Instance
 from .schedule import Schedule
+from .serving.goodput_gap import HEADERS as GOODPUT_HEADERS
+from .serving.goodput_gap import GoodputGap, goodput_gap, goodput_lines, goodput_table_rows
 from .solve_types import Status, finite_or_none, relative_gap
 
 if TYPE_CHECKING:
@@ -109,6 +111,8 @@ class Comparison:
     reference_source: str | None = None
     #: what the comparison could not do within the time limit
     notes: list[str] = field(default_factory=list)
+    #: SLO attainment of every row beside its certified upper bound (None: no SLO)
+    goodput: GoodputGap | None = None
 
     @property
     def best(self) -> Row | None:
@@ -324,7 +328,7 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
         if r.evaluation is not None and r.evaluation.feasible:
             r.gap = gap(r.objective, ref)
     return Comparison(instance, objective, rows, opt, rep, ref_kind, ref, time_limit, solver,
-                      lower, source, notes)
+                      lower, source, notes, goodput_gap(instance, rows))
 
 
 #: the policies' share of the budget; seconds kept for the report (charts are skipped past
@@ -443,6 +447,7 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
         "notes": list(cmp.notes),
         "verdict": verdict,
         "best": _best_dict(cmp),
+        "goodput": None if cmp.goodput is None else cmp.goodput.to_dict(),
         "solve": None if rep is None else rep.to_dict(include_schedule=False),
         "rows": [r.to_dict() for r in cmp.rows],
         "figures": {**{k: v for k, v in files.items() if k != "report"}, "gantt": gantts},
@@ -596,6 +601,10 @@ def _markdown(cmp: Comparison, files: dict[str, str], gantts: dict[str, str],
     if cmp.best is not None:
         md.append(f"- best schedule: `{cmp.best.label}` ({cmp.best.method}), "
                   f"{cmp.objective} {fmt(cmp.best.objective)}")
+    if cmp.goodput is not None:
+        md += ["", "## SLO goodput", "", markdown_table(GOODPUT_HEADERS,
+                                                        goodput_table_rows(cmp.goodput)), ""]
+        md += [f"- {line}" for line in goodput_lines(cmp.goodput)]
     for r in cmp.rows:
         if r.message:
             md.append(f"- {r.label}: {r.message}")

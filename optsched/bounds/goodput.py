@@ -26,10 +26,12 @@ import numpy as np
 
 from ..instance import Instance
 from .floors import Floors
-from .srpt import MIXES, job_works
+from .srpt import MIXES
 
-#: endpoints of the counting grid (quantiles of releases and deadlines); any grid is valid
-GRID = 96
+#: endpoints of the counting grid: None = every release and deadline, or as many quantiles
+#: of them as the DP's budget allows (``goodput_dp.grid_points``, always containing the 96
+#: quantiles used before the DP was vectorised); any grid is valid, a finer one is tighter
+GRID: int | None = None
 
 
 class GoodputError(ValueError):
@@ -143,34 +145,25 @@ def interval_misses(r: np.ndarray, d: np.ndarray, w: np.ndarray, t1: float, t2: 
     return int(np.searchsorted(big, excess, side="left")) + 1
 
 
-def counting_misses(r: np.ndarray, d: np.ndarray, w: np.ndarray, grid: int = GRID) -> int:
+def counting_misses(r: np.ndarray, d: np.ndarray, w: np.ndarray,
+                    grid: int | None = GRID) -> int:
     """B12b: the most misses forced by a family of disjoint intervals with endpoints on a
-    grid (quantiles of releases and deadlines): ``best[b] = max(best[b-1],
-    max_a best[a] + k(g_a, g_b))``. Two intervals sharing an endpoint contain disjoint
-    requests because every window has positive length (callers drop the others first)."""
+    grid (every release and deadline, or quantiles of them, :func:`.goodput_dp.grid_points`):
+    ``best[b] =
+    max(best[b-1], max_a best[a] + k(g_a, g_b))`` (:func:`.goodput_dp.interval_dp`). Two
+    intervals sharing an endpoint contain disjoint requests because every window has
+    positive length (callers drop the others first)."""
+    from .goodput_dp import grid_points, interval_dp
+
     if r.size == 0:
         return 0
-    pts = np.unique(np.concatenate([r, d]))
-    if pts.size > grid:
-        pts = np.unique(np.quantile(pts, np.linspace(0, 1, grid)))
-    best = np.zeros(pts.size, dtype=np.int64)
-    for b in range(1, pts.size):
-        top = best[b - 1]
-        cand = d <= pts[b]
-        for a in range(b):
-            if best[a] + cand.sum() <= top:
-                continue  # even losing every candidate could not beat top
-            top = max(top, best[a] + interval_misses(r, d, w, pts[a], pts[b]))
-        best[b] = top
-    return int(best[-1])
+    return interval_dp(r, d, w, grid_points(r, d, grid))
 
 
 def sharing_rules(instance: Instance) -> tuple[tuple[float, float, float], ...]:
-    """B7's sharing rules valid here. The KV share needs ``KV_i >= fp(I)`` after the batch
-    and the count share ``entries <= min(C, M)``; a hidden cache (semantics section 6) holds
-    less memory, so there only the token share (prefill tokens per batch ``<= P``) is used."""
-    if instance.limits.hidden_cache:
-        return ((0.0, 1.0, 0.0),)
+    """B7's sharing rules B12 uses: the KV, token and count shares. With a hidden cache
+    (semantics section 6) the KV and count shares price the smaller of the KV and the hidden
+    charge (B12e, :mod:`optsched.bounds.goodput_memory`)."""
     return tuple(MIXES[:3])
 
 
@@ -189,7 +182,7 @@ def completion_windows(instance: Instance, slos: Slos) -> np.ndarray:
     return np.minimum(instance.arrival + slos.ttft + tail, dl)
 
 
-def coupled_misses(f: Floors, slos: Slos, ok: np.ndarray, grid: int = GRID) -> int:
+def coupled_misses(f: Floors, slos: Slos, ok: np.ndarray, grid: int | None = GRID) -> int:
     """B12d: B10's first-token frontier (batch term shared by tokens, compute only) prices
     a request whose first token comes within ``s_i`` of arrival at ``W_i(s_i)``, received in
     ``[a_i, a_i + s_i]``; B12b's count on those works."""
@@ -205,14 +198,16 @@ def coupled_misses(f: Floors, slos: Slos, ok: np.ndarray, grid: int = GRID) -> i
 
 
 def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | None = None,
-                  tbt: float | None = None, grid: int = GRID) -> GoodputBound:
+                  tbt: float | None = None, grid: int | None = GRID) -> GoodputBound:
     """Upper bounds on how many requests any schedule of ``instance`` serves within their
     SLOs (module docstring, B12); ``ttft``, ``tpot``, ``tbt`` are defaults for requests
     without the field (``tbt``: the P99 TBT SLO for every request)."""
     slos = Slos.of(instance, ttft, tpot, tbt)
     f = Floors.of(instance)
     ttft_ok, all_ok = own_feasible(f, slos)
-    rules = sharing_rules(instance)
+    from .goodput_memory import rule_works
+
+    works = rule_works(instance, f)  # B7's sharing rules (B12e: hidden charges)
     a = instance.arrival
     first_by = a + slos.ttft
     done_by = completion_windows(instance, slos)
@@ -224,11 +219,10 @@ def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | N
         request with a completion window brings its whole work (B7, total latency) in it,
         the others their first-token work in ``[a_i, a_i + s_i]``."""
         most = 0
-        for mix in rules:
-            w = job_works(f, "mean-ttft", mix)
-            d = first_by
+        for w_first, w_all in works:
+            w, d = w_first, first_by
             if full:
-                w = np.where(use_full, job_works(f, "total-latency", mix), w)
+                w = np.where(use_full, w_all, w_first)
                 d = np.where(use_full, done_by, first_by)
             sel = ok & np.isfinite(d)
             if sel.any():

@@ -53,6 +53,12 @@ def register(sub) -> None:
     p.add_argument("--improve", type=float, default=0.0, metavar="SECONDS",
                    help="also run large-neighbourhood search this long from the best schedule "
                         "(optsched/search/lns.py; within --time-limit)")
+    p.add_argument("--ttft-slo", type=float, default=None,
+                   help="TTFT SLO for requests without one (seconds; steps under unit time): "
+                        "adds the SLO goodput table, attainment beside its certified upper "
+                        "bound (formulations/bounds.md B12)")
+    p.add_argument("--tpot-slo", type=float, default=None,
+                   help="mean TPOT SLO for requests without one (as --ttft-slo)")
     p.add_argument("--max-rows", type=int, default=300, help="Gantt rows per figure (0 = all)")
     p.add_argument("--no-gantt", action="store_true", help="skip the per-schedule Gantt charts")
     p.add_argument("-o", "--output", required=True, metavar="REPORT_DIR", help="report directory")
@@ -69,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     limit = command_seconds(args.time_limit)  # the budget counts from the command's start
     end = time.perf_counter() + limit
     output_dir(args.output)
-    inst = load_instance(args.instance)
+    inst = load_instance(args.instance).with_default_slos(args.ttft_slo, args.tpot_slo)
     names = policy_names(args.policies)
     files = []
     mismatched: list[str] = []  # schedule files written for another instance
@@ -100,6 +106,14 @@ def run(args: argparse.Namespace) -> int:
     if cmp.reference_kind == "bound":
         print(f"note: the optimum is not proven; gaps are to the {cmp.reference_source} "
               f"{cmp.reference:.6g}")
+    if cmp.goodput is not None:
+        from ..serving.goodput_gap import HEADERS as GOODPUT_HEADERS
+        from ..serving.goodput_gap import goodput_lines, goodput_table_rows
+
+        print()
+        print(table(GOODPUT_HEADERS, goodput_table_rows(cmp.goodput)))
+        for line in goodput_lines(cmp.goodput):
+            print(line)
     for n in cmp.notes:
         print(f"note: {n}")
     for r in cmp.rows:

@@ -1,0 +1,106 @@
+"""The certified capacity ceiling before and after B12e (``formulations/bounds.md`` B12:
+the KV and count shares on hidden-cache instances) and the finer counting grid, on notebook
+08's setting and on seeded windows of the conversation trace, beside the best policies'
+sustainable rates.
+
+Setting (``bench_ceiling.py``): M = 10,000 in blocks of 16, C = 4,096, hidden cache,
+Llama-2-7B preset, TTFT 1 s and P99 TBT 1 s, target 0.9 of every request
+(``ttft-tbt-attainment``), Poisson arrivals of seed 0 scaled to each probed rate
+(``rate_search.at_rate``). Instances: the first 400 conversation requests (the notebook's)
+and ``--windows`` consecutive requests from the start rows of ``--seeds``
+(:func:`optsched.workloads.traces.seeded_window`, as ``optsched generate azure --consecutive N --seed S``).
+"Before" is B12 with the token share only on hidden instances and the 96-quantile grid (the
+code before B12e and the vectorised DP, ``optsched/bounds/goodput_dp.py``).
+
+    OPTSCHED_TRACES=... .venv/bin/python bench/bench_ceiling_b12e.py [--seeds 1,2,3]
+        [--windows 400] [--policies ttft-first-sr,aptserve-kv-only] [--probes 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+from unittest import mock
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+
+from optsched.bounds import goodput_dp, goodput_memory  # noqa: E402
+from optsched.bounds.srpt import job_works  # noqa: E402
+from optsched.cost import PRESETS  # noqa: E402
+from optsched.instance import Instance, Limits  # noqa: E402
+from optsched.serving.ceiling import ceiling  # noqa: E402
+from optsched.serving.rate_search import search  # noqa: E402
+from optsched.workloads.traces import read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
+
+TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
+LIMITS = Limits(kv_capacity=10_000, max_batch_tokens=4096, block_size=16, hidden_cache=True)
+TTFT, TBT, TARGET, LO, HI = 1.0, 1.0, 0.9, 2.0, 64.0
+
+
+def token_share_only(instance, f):
+    """B12 before B12e on a hidden instance: the token share alone."""
+    mix = (0.0, 1.0, 0.0)
+    return [(job_works(f, "mean-ttft", mix), job_works(f, "total-latency", mix))]
+
+
+def base_grid(r, d, grid=None):
+    """B12b's grid before the vectorised DP: 96 quantiles of the releases and deadlines."""
+    pts = np.unique(np.concatenate([r, d]))
+    return pts if pts.size <= 96 else np.unique(np.quantile(pts, np.linspace(0, 1, 96)))
+
+
+def instances(seeds: list[int], n: int) -> list[tuple[str, Instance]]:
+    raw = read_trace(TRACES / "AzureLLMInferenceTrace_conv.csv", format="azure")
+    cost = PRESETS["infermax-llama2-7b-a100"]
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out.append(("first 400 (notebook 08)",
+                    trace_to_instance(raw.subset(slice(0, 400)), LIMITS, cost,
+                                      name="conv-400", too_long="drop")))
+        for s in seeds:
+            out.append((f"window seed {s} (row {window_start(raw.n, n, s)})",
+                        trace_to_instance(seeded_window(raw, n, s), LIMITS, cost,
+                                          name=f"conv-w{s}", too_long="drop")))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--windows", type=int, default=400)
+    ap.add_argument("--policies", default="ttft-first-sr,aptserve-kv-only")
+    ap.add_argument("--probes", type=int, default=5)
+    args = ap.parse_args()
+    print(f"# bench/bench_ceiling_b12e.py --seeds {args.seeds} --windows {args.windows} "
+          f"--policies {args.policies} --probes {args.probes}; load {os.getloadavg()[0]:.1f}")
+    print(f"{'instance':34} {'n':>4} {'before':>7} {'after':>7} {'cpu s':>6}  policies "
+          "(sustainable req/s, share of the new ceiling)")
+    for label, inst in instances([int(s) for s in args.seeds.split(",")], args.windows):
+        t0 = time.process_time()
+        with mock.patch.object(goodput_memory, "rule_works", token_share_only), \
+                mock.patch.object(goodput_dp, "grid_points", base_grid):
+            old = ceiling(inst, TARGET, LO, HI, probes=12, ttft_slo=TTFT, tbt_slo=TBT)
+        new = ceiling(inst, TARGET, LO, HI, probes=12, ttft_slo=TTFT, tbt_slo=TBT)
+        cpu = time.process_time() - t0
+        pols = []
+        for p in filter(None, args.policies.split(",")):
+            r = search(inst, p, "ttft-tbt-attainment", TARGET, LO, HI, probes=args.probes,
+                       progress=False, settings={"ttft_slo": TTFT, "tbt_slo": TBT})
+            rate = r.sustainable_rate or 0.0
+            share = rate / new.ruled_out_rate if new.ruled_out_rate else float("nan")
+            pols.append(f"{p} {rate:.2f} ({share:.0%})")
+        print(f"{label:34} {inst.n:>4} {old.ruled_out_rate or float('nan'):>7.2f} "
+              f"{new.ruled_out_rate or float('nan'):>7.2f} {cpu:>6.1f}  " + ", ".join(pols),
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
