@@ -46,6 +46,7 @@ import numpy as np
 
 from .instance import Instance, Limits
 from .schedule import Schedule
+from .solve_types import OBJECTIVES  # the one list of objective names
 
 #: Violation codes, each with the rule of semantics sections 3-4 it enforces (the table there).
 CODES = {
@@ -80,8 +81,6 @@ CODES = {
 
 #: At most this many violations of one code are kept as objects (all are counted).
 MAX_KEPT_PER_CODE = 10_000
-
-from .solve_types import OBJECTIVES  # noqa: E402  (the one list of objective names)
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,9 @@ from typing import Any
 from .cost import UnitCost
 from .errors import OptschedError
 from .evaluate import OBJECTIVES
-from .formulations import SolveOptions, solve
+from .formulations import SolveOptions
 from .instance import Instance
+from .pipeline import solve
 from .solve_types import Status
 
 REPO = Path(__file__).resolve().parent.parent

@@ -59,8 +59,9 @@ def run(args) -> int:
                                "--time-limit", str(args.time_limit), "--solver", "highs",
                                "-o", args.output])
     code = compare.run(cargs)
-    from ..formulations import Hypotheses, SolveOptions, solve
+    from ..formulations import Hypotheses, SolveOptions
     from ..instance import Instance
+    from ..pipeline import solve
 
     report = json.loads((Path(args.output) / "report.json").read_text())
     best = next((r for r in report["rows"] if r["kind"] == "optimum"

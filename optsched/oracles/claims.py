@@ -150,7 +150,8 @@ def _mcsf_schedule(inst: Instance) -> tuple[Schedule, str]:
 
 def _hindsight(inst: Instance) -> float | None:
     """The ``hindsight`` IP's optimum when that formulation is registered, else None."""
-    from ..formulations import formulations, solve
+    from ..formulations import formulations
+    from ..pipeline import solve
 
     if "hindsight" not in formulations():
         return None

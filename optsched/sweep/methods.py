@@ -1,5 +1,6 @@
 """What one cell runs: a policy, a formulation or a bound method, through the library calls
-the CLI uses (``policies.simulate_policy``, ``formulations.solve``, ``optsched.bounds``).
+the CLI uses (``policies.simulate_policy``, the one solve pipeline ``pipeline.solve``,
+``optsched.bounds``).
 
 Each runner takes ``(instance, method)`` and returns the method's part of a result row
 (:data:`optsched.sweep.results.SCHEMA`): status, objective, bound, gap, feasible, solver and
@@ -76,7 +77,8 @@ def run_policy(instance: Instance, method: MethodSpec) -> dict[str, Any]:
 @method_kind("formulation")
 def run_formulation(instance: Instance, method: MethodSpec) -> dict[str, Any]:
     """Solve as ``optsched solve`` does; ``solve`` replays the decoded schedule."""
-    from ..formulations import SolveOptions, solve
+    from ..pipeline import solve
+    from ..solve_types import SolveOptions
 
     o = method.option
     ws = o["warm_start"]
