@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,10 +31,15 @@ from .errors import OptschedError
 from .evaluate import OBJECTIVES, Evaluation, evaluate
 from .formulations.base import SolveReport, bound_is_global
 from .instance import Instance
+from .lns import LNSOptions, improve
 from .pipeline import Solved
 from .pipeline import run as solve_pipeline
+from .plugins import is_reference
+from .policies import get_spec, list_policies, simulate
+from .progress import phase
 from .schedule import Schedule
 from .solve_types import SolveOptions, Status, WarmStart, finite_or_none
+from .verdict import compare_verdict, unit
 
 
 class CompareInputError(OptschedError):
@@ -141,8 +147,6 @@ def _slug(label: str) -> str:
 def policy_names(spec: str | Sequence[str]) -> list[str]:
     """Policy names from ``"a,b"`` (or a list): ``"all"`` is every registered policy; a
     ``file.py:Class`` / ``module:Class`` reference is loaded (a bad one raises)."""
-    from .plugins import is_reference
-    from .policies import get_spec, list_policies
 
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     names = [s.strip() for s in items if s.strip()]
@@ -171,8 +175,6 @@ def run_policies(inst: Instance, names: Sequence[str], objective: str = "makespa
                  deadline: float | None = None) -> list[Row]:
     """Simulate and evaluate each policy; a policy that fails, or does not finish by
     ``deadline`` (a ``time.perf_counter()`` value), is a row with status ``error``."""
-    from .policies import simulate
-    from .progress import phase
 
     rows = []
     for name in names:
@@ -336,7 +338,6 @@ POLICY_SHARE = 0.6
 def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float,
              seed: int) -> list[Row]:
     """An ``lns`` row improving the best feasible row (none without one or without time)."""
-    from .lns import LNSOptions, improve
 
     feas = [r for r in rows if r.evaluation is not None and r.evaluation.feasible
             and r.schedule is not None and not r.schedule.has_swaps
@@ -347,7 +348,6 @@ def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float
     best = min(feas, key=_objective_of)
     if best.schedule is None:  # feas keeps only rows with a schedule
         raise RuntimeError(f"compare: row {best.label!r} has no schedule to improve")
-    from .progress import phase
 
     phase(f"large-neighbourhood search for {seconds:.1f} s from {best.label}")
     res = improve(instance, best.schedule, objective,
@@ -448,7 +448,6 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
     clock = _Clock(deadline)
     files = _figures(out, cmp, clock)
     gantts = _gantts(out, cmp, max_rows, clock) if gantt_charts else {}
-    from .verdict import compare_verdict
 
     verdict = compare_verdict(cmp)
     md = _markdown(cmp, files, gantts, title)
@@ -493,8 +492,6 @@ class _Clock:
 
     def __init__(self, deadline: float | None):
         self.deadline, self.last, self.started = deadline, 0.0, time.perf_counter()
-        import sys
-
         if "matplotlib.axes" not in sys.modules:  # loading it is the first chart's cost
             self.last = MATPLOTLIB_SECONDS
 
@@ -512,7 +509,6 @@ class _Clock:
 
 
 def _figures(out: Path, cmp: Comparison, clock: _Clock) -> dict[str, str]:
-    from .progress import phase
 
     files: dict[str, str] = {}
     if clock.late(cmp, "the charts (compare.png, kv.png, Gantt charts)"):
@@ -579,7 +575,6 @@ def _markdown(cmp: Comparison, files: dict[str, str], gantts: dict[str, str],
     lim = inst.limits
     gap_head = {"optimum": "gap to optimum", "bound": "gap to bound (optimum not proven)",
                 None: "gap (no bound)"}[ref_kind]
-    from .verdict import unit
 
     headers = headers_in(unit(inst), cmp.objective)
     headers[3] = gap_head

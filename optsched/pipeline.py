@@ -161,9 +161,11 @@ def run(instance: Instance, formulation: str = "infermax", objective: str = "mak
         deadline = math.inf if options.time_limit is None else t0 + float(options.time_limit)
     budget = Budget(None if math.isinf(deadline) else deadline)
     bound = _lower_bound(instance, objective, lower, budget)
-    total = deadline - t0
+    total, t_ws = deadline - t0, time.perf_counter()
+    # the warm start stops at its share of what the bound left (the rest: model or LNS)
     ws, ws_info = pick_warm_start(instance, objective, warm_start, hyp,
-                                  None if math.isinf(total) else t0 + WARM_SHARE * total)
+                                  None if math.isinf(total) else
+                                  t_ws + WARM_SHARE * (deadline - t_ws))
     plan = _plan(instance, formulation, objective, options, hyp, ws, deadline)
     phase(f"model: {plan.note}")
     if plan.build:
