@@ -331,8 +331,9 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
 
 
 #: the policies' share of the budget (the rest: the bound, the pipeline's model or its LNS
-#: fallback, which keeps its own reserve for the report, optsched/budget.py)
-POLICY_SHARE = 0.6
+#: fallback, and the report); seconds of the budget kept for the report (charts are skipped
+#: past the deadline)
+POLICY_SHARE, REPORT_SECONDS = 0.6, 1.0
 
 
 def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float,
@@ -366,11 +367,13 @@ def _optimum_within(instance: Instance, rows: list[Row], budget: Budget,
     """The solve pipeline (:func:`optsched.pipeline.run`) in what is left of the budget,
     from the best compared row: the same plan, warm start and fallback as ``optsched
     solve`` (with ``search``, the skipped model's time goes to LNS, as there)."""
-    limit = budget.left() if budget.deadline is not None else None
-    opts = SolveOptions(solver=solver, time_limit=limit if limit else None, threads=threads,
-                        seed=seed, progress=False)
+    # the report (table, charts) keeps REPORT_SECONDS of the command's budget
+    deadline = None if budget.deadline is None else budget.deadline - REPORT_SECONDS
+    limit = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
+    opts = SolveOptions(solver=solver, time_limit=limit or None, threads=threads, seed=seed,
+                        progress=False)
     return solve_pipeline(instance, formulation, objective, options=opts,
-                          warm_start=_warm_start_of(rows), deadline=budget.deadline,
+                          warm_start=_warm_start_of(rows), deadline=deadline,
                           lower=lower, fallback=True, improve_fallback=search)
 
 

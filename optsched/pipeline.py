@@ -167,18 +167,7 @@ def run(instance: Instance, formulation: str = "infermax", objective: str = "mak
                                   None if math.isinf(total) else
                                   t_ws + WARM_SHARE * (deadline - t_ws))
     plan = _plan(instance, formulation, objective, options, hyp, ws, deadline)
-    phase(f"model: {plan.note}")
-    if plan.build:
-        opts = options if plan.solver_seconds is None else \
-            dc_replace(options, time_limit=plan.solver_seconds)
-        rep = solve_model(instance, formulation, objective, options=opts, hypotheses=hyp,
-                          warm_start=ws, warm_info=ws_info)
-    else:
-        rep = SolveReport(status="no_solution", objective=None, bound=None, gap=None,
-                          runtime=time.perf_counter() - t0, solver=options.solver,
-                          formulation=formulation, objective_kind=objective,
-                          warm_start=ws_info, evaluation=None, schedule=None,
-                          notes=(plan.note,), message=plan.note)
+    rep = _model(instance, formulation, objective, options, hyp, ws, ws_info, plan, t0)
     rep = _with_notes(rep, list((ws_info or {}).get("stopped", ())),
                       overrun_note(f"solve ({formulation})", t0,
                                    total if math.isfinite(total) else None))
@@ -214,6 +203,24 @@ def _plan(instance: Instance, formulation: str, objective: str, options: SolveOp
                          ws.schedule.n_batches if ws is not None else int(instance.output.sum()),
                          ws_obj, hyp)
     return plan_solve(est, deadline - time.perf_counter() - RESERVE_SECONDS)
+
+
+def _model(instance: Instance, formulation: str, objective: str, options: SolveOptions,
+           hyp: Hypotheses, ws: WarmStart | None, ws_info: dict[str, Any] | None,
+           plan: SolvePlan, t0: float) -> SolveReport:
+    """Step 5: build, solve and check the model with the plan's solver seconds, or the
+    ``no_solution`` report saying why it was skipped."""
+    phase(f"model: {plan.note}")
+    if plan.build:
+        opts = options if plan.solver_seconds is None else \
+            dc_replace(options, time_limit=plan.solver_seconds)
+        return solve_model(instance, formulation, objective, options=opts, hypotheses=hyp,
+                           warm_start=ws, warm_info=ws_info)
+    return SolveReport(status="no_solution", objective=None, bound=None, gap=None,
+                       runtime=time.perf_counter() - t0, solver=options.solver,
+                       formulation=formulation, objective_kind=objective,
+                       warm_start=ws_info, evaluation=None, schedule=None,
+                       notes=(plan.note,), message=plan.note)
 
 
 def _with_notes(rep: SolveReport, extra: list[str], late: str | None) -> SolveReport:
