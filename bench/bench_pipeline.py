@@ -130,7 +130,7 @@ def main_() -> None:
     print("# load:", os.popen("uptime").read().strip())
     counts = Counts()
     counts.install()
-    print(f"{'entry':8} {'instance':10} {'n':>3} {'status':12} {'warm start':11} {'sims':>4} "
+    print(f"{'entry':8} {'instance':18} {'n':>3} {'status':12} {'warm start':11} {'sims':>4} "
           f"{'ws replays':>10} {'evaluate':>8} {'cpu s':>6} {'wall s':>6}")
     with tempfile.TemporaryDirectory() as tmp:
         for inst in instances(args.requests, args.seeds):
@@ -140,7 +140,7 @@ def main_() -> None:
                 status, policy = fn(inst, args.time_limit, Path(tmp))
                 cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                 replays = counts.replays.get(policy or "", 0)
-                print(f"{entry:8} {inst.name:10} {inst.n:3d} {status:12.12} {policy or '-':11} "
+                print(f"{entry:8} {inst.name:18} {inst.n:3d} {status:12.12} {policy or '-':11} "
                       f"{sum(counts.sims.values()):4d} {replays:10d} {counts.evaluations:8d} "
                       f"{cpu:6.2f} {wall:6.2f}", flush=True)
 

@@ -14,13 +14,18 @@ import json
 import sys
 from collections import Counter
 
+import numpy as np
 import pytest
 
 import optsched.evaluate as evaluate_module
 import optsched.policies as policies_module
 from optsched.cli import main
 from optsched.compare import compare
+from optsched.cost import preset
 from optsched.data import load_instance
+from optsched.formulations import FORMULATIONS, FormulationError, SizeHint, SolveOptions
+from optsched.instance import Instance, Limits, Request
+from optsched.pipeline import run, solve
 
 #: every module on the solve path that may bind ``evaluate`` or ``simulate`` at import
 SOLVE_PATH = ("optsched.cli.solve", "optsched.compare", "optsched.budget", "optsched.lns",
@@ -118,3 +123,40 @@ def test_compare_optimum_row_carries_solves_fallback_when_the_model_is_skipped(m
     # both are evaluate(tiny, vllm's schedule): the same number
     assert fb["objective"] == d["fallback"]["objective"] == cmp.rows[0].objective
     assert fb["gap"] == pytest.approx(d["fallback"]["gap"], rel=1e-12)
+
+
+def _arriving(n: int = 4) -> Instance:
+    """``n`` distinct requests arriving 0.3 s apart (eq. G1's offline condition fails)."""
+    rng = np.random.default_rng(0)
+    return Instance("arriving", Limits(kv_capacity=4000, max_batch_tokens=4096),
+                    preset("infermax-llama2-7b-a100"),
+                    tuple(Request(f"r{i}", 0.3 * i, int(rng.integers(50, 1500)),
+                                  int(rng.integers(10, 170))) for i in range(n)))
+
+
+def test_infermax_hooks_name_the_model_run_builds():
+    info = FORMULATIONS.get("infermax")
+    tiny = load_instance("tiny")
+    size = info.estimate(tiny, "makespan", SolveOptions(params={"variant": "auto"}), SizeHint(3))
+    rep = solve(tiny, "infermax", "makespan", options=SolveOptions(time_limit=None, progress=False))
+    assert size is not None and size.variant == "fill"
+    assert rep.status == "optimal" and rep.notes[0].startswith("infermax variant fill")
+    arriving = _arriving()
+    auto = info.estimate(arriving, "makespan", SolveOptions(params={"variant": "auto"}),
+                         SizeHint(100))
+    plain = info.estimate(arriving, "makespan", SolveOptions(params={"variant": "plain"}),
+                          SizeHint(100))
+    assert auto is not None and auto.variant == "tight" and plain is not None
+    # the Big-M model at J = 100 + 2 slack: 47 columns and 118 rows per request and slot
+    assert plain.variant == "plain" and plain.columns == 47 * 4 * 102 and plain.rows == 118 * 4 * 102
+
+
+def test_a_model_that_does_not_apply_is_refused_before_the_warm_start(replays):
+    sims, _ = replays
+    why = FORMULATIONS.get("infermax").applicable(_arriving(), "makespan",
+                                                  SolveOptions(params={"variant": "fill"}))
+    assert why is not None and "arrive at time 0" in why
+    with pytest.raises(FormulationError, match="infermax: fill variant needs"):
+        run(_arriving(), "infermax", "makespan",
+            options=SolveOptions(params={"variant": "fill"}, progress=False))
+    assert not sims  # no policy was simulated for a model that cannot be built

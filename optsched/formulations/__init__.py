@@ -27,7 +27,9 @@ from .base import (
     FormulationError,
     FormulationInfo,
     Hypotheses,
+    ModelSize,
     RawSolution,
+    SizeHint,
     SolveOptions,
     SolveReport,
     formulations,
@@ -45,6 +47,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "FORMULATIONS", "FormulationError", "FormulationInfo", "Hypotheses", "RawSolution",
-    "SolveOptions", "SolveReport", "formulations", "register_formulation", "solve",
+    "FORMULATIONS", "FormulationError", "FormulationInfo", "Hypotheses", "ModelSize",
+    "RawSolution", "SizeHint", "SolveOptions", "SolveReport", "formulations",
+    "register_formulation", "solve",
 ]

@@ -340,7 +340,9 @@ class FormulationInfo:
 
 
 def _adapt(label: str, obj: Any) -> FormulationInfo:
-    """A ``run`` function loaded from ``file.py:run`` / ``module:run`` or an entry point."""
+    """A ``run`` function loaded from ``file.py:run`` / ``module:run`` or an entry point; its
+    ``objectives``, ``needs_warm_start``, ``params``, ``applicable`` and ``estimate``
+    attributes, when set, are those of :class:`FormulationInfo`."""
     if isinstance(obj, FormulationInfo):
         return obj
     if not callable(obj):
@@ -348,7 +350,8 @@ def _adapt(label: str, obj: Any) -> FormulationInfo:
     return FormulationInfo(label, obj, describe_object(obj) or f"user formulation {label}",
                            tuple(getattr(obj, "objectives", OBJECTIVES)),
                            bool(getattr(obj, "needs_warm_start", False)),
-                           getattr(obj, "params", None))
+                           getattr(obj, "params", None), getattr(obj, "applicable", None),
+                           getattr(obj, "estimate", None))
 
 
 #: every formulation: the modules of ``optsched.formulations`` register theirs on import;
