@@ -48,13 +48,14 @@ def before_variant(inst, objective: str) -> str:
     estimate at the horizon ``J`` was within ``FLOW_MAX_ARCS``, else tight; ``J`` as
     ``_run_flow`` chose it (the "auto" warm start's batches with entries + slack 2, raised to
     ``Jmax`` when affordable, formulations/infermax.md section 4)."""
-    from optsched.formulations.base import Hypotheses, _warm_start
+    from optsched.formulations.base import Hypotheses
     from optsched.formulations.infermax.horizon import _horizon, entry_batches_upper_bound
     from optsched.formulations.infermax.model import DEFAULT_SLACK
     from optsched.formulations.infermax.solve import _flow_warm_start
+    from optsched.pipeline import pick_warm_start
 
     hyp = Hypotheses()
-    ws, _ = _warm_start(inst, objective, "auto", hyp)
+    ws, _ = pick_warm_start(inst, objective, "auto", hyp)
     cws, ub = _flow_warm_start(inst, objective, hyp, ws)
     if cws is None:
         return "tight"

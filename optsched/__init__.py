@@ -17,7 +17,7 @@ on first use, so ``import optsched`` and the CLI stay fast)::
 - :class:`Instance`, :class:`Schedule` -- :mod:`optsched.instance`, :mod:`optsched.schedule`
 - :func:`simulate`, :class:`Policy`, :class:`Plan` -- :mod:`optsched.policies`
 - :func:`evaluate` -- :func:`optsched.evaluate.evaluate` (``docs/semantics.md``)
-- :func:`solve`, :class:`SolveOptions` -- :func:`optsched.formulations.solve`,
+- :func:`solve`, :class:`SolveOptions` -- :func:`optsched.pipeline.solve` (the one solve path),
   :mod:`optsched.solve_types`
 - :func:`lower_bound` -- :func:`optsched.bounds.lower_bound` (``formulations/bounds.md``)
 - :func:`compare` -- :func:`optsched.compare.compare`
@@ -35,8 +35,8 @@ if TYPE_CHECKING:  # the names as type checkers see them; at run time __getattr_
     from .compare import compare
     from .data import load_instance as load
     from .evaluate import evaluate
-    from .formulations import solve
     from .instance import Instance
+    from .pipeline import solve
     from .policies import Plan, Policy, simulate
     from .schedule import Schedule
     from .solve_types import SolveOptions
@@ -52,7 +52,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Policy": ("optsched.policies", "Policy"),
     "Plan": ("optsched.policies", "Plan"),
     "evaluate": ("optsched.evaluate", ""),  # the module, callable (optsched/_api.py)
-    "solve": ("optsched.formulations", "solve"),
+    "solve": ("optsched.pipeline", "solve"),
     "SolveOptions": ("optsched.solve_types", "SolveOptions"),
     "lower_bound": ("optsched.bounds", "lower_bound"),
     "compare": ("optsched.compare", ""),  # the module, callable (optsched/_api.py)

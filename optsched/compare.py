@@ -19,23 +19,29 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .bounds import BoundResult, Budget, lower_bound
 from .errors import OptschedError
 from .evaluate import OBJECTIVES, Evaluation, evaluate
+from .formulations.base import SolveReport, bound_is_global
 from .instance import Instance
+from .pipeline import Solved
+from .pipeline import run as solve_pipeline
+from .plugins import is_reference
+from .policies import get_spec, list_policies, simulate
+from .progress import phase
 from .schedule import Schedule
+from .search.lns import LNSOptions, improve
 from .serving.goodput_gap import HEADERS as GOODPUT_HEADERS
 from .serving.goodput_gap import GoodputGap, goodput_gap, goodput_lines, goodput_table_rows
-from .solve_types import Status, finite_or_none, relative_gap
-
-if TYPE_CHECKING:
-    from .bounds import BoundResult
-    from .formulations import SolveReport
+from .solve_types import SolveOptions, Status, WarmStart, finite_or_none, relative_gap
+from .verdict import compare_verdict, unit
 
 
 class CompareInputError(OptschedError):
@@ -145,8 +151,6 @@ def _slug(label: str) -> str:
 def policy_names(spec: str | Sequence[str]) -> list[str]:
     """Policy names from ``"a,b"`` (or a list): ``"all"`` is every registered policy; a
     ``file.py:Class`` / ``module:Class`` reference is loaded (a bad one raises)."""
-    from .plugins import is_reference
-    from .policies import get_spec, list_policies
 
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     names = [s.strip() for s in items if s.strip()]
@@ -175,8 +179,6 @@ def run_policies(inst: Instance, names: Sequence[str], objective: str = "makespa
                  deadline: float | None = None) -> list[Row]:
     """Simulate and evaluate each policy; a policy that fails, or does not finish by
     ``deadline`` (a ``time.perf_counter()`` value), is a row with status ``error``."""
-    from .policies import simulate
-    from .progress import phase
 
     rows = []
     for name in names:
@@ -195,14 +197,28 @@ def run_optimum(inst: Instance, candidates: Sequence[Row], *, formulation: str =
                 objective: str = "makespan", solver: str = "highs",
                 time_limit: float | None = 60.0, threads: int | None = None
                 ) -> tuple[Row, SolveReport]:
-    """Solve; the best feasible compared schedule is the warm start (else ``"auto"``)."""
-    from .formulations import SolveOptions, solve
-
-    feas = [r for r in candidates if r.evaluation is not None and r.evaluation.feasible
-            and r.schedule is not None and r.objective is not None and math.isfinite(r.objective)]
-    ws: Schedule | str = min(feas, key=_objective_of).schedule if feas else "auto"  # type: ignore[assignment]
+    """Solve through the one pipeline (:func:`optsched.pipeline.run`); the best feasible
+    compared schedule is the warm start (else ``"auto"``)."""
     opts = SolveOptions(solver=solver, time_limit=time_limit, threads=threads, progress=False)
-    rep = solve(inst, formulation, objective, options=opts, warm_start=ws)
+    done = solve_pipeline(inst, formulation, objective, options=opts,
+                          warm_start=_warm_start_of(candidates))
+    return optimum_row(done.report, formulation, objective), done.report
+
+
+def _warm_start_of(rows: Sequence[Row]) -> WarmStart | str:
+    """The best feasible row as an evaluated warm start (its replay is not repeated), else
+    ``"auto"``."""
+    feas = [r for r in rows if r.evaluation is not None and r.evaluation.feasible
+            and r.schedule is not None and r.objective is not None and math.isfinite(r.objective)]
+    if not feas:
+        return "auto"
+    best = min(feas, key=_objective_of)
+    assert best.schedule is not None and best.evaluation is not None  # feas keeps only those
+    return WarmStart(best.schedule, best.evaluation, best.label)
+
+
+def optimum_row(rep: SolveReport, formulation: str, objective: str) -> Row:
+    """The optimum row of a solve's report (its schedule replayed by the pipeline)."""
     extra = {"solver_status": rep.status, "bound": finite_or_none(rep.bound),
              "solver_gap": finite_or_none(rep.gap),
              "formulation": rep.formulation, "solver": rep.solver,
@@ -219,15 +235,7 @@ def run_optimum(inst: Instance, candidates: Sequence[Row], *, formulation: str =
               extra=extra)
     if row.evaluation is not None:
         row.objective = row.evaluation.objective(objective)
-    return row, rep
-
-
-def bound_is_global(rep: SolveReport) -> bool:
-    """A solver's bound is a bound on the true optimum unless its formulation solved a
-    restricted problem (fewer batch slots, no preemption, unit slots...; the formulation
-    sets :attr:`SolveReport.restricted` and says which in its notes); such a bound, and such
-    a "proven optimum", is never used as a gap reference."""
-    return rep.global_bound is not None
+    return row
 
 
 def _objective_of(row: Row) -> float:
@@ -287,8 +295,6 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
     if twice:
         raise CompareInputError(f"row label {twice[0]!r} is given twice (policies and --schedule "
                                 "labels name the rows; each must be unique)")
-    from .bounds import Budget, lower_bound
-
     budget = Budget.seconds(time_limit)
     # the policies may use at most POLICY_SHARE of the budget: the rest is for the bound, the
     # model (or LNS in its place) and the report
@@ -312,17 +318,11 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
         lower = lower_bound(instance, objective, "combinatorial", budget=budget)
     opt, rep = None, None
     if optimal:
-        opt, rep = _optimum_within(instance, rows, budget, notes, formulation=formulation,
-                                   objective=objective, solver=solver, threads=threads)
-        rows.append(opt)
-        if rep is None and improve_seconds <= 0:  # skipped: its time goes to LNS
-            seconds = budget.left() - REPORT_SECONDS
-            lns = _lns_row(instance, rows, objective, seconds, seed) \
-                if seconds >= MIN_LNS_SECONDS else []
-            if lns:
-                notes.append(f"the exact model was skipped; its {seconds:.0f} s went to "
-                             "large-neighbourhood search (the lns row)")
-            rows[-1:-1] = lns
+        done = _optimum_within(instance, rows, budget, lower, formulation=formulation,
+                               objective=objective, solver=solver, threads=threads,
+                               seed=seed, search=improve_seconds <= 0)
+        opt, rep = _optimum(done, formulation, objective, notes)
+        rows += _skipped_lns_row(instance, done, objective, notes) + [opt]
     ref, ref_kind, source = reference(opt, lower)
     for r in rows:
         if r.evaluation is not None and r.evaluation.feasible:
@@ -331,15 +331,15 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
                       lower, source, notes, goodput_gap(instance, rows))
 
 
-#: the policies' share of the budget; seconds kept for the report (charts are skipped past
-#: the deadline); LNS is not started with less time than this
-POLICY_SHARE, REPORT_SECONDS, MIN_LNS_SECONDS = 0.6, 1.0, 1.0
+#: the policies' share of the budget (the rest: the bound, the pipeline's model or its LNS
+#: fallback, and the report); seconds of the budget kept for the report (charts are skipped
+#: past the deadline)
+POLICY_SHARE, REPORT_SECONDS = 0.6, 1.0
 
 
 def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float,
              seed: int) -> list[Row]:
     """An ``lns`` row improving the best feasible row (none without one or without time)."""
-    from .search.lns import LNSOptions, improve
 
     feas = [r for r in rows if r.evaluation is not None and r.evaluation.feasible
             and r.schedule is not None and not r.schedule.has_swaps
@@ -350,7 +350,6 @@ def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float
     best = min(feas, key=_objective_of)
     if best.schedule is None:  # feas keeps only rows with a schedule
         raise RuntimeError(f"compare: row {best.label!r} has no schedule to improve")
-    from .progress import phase
 
     phase(f"large-neighbourhood search for {seconds:.1f} s from {best.label}")
     res = improve(instance, best.schedule, objective,
@@ -363,28 +362,50 @@ def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float
     return [row]
 
 
-def _optimum_within(instance: Instance, rows: list[Row], budget: Any, notes: list[str], *,
-                    formulation: str, objective: str, solver: str, threads: int | None
-                    ) -> tuple[Row, SolveReport | None]:
-    """Solve within what is left of the budget; when the model cannot be built in time
-    (estimated before building, ``optsched.budget``), a ``skipped`` row says why."""
-    from .budget import estimate_model, plan_solve
+def _optimum_within(instance: Instance, rows: list[Row], budget: Budget,
+                    lower: BoundResult | None, *, formulation: str, objective: str,
+                    solver: str, threads: int | None, seed: int, search: bool) -> Solved:
+    """The solve pipeline (:func:`optsched.pipeline.run`) in what is left of the budget,
+    from the best compared row: the same plan, warm start and fallback as ``optsched
+    solve`` (with ``search``, the skipped model's time goes to LNS, as there)."""
+    # the report (table, charts) keeps REPORT_SECONDS of the command's budget
+    deadline = None if budget.deadline is None else budget.deadline - REPORT_SECONDS
+    limit = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
+    opts = SolveOptions(solver=solver, time_limit=limit or None, threads=threads, seed=seed,
+                        progress=False)
+    return solve_pipeline(instance, formulation, objective, options=opts,
+                          warm_start=_warm_start_of(rows), deadline=deadline,
+                          lower=lower, fallback=True, improve_fallback=search)
 
-    feas = [r for r in rows if r.evaluation is not None and r.evaluation.feasible
-            and r.objective is not None and math.isfinite(r.objective)]
-    best = min(feas, key=_objective_of) if feas else None
-    warm_batches = best.schedule.n_batches if best is not None and best.schedule is not None \
-        else int(instance.output.sum())
-    est = estimate_model(instance, formulation, objective, {}, warm_batches,
-                         None if best is None else best.objective)
-    plan = plan_solve(est, budget.left())
-    if not plan.build:
-        return Row(f"{formulation} (skipped)", "optimum", "skipped", message=plan.note,
-                   extra={"solver_status": "skipped", "formulation": formulation,
-                          "estimate": None if est is None else est.describe()}), None
-    notes.append(plan.note)
-    return run_optimum(instance, rows, formulation=formulation, objective=objective,
-                       solver=solver, time_limit=plan.solver_seconds, threads=threads)
+
+def _optimum(done: Solved, formulation: str, objective: str,
+             notes: list[str]) -> tuple[Row, SolveReport | None]:
+    """The optimum row: the solver's answer, or, when the model was skipped (estimated
+    before building, ``optsched.budget``), a ``skipped`` row saying why, with the fallback
+    ``optsched solve`` reports."""
+    plan = done.plan
+    if plan.build:
+        notes.append(plan.note)
+        return optimum_row(done.report, formulation, objective), done.report
+    est = plan.estimate
+    return Row(f"{formulation} (skipped)", "optimum", "skipped", message=plan.note,
+               extra={"solver_status": "skipped", "formulation": formulation,
+                      "estimate": None if est is None else est.describe(),
+                      "fallback": done.fallback}), None
+
+
+def _skipped_lns_row(instance: Instance, done: Solved, objective: str,
+                     notes: list[str]) -> list[Row]:
+    """The ``lns`` row of the search the pipeline ran in the skipped model's time."""
+    res, ws = done.lns, done.warm_start
+    if res is None or ws is None:
+        return []
+    notes.append(f"the exact model was skipped; its {res.runtime:.0f} s went to "
+                 "large-neighbourhood search (the lns row)")
+    row = evaluated_row(f"lns ({ws.source or 'schedule'})", "lns", instance, res.schedule,
+                        objective, res.runtime)
+    row.extra["method"] = f"lns: {res.method}"
+    return [row]
 
 
 # -- the report ---------------------------------------------------------------------------
@@ -431,7 +452,6 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
     clock = _Clock(deadline)
     files = _figures(out, cmp, clock)
     gantts = _gantts(out, cmp, max_rows, clock) if gantt_charts else {}
-    from .verdict import compare_verdict
 
     verdict = compare_verdict(cmp)
     md = _markdown(cmp, files, gantts, title)
@@ -477,8 +497,6 @@ class _Clock:
 
     def __init__(self, deadline: float | None):
         self.deadline, self.last, self.started = deadline, 0.0, time.perf_counter()
-        import sys
-
         if "matplotlib.axes" not in sys.modules:  # loading it is the first chart's cost
             self.last = MATPLOTLIB_SECONDS
 
@@ -496,7 +514,6 @@ class _Clock:
 
 
 def _figures(out: Path, cmp: Comparison, clock: _Clock) -> dict[str, str]:
-    from .progress import phase
 
     files: dict[str, str] = {}
     if clock.late(cmp, "the charts (compare.png, kv.png, Gantt charts)"):
@@ -563,7 +580,6 @@ def _markdown(cmp: Comparison, files: dict[str, str], gantts: dict[str, str],
     lim = inst.limits
     gap_head = {"optimum": "gap to optimum", "bound": "gap to bound (optimum not proven)",
                 None: "gap (no bound)"}[ref_kind]
-    from .verdict import unit
 
     headers = headers_in(unit(inst), cmp.objective)
     headers[3] = gap_head
@@ -623,8 +639,9 @@ def _markdown(cmp: Comparison, files: dict[str, str], gantts: dict[str, str],
 
 
 __all__ = [
-    "CompareInputError", "Comparison", "HEADERS", "Row", "compare", "evaluated_row", "fmt", "gap",
-    "markdown_table", "policy_names", "reference", "run_optimum", "run_policies", "table_rows",
+    "CompareInputError", "Comparison", "HEADERS", "Row", "bound_is_global", "compare",
+    "evaluated_row", "fmt", "gap", "markdown_table", "optimum_row", "policy_names", "reference",
+    "run_optimum", "run_policies", "table_rows",
     "write_report",
 ]
 

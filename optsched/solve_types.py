@@ -9,6 +9,9 @@
 * :class:`WarmStart` -- a warm-start schedule together with its evaluation, so that it is
   replayed once and every formulation reads the same verdict.
 
+This module imports nothing of optsched but :mod:`optsched.errors` at run time (the evaluator
+imports it for :data:`OBJECTIVES`; :class:`WarmStart` only names the evaluator's types).
+
 The MILP layer (:mod:`optsched.milp`) reads the solver-facing fields of
 :class:`SolveOptions` and ignores ``solver``/``params`` (the backend is an argument of
 :func:`optsched.milp.solve`); formulations read all of them.
@@ -22,7 +25,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from .errors import OptschedError
-from .evaluate import Evaluation, evaluate
+from .evaluate import Evaluation
 from .jsonio import finite_or_none  # noqa: F401  (re-exported: the one _num)
 from .objectives import OBJECTIVES, Objective
 
@@ -123,16 +126,13 @@ def relative_gap(objective: float | None, bound: float | None, *,
 @dataclass(frozen=True, eq=False)
 class WarmStart:
     """A warm-start schedule and its replay by :func:`optsched.evaluate.evaluate`
-    (evaluated once, by :func:`optsched.formulations.solve`; formulations read
-    ``evaluation`` instead of replaying the schedule again)."""
+    (evaluated once, by :func:`optsched.pipeline.run`; formulations read ``evaluation``
+    instead of replaying the schedule again). ``source`` names where it came from (a policy,
+    a compared row's label); None for a schedule given as such."""
 
     schedule: Schedule
     evaluation: Evaluation
-
-    @classmethod
-    def of(cls, instance, schedule: Schedule) -> WarmStart:
-        """Evaluate ``schedule`` on ``instance`` and wrap both."""
-        return cls(schedule, evaluate(instance, schedule))
+    source: str | None = None
 
     @property
     def feasible(self) -> bool:

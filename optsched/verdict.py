@@ -58,7 +58,7 @@ def say(verdict: str) -> str:
 
 def solve_verdict(instance: Any, objective: str, done: Any, hyp: Any,
                   than: tuple[float, str] | None = None) -> str:
-    """The sentence for ``optsched solve`` (``done`` a :class:`optsched.budget.BudgetedSolve`;
+    """The sentence for ``optsched solve`` (``done`` a :class:`optsched.pipeline.Solved`;
     ``than`` the ``--at-most K --than X`` pair as (K, X) when given)."""
     rep, lb = done.report, done.lower_bound.value
     what = OBJECTIVE_WORDS.get(objective, objective)

@@ -153,7 +153,8 @@ def _two(hidden=True):
 
 
 def test_formulations_refuse_hidden_instances_and_schedules():
-    from optsched.formulations.base import FormulationError, solve
+    from optsched.formulations.base import FormulationError
+    from optsched.pipeline import solve
 
     for name in ("infermax", "hindsight", "exhaustive"):
         with pytest.raises(FormulationError, match=f"{name}: cannot represent hidden cache"):

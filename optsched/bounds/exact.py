@@ -3,12 +3,16 @@
 * ``exhaustive`` (A* over all schedule states, :mod:`optsched.oracles.exhaustive`) on
   instances of at most :data:`EXHAUSTIVE_MAX_REQUESTS` requests: when it finishes its
   optimum is the bound;
-* the InferMax fill model (``formulations/infermax.md`` section 11) when eq. G1's conditions
-  hold and it fits ``solve.fill_fits``, else
+* the InferMax fill model (``formulations/infermax.md`` section 11) when the formulation's
+  automatic routing picks it (eq. G1's conditions hold and it fits), else
 * the InferMax flow model (``formulations/infermax.md`` section 9) when it applies and has
   at most :data:`FLOW_MAX_ARCS` arcs: the solver's dual bound counts only when the
   formulation states that its optimum is global (horizon ``J >= Jmax``), because a
   restricted model's bound is not a bound on the true optimum.
+
+Which model applies and how big it is are the registered formulation's ``applicable`` and
+``estimate`` hooks (``optsched.formulations.base.FormulationInfo``); every solve goes through
+the one pipeline (:func:`optsched.pipeline.solve`).
 
 Any other answer (time out, restriction, model too large) raises :class:`BoundError`
 naming the reason, so ``best`` can say what it could not do.
@@ -20,8 +24,14 @@ import os
 import time
 from dataclasses import dataclass
 
-from ..solve_types import Status
+from ..errors import OptschedError
+from ..evaluate import evaluate
+from ..formulations.base import FORMULATIONS, SizeHint
+from ..pipeline import solve
+from ..policies import simulate
+from ..solve_types import SolveOptions, Status
 from .base import BoundError, BoundResult, Budget, register_bound
+from .floors import Floors
 
 EXHAUSTIVE_MAX_REQUESTS = 6
 FLOW_MAX_ARCS = 45_000
@@ -91,9 +101,6 @@ def _child(send, instance, formulation, objective, seconds, params) -> None:
 
 def _solve_here(instance, formulation: str, objective: str, seconds: float,
                 params: dict) -> _Outcome:
-    from ..errors import OptschedError
-    from ..formulations import SolveOptions, solve
-
     opts = SolveOptions(time_limit=seconds, progress=False, params=params)
     try:
         rep = solve(instance, formulation, objective, options=opts, warm_start="auto")
@@ -117,30 +124,32 @@ def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
         reason = f"exhaustive search stopped ({rep.status}: {rep.message or 'no proof'})"
     else:
         reason = f"{instance.n} requests > {EXHAUSTIVE_MAX_REQUESTS} for the exhaustive search"
-    from ..formulations import Hypotheses
-    from ..formulations.infermax import fill
-    from ..formulations.infermax import flow as infermax_flow
-    from ..formulations.infermax.solve import fill_fits
+    return _infermax_bound(instance, objective, budget, reason)
 
-    if fill.applicable(instance, objective, Hypotheses()) is None and fill_fits(instance):
+
+def _infermax_bound(instance, objective: str, budget: Budget, reason: str) -> BoundResult:
+    """The fill model when InferMax's automatic routing picks it, else the flow model when
+    it applies and fits :data:`FLOW_MAX_ARCS` (asked of the formulation's hooks)."""
+    info = FORMULATIONS.get("infermax")
+    J_least = int(Floors.of(instance).own_batches.max())  # any schedule needs this many batches
+    hint = SizeHint(J_least)
+    auto = info.estimate(instance, objective, _variant("auto"), hint)
+    if auto is not None and auto.variant == "fill":
         rep = _solve(instance, "infermax", objective, budget.left() / MILP_SAFETY,
                      {"variant": "fill"}, _end(budget))
         if rep.global_bound is not None:
             return BoundResult(rep.global_bound, "exact", objective,
                                notes=(f"infermax fill model: {rep.status}, bound {rep.bound:.6g}",))
         reason += f"; fill model gave no global bound ({rep.status})"
-    why = infermax_flow.applicable(instance, objective, Hypotheses())
+    why = info.applicable(instance, objective, _variant("flow"))
     if why is not None:
         raise BoundError(f"exact: {reason}; flow model: {why}")
-    from .floors import Floors
-
-    J_least = int(Floors.of(instance).own_batches.max())  # any schedule needs this many batches
-    size = infermax_flow.size_estimate(instance, J_least)
+    size = _flow_size(instance, objective, J_least)
     if size > FLOW_MAX_ARCS:
         raise BoundError(f"exact: {reason}; flow model would have over {size:,} arcs "
                          f"(> {FLOW_MAX_ARCS:,}) even with J = {J_least}")
     J = _flow_horizon(instance, budget)
-    size = infermax_flow.size_estimate(instance, J)
+    size = _flow_size(instance, objective, J)
     if size > FLOW_MAX_ARCS:
         raise BoundError(f"exact: {reason}; flow model would have ~{size:,} arcs "
                          f"(> {FLOW_MAX_ARCS:,}) with J = {J}")
@@ -152,6 +161,18 @@ def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
         raise BoundError(f"exact: {reason}; flow model gave no global bound ({rep.status})")
     return BoundResult(rep.global_bound, "exact", objective,
                        notes=(f"infermax flow model: {rep.status}, bound {rep.global_bound:.6g}",))
+
+
+def _variant(name: str, **params) -> SolveOptions:
+    return SolveOptions(params={"variant": name, **params})
+
+
+def _flow_size(instance, objective: str, J: int) -> int:
+    """The flow model's arcs with ``J`` batch slots (the formulation's ``estimate``)."""
+    size = FORMULATIONS.get("infermax").estimate(instance, objective, _variant("flow", batches=J),
+                                                 SizeHint(J))
+    assert size is not None  # infermax always sizes its model
+    return size.columns
 
 
 #: seconds before the command's deadline at which a forked exact solve is stopped
@@ -167,9 +188,6 @@ def _flow_horizon(instance, budget: Budget) -> int:
     """Batches of the best quick policy schedule plus the formulation's slack (an estimate
     of ``J`` for sizing only; the formulation computes its own); the policies stop at the
     budget's deadline."""
-    from ..evaluate import evaluate
-    from ..policies import simulate
-
     best = None
     for name in ("vllm", "sarathi"):
         try:

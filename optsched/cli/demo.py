@@ -60,8 +60,9 @@ def run(args) -> int:
                                "-o", args.output])
     code = compare.run(cargs)
     # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..formulations import Hypotheses, SolveOptions, solve
+    from ..formulations import Hypotheses, SolveOptions
     from ..instance import Instance
+    from ..pipeline import solve
 
     report = json.loads((Path(args.output) / "report.json").read_text())
     best = next((r for r in report["rows"] if r["kind"] == "optimum"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import replace
 
 from ..errors import OptschedError
 from ..evaluate import OBJECTIVES, evaluate
@@ -94,8 +95,9 @@ def resolve_than(instance, than: str, objective: str) -> float:
 
 def run(args) -> int:
     # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..budget import command_seconds, solve_within
+    from ..budget import command_seconds
     from ..formulations import Hypotheses, SolveOptions
+    from ..pipeline import run as solve_pipeline
 
     output_file(args.output)
     output_file(args.log, "--log")
@@ -121,9 +123,13 @@ def run(args) -> int:
                         seed=args.seed, rel_gap=args.gap, log_file=args.log,
                         progress=False if args.quiet else None,
                         params=parse_assignments(args.param, error=CliInputError))
-    done = solve_within(inst, args.formulation, args.objective, options=opts, hypotheses=hyp,
-                        warm_start=ws, time_limit=command_seconds(args.time_limit))
+    # the limit counts from the command's start (imports included): what is left of it now
+    opts = replace(opts, time_limit=command_seconds(args.time_limit))
+    done = solve_pipeline(inst, args.formulation, args.objective, options=opts, hypotheses=hyp,
+                          warm_start=ws, lower="combinatorial", fallback=True,
+                          improve_fallback=True)
     rep, lb = done.report, done.lower_bound
+    assert lb is not None  # lower="combinatorial" always gives one
     # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..verdict import say, solve_verdict
 

@@ -11,24 +11,43 @@ Every module of this package registers its formulation with
 
 Installed distributions add formulations through the ``optsched.formulations`` entry-point
 group; ``solve(instance, "my_model.py:run")`` loads a ``run`` function from a file.
+
+``optsched.formulations.solve`` is :func:`optsched.pipeline.solve` (the one solve pipeline,
+one floor up: it picks the warm start, sizes the model and falls back); the name is kept
+here for the code written against it, resolved on first use (PEP 562) so that this package
+does not import the floor above it.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from .base import (
     FORMULATIONS,
     FormulationError,
     FormulationInfo,
     Hypotheses,
+    ModelSize,
     RawSolution,
+    SizeHint,
     SolveOptions,
     SolveReport,
     formulations,
     register_formulation,
-    solve,
 )
 
+
+def __getattr__(name: str) -> Any:
+    """``solve``: :func:`optsched.pipeline.solve` (module docstring)."""
+    if name == "solve":
+        from ..pipeline import solve
+
+        return solve
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
-    "FORMULATIONS", "FormulationError", "FormulationInfo", "Hypotheses", "RawSolution",
-    "SolveOptions", "SolveReport", "formulations", "register_formulation", "solve",
+    "FORMULATIONS", "FormulationError", "FormulationInfo", "Hypotheses", "ModelSize",
+    "RawSolution", "SizeHint", "SolveOptions", "SolveReport", "formulations",
+    "register_formulation", "solve",
 ]

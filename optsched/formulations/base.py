@@ -1,18 +1,24 @@
-"""The formulation-neutral contract: hypotheses, the report, the registry, ``solve``.
+"""The formulation-neutral contract: hypotheses, the report, the registry, the model run.
 
 A *formulation* turns an instance into an optimisation model (InferMax Big-M,
 hindsight IP, exhaustive search...). Every formulation registers a function
 
     run(instance, objective, hypotheses, options, warm_start) -> RawSolution
 
-and :func:`solve` does the rest in ONE place for all of them:
+and, optionally, two hooks the solve pipeline (:mod:`optsched.pipeline`) asks before any
+model is built: ``applicable(instance, objective, options, hypotheses)`` (None, or why the
+requested model cannot represent the instance) and ``estimate(instance, objective, options,
+hint, hypotheses)`` (the :class:`ModelSize` it would build). :func:`solve_model` runs the
+formulation on an already evaluated warm start and :func:`_check` replays its answer:
 
-1. picks / simulates the warm start (a policy name or a Schedule) and evaluates it;
-2. calls the formulation;
-3. replays the decoded schedule through :func:`optsched.evaluate.evaluate`;
-4. checks that the solver's objective equals the evaluator's within 1e-6
+1. calls the formulation (on arrivals shifted to start at 0, :func:`arrival_origin`);
+2. replays the decoded schedule through :func:`optsched.evaluate.evaluate`;
+3. checks that the solver's objective equals the evaluator's within 1e-6
    relative (else the report's status is ``error``: it fails loudly);
-5. returns a :class:`SolveReport` with the JSON contract of ``optsched solve --json``.
+4. returns a :class:`SolveReport` with the JSON contract of ``optsched solve --json``.
+
+Picking the warm start, sizing the model against the budget and the fallback live one floor
+up, in :func:`optsched.pipeline.run`.
 
 A formulation that builds a MILP hands the solve path a :class:`BuiltModel` (the InferMax
 Big-M and flow models, the hindsight model): the model, its variable blocks, the time scale,
@@ -23,7 +29,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -244,9 +249,55 @@ class SolveReport:
         }
 
 
+def bound_is_global(rep: SolveReport) -> bool:
+    """A solver's bound is a bound on the true optimum unless its formulation solved a
+    restricted problem (fewer batch slots, no preemption, unit slots...; the formulation
+    sets :attr:`SolveReport.restricted` and says which in its notes); such a bound, and such
+    a "proven optimum", is never used as a gap reference."""
+    return rep.global_bound is not None
+
+
+@dataclass(frozen=True)
+class SizeHint:
+    """What the warm start says about the model before it is built: its batch count and
+    objective (in the time frame the model sees, :func:`arrival_origin`), from which a
+    formulation picks its horizon (``formulations/infermax.md`` section 4)."""
+
+    batches: int
+    objective: float | None = None
+
+    def __post_init__(self) -> None:
+        if int(self.batches) != self.batches or self.batches < 0:
+            raise FormulationError(f"size hint: batches must be an integer >= 0, got "
+                                   f"{self.batches!r}")
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """The model a formulation would build (its ``estimate`` hook): which ``variant``, its
+    ``columns`` and ``rows``, and ``build_units``, the count its build and hand-over time
+    grows with (:func:`optsched.budget.estimate_model` prices it in seconds)."""
+
+    variant: str
+    columns: int
+    rows: int
+    build_units: int
+    detail: str
+
+    def __post_init__(self) -> None:
+        for name in ("columns", "rows", "build_units"):
+            if getattr(self, name) < 0:
+                raise FormulationError(f"model size: {name} must be >= 0, got "
+                                       f"{getattr(self, name)!r}")
+
+
 # --- registry ------------------------------------------------------------------------
 
 RunFn = Callable[[Instance, str, Hypotheses, SolveOptions, "WarmStart | None"], RawSolution]
+#: ``applicable(instance, objective, options, hypotheses) -> None | reason``
+ApplicableFn = Callable[[Instance, str, SolveOptions, Hypotheses], "str | None"]
+#: ``estimate(instance, objective, options, hint, hypotheses) -> ModelSize | None``
+EstimateFn = Callable[[Instance, str, SolveOptions, SizeHint, Hypotheses], "ModelSize | None"]
 
 
 @dataclass(frozen=True)
@@ -260,6 +311,27 @@ class FormulationInfo:
     #: the ``--param`` knobs; :func:`solve` hands ``run`` every one of them, checked and with
     #: its default filled in. ``None``: undeclared, ``options.params`` is passed on as given
     params: tuple[ParamSpec, ...] | None = ()
+    #: the hooks behind :meth:`applicable` and :meth:`estimate` (None: always applies, size
+    #: unknown in advance)
+    applicable_hook: ApplicableFn | None = None
+    estimate_hook: EstimateFn | None = None
+
+    def applicable(self, instance: Instance, objective: str, options: SolveOptions,
+                   hypotheses: Hypotheses | None = None) -> str | None:
+        """None when the model ``options.params`` ask for represents ``instance`` under
+        ``hypotheses``, else why not (asked before any warm start or model is built)."""
+        if self.applicable_hook is None:
+            return None
+        return self.applicable_hook(instance, objective, options, hypotheses or Hypotheses())
+
+    def estimate(self, instance: Instance, objective: str, options: SolveOptions,
+                 hint: SizeHint, hypotheses: Hypotheses | None = None) -> ModelSize | None:
+        """The model this formulation would build with ``options`` and a warm start like
+        ``hint``, or None when its size is not known in advance (the exhaustive search
+        honours its time limit; hindsight is sized by its own time line)."""
+        if self.estimate_hook is None:
+            return None
+        return self.estimate_hook(instance, objective, options, hint, hypotheses or Hypotheses())
 
     def parse_params(self, given: Mapping[str, Any]) -> dict[str, Any]:
         if self.params is None:
@@ -268,7 +340,9 @@ class FormulationInfo:
 
 
 def _adapt(label: str, obj: Any) -> FormulationInfo:
-    """A ``run`` function loaded from ``file.py:run`` / ``module:run`` or an entry point."""
+    """A ``run`` function loaded from ``file.py:run`` / ``module:run`` or an entry point; its
+    ``objectives``, ``needs_warm_start``, ``params``, ``applicable`` and ``estimate``
+    attributes, when set, are those of :class:`FormulationInfo`."""
     if isinstance(obj, FormulationInfo):
         return obj
     if not callable(obj):
@@ -276,7 +350,8 @@ def _adapt(label: str, obj: Any) -> FormulationInfo:
     return FormulationInfo(label, obj, describe_object(obj) or f"user formulation {label}",
                            tuple(getattr(obj, "objectives", OBJECTIVES)),
                            bool(getattr(obj, "needs_warm_start", False)),
-                           getattr(obj, "params", None))
+                           getattr(obj, "params", None), getattr(obj, "applicable", None),
+                           getattr(obj, "estimate", None))
 
 
 #: every formulation: the modules of ``optsched.formulations`` register theirs on import;
@@ -289,13 +364,15 @@ FORMULATIONS: Registry[FormulationInfo] = Registry(
 
 def register_formulation(name: str, description: str, objectives: Sequence[str] = OBJECTIVES,
                          needs_warm_start: bool = True,
-                         params: Sequence[ParamSpec] = ()) -> Callable[[RunFn], RunFn]:
-    """Decorator: ``@register_formulation("infermax", "...", params=(...))`` on a ``run``
-    function."""
+                         params: Sequence[ParamSpec] = (), *,
+                         applicable: ApplicableFn | None = None,
+                         estimate: EstimateFn | None = None) -> Callable[[RunFn], RunFn]:
+    """Decorator: ``@register_formulation("infermax", "...", params=(...), applicable=...,
+    estimate=...)`` on a ``run`` function (hooks: :class:`FormulationInfo`)."""
 
     def deco(fn: RunFn) -> RunFn:
         info = FormulationInfo(name, fn, description, tuple(objectives), needs_warm_start,
-                               tuple(params))
+                               tuple(params), applicable, estimate)
         FORMULATIONS.add(name, info, fn)
         return fn
 
@@ -344,99 +421,7 @@ def refuse_hidden_cache(who: str, instance: Instance | None = None,
             "it would be mis-priced")
 
 
-# --- the one solve --------------------------------------------------------------------
-
-DEFAULT_WARM_START = "auto"
-
-
-def _warm_start(instance: Instance, objective: str, warm_start, hyp: Hypotheses,
-                deadline: float | None = None
-                ) -> tuple[WarmStart | None, dict[str, Any] | None]:
-    """Resolve the warm start: a Schedule, a policy name, or "auto" (best of a few policies),
-    evaluated here once (the formulations read :attr:`WarmStart.evaluation`). Past
-    ``deadline`` (a ``time.perf_counter()`` value: the command's budget, optsched/budget.py)
-    no further policy starts and a running one stops; the info's ``"stopped"`` says which."""
-    if warm_start is None or warm_start is False:
-        return None, None
-    if isinstance(warm_start, WarmStart):
-        warm_start = warm_start.schedule
-    if isinstance(warm_start, Schedule):
-        ws = WarmStart.of(instance, warm_start)
-        return ws, {"policy": "schedule", "objective": finite_or_none(ws.objective(objective)),
-                    "feasible": ws.feasible}
-    from ..policies import SimulationTimeout, list_policies, simulate
-    from ..policies.registry import PolicyWarning
-    from ..progress import phase
-
-    if warm_start == "auto":
-        known = {spec.name for spec in list_policies()}
-        names = [p for p in ("vllm", "sarathi", "fcfs", "mcsf", "infermax", "vllm-ef", "sarathi-ef")
-                 if p in known]
-        if hyp.no_evictions:
-            names = [p for p in names if p.endswith("-ef") or p == "mcsf"] or names
-    else:
-        names = [warm_start]
-    best = None
-    stopped: list[str] = []
-    for k, name in enumerate(names):
-        if deadline is not None and time.perf_counter() >= deadline:
-            stopped.append(f"warm start: {', '.join(names[k:])} not run (time limit)")
-            break
-        phase(f"warm start: simulating {name}")
-        try:
-            with warnings.catch_warnings():  # a warm start is any feasible schedule: how a
-                warnings.simplefilter("ignore", PolicyWarning)  # policy departs is moot
-                s = simulate(instance, name, deadline=deadline)
-        except SimulationTimeout as e:
-            stopped.append(f"warm start: {e}")
-            break
-        except OptschedError:
-            if warm_start != "auto":
-                raise
-            continue
-        ev = evaluate(instance, s)
-        if not ev.feasible:
-            continue
-        if hyp.no_evictions and ev.metrics["evictions"]:
-            continue
-        v = ev.objective(objective)
-        if best is None or v < best[2]:
-            best = (name, WarmStart(s, ev), v)
-    if best is None:
-        return None, ({"policy": None, "objective": None, "stopped": stopped} if stopped else None)
-    info: dict[str, Any] = {"policy": best[0], "objective": finite_or_none(best[2])}
-    if stopped:
-        info["stopped"] = stopped
-    return best[1], info
-
-
-def solve(
-    instance: Instance,
-    formulation: str = "infermax",
-    objective: str = "makespan",
-    *,
-    options: SolveOptions | None = None,
-    hypotheses: Hypotheses | None = None,
-    warm_start: Any = DEFAULT_WARM_START,
-) -> SolveReport:
-    """Solve ``instance`` with a registered formulation, decode, replay and check.
-
-    With a time limit (the default 60 s) the limit is the whole call's budget, as for the
-    CLI (:func:`optsched.budget.sized_solve`): the warm start stops at its share, the model
-    is sized before it is built and skipped (``no_solution``, saying so in the notes) when it
-    cannot fit, and a call that still overruns says so in its notes and on stderr."""
-    options = options or SolveOptions()
-    hyp = hypotheses or Hypotheses()
-    objective, options = prepare_solve(instance, formulation, objective, options, hyp,
-                                       warm_start)
-    if options.time_limit is None:
-        return solve_model(instance, formulation, objective, options=options, hypotheses=hyp,
-                           warm_start=warm_start)
-    from ..budget import sized_solve
-
-    return sized_solve(instance, formulation, objective, options=options, hypotheses=hyp,
-                       warm_start=warm_start).report
-
+# --- the model run --------------------------------------------------------------
 
 #: formulations whose models have continuous columns (times in seconds): CP-SAT cannot take them
 CONTINUOUS_FORMULATIONS = ("infermax",)
@@ -470,20 +455,20 @@ def prepare_solve(instance: Instance, formulation: str, objective: str, options:
 
 
 def solve_model(instance: Instance, formulation: str, objective: str, *,
-                options: SolveOptions, hypotheses: Hypotheses, warm_start: Any,
-                warm_deadline: float | None = None) -> SolveReport:
-    """Warm start, build, solve, decode, replay and check, with no sizing (the caller has
-    sized the model, or set no time limit); arguments as checked by :func:`prepare_solve`."""
+                options: SolveOptions, hypotheses: Hypotheses, warm_start: WarmStart | None,
+                warm_info: dict[str, Any] | None = None) -> SolveReport:
+    """Build, solve, decode, replay and check, from a warm start the caller has picked and
+    evaluated (:func:`optsched.pipeline.run` does both, once) and with the solver's time
+    already sized; arguments as checked by :func:`prepare_solve`."""
     info = FORMULATIONS.get(formulation)
     t0 = time.perf_counter()
     offset = arrival_origin(instance)
     if not offset:
-        ws, ws_info = _warm_start(instance, objective, warm_start, hypotheses, warm_deadline)
-        raw = info.run(instance, objective, hypotheses, options, ws)
+        raw = info.run(instance, objective, hypotheses, options, warm_start)
     else:
-        raw, ws_info = _solve_shifted(instance, info, Objective(objective), hypotheses, options,
-                                      warm_start, offset, warm_deadline)
-    return _check(instance, formulation, objective, hypotheses, raw, ws_info,
+        raw = _solve_shifted(instance, info, Objective(objective), hypotheses, options,
+                             warm_start, offset)
+    return _check(instance, formulation, objective, hypotheses, raw, warm_info,
                   time.perf_counter() - t0, rounding=_time_rounding(instance, offset))
 
 
@@ -529,24 +514,25 @@ def _shift_time(value: float | None, offset: float, objective: Objective) -> flo
     return value + offset
 
 
+def _shifted_warm_start(work: Instance, warm_start: WarmStart, offset: float) -> WarmStart:
+    """The warm start in the model's time frame (``work``, arrivals ``offset`` earlier): its
+    stated starts moved by ``-offset`` and replayed on ``work``. The one replay besides the
+    pipeline's own, for instances whose arrivals do not start at 0."""
+    sched = warm_start.schedule.replace_starts(warm_start.schedule.start - offset)
+    return WarmStart(sched, evaluate(work, sched), warm_start.source)
+
+
 def _solve_shifted(instance: Instance, info: Any, objective: Objective, hyp: Hypotheses,
-                   options: SolveOptions, warm_start: Any, offset: float,
-                   warm_deadline: float | None = None
-                   ) -> tuple[RawSolution, dict[str, Any] | None]:
+                   options: SolveOptions, warm_start: WarmStart | None, offset: float
+                   ) -> RawSolution:
     """Run the formulation on ``instance`` shifted by ``-offset`` (:func:`arrival_origin`) and
     shift its answer back: stated starts, and the makespan's objective, bound and history."""
     work = shift_instance(instance, offset)
-    if isinstance(warm_start, WarmStart):
-        warm_start = warm_start.schedule
-    if isinstance(warm_start, Schedule):
-        warm_start = warm_start.replace_starts(warm_start.start - offset)
+    ws = None if warm_start is None else _shifted_warm_start(work, warm_start, offset)
     hyp_w = hyp
     if hyp.at_most is not None and objective is Objective.MAKESPAN:
         hyp_w = replace(hyp, at_most=hyp.at_most - offset)
-    ws, ws_info = _warm_start(work, objective, warm_start, hyp_w, warm_deadline)
     raw = info.run(work, objective, hyp_w, options, ws)
-    if ws_info is not None:
-        ws_info = {**ws_info, "objective": _shift_time(ws_info["objective"], offset, objective)}
     sched = raw.schedule
     return replace(
         raw,
@@ -558,7 +544,7 @@ def _solve_shifted(instance: Instance, info: Any, objective: Objective, hyp: Hyp
         notes=(*raw.notes, f"arrivals shifted by -{offset:.17g} s to start at 0 for the model "
                            "(docs/semantics.md section 4: the rules are invariant under a "
                            "common shift); the answer is shifted back"),
-    ), ws_info
+    )
 
 
 def _check(instance, formulation, objective, hyp, raw: RawSolution, ws_info, elapsed,

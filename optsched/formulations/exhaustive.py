@@ -1,5 +1,5 @@
 """The ``exhaustive`` formulation: the exact state-graph search of
-:mod:`optsched.oracles.exhaustive` behind :func:`optsched.formulations.solve`, for tiny
+:mod:`optsched.oracles.exhaustive` behind :func:`optsched.pipeline.solve`, for tiny
 instances (its restrictions and pruning rules are documented there)."""
 
 from __future__ import annotations

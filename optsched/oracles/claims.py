@@ -58,8 +58,9 @@ from typing import Any
 
 from ..cost import UnitCost
 from ..evaluate import evaluate
-from ..formulations import formulations, solve
+from ..formulations import formulations
 from ..instance import Instance, Limits, Request
+from ..pipeline import solve
 from ..policies import list_policies, simulate
 from ..progress import phase
 from ..schedule import Schedule, ScheduleBuilder

@@ -30,8 +30,9 @@ from ..cost import UnitCost
 from ..data import embedded_instance_names, embedded_instance_path
 from ..errors import OptschedError
 from ..evaluate import OBJECTIVES
-from ..formulations import SolveOptions, solve
+from ..formulations import SolveOptions
 from ..instance import Instance
+from ..pipeline import solve
 from ..solve_types import Status
 
 REPO = Path(__file__).resolve().parents[2]

@@ -62,7 +62,7 @@ import numpy as np
 from ..bounds.floors import Floors
 from ..bounds.srpt import job_works
 from ..errors import OptschedError
-from ..evaluate import evaluate
+from ..evaluate import Evaluation, evaluate
 from ..instance import Instance, Request
 from ..oracles.exhaustive import SearchOptions, search_between
 from ..policies.registry import SimulationTimeout
@@ -479,10 +479,10 @@ class _LNS:
             self._log(f"iteration {it}: {kind} improved to {best:.6g}")
         return s, ev, best, it, imp
 
-    def run(self, schedule: Schedule) -> LNSResult:
+    def run(self, schedule: Schedule, start_obj: float) -> LNSResult:
+        """Search from ``schedule``, whose objective (replayed by the caller) is ``start_obj``."""
         s = _free_starts(schedule, self.inst.ids)
         ev = evaluate(self.inst, s)
-        start_obj = evaluate(self.inst, schedule).objective(self.obj)
         best = ev.objective(self.obj)
         it, self.solved, imp, last_log = 0, 0, 0, self.t0
         history = [(0.0, best)]
@@ -521,20 +521,24 @@ class _LNS:
 
 
 def improve(instance: Instance, schedule: Schedule, objective: str = "makespan",
-            options: LNSOptions | None = None) -> LNSResult:
+            options: LNSOptions | None = None, *, evaluation: Evaluation | None = None
+            ) -> LNSResult:
     """Large-neighbourhood search from ``schedule`` (module docstring); the result is
-    replayed by :func:`optsched.evaluate.evaluate` and never worse than ``schedule``."""
+    replayed by :func:`optsched.evaluate.evaluate` and never worse than ``schedule``.
+    ``evaluation``: the schedule's replay when the caller has it (the solve pipeline's
+    warm start), so that it is not replayed again."""
     if schedule.has_swaps or instance.limits.swapping:
         raise LNSError("lns: schedules with swap preemption are not supported")
     if schedule.has_hidden or instance.limits.hidden_cache:
         raise LNSError("lns: hidden cache is not supported (its windows are solved by the "
                        "KV-only exhaustive search)")
-    ev = evaluate(instance, schedule)
+    ev = evaluation if evaluation is not None else evaluate(instance, schedule)
     if not ev.feasible:
         raise LNSError(f"lns: the start schedule is infeasible: {ev.violations[0]}")
     if math.isnan(ev.objective(objective)):
         raise LNSError(f"lns: the start schedule has no {objective} value")
-    return _LNS(instance, objective, options or LNSOptions()).run(schedule)
+    return _LNS(instance, objective, options or LNSOptions()).run(schedule,
+                                                                  ev.objective(objective))
 
 
 __all__ = ["LNSError", "LNSOptions", "LNSResult", "improve"]

@@ -1,5 +1,6 @@
 """What one cell runs: a policy, a formulation or a bound method, through the library calls
-the CLI uses (``policies.simulate_policy``, ``formulations.solve``, ``optsched.bounds``).
+the CLI uses (``policies.simulate_policy``, the one solve pipeline ``pipeline.solve``,
+``optsched.bounds``).
 
 Each runner takes ``(instance, method)`` and returns the method's part of a result row
 (:data:`optsched.sweep.results.SCHEMA`): status, objective, bound, gap, feasible, solver and
@@ -15,8 +16,9 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from ..evaluate import evaluate
-from ..formulations import SolveOptions, solve
+from ..formulations import SolveOptions
 from ..instance import Instance
+from ..pipeline import solve
 from ..policies import get_spec, simulate_policy
 from ..solve_types import Status, finite_or_none
 from .bound_methods import BoundsUnavailable, bounds_module, check_bound_method

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ... import milp
+from ...evaluate import evaluate
 from ...instance import Instance
 from ...schedule import Schedule, ScheduleBuilder
 from ...solve_types import Objective, WarmStart
@@ -241,7 +242,8 @@ def reduced_warm_start(inst: Instance, reduced: Instance, ws: WarmStart | None
     """The warm start's first-token prefix on the reduced instance (F12)."""
     if ws is None or not ws.feasible:
         return None
-    return WarmStart.of(reduced, first_token_prefix(inst, ws.schedule))
+    prefix = first_token_prefix(inst, ws.schedule)  # a new schedule: replayed once
+    return WarmStart(prefix, evaluate(reduced, prefix), ws.source)
 
 
 def lift(inst: Instance, raw: RawSolution) -> RawSolution:

@@ -1,10 +1,13 @@
 """The registered ``infermax`` formulation: choose the variant and ``J``, solve, decode, polish.
 
-``run`` is what :func:`optsched.formulations.solve` calls (``formulations/infermax.md``
-sections 4, 6, 7 and 9): it canonicalises the warm start, picks the horizon, builds the Big-M
-model (:mod:`.model`) or the flow model (:mod:`.flow`), solves it with the requested backend,
-decodes the solution and re-prices it at the exact re-encoded point. Both models reach the
-solver through the :class:`~optsched.formulations.base.BuiltModel` protocol.
+``run`` is what the solve pipeline (:func:`optsched.pipeline.run`) calls
+(``formulations/infermax.md`` sections 4, 6, 7 and 9): it canonicalises the warm start,
+picks the horizon, builds the Big-M model (:mod:`.model`) or the flow model (:mod:`.flow`),
+solves it with the requested backend, decodes the solution and re-prices it at the exact
+re-encoded point. Both models reach the
+solver through the :class:`~optsched.formulations.base.BuiltModel` protocol. Which model
+``run`` builds is :func:`route`, written once; the pipeline asks it through the
+``applicable`` and ``estimate`` hooks registered with the formulation.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from ..base import (
     BuiltModel,
     FormulationError,
     Hypotheses,
+    ModelSize,
     RawSolution,
+    SizeHint,
     SolveOptions,
     register_formulation,
 )
@@ -120,6 +125,88 @@ def _raw(built: BuiltModel, res: milp.SolveResult, sched: Schedule | None, obj: 
                        history=tuple((t, sec(a), sec(b)) for t, a, b in res.history))
 
 
+#: tight InferMax model size per (request, batch slot), measured on the 20-request Azure
+#: conversation slice (``optsched.formulations.infermax.build``; optsched/budget.py)
+TIGHT_VARS_PER_SLOT = 47
+TIGHT_ROWS_PER_SLOT = 118
+#: fill model rows per (request, batch slot): its per-batch cardinality rows (eq. G5)
+#: outnumber the arcs, ~2.4 per request and slot on 400 identical requests (21,781 rows for
+#: 713 columns at J = 23)
+FILL_ROWS_PER_SLOT = 2.5
+
+
+def route(inst: Instance, objective: str, hyp: Hypotheses, variant: str) -> str:
+    """The model ``run`` builds for ``variant`` (the routing, written once): ``fill``
+    (section 11, when eq. G1 holds and it fits :func:`fill_fits`, or asked for),
+    ``first-tokens`` (F12) or ``flow`` (section 9) where the flow model applies, else the
+    Big-M ``tight``/``plain`` model (sections 4-5). An explicit ``fill``/``flow`` that does
+    not apply raises :class:`FormulationError` naming why."""
+    if variant in ("fill", "auto") and inst.n:
+        why = fill.applicable(inst, objective, hyp)
+        if why is None and (variant == "fill" or fill_fits(inst)):
+            return "fill"
+        if variant == "fill":
+            raise FormulationError(f"infermax: {why}")
+    if variant in ("flow", "auto"):
+        why = fl.applicable(inst, objective, hyp)
+        if why is None and inst.n:
+            return "first-tokens" if fo.truncation_applies(objective, hyp) else "flow"
+        if variant == "flow":
+            raise FormulationError(f"infermax: {why}")
+        return "tight"
+    return variant  # tight, plain, or fill on an empty instance
+
+
+def applicable(inst: Instance, objective: str, options: SolveOptions,
+               hyp: Hypotheses) -> str | None:
+    """The ``applicable`` hook: why the variant ``options.params`` asks for cannot represent
+    ``inst`` (only an explicit ``fill`` or ``flow`` can fail; :func:`route`), else None."""
+    variant = parse_params(PARAMS, options.params, "formulation 'infermax'",
+                           FormulationError)["variant"]
+    try:
+        route(inst, objective, hyp, variant)
+    except FormulationError as e:
+        return str(e).removeprefix("infermax: ")
+    return None
+
+
+def _estimated_horizon(inst: Instance, objective: str, hint: SizeHint) -> int:
+    """The horizon ``J`` :func:`run` would choose from a warm start like ``hint``
+    (section 4): its batches plus the default slack of 2, raised to the section-6 bound
+    ``Jmax`` when that is close (at most twice the warm start's batches plus 4)."""
+    J = hint.batches + 2
+    jmax = entry_batches_upper_bound(inst, objective, hint.objective)
+    if jmax is not None and hint.batches <= jmax <= 2 * hint.batches + 4:
+        J = max(J, jmax)
+    return J
+
+
+def estimate(inst: Instance, objective: str, options: SolveOptions, hint: SizeHint,
+             hyp: Hypotheses) -> ModelSize:
+    """The ``estimate`` hook: the model :func:`run` would build (:func:`route`) and its size
+    at the horizon of :func:`_estimated_horizon` (or ``batches``): the fill model's arcs
+    (:func:`fill.size_estimate`) and eq. G5 rows, the flow model's arcs
+    (:func:`flow.size_estimate`; auto keeps it below :data:`FLOW_MAX_ARCS`), else the Big-M
+    model's ~47 columns and ~118 rows per request and batch slot."""
+    params = parse_params(PARAMS, options.params, "formulation 'infermax'", FormulationError)
+    J = params["batches"] or _estimated_horizon(inst, objective, hint)
+    kind = route(inst, objective, hyp, params["variant"])
+    if kind == "fill":
+        arcs = fill.size_estimate(inst, J)
+        rows = max(arcs, int(FILL_ROWS_PER_SLOT * inst.n * J))
+        return ModelSize("fill", arcs, rows, arcs + rows,
+                         f"InferMax fill model with J = {J} batch slots")
+    if kind in ("flow", "first-tokens"):
+        arcs = fl.size_estimate(inst, J)
+        if params["variant"] == "flow" or arcs <= FLOW_MAX_ARCS:
+            return ModelSize("flow", arcs, arcs, arcs,
+                             f"InferMax flow model with J = {J} batch slots")
+    nJ = inst.n * J
+    v = TIGHT_VARS_PER_SLOT * nJ
+    return ModelSize("tight" if kind != "plain" else "plain", v, TIGHT_ROWS_PER_SLOT * nJ, v,
+                     f"InferMax Big-M model ({inst.n} requests x J = {J} batch slots)")
+
+
 #: the ``--param`` knobs
 PARAMS = (
     ParamSpec("variant", str, "auto", "auto (fill model for distinct offline requests, flow "
@@ -137,6 +224,8 @@ PARAMS = (
     "InferMax Big-M batch-indexed MILP (paper section 5), exact pricing; variant=tight|plain, "
     "batches=J, slack=k (formulations/infermax.md)",
     params=PARAMS,
+    applicable=applicable,
+    estimate=estimate,
 )
 def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptions,
         warm_start: WarmStart | None) -> RawSolution:
@@ -144,23 +233,16 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
     params = parse_params(PARAMS, options.params, "formulation 'infermax'", FormulationError)
     variant, J_param, slack = params["variant"], params["batches"], params["slack"]
     inst = instance
-    if variant in ("fill", "auto") and inst.n:
-        why = fill.applicable(inst, objective, hyp)
-        if why is None and (variant == "fill" or fill_fits(inst)):
-            return _run_fill(inst, objective, hyp, options, warm_start, J_param, slack)
-        if variant == "fill":
-            raise FormulationError(f"infermax: {why}")
-    if variant in ("flow", "auto"):
-        why = fl.applicable(inst, objective, hyp)
-        if why is None and inst.n and fo.truncation_applies(objective, hyp):
-            return _run_first_tokens(inst, hyp, options, warm_start, J_param, slack,
-                                     forced=variant == "flow")
-        if why is None and inst.n:
-            return _run_flow(inst, objective, hyp, options, warm_start, J_param, slack,
-                             forced=variant == "flow")
-        if variant == "flow":
-            raise FormulationError(f"infermax: {why}")
-        variant = "tight"
+    kind = route(inst, objective, hyp, variant)
+    if kind == "fill":
+        return _run_fill(inst, objective, hyp, options, warm_start, J_param, slack)
+    if kind == "first-tokens":
+        return _run_first_tokens(inst, hyp, options, warm_start, J_param, slack,
+                                 forced=variant == "flow")
+    if kind == "flow":
+        return _run_flow(inst, objective, hyp, options, warm_start, J_param, slack,
+                         forced=variant == "flow")
+    variant = kind
     notes: list[str] = [f"infermax variant {variant}"]
     if inst.n == 0:
         return RawSolution(Status.OPTIMAL, 0.0, 0.0, Schedule.empty(), solver=options.solver,
