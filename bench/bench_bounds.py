@@ -63,7 +63,8 @@ from optsched.evaluate import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits, Request  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
 from optsched.search.lns import LNSOptions, improve  # noqa: E402
-from optsched.workloads.traces import load_azure, read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
+from optsched.workloads.traces import load_azure, read_trace, window_start  # noqa: E402
+from optsched.workloads.traces import window_instance as trace_window  # noqa: E402
 
 #: ../shared/data/traces next to the repository (OPTSCHED_TRACES overrides, e.g. from a worktree)
 TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
@@ -200,16 +201,15 @@ def part_trace(args) -> list[dict]:
 
 def window_instance(trace: str, seed: int, n: int) -> tuple[Instance, int]:
     """``n`` consecutive requests of the trace from a start row drawn by ``seed``, with
-    their own arrivals re-based to 0 (:func:`optsched.workloads.traces.seeded_window`, the same
-    windows as ``bench_upper.py`` and ``optsched generate azure --consecutive n --seed s``)."""
-    raw = read_trace(TRACES / f"AzureLLMInferenceTrace_{trace}.csv", format="azure")
-    start = window_start(raw.n, n, seed)
+    their own arrivals re-based to 0 (:func:`optsched.workloads.traces.window_instance`, the
+    same windows as ``bench_upper.py`` and ``optsched generate azure --consecutive n --seed s``),
+    and that start row."""
+    path = TRACES / f"AzureLLMInferenceTrace_{trace}.csv"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        inst = trace_to_instance(seeded_window(raw, n, seed),
-                                 Limits(kv_capacity=M, max_batch_tokens=C), preset(PRESET),
-                                 name=f"{trace}-w{seed}", too_long="drop")
-    return inst, start
+        inst = trace_window(path, n, seed, Limits(kv_capacity=M, max_batch_tokens=C),
+                               preset(PRESET), format="azure", too_long="drop")
+    return inst, window_start(read_trace(path, format="azure").n, n, seed)
 
 
 def timed_bound(inst: Instance, objective: str, method: str) -> tuple[float, float]:

@@ -51,7 +51,8 @@ from optsched.evaluate import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
 from optsched.serving.goodput_gap import goodput_gap_value  # noqa: E402
-from optsched.workloads.traces import read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
+from optsched.workloads.traces import read_trace, window_start  # noqa: E402
+from optsched.workloads.traces import window_instance as trace_window  # noqa: E402
 
 TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
 PRESET = "infermax-llama2-7b-a100"
@@ -62,15 +63,13 @@ OBJECTIVES = ("total-latency", "mean-ttft", "goodput")
 
 
 def window(trace: str, seed: int, n: int, ttft: float, tpot: float) -> tuple[Instance, int]:
-    """The seeded window with the SLO defaults on every request."""
-    raw = read_trace(TRACES / f"AzureLLMInferenceTrace_{trace}.csv", format="azure")
-    start = window_start(raw.n, n, seed)
+    """The seeded window with the SLO defaults on every request, and its first row."""
+    path = TRACES / f"AzureLLMInferenceTrace_{trace}.csv"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        inst = trace_to_instance(seeded_window(raw, n, seed),
-                                 Limits(kv_capacity=M, max_batch_tokens=C), preset(PRESET),
-                                 name=f"{trace}-w{seed}", too_long="drop")
-    return inst.with_default_slos(ttft, tpot), start
+        inst = trace_window(path, n, seed, Limits(kv_capacity=M, max_batch_tokens=C),
+                               preset(PRESET), format="azure", too_long="drop")
+    return inst.with_default_slos(ttft, tpot), window_start(read_trace(path, format="azure").n, n, seed)
 
 
 def run_policies(inst: Instance, names: list[str]) -> dict[str, dict[str, Any]]:

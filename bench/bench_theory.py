@@ -37,7 +37,7 @@ from optsched.evaluate import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits  # noqa: E402
 from optsched.oracles.claims import RATIO_CLAIMS, check_claim  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
-from optsched.workloads.traces import read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
+from optsched.workloads.traces import window_instance as trace_window  # noqa: E402
 
 TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
 PRESET = "infermax-llama2-7b-a100"
@@ -48,14 +48,11 @@ PRACTICE = ("vllm", "sarathi", "mcsf", "ecoserve")
 
 def window(trace: str, seed: int, size: int) -> Instance:
     """The seeded window (module docstring)."""
-    full = read_trace(TRACES / f"AzureLLMInferenceTrace_{trace}.csv", format="azure")
-    lo = window_start(full.n, size, seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return trace_to_instance(seeded_window(full, size, seed),
-                                 Limits(kv_capacity=M, max_batch_tokens=C), preset(PRESET),
-                                 name=f"{trace}-seed{seed}-rows{lo}-{lo + size}",
-                                 too_long="drop")
+        return trace_window(TRACES / f"AzureLLMInferenceTrace_{trace}.csv", size, seed,
+                               Limits(kv_capacity=M, max_batch_tokens=C), preset(PRESET),
+                               format="azure", too_long="drop")
 
 
 def run(inst: Instance, policy: str) -> tuple[float, float, int]:

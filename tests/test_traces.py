@@ -16,6 +16,7 @@ from optsched.workloads.traces import (
     seeded_window,
     select,
     trace_to_instance,
+    window_instance,
     window_start,
 )
 
@@ -111,6 +112,9 @@ def test_consecutive_window_is_seeded_and_rebased(tmp_path):
         load_trace(p, consecutive=2, limit=2)
     with pytest.raises(InstanceError, match="cannot take 11"):
         load_trace(p, consecutive=11)
+    inst = window_instance(p, 4, 3, BIG)  # the benches' loader: the same rows, named by them
+    assert inst.ids == tuple(w1.ids) and inst.name.endswith(f"-seed3-rows{lo}-{lo + 4}")
+    assert [r.arrival for r in inst.requests] == [0.0, 0.5, 1.0, 1.5]
 
 
 def test_too_long_policies(tmp_path):

@@ -54,7 +54,7 @@ import numpy as np
 from ..plugins import ParamSpec, open_unit_interval, positive
 from .registry import register
 from .simulator import Plan, Policy, SimView
-from .wait import length_types
+from .wait import checked_types_scale, length_types
 
 _BIG = 1 << 62
 
@@ -101,11 +101,7 @@ class NestedWait(Policy):
     """Nested WAIT; see the module docstring."""
 
     def __init__(self, types: int = 3, scale: float = 1.0):
-        if types < 1:
-            raise ValueError(f"types must be >= 1, got {types!r}")
-        if not 0.0 < scale <= 1.0:
-            raise ValueError(f"scale must be in (0, 1], got {scale!r}")
-        self.types, self.scale = types, scale
+        self.types, self.scale = checked_types_scale(types, scale)
 
     def bind(self, view: SimView) -> None:
         super().bind(view)

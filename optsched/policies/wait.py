@@ -60,6 +60,16 @@ from .svf import volume
 _BIG = 1 << 62
 
 
+def checked_types_scale(types: int, scale: float) -> tuple[int, float]:
+    """WAIT's and Nested WAIT's two parameters, checked: ``types >= 1`` request types and a
+    threshold ``scale`` in ``(0, 1]``."""
+    if types < 1:
+        raise ValueError(f"types must be >= 1, got {types!r}")
+    if not 0.0 < scale <= 1.0:
+        raise ValueError(f"scale must be in (0, 1], got {scale!r}")
+    return types, scale
+
+
 def length_types(output: np.ndarray, types: int) -> np.ndarray:
     """Type of each request: its bin among ``types`` quantile bins of ``output`` (bin edges
     at the ``k / types`` quantiles, ``k = 1 .. types - 1``; equal edges merge bins)."""
@@ -104,11 +114,7 @@ class Wait(MCSF):
     """WAIT over MC-SF's memory-safe admission; see the module docstring."""
 
     def __init__(self, types: int = 3, scale: float = 1.0):
-        if types < 1:
-            raise ValueError(f"types must be >= 1, got {types!r}")
-        if not 0.0 < scale <= 1.0:
-            raise ValueError(f"scale must be in (0, 1], got {scale!r}")
-        self.types, self.scale = types, scale
+        self.types, self.scale = checked_types_scale(types, scale)
 
     def bind(self, view: SimView) -> None:
         super().bind(view)

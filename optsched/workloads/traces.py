@@ -464,6 +464,19 @@ def trace_to_instance(
         t.ids, t.arrival, t.prompt, t.output)
 
 
+def window_instance(path: str | Path, size: int, seed: int, limits: Limits,
+                    cost_model: CostModel | None = None, *, format: str = "auto",
+                    too_long: str = "error") -> Instance:
+    """The seeded window (:func:`seeded_window`) of the trace file at ``path`` as an
+    instance named ``<file stem>-seed<seed>-rows<lo>-<hi>``: the one loader of the benches'
+    and notebooks' trace windows (``optsched generate ... --consecutive size --seed seed``)."""
+    raw = read_trace(path, format=format)
+    lo = window_start(raw.n, size, seed)
+    return trace_to_instance(seeded_window(raw, size, seed), limits, cost_model,
+                             name=f"{Path(path).stem}-seed{seed}-rows{lo}-{lo + size}",
+                             too_long=too_long)
+
+
 def load_trace_instance(
     path: str | Path,
     limits: Limits,
