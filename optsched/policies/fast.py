@@ -1,10 +1,13 @@
 """Compiled fast path of the simulator for :class:`~optsched.policies.unified.UnifiedScheduler`
 (vLLM, SARATHI and their Table-1 variants, the ``-ef`` variants, the ranking schedulers,
-InferMax, FCFS) and :class:`~optsched.policies.mcsf.MCSF` (MC-SF).
+InferMax, FCFS), :class:`~optsched.policies.mcsf.MCSF` (MC-SF) and
+:class:`~optsched.policies.alpha.AlphaProtection` (alpha-greedy, alpha-beta-clearing).
 
 One numba kernel runs the whole loop of :func:`~optsched.policies.simulator.simulate_policy`
 (arrival gating, ``GETNEXTBATCH`` of InferMax Algorithm 1 as :mod:`.unified` implements it
-or MC-SF's equation-(1) admissions as :mod:`.mcsf` does,
+or MC-SF's equation-(1) admissions as :mod:`.mcsf` does, or the alpha-protection rules of
+:mod:`.alpha`, whose beta-clearing draws from a copy of the policy's own numpy generator, so
+the draws are numpy's),
 the rules of semantics section 3 applied to the plan, batch pricing with the cost model's own
 arithmetic, idle-clock jumps and stated starts) and returns the schedule's columns. It is an
 implementation detail: :func:`simulate_policy` uses it when :func:`fast_config` accepts the
@@ -30,6 +33,7 @@ clocks, hence arrival gating and stated starts, are equal to the last bit.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from typing import Any
@@ -53,7 +57,9 @@ except ImportError:  # pragma: no cover - exercised only on a machine without nu
 
 # integer parameters (``ip``)
 _M, _C, _PB, _MAXBS, _B, _CAPM, _WM, _MAXSEQ, _ORDER, _HYBRID, _CHUNKED, _WEVICT, _RESERVE, \
-    _COST, _MDESC, _KIND, _CAP = range(17)
+    _COST, _MDESC, _KIND, _CAP, _BETA = range(18)
+#: policy kinds (``ip[_KIND]``)
+_UNIFIED, _MCSF, _ALPHA = 0, 1, 2
 # mutable scalar state of the batch being planned (``st``)
 _USED, _NRES, _TOK, _PRE, _NB, _PHASE, _END, _NCUR, _NEV, _NADM, _NPRE, _HN, _LONE, _LONEG \
     = range(14)
@@ -435,6 +441,154 @@ def _mcsf_end(run, st, rank_of, heap, g, cur, ncur, evl, nev, fin, nfin, finmark
     return nrun
 
 
+# --- alpha-protection greedy / beta-clearing (alpha.py) --------------------------------
+
+
+@njit(cache=True)
+def _alpha_running(run, nrun, ip, m, S, g, ctok, dec, take, cached, grow):
+    """The running part of ``AlphaProtection.next_batch``: each running request's chunk
+    (a decode 1 token, a partial prefill ``min(S - m, P)``), whether it fits the running
+    prefix sums of ``C`` and ``P`` and the batch size, its held KV and growth. Returns
+    ``(held, grown)``, the two sums."""
+    b, Pb = ip[_B], ip[_PB]
+    tokc = 0
+    prec = 0
+    held = 0
+    grown = 0
+    for k in range(nrun):
+        i = run[k]
+        d = g[i] >= 1 and m[i] == S[i] - 1
+        c = 1 if d else min(S[i] - m[i], Pb)
+        tokc += c
+        if not d:
+            prec += c
+        t = tokc <= ip[_C] and prec <= Pb and k < ip[_MAXBS]
+        ca = _fp(m[i], b)
+        ctok[k], dec[k], take[k], cached[k] = c, d, t, ca
+        grow[k] = _fp(m[i] + c, b) - ca if t else 0
+        held += ca
+        grown += grow[k]
+    return held, grown
+
+
+@njit(cache=True)
+def _alpha_clear(nrun, ip, alive, cached, grow, beta, rng):
+    """The clearing of ``AlphaProtection.next_batch`` when the batch would overflow ``M``:
+    every running request (greedy), or each with probability ``beta`` from the policy's own
+    generator (the same draws, ``rng.random(alive)``), repeated until the rest fits."""
+    if ip[_BETA] == 0:
+        alive[:nrun] = False
+        return
+    for _ in range(100_000):
+        na = 0
+        for k in range(nrun):
+            na += alive[k]
+        x = rng.random(na)
+        q = 0
+        kv = 0
+        for k in range(nrun):
+            if alive[k]:
+                if x[q] < beta:
+                    alive[k] = False
+                q += 1
+            if alive[k]:
+                kv += cached[k] + grow[k]
+        if kv <= ip[_M]:
+            return
+    alive[:nrun] = False
+
+
+@njit(cache=True)
+def _alpha_plan(run, nrun, st, ip, m, S, g, heap, idx_of_rank, cur, ctok, evl, evmark,
+                stamp, rc, cached, grow, dec, take, alive, thr, beta, rng):
+    """``AlphaProtection.next_batch``: the running requests (arrival order) within ``C``,
+    ``P`` and the batch size, the clearing on overflow, then FCFS admissions of whole
+    prompts while the KV with the prompt stays within ``thr = (1 - alpha) M`` (the head
+    alone when nothing is resident) and the KV after the batch within ``M``."""
+    b, M, C, Pb = ip[_B], ip[_M], ip[_C], ip[_PB]
+    held, grown = _alpha_running(run, nrun, ip, m, S, g, rc, dec, take, cached, grow)
+    alive[:nrun] = True
+    if held + grown > M:
+        _alpha_clear(nrun, ip, alive, cached, grow, beta, rng)
+    nev = 0
+    ncur = 0
+    kv = 0
+    ntok = 0
+    npre = 0
+    for k in range(nrun):
+        if not alive[k]:
+            evl[nev] = run[k]
+            evmark[run[k]] = stamp
+            nev += 1
+            continue
+        kv += cached[k] + grow[k]
+        if take[k]:
+            cur[ncur] = run[k]
+            ctok[ncur] = rc[k]
+            ncur += 1
+            ntok += rc[k]
+            if not dec[k]:
+                npre += rc[k]
+    resident = nrun - nev
+    st[_NADM] = ncur  # the kept running entries come first in the plan, then admissions
+    while st[_HN] > 0 and ncur < ip[_MAXBS]:
+        i = idx_of_rank[heap[0]]
+        if evmark[i] == stamp:
+            break
+        Si = S[i]
+        room = min(C - ntok, Pb - npre)
+        ci = Si if Si <= room else (room if Si > Pb else 0)
+        if ci <= 0:
+            break
+        after = kv + _fp(ci, b)
+        if kv + _fp(Si, b) > thr and not (resident == 0 and ncur == 0):
+            break
+        if after > M:
+            break
+        _heap_pop(heap, st)
+        cur[ncur] = i
+        ctok[ncur] = ci
+        ncur += 1
+        kv = after
+        ntok += ci
+        npre += ci
+    st[_NCUR] = ncur
+    st[_NEV] = nev
+
+
+@njit(cache=True)
+def _alpha_end(run, nrun, st, rank_of, heap, cur, ncur, evl, nev, fin, nfin, mark, stamp,
+               cand):
+    """``AlphaProtection.on_batch_end``: cleared requests back to the queue; the running
+    set is the old one and the admitted requests, less the finished and cleared, by arrival
+    rank (both lists are in rank order: merged). Returns ``(run, cand, count)``."""
+    for k in range(nev):
+        _heap_push(heap, st, rank_of[evl[k]])
+        mark[evl[k]] = stamp
+    for k in range(nfin):
+        mark[fin[k]] = stamp
+    first_adm = st[_NADM]  # the admitted entries: cur[first_adm:ncur], in rank order
+    nc = 0
+    ka = 0
+    for k in range(nrun):
+        i = run[k]
+        if mark[i] == stamp:
+            continue
+        while ka + first_adm < ncur and rank_of[cur[first_adm + ka]] < rank_of[i]:
+            if mark[cur[first_adm + ka]] != stamp:
+                cand[nc] = cur[first_adm + ka]
+                nc += 1
+            ka += 1
+        cand[nc] = i
+        nc += 1
+    while ka + first_adm < ncur:
+        if mark[cur[first_adm + ka]] != stamp:
+            cand[nc] = cur[first_adm + ka]
+            nc += 1
+        ka += 1
+    return cand, run, nc
+
+
 # --- the simulator loop (simulator.simulate_policy) -----------------------------------
 
 
@@ -482,10 +636,11 @@ def _price(ip, fc, nent, cur, ctok, mb, decf, nd):
 
 @njit(cache=True)
 def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx_of_rank,
-                     ip, fc, quantile, limit):
-    """The whole simulation; returns ``(status, batch_ptr, entry_req, entry_tokens,
-    evict_ptr, evict_req, start, plans, batches, entries, evictions)``: the columns' buffers
-    (used up to the counts) and the calls of the policy's walk."""
+                     ip, fc, quantile, thr, beta, rng, limit):
+    """The whole simulation (``thr``, ``beta`` and the generator ``rng``: the alpha
+    policies' threshold, clearing probability and draws); returns ``(status, batch_ptr,
+    entry_req, entry_tokens, evict_ptr, evict_req, start, plans, batches, entries,
+    evictions)``: the columns' buffers (used up to the counts) and the calls of the policy's walk."""
     n = prompt.size
     S = prompt.copy()
     m = np.zeros(n, np.int64)
@@ -515,7 +670,19 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
     hdirty = True
     st = np.zeros(14, np.int64)
     st[_LONE] = -1
-    mcsf = ip[_KIND] == 1
+    mcsf = ip[_KIND] == _MCSF
+    alpha = ip[_KIND] == _ALPHA
+    if alpha:
+        a_rc = np.empty(n, np.int64)
+        a_cached = np.empty(n, np.int64)
+        a_grow = np.empty(n, np.int64)
+        a_dec = np.empty(n, np.bool_)
+        a_take = np.empty(n, np.bool_)
+        a_alive = np.empty(n, np.bool_)
+        evmark = np.full(n, -1, np.int64)
+    else:
+        a_rc = a_cached = a_grow = evmark = np.empty(0, np.int64)
+        a_dec = a_take = a_alive = np.empty(0, np.bool_)
     base = np.empty(n + 1, np.int64)
     finoff = np.empty(n + 1, np.int64)
     key = np.empty(n + 1, np.int64)
@@ -554,6 +721,9 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
             nrun = _mcsf_plan(run, nrun, st, ip, m, S, g, known, heap, idx_of_rank, cur, ctok,
                               evl, base, finoff, key)
             nseq = 0
+        elif alpha:
+            _alpha_plan(run, nrun, st, ip, m, S, g, heap, idx_of_rank, cur, ctok, evl, evmark,
+                        calls, a_rc, a_cached, a_grow, a_dec, a_take, a_alive, thr, beta, rng)
         # -- plan (UnifiedScheduler.next_batch) --
         else:
             nseq = _build_seq(run, nrun, npartial, ip, m, S, g, seq, seq_dec)
@@ -694,6 +864,10 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
             nrun = _mcsf_end(run, st, rank_of, heap, g, cur, ncur, evl, nev, fin, nfin,
                              finmark, nbat)
             continue
+        if alpha:
+            run, cand, nrun = _alpha_end(run, nrun, st, rank_of, heap, cur, ncur, evl, nev,
+                                         fin, nfin, finmark, nbat, cand)
+            continue
         # -- UnifiedScheduler.on_batch_end --
         for k in range(nfin):
             i = fin[k]
@@ -765,10 +939,11 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
 def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray] | None:
     """The kernel's integer and float parameters for a *bound* ``policy`` on ``instance``,
     or None when the fast path does not apply (the Python path runs)."""
+    from .alpha import AlphaProtection
     from .mcsf import MCSF
     from .unified import UnifiedScheduler
 
-    if not HAVE_NUMBA or type(policy) not in (UnifiedScheduler, MCSF):
+    if not HAVE_NUMBA or type(policy) not in (UnifiedScheduler, MCSF, AlphaProtection):
         return None
     if getattr(policy, "predictor", None) is not None:
         return None
@@ -789,14 +964,22 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
         return None
     p = policy
     if type(p) is MCSF:
-        ip = np.array([p.M, p.C, p.Pb, p.maxbs, p.b, 0, 0, _BIG, 0, 1, 0, 0, 0, cost, 0, 1,
-                       p.cap], np.int64)
+        ip = np.array([p.M, p.C, p.Pb, p.maxbs, p.b, 0, 0, _BIG, 0, 1, 0, 0, 0, cost, 0, _MCSF,
+                       p.cap, 0], np.int64)
+        return ip, fc
+    if type(p) is AlphaProtection:
+        ip = np.array([p.M, p.C, p.Pb, p.maxbs, instance.limits.block_size, 0, 0, _BIG, 0, 1,
+                       0, 0, 0, cost, 0, _ALPHA, 0, int(p.beta is not None)], np.int64)
         return ip, fc
     ip = np.array([p.M, p.C, p.Pb, p.maxbs, p.b, p.capM, p.wm, p.max_num_seqs,
                    _ORDER_CODES[p.order], int(p.hybrid), int(p.chunked),
                    int(p.waiting_evicts), _RESERVE_CODES[p.reserve], cost,
-                   int(p.decode_sort == "m_desc"), 0, 0], np.int64)
+                   int(p.decode_sort == "m_desc"), _UNIFIED, 0, 0], np.int64)
     return ip, fc
+
+
+#: the generator argument of a policy that draws nothing (the kernel's signature is one)
+_NO_RNG = np.random.default_rng(0)
 
 
 def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int,
@@ -815,7 +998,7 @@ def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int
     t0, c0 = time.perf_counter(), time.thread_time()
     arr = np.ascontiguousarray(instance.arrival, dtype=np.float64)
     order = np.argsort(arr, kind="stable")
-    mcsf = ip[_KIND] == 1  # MC-SF ranks by its capped estimates, which it reads as "known"
+    mcsf = ip[_KIND] == _MCSF  # MC-SF ranks by its capped estimates, which it reads as "known"
     known = policy.est if mcsf else known
     from ..numba_load import call
 
@@ -825,7 +1008,10 @@ def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int
                            np.ascontiguousarray(known, np.int64),
                            np.ascontiguousarray(policy.rank_of, np.int64),
                            np.ascontiguousarray(policy.idx_of_rank, np.int64),
-                           ip, fc, float(getattr(policy, "quantile", 0.5)), int(limit))
+                           ip, fc, float(getattr(policy, "quantile", 0.5)),
+                           float(getattr(policy, "threshold", 0.0)),
+                           float(getattr(policy, "beta", None) or 0.0),
+                           _rng_copy(policy), int(limit))
     status, bptr, e_req, e_tok, eptr, v_req, start, calls, nbat, ne, nv = out
     if status != OK:
         return None
@@ -837,6 +1023,14 @@ def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int
         stats.decisions = int(calls)
         stats.batches = int(start.size)
     return Schedule(tuple(instance.ids), bptr, e_req, e_tok, eptr, v_req, start)
+
+
+def _rng_copy(policy: Any) -> np.random.Generator:
+    """A copy of the policy's generator (the alpha policies'): the kernel draws from it what
+    the Python path would, and a kernel that gives up leaves the policy's own generator
+    untouched for the Python path that then runs."""
+    rng = getattr(policy, "rng", None)
+    return copy.deepcopy(rng) if isinstance(rng, np.random.Generator) else _NO_RNG
 
 
 def _trim(buf: np.ndarray, k: int) -> np.ndarray:
