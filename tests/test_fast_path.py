@@ -23,6 +23,7 @@ from optsched.policies.alpha import AlphaProtection
 from optsched.policies.fast import HAVE_NUMBA, fast_config, simulate_fast
 from optsched.policies.mcsf import MCSF
 from optsched.policies.simulator import SimStats, SimView, _Sim, known_outputs
+from optsched.policies.svf import SVF
 from optsched.policies.unified import UnifiedScheduler
 from optsched.schedule import Schedule
 from optsched.traces import read_trace, seeded_window, trace_to_instance
@@ -30,10 +31,10 @@ from optsched.traces import read_trace, seeded_window, trace_to_instance
 pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed: no fast path")
 
 #: every registered policy that is a UnifiedScheduler configuration (vLLM, SARATHI, their
-#: variants, -ef, ranking, InferMax, FCFS), MC-SF and the alpha-protection policies: each
-#: must have a kernel
+#: variants, -ef, ranking, InferMax, FCFS), MC-SF, SVF and the alpha-protection policies:
+#: each must have a kernel
 FAST = [s.name for s in list_policies()
-        if type(get_policy(s.name)) in (UnifiedScheduler, MCSF, AlphaProtection)]
+        if type(get_policy(s.name)) in (UnifiedScheduler, MCSF, SVF, AlphaProtection)]
 #: the alpha-protection policies (parameters alpha, beta, seed; no watermark)
 ALPHA = [name for name in FAST if type(get_policy(name)) is AlphaProtection]
 COLUMNS = ("batch_ptr", "entry_req", "entry_tokens", "evict_ptr", "evict_req",
@@ -69,7 +70,8 @@ def assert_identical(inst: Instance, name: str, **params) -> None:
 
 def test_every_unified_policy_has_a_kernel():
     # the registry's vLLM family, SARATHI, FCFS, ranking and InferMax policies
-    assert {"vllm", "sarathi", "fcfs", "infermax", "vllm-ef", "rank-o", "mcsf"} <= set(FAST)
+    assert {"vllm", "sarathi", "fcfs", "infermax", "vllm-ef", "rank-o", "mcsf", "svf",
+            "alpha-greedy", "alpha-beta-clearing"} <= set(FAST)
 
 
 @st.composite
@@ -100,7 +102,7 @@ def online_instances(draw):
        watermark=st.sampled_from([None, 0.0, 0.2]), seqs=st.sampled_from([None, 0, 2]))
 def test_fast_equals_python_on_random_instances(inst, policy, watermark, seqs):
     params: dict[str, float] = {}
-    if policy == "mcsf" or policy in ALPHA:  # no watermark / max_num_seqs parameters
+    if policy in ("mcsf", "svf") or policy in ALPHA:  # no watermark / max_num_seqs parameters
         watermark = seqs = None
     if watermark is not None:
         params["watermark"] = watermark
@@ -139,11 +141,12 @@ def test_alpha_beta_kernel_draws_from_the_policys_generator():
 @pytest.mark.skipif(not (SHARED_DATA / "traces").is_dir(),
                     reason=f"no trace data at {SHARED_DATA / 'traces'}")
 @pytest.mark.parametrize("trace", ["conv", "code"])
-@pytest.mark.parametrize("policy", ALPHA)
-def test_alpha_kernels_equal_python_on_seeded_trace_windows(trace, policy):
+@pytest.mark.parametrize("policy", [*ALPHA, "svf"])
+def test_new_kernels_equal_python_on_seeded_trace_windows(trace, policy):
     # 150 consecutive requests from three seeded start rows of each Azure trace (the one
     # window definition), M = 8,000: beta-clearing clears in every window, alpha-greedy in
-    # two of the code windows (3 and 4 evictions; checked when this test was written)
+    # two of the code windows (3 and 4 evictions; checked when this test was written); SVF
+    # admits by volume, so its schedule differs from MC-SF's on these windows
     raw = read_trace(SHARED_DATA / "traces" / f"AzureLLMInferenceTrace_{trace}.csv",
                      format="azure")
     for seed in range(3):
@@ -192,7 +195,12 @@ def test_user_policies_take_the_python_path():
         pass
 
     assert fast_config(inst, _bound_obj(inst, Sub())) is None
-    assert fast_config(inst, _bound(inst, "svf")) is None  # no kernel: Python
+    assert fast_config(inst, _bound(inst, "sorted-f")) is None  # no kernel: Python
+
+    class SubSVF(SVF):  # a user subclass of a kernel policy: Python too
+        pass
+
+    assert fast_config(inst, _bound_obj(inst, SubSVF())) is None
 
 
 def _bound_obj(inst: Instance, p):

@@ -1,6 +1,7 @@
 """Compiled fast path of the simulator for :class:`~optsched.policies.unified.UnifiedScheduler`
 (vLLM, SARATHI and their Table-1 variants, the ``-ef`` variants, the ranking schedulers,
-InferMax, FCFS), :class:`~optsched.policies.mcsf.MCSF` (MC-SF) and
+InferMax, FCFS), :class:`~optsched.policies.mcsf.MCSF` (MC-SF, and SVF, which is MC-SF with
+another admission key) and
 :class:`~optsched.policies.alpha.AlphaProtection` (alpha-greedy, alpha-beta-clearing).
 
 One numba kernel runs the whole loop of :func:`~optsched.policies.simulator.simulate_policy`
@@ -941,9 +942,12 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
     or None when the fast path does not apply (the Python path runs)."""
     from .alpha import AlphaProtection
     from .mcsf import MCSF
+    from .svf import SVF
     from .unified import UnifiedScheduler
 
-    if not HAVE_NUMBA or type(policy) not in (UnifiedScheduler, MCSF, AlphaProtection):
+    # SVF is MC-SF with another admission key: bind() turns the key into the ranks the MC-SF
+    # kernel reads (rank_of, idx_of_rank), and SVF overrides nothing else
+    if not HAVE_NUMBA or type(policy) not in (UnifiedScheduler, MCSF, SVF, AlphaProtection):
         return None
     if getattr(policy, "predictor", None) is not None:
         return None
@@ -963,7 +967,7 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
     else:
         return None
     p = policy
-    if type(p) is MCSF:
+    if type(p) in (MCSF, SVF):
         ip = np.array([p.M, p.C, p.Pb, p.maxbs, p.b, 0, 0, _BIG, 0, 1, 0, 0, 0, cost, 0, _MCSF,
                        p.cap, 0], np.int64)
         return ip, fc
