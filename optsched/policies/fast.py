@@ -1,7 +1,7 @@
 """Compiled fast path of the simulator for :class:`~optsched.policies.unified.UnifiedScheduler`
 (vLLM, SARATHI and their Table-1 variants, the ``-ef`` variants, the ranking schedulers,
-InferMax, FCFS), :class:`~optsched.policies.mcsf.MCSF` (MC-SF, and SVF, which is MC-SF with
-another admission key) and
+InferMax, FCFS), :class:`~optsched.policies.mcsf.MCSF` (MC-SF, and SVF and WAIT, which are
+MC-SF with another admission key, or per-type queues and quotas) and
 :class:`~optsched.policies.alpha.AlphaProtection` (alpha-greedy, alpha-beta-clearing).
 
 One numba kernel runs the whole loop of :func:`~optsched.policies.simulator.simulate_policy`
@@ -58,7 +58,9 @@ except ImportError:  # pragma: no cover - exercised only on a machine without nu
 
 # integer parameters (``ip``)
 _M, _C, _PB, _MAXBS, _B, _CAPM, _WM, _MAXSEQ, _ORDER, _HYBRID, _CHUNKED, _WEVICT, _RESERVE, \
-    _COST, _MDESC, _KIND, _CAP, _BETA = range(18)
+    _COST, _MDESC, _KIND, _CAP, _BETA, _WAITQ = range(19)
+#: WAIT's per-type FIFO queues (``wq`` rows; a linked list through ``qnext``)
+_QHEAD, _QTAIL, _QLEN, _QLEFT, _QN, _QL = range(6)
 #: policy kinds (``ip[_KIND]``)
 _UNIFIED, _MCSF, _ALPHA = 0, 1, 2
 # mutable scalar state of the batch being planned (``st``)
@@ -327,6 +329,71 @@ def _build_seq(run, nrun, npartial, ip, m, S, g, seq, seq_dec):
 # --- MC-SF (mcsf.py) -------------------------------------------------------------------
 
 
+@njit(cache=True, inline="always")
+def _mq_type(wq):
+    """WAIT's ``_TypeQueues.head_type``: the first type that may still admit and has a
+    request waiting; -1 when none (the queue's truth value is False)."""
+    for j in range(wq.shape[1]):
+        if wq[_QLEFT, j] > 0 and wq[_QLEN, j] > 0:
+            return j
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _mq_head(ip, st, heap, idx_of_rank, wq):
+    """``MCSF._head`` (``Wait._head``): the next waiting request to admit, -1 when the queue
+    is empty (or, under WAIT, no type may admit)."""
+    if ip[_WAITQ]:
+        j = _mq_type(wq)
+        return -1 if j < 0 else wq[_QHEAD, j]
+    return idx_of_rank[heap[0]] if st[_HN] > 0 else -1
+
+
+@njit(cache=True, inline="always")
+def _mq_pop(ip, st, heap, wq, qnext):
+    """``MCSF._pop`` (``Wait._pop``: the head type's front, one fewer it may admit)."""
+    if ip[_WAITQ]:
+        j = _mq_type(wq)
+        wq[_QHEAD, j] = qnext[wq[_QHEAD, j]]
+        wq[_QLEN, j] -= 1
+        wq[_QLEFT, j] -= 1
+    else:
+        _heap_pop(heap, st)
+
+
+@njit(cache=True, inline="always")
+def _mq_push(i, ip, st, heap, rank_of, wq, qnext, typ):
+    """``MCSF._push`` (``Wait._push``: the back of the request's type queue)."""
+    if ip[_WAITQ]:
+        j = typ[i]
+        qnext[i] = -1
+        if wq[_QLEN, j] == 0:
+            wq[_QHEAD, j] = i
+        else:
+            qnext[wq[_QTAIL, j]] = i
+        wq[_QTAIL, j] = i
+        wq[_QLEN, j] += 1
+    else:
+        _heap_push(heap, st, rank_of[i])
+
+
+@njit(cache=True)
+def _wait_gate(run, nrun, typ, wq, flush):
+    """``Wait.next_batch`` before MC-SF's plan: the per-type quotas
+    ``min(n_j, L_j - occupied_j)``; False when the batch waits (arrivals to come and no type
+    has its quota waiting), else sets what each type may admit (all, once flushing)."""
+    J = wq.shape[1]
+    occ = np.zeros(J, np.int64)
+    for k in range(nrun):
+        occ[typ[run[k]]] += 1
+    ready = flush
+    for j in range(J):
+        need = min(wq[_QN, j], wq[_QL, j] - occ[j])
+        ready = ready or wq[_QLEN, j] >= need
+        wq[_QLEFT, j] = _BIG if flush else max(need, 0)
+    return ready
+
+
 @njit(cache=True)
 def _profile_ok(base, fin, k, M, b, key):
     """``mcsf.profile_ok`` on ``base[:k]``, ``fin[:k]`` (equation (1)): at every completion
@@ -355,7 +422,7 @@ def _profile_ok(base, fin, k, M, b, key):
 
 @njit(cache=True)
 def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, evl, base, fin,
-               key):
+               key, wq, qnext):
     """``MCSF.next_batch``: the running requests (admission order) one token each, the
     safety net, then admissions by rank while equation (1) holds. Returns the running
     count after the safety net."""
@@ -389,8 +456,10 @@ def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, ev
             base[k] = m[i] + 1
             fin[k] = max(est[i] - g[i] - 1, 0)
         nb = nrun
-        while st[_HN] > 0:
-            i = idx_of_rank[heap[0]]
+        while True:
+            i = _mq_head(ip, st, heap, idx_of_rank, wq)
+            if i < 0:
+                break
             evicted = False
             for q in range(st[_NEV]):
                 evicted = evicted or evl[q] == i
@@ -398,7 +467,7 @@ def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, ev
                 break
             Si = S[i]
             if ncur == 0 and Si > Pb:  # a prompt longer than min(C, P): chunked, alone
-                _heap_pop(heap, st)
+                _mq_pop(ip, st, heap, wq, qnext)
                 cur[0] = i
                 ctok[0] = Pb
                 ncur = 1
@@ -411,7 +480,7 @@ def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, ev
             fin[nb] = max(est[i] - g[i] - 1, 0)
             if not _profile_ok(base, fin, nb + 1, M, b, key):
                 break
-            _heap_pop(heap, st)
+            _mq_pop(ip, st, heap, wq, qnext)
             nb += 1
             cur[ncur] = i
             ctok[ncur] = Si
@@ -424,11 +493,12 @@ def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, ev
 
 
 @njit(cache=True)
-def _mcsf_end(run, st, rank_of, heap, g, cur, ncur, evl, nev, fin, nfin, finmark, stamp):
+def _mcsf_end(run, st, ip, rank_of, heap, g, cur, ncur, evl, nev, fin, nfin, finmark, stamp,
+              wq, qnext, typ):
     """``MCSF.on_batch_end``: victims back to the queue; the batch's requests that did not
     finish run on (admission order). Returns the running count."""
     for k in range(nev):
-        _heap_push(heap, st, rank_of[evl[k]])
+        _mq_push(evl[k], ip, st, heap, rank_of, wq, qnext, typ)
     for k in range(nfin):
         finmark[fin[k]] = stamp
     nrun = 0
@@ -637,9 +707,10 @@ def _price(ip, fc, nent, cur, ctok, mb, decf, nd):
 
 @njit(cache=True)
 def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx_of_rank,
-                     ip, fc, quantile, thr, beta, rng, limit):
+                     ip, fc, quantile, thr, beta, rng, wq, typ, last_arrival, limit):
     """The whole simulation (``thr``, ``beta`` and the generator ``rng``: the alpha
-    policies' threshold, clearing probability and draws); returns ``(status, batch_ptr,
+    policies' threshold, clearing probability and draws; ``wq``, ``typ``, ``last_arrival``:
+    WAIT's per-type quotas, request types and last arrival); returns ``(status, batch_ptr,
     entry_req, entry_tokens, evict_ptr, evict_req, start, plans, batches, entries,
     evictions)``: the columns' buffers (used up to the counts) and the calls of the policy's walk."""
     n = prompt.size
@@ -688,6 +759,7 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
     finoff = np.empty(n + 1, np.int64)
     key = np.empty(n + 1, np.int64)
     finmark = np.full(n, -1, np.int64)
+    qnext = np.full(n if ip[_WAITQ] else 0, -1, np.int64)
     b = ip[_B]
     M = ip[_M]
     # output columns (grown by doubling)
@@ -714,13 +786,17 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
         if next_arrival <= now:
             hi = np.searchsorted(arr_sorted, now, side="right")
             for k in range(nxt, hi):
-                _heap_push(heap, st, rank_of[order[k]])
+                _mq_push(order[k], ip, st, heap, rank_of, wq, qnext, typ)
             nxt = hi
             next_arrival = arr_sorted[nxt] if nxt < n else math.inf
         calls += 1
         if mcsf:
-            nrun = _mcsf_plan(run, nrun, st, ip, m, S, g, known, heap, idx_of_rank, cur, ctok,
-                              evl, base, finoff, key)
+            if ip[_WAITQ] and not _wait_gate(run, nrun, typ, wq, now >= last_arrival):
+                st[_NCUR] = 0  # Wait.next_batch returns None: the clock jumps
+                st[_NEV] = 0
+            else:
+                nrun = _mcsf_plan(run, nrun, st, ip, m, S, g, known, heap, idx_of_rank, cur,
+                                  ctok, evl, base, finoff, key, wq, qnext)
             nseq = 0
         elif alpha:
             _alpha_plan(run, nrun, st, ip, m, S, g, heap, idx_of_rank, cur, ctok, evl, evmark,
@@ -862,8 +938,8 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
         eptr[nbat] = nv
         now = now + dur
         if mcsf:
-            nrun = _mcsf_end(run, st, rank_of, heap, g, cur, ncur, evl, nev, fin, nfin,
-                             finmark, nbat)
+            nrun = _mcsf_end(run, st, ip, rank_of, heap, g, cur, ncur, evl, nev, fin, nfin,
+                             finmark, nbat, wq, qnext, typ)
             continue
         if alpha:
             run, cand, nrun = _alpha_end(run, nrun, st, rank_of, heap, cur, ncur, evl, nev,
@@ -944,10 +1020,14 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
     from .mcsf import MCSF
     from .svf import SVF
     from .unified import UnifiedScheduler
+    from .wait import Wait
 
     # SVF is MC-SF with another admission key: bind() turns the key into the ranks the MC-SF
     # kernel reads (rank_of, idx_of_rank), and SVF overrides nothing else
-    if not HAVE_NUMBA or type(policy) not in (UnifiedScheduler, MCSF, SVF, AlphaProtection):
+    # WAIT is MC-SF with per-type FIFO queues and quotas (its next_batch gate and queue
+    # hooks are mirrored by _wait_gate and the _mq_* helpers)
+    if not HAVE_NUMBA or type(policy) not in (UnifiedScheduler, MCSF, SVF, Wait,
+                                              AlphaProtection):
         return None
     if getattr(policy, "predictor", None) is not None:
         return None
@@ -967,18 +1047,18 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
     else:
         return None
     p = policy
-    if type(p) in (MCSF, SVF):
+    if type(p) in (MCSF, SVF, Wait):
         ip = np.array([p.M, p.C, p.Pb, p.maxbs, p.b, 0, 0, _BIG, 0, 1, 0, 0, 0, cost, 0, _MCSF,
-                       p.cap, 0], np.int64)
+                       p.cap, 0, int(type(p) is Wait)], np.int64)
         return ip, fc
     if type(p) is AlphaProtection:
         ip = np.array([p.M, p.C, p.Pb, p.maxbs, instance.limits.block_size, 0, 0, _BIG, 0, 1,
-                       0, 0, 0, cost, 0, _ALPHA, 0, int(p.beta is not None)], np.int64)
+                       0, 0, 0, cost, 0, _ALPHA, 0, int(p.beta is not None), 0], np.int64)
         return ip, fc
     ip = np.array([p.M, p.C, p.Pb, p.maxbs, p.b, p.capM, p.wm, p.max_num_seqs,
                    _ORDER_CODES[p.order], int(p.hybrid), int(p.chunked),
                    int(p.waiting_evicts), _RESERVE_CODES[p.reserve], cost,
-                   int(p.decode_sort == "m_desc"), _UNIFIED, 0, 0], np.int64)
+                   int(p.decode_sort == "m_desc"), _UNIFIED, 0, 0, 0], np.int64)
     return ip, fc
 
 
@@ -1015,7 +1095,7 @@ def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int
                            ip, fc, float(getattr(policy, "quantile", 0.5)),
                            float(getattr(policy, "threshold", 0.0)),
                            float(getattr(policy, "beta", None) or 0.0),
-                           _rng_copy(policy), int(limit))
+                           _rng_copy(policy), *_wait_queues(policy, instance.n), int(limit))
     status, bptr, e_req, e_tok, eptr, v_req, start, calls, nbat, ne, nv = out
     if status != OK:
         return None
@@ -1027,6 +1107,20 @@ def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int
         stats.decisions = int(calls)
         stats.batches = int(start.size)
     return Schedule(tuple(instance.ids), bptr, e_req, e_tok, eptr, v_req, start)
+
+
+def _wait_queues(policy: Any, n: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """WAIT's kernel arguments ``(wq, typ, last_arrival)``: empty per-type queues with each
+    type's ``n_j`` and ``L_j``, the request types, the last arrival; placeholders for the
+    other policies (the kernel's signature is one)."""
+    from .wait import Wait
+
+    if type(policy) is not Wait:
+        return np.zeros((6, 0), np.int64), np.zeros(n, np.int64), math.inf
+    J = len(policy.n_j)
+    wq = np.zeros((6, J), np.int64)
+    wq[_QN], wq[_QL] = policy.n_j, policy.L_j
+    return wq, np.ascontiguousarray(policy.typ, np.int64), float(policy.last_arrival)
 
 
 def _rng_copy(policy: Any) -> np.random.Generator:
