@@ -20,6 +20,7 @@ from optsched.generators import infermax_mix, poisson_trace
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, list_policies, simulate
 from optsched.policies.alpha import AlphaProtection
+from optsched.policies.amin import AMin
 from optsched.policies.fast import HAVE_NUMBA, fast_config, simulate_fast
 from optsched.policies.mcsf import MCSF
 from optsched.policies.simulator import SimStats, SimView, _Sim, known_outputs
@@ -32,10 +33,11 @@ from optsched.traces import read_trace, seeded_window, trace_to_instance
 pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed: no fast path")
 
 #: every registered policy that is a UnifiedScheduler configuration (vLLM, SARATHI, their
-#: variants, -ef, ranking, InferMax, FCFS), MC-SF, SVF, WAIT and the alpha-protection
-#: policies: each must have a kernel
+#: variants, -ef, ranking, InferMax, FCFS), MC-SF, SVF, WAIT, A_min and the
+#: alpha-protection policies: each must have a kernel
 FAST = [s.name for s in list_policies()
-        if type(get_policy(s.name)) in (UnifiedScheduler, MCSF, SVF, Wait, AlphaProtection)]
+        if type(get_policy(s.name)) in (UnifiedScheduler, MCSF, SVF, Wait, AMin,
+                                        AlphaProtection)]
 #: the alpha-protection policies (parameters alpha, beta, seed; no watermark)
 ALPHA = [name for name in FAST if type(get_policy(name)) is AlphaProtection]
 COLUMNS = ("batch_ptr", "entry_req", "entry_tokens", "evict_ptr", "evict_req",
@@ -72,7 +74,7 @@ def assert_identical(inst: Instance, name: str, **params) -> None:
 def test_every_unified_policy_has_a_kernel():
     # the registry's vLLM family, SARATHI, FCFS, ranking and InferMax policies
     assert {"vllm", "sarathi", "fcfs", "infermax", "vllm-ef", "rank-o", "mcsf", "svf",
-            "wait", "alpha-greedy", "alpha-beta-clearing"} <= set(FAST)
+            "wait", "amin", "alpha-greedy", "alpha-beta-clearing"} <= set(FAST)
 
 
 @st.composite
@@ -103,7 +105,7 @@ def online_instances(draw):
        watermark=st.sampled_from([None, 0.0, 0.2]), seqs=st.sampled_from([None, 0, 2]))
 def test_fast_equals_python_on_random_instances(inst, policy, watermark, seqs):
     params: dict[str, float] = {}
-    if policy in ("mcsf", "svf", "wait") or policy in ALPHA:  # no watermark / max_num_seqs parameters
+    if policy in ("mcsf", "svf", "wait", "amin") or policy in ALPHA:  # no watermark / max_num_seqs parameters
         watermark = seqs = None
     if watermark is not None:
         params["watermark"] = watermark
@@ -134,6 +136,14 @@ def test_wait_kernel_equals_python_on_random_instances(inst, types, scale):
     assert_identical(inst, "wait", types=types, scale=scale)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(inst=online_instances(), alpha=st.sampled_from([0.1, 0.5, 1.0]))
+def test_amin_kernel_equals_python_on_random_instances(inst, alpha):
+    # low alpha: estimates far below the truth, so they move while requests run and the
+    # safety net evicts by A_min's own order; alpha = 1: exact lengths
+    assert_identical(inst, "amin", alpha=alpha)
+
+
 def test_alpha_beta_kernel_draws_from_the_policys_generator():
     # the seed must matter on an instance with clearings (else the test above could not
     # tell numpy's draws from any other), and the kernel must follow it: seeds 0 and 1 give
@@ -151,7 +161,7 @@ def test_alpha_beta_kernel_draws_from_the_policys_generator():
 @pytest.mark.skipif(not (SHARED_DATA / "traces").is_dir(),
                     reason=f"no trace data at {SHARED_DATA / 'traces'}")
 @pytest.mark.parametrize("trace", ["conv", "code"])
-@pytest.mark.parametrize("policy", [*ALPHA, "svf", "wait"])
+@pytest.mark.parametrize("policy", [*ALPHA, "svf", "wait", "amin"])
 def test_new_kernels_equal_python_on_seeded_trace_windows(trace, policy):
     # 150 consecutive requests from three seeded start rows of each Azure trace (the one
     # window definition), M = 8,000: beta-clearing clears in every window, alpha-greedy in

@@ -1,7 +1,8 @@
 """Compiled fast path of the simulator for :class:`~optsched.policies.unified.UnifiedScheduler`
 (vLLM, SARATHI and their Table-1 variants, the ``-ef`` variants, the ranking schedulers,
 InferMax, FCFS), :class:`~optsched.policies.mcsf.MCSF` (MC-SF, and SVF and WAIT, which are
-MC-SF with another admission key, or per-type queues and quotas) and
+MC-SF with another admission key, or per-type queues and quotas, and A_min, MC-SF on moving
+estimates) and
 :class:`~optsched.policies.alpha.AlphaProtection` (alpha-greedy, alpha-beta-clearing).
 
 One numba kernel runs the whole loop of :func:`~optsched.policies.simulator.simulate_policy`
@@ -58,14 +59,14 @@ except ImportError:  # pragma: no cover - exercised only on a machine without nu
 
 # integer parameters (``ip``)
 _M, _C, _PB, _MAXBS, _B, _CAPM, _WM, _MAXSEQ, _ORDER, _HYBRID, _CHUNKED, _WEVICT, _RESERVE, \
-    _COST, _MDESC, _KIND, _CAP, _BETA, _WAITQ = range(19)
+    _COST, _MDESC, _KIND, _CAP, _BETA, _WAITQ, _AMIN = range(20)
 #: WAIT's per-type FIFO queues (``wq`` rows; a linked list through ``qnext``)
 _QHEAD, _QTAIL, _QLEN, _QLEFT, _QN, _QL = range(6)
 #: policy kinds (``ip[_KIND]``)
 _UNIFIED, _MCSF, _ALPHA = 0, 1, 2
 # mutable scalar state of the batch being planned (``st``)
-_USED, _NRES, _TOK, _PRE, _NB, _PHASE, _END, _NCUR, _NEV, _NADM, _NPRE, _HN, _LONE, _LONEG \
-    = range(14)
+_USED, _NRES, _TOK, _PRE, _NB, _PHASE, _END, _NCUR, _NEV, _NADM, _NPRE, _HN, _LONE, _LONEG, \
+    _NADMIT = range(15)
 _BIG = 1 << 62
 _ORDER_CODES = {"prefill-first": 0, "decode-first": 1, "single": 2}
 _RESERVE_CODES = {"input": 0, "full": 1, "histogram": 2}
@@ -346,12 +347,18 @@ def _mq_head(ip, st, heap, idx_of_rank, wq):
     if ip[_WAITQ]:
         j = _mq_type(wq)
         return -1 if j < 0 else wq[_QHEAD, j]
-    return idx_of_rank[heap[0]] if st[_HN] > 0 else -1
+    # the heap holds ranks, or under A_min estimate * n + arrival rank (its (estimate,
+    # arrival, index) tuples as one integer)
+    return idx_of_rank[heap[0] % idx_of_rank.size] if st[_HN] > 0 else -1
 
 
 @njit(cache=True, inline="always")
-def _mq_pop(ip, st, heap, wq, qnext):
-    """``MCSF._pop`` (``Wait._pop``: the head type's front, one fewer it may admit)."""
+def _mq_pop(ip, st, heap, idx_of_rank, wq, qnext, aseq):
+    """``MCSF._pop`` (``Wait._pop``: the head type's front, one fewer it may admit;
+    ``AMin._pop``: the admission counter, for its eviction ties)."""
+    if ip[_AMIN]:
+        st[_NADMIT] += 1
+        aseq[idx_of_rank[heap[0] % idx_of_rank.size]] = st[_NADMIT]
     if ip[_WAITQ]:
         j = _mq_type(wq)
         wq[_QHEAD, j] = qnext[wq[_QHEAD, j]]
@@ -362,9 +369,13 @@ def _mq_pop(ip, st, heap, wq, qnext):
 
 
 @njit(cache=True, inline="always")
-def _mq_push(i, ip, st, heap, rank_of, wq, qnext, typ):
-    """``MCSF._push`` (``Wait._push``: the back of the request's type queue)."""
-    if ip[_WAITQ]:
+def _mq_push(i, ip, st, heap, rank_of, wq, qnext, typ, est, g):
+    """``MCSF._push`` (``Wait._push``: the back of the request's type queue; ``AMin._push``:
+    the estimate raised to ``g + 1``, keyed by (estimate, arrival, index))."""
+    if ip[_AMIN]:
+        est[i] = max(est[i], g[i] + 1)
+        _heap_push(heap, st, est[i] * rank_of.size + rank_of[i])
+    elif ip[_WAITQ]:
         j = typ[i]
         qnext[i] = -1
         if wq[_QLEN, j] == 0:
@@ -421,8 +432,26 @@ def _profile_ok(base, fin, k, M, b, key):
 
 
 @njit(cache=True)
+def _amin_victim(run, nrun, est, g, aseq):
+    """``AMin._victim_pos``: the position of the smallest estimate, then fewest generated
+    tokens, then the most recently admitted."""
+    p = 0
+    for k in range(1, nrun):
+        a, q = run[k], run[p]
+        if est[a] != est[q]:
+            better = est[a] < est[q]
+        elif g[a] != g[q]:
+            better = g[a] < g[q]
+        else:
+            better = aseq[a] > aseq[q]
+        if better:
+            p = k
+    return p
+
+
+@njit(cache=True)
 def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, evl, base, fin,
-               key, wq, qnext):
+               key, wq, qnext, aseq):
     """``MCSF.next_batch``: the running requests (admission order) one token each, the
     safety net, then admissions by rank while equation (1) holds. Returns the running
     count after the safety net."""
@@ -438,10 +467,13 @@ def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, ev
         for k in range(nrun):
             kv_after += _fp(m[run[k]] + ctok[k], b)
         while kv_after > M and nrun > 0:
-            victim = run[nrun - 1]
-            kv_after -= _fp(m[victim] + ctok[nrun - 1], b)
+            p = _amin_victim(run, nrun, est, g, aseq) if ip[_AMIN] else nrun - 1
+            victim = run[p]
+            kv_after -= _fp(m[victim] + ctok[p], b)
             evl[st[_NEV]] = victim
             st[_NEV] += 1
+            for k in range(p, nrun - 1):  # np.delete: the others keep their order
+                run[k], cur[k], ctok[k] = run[k + 1], cur[k + 1], ctok[k + 1]
             nrun -= 1
             if victim == lone:
                 lone = -1
@@ -467,7 +499,7 @@ def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, ev
                 break
             Si = S[i]
             if ncur == 0 and Si > Pb:  # a prompt longer than min(C, P): chunked, alone
-                _mq_pop(ip, st, heap, wq, qnext)
+                _mq_pop(ip, st, heap, idx_of_rank, wq, qnext, aseq)
                 cur[0] = i
                 ctok[0] = Pb
                 ncur = 1
@@ -480,7 +512,7 @@ def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, ev
             fin[nb] = max(est[i] - g[i] - 1, 0)
             if not _profile_ok(base, fin, nb + 1, M, b, key):
                 break
-            _mq_pop(ip, st, heap, wq, qnext)
+            _mq_pop(ip, st, heap, idx_of_rank, wq, qnext, aseq)
             nb += 1
             cur[ncur] = i
             ctok[ncur] = Si
@@ -494,11 +526,12 @@ def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, ev
 
 @njit(cache=True)
 def _mcsf_end(run, st, ip, rank_of, heap, g, cur, ncur, evl, nev, fin, nfin, finmark, stamp,
-              wq, qnext, typ):
+              wq, qnext, typ, est):
     """``MCSF.on_batch_end``: victims back to the queue; the batch's requests that did not
-    finish run on (admission order). Returns the running count."""
+    finish run on (admission order); under A_min each of them has its estimate raised to
+    ``g + 1``. Returns the running count."""
     for k in range(nev):
-        _mq_push(evl[k], ip, st, heap, rank_of, wq, qnext, typ)
+        _mq_push(evl[k], ip, st, heap, rank_of, wq, qnext, typ, est, g)
     for k in range(nfin):
         finmark[fin[k]] = stamp
     nrun = 0
@@ -509,6 +542,10 @@ def _mcsf_end(run, st, ip, rank_of, heap, g, cur, ncur, evl, nev, fin, nfin, fin
     lone = st[_LONE]
     if lone >= 0 and (finmark[lone] == stamp or g[lone] > st[_LONEG]):
         st[_LONE] = -1
+    if ip[_AMIN]:
+        for k in range(nrun):
+            i = run[k]
+            est[i] = max(est[i], g[i] + 1)
     return nrun
 
 
@@ -740,7 +777,7 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
     hsize = 16
     cum = np.zeros(16, np.int64)
     hdirty = True
-    st = np.zeros(14, np.int64)
+    st = np.zeros(15, np.int64)
     st[_LONE] = -1
     mcsf = ip[_KIND] == _MCSF
     alpha = ip[_KIND] == _ALPHA
@@ -760,6 +797,7 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
     key = np.empty(n + 1, np.int64)
     finmark = np.full(n, -1, np.int64)
     qnext = np.full(n if ip[_WAITQ] else 0, -1, np.int64)
+    aseq = np.zeros(n if ip[_AMIN] else 0, np.int64)
     b = ip[_B]
     M = ip[_M]
     # output columns (grown by doubling)
@@ -786,7 +824,7 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
         if next_arrival <= now:
             hi = np.searchsorted(arr_sorted, now, side="right")
             for k in range(nxt, hi):
-                _mq_push(order[k], ip, st, heap, rank_of, wq, qnext, typ)
+                _mq_push(order[k], ip, st, heap, rank_of, wq, qnext, typ, known, g)
             nxt = hi
             next_arrival = arr_sorted[nxt] if nxt < n else math.inf
         calls += 1
@@ -796,7 +834,7 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
                 st[_NEV] = 0
             else:
                 nrun = _mcsf_plan(run, nrun, st, ip, m, S, g, known, heap, idx_of_rank, cur,
-                                  ctok, evl, base, finoff, key, wq, qnext)
+                                  ctok, evl, base, finoff, key, wq, qnext, aseq)
             nseq = 0
         elif alpha:
             _alpha_plan(run, nrun, st, ip, m, S, g, heap, idx_of_rank, cur, ctok, evl, evmark,
@@ -939,7 +977,7 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
         now = now + dur
         if mcsf:
             nrun = _mcsf_end(run, st, ip, rank_of, heap, g, cur, ncur, evl, nev, fin, nfin,
-                             finmark, nbat, wq, qnext, typ)
+                             finmark, nbat, wq, qnext, typ, known)
             continue
         if alpha:
             run, cand, nrun = _alpha_end(run, nrun, st, rank_of, heap, cur, ncur, evl, nev,
@@ -1017,6 +1055,7 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
     """The kernel's integer and float parameters for a *bound* ``policy`` on ``instance``,
     or None when the fast path does not apply (the Python path runs)."""
     from .alpha import AlphaProtection
+    from .amin import AMin
     from .mcsf import MCSF
     from .svf import SVF
     from .unified import UnifiedScheduler
@@ -1025,8 +1064,9 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
     # SVF is MC-SF with another admission key: bind() turns the key into the ranks the MC-SF
     # kernel reads (rank_of, idx_of_rank), and SVF overrides nothing else
     # WAIT is MC-SF with per-type FIFO queues and quotas (its next_batch gate and queue
-    # hooks are mirrored by _wait_gate and the _mq_* helpers)
-    if not HAVE_NUMBA or type(policy) not in (UnifiedScheduler, MCSF, SVF, Wait,
+    # hooks are mirrored by _wait_gate and the _mq_* helpers); A_min is MC-SF with a queue
+    # keyed by its moving estimates and its own victim order (_amin_victim)
+    if not HAVE_NUMBA or type(policy) not in (UnifiedScheduler, MCSF, SVF, Wait, AMin,
                                               AlphaProtection):
         return None
     if getattr(policy, "predictor", None) is not None:
@@ -1047,18 +1087,18 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
     else:
         return None
     p = policy
-    if type(p) in (MCSF, SVF, Wait):
+    if type(p) in (MCSF, SVF, Wait, AMin):
         ip = np.array([p.M, p.C, p.Pb, p.maxbs, p.b, 0, 0, _BIG, 0, 1, 0, 0, 0, cost, 0, _MCSF,
-                       p.cap, 0, int(type(p) is Wait)], np.int64)
+                       p.cap, 0, int(type(p) is Wait), int(type(p) is AMin)], np.int64)
         return ip, fc
     if type(p) is AlphaProtection:
         ip = np.array([p.M, p.C, p.Pb, p.maxbs, instance.limits.block_size, 0, 0, _BIG, 0, 1,
-                       0, 0, 0, cost, 0, _ALPHA, 0, int(p.beta is not None), 0], np.int64)
+                       0, 0, 0, cost, 0, _ALPHA, 0, int(p.beta is not None), 0, 0], np.int64)
         return ip, fc
     ip = np.array([p.M, p.C, p.Pb, p.maxbs, p.b, p.capM, p.wm, p.max_num_seqs,
                    _ORDER_CODES[p.order], int(p.hybrid), int(p.chunked),
                    int(p.waiting_evicts), _RESERVE_CODES[p.reserve], cost,
-                   int(p.decode_sort == "m_desc"), _UNIFIED, 0, 0, 0], np.int64)
+                   int(p.decode_sort == "m_desc"), _UNIFIED, 0, 0, 0, 0], np.int64)
     return ip, fc
 
 
@@ -1084,14 +1124,20 @@ def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int
     order = np.argsort(arr, kind="stable")
     mcsf = ip[_KIND] == _MCSF  # MC-SF ranks by its capped estimates, which it reads as "known"
     known = policy.est if mcsf else known
+    rank_of, idx_of_rank = policy.rank_of, policy.idx_of_rank
+    if ip[_AMIN]:  # the kernel moves A_min's estimates (a copy) and keys its heap by arrival
+        known = policy.est.copy()
+        idx_of_rank = np.lexsort((np.arange(instance.n), arr))
+        rank_of = np.empty(instance.n, np.int64)
+        rank_of[idx_of_rank] = np.arange(instance.n)
     from ..numba_load import call
 
     out = call(simulate_unified, arr, arr[order], order,
                            np.ascontiguousarray(instance.prompt, np.int64),
                            np.ascontiguousarray(instance.output, np.int64),
                            np.ascontiguousarray(known, np.int64),
-                           np.ascontiguousarray(policy.rank_of, np.int64),
-                           np.ascontiguousarray(policy.idx_of_rank, np.int64),
+                           np.ascontiguousarray(rank_of, np.int64),
+                           np.ascontiguousarray(idx_of_rank, np.int64),
                            ip, fc, float(getattr(policy, "quantile", 0.5)),
                            float(getattr(policy, "threshold", 0.0)),
                            float(getattr(policy, "beta", None) or 0.0),
