@@ -669,7 +669,8 @@ def _alpha_end(run, nrun, st, rank_of, heap, cur, ncur, evl, nev, fin, nfin, mar
                cand):
     """``AlphaProtection.on_batch_end``: cleared requests back to the queue; the running
     set is the old one and the admitted requests, less the finished and cleared, by arrival
-    rank (both lists are in rank order: merged). Returns ``(run, cand, count)``."""
+    rank (both lists are in rank order: merged) into ``cand``. Returns ``(cand, run,
+    count)``: the new running list, the old one's buffer to reuse, the running count."""
     for k in range(nev):
         _heap_push(heap, st, rank_of[evl[k]])
         mark[evl[k]] = stamp
