@@ -358,7 +358,7 @@ def main(argv=None) -> int:
     _, t_ev0, c_ev0 = _timed(lambda: E._compiled(inst2k, big))
     print(f"first kernel calls (cache load or compile): simulate {t_sim0:.2f} s wall "
           f"{c_sim0:.2f} s CPU, evaluate {t_ev0:.2f} s wall {c_ev0:.2f} s CPU")
-    head = (f"{'policy':<10} {'requests':>8} {'batches':>8} {'entries':>9} | "
+    head = (f"{'policy':<19} {'requests':>8} {'batches':>8} {'entries':>9} | "
             f"{'fast s':>7} {'cpu':>6} | {'python s':>8} {'cpu':>6} | {'ratio':>6} "
             f"{'same':>5} | {'eval1 s':>7} {'cpu':>6} | {'evalvec s':>9} {'cpu':>6} | "
             f"{'ratio':>6} {'same':>5}")
@@ -382,7 +382,7 @@ def main(argv=None) -> int:
             finally:
                 E.COMPILED_MIN_ENTRIES = saved
             same_ev = ev1 is not None and ev1.metrics == ev2.metrics
-            print(f"{policy:<10} {inst.n:>8} {s.n_batches:>8} {s.n_entries:>9} | "
+            print(f"{policy:<19} {inst.n:>8} {s.n_batches:>8} {s.n_entries:>9} | "
                   f"{t_f:>7.3f} {c_f:>6.3f} | {t_p:>8.2f} {c_p:>6.2f} | {c_p / c_f:>5.0f}x "
                   f"{same:>5} | {t_e1:>7.3f} {c_e1:>6.3f} | {t_e2:>9.2f} {c_e2:>6.2f} | "
                   f"{c_e2 / c_e1:>5.0f}x {str(same_ev):>5}", flush=True)

@@ -11,25 +11,35 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shared_data import SHARED_DATA
 
 from optsched import evaluate_fast
 from optsched.cost import LinearCost, UnitCost
 from optsched.evaluate import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, list_policies, simulate
-from optsched.policies.fast import HAVE_NUMBA, fast_config
+from optsched.policies.alpha import AlphaProtection
+from optsched.policies.amin import AMin
+from optsched.policies.fast import HAVE_NUMBA, fast_config, simulate_fast
 from optsched.policies.mcsf import MCSF
 from optsched.policies.simulator import SimStats, SimView, _Sim, known_outputs
+from optsched.policies.svf import SVF
 from optsched.policies.unified import UnifiedScheduler
+from optsched.policies.wait import Wait
 from optsched.schedule import Schedule
 from optsched.workloads.generators import infermax_mix, poisson_trace
+from optsched.workloads.traces import read_trace, seeded_window, trace_to_instance
 
 pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed: no fast path")
 
 #: every registered policy that is a UnifiedScheduler configuration (vLLM, SARATHI, their
-#: variants, -ef, ranking, InferMax, FCFS), and MC-SF: each must have a kernel
+#: variants, -ef, ranking, InferMax, FCFS), MC-SF, SVF, WAIT, A_min and the
+#: alpha-protection policies: each must have a kernel
 FAST = [s.name for s in list_policies()
-        if type(get_policy(s.name)) in (UnifiedScheduler, MCSF)]
+        if type(get_policy(s.name)) in (UnifiedScheduler, MCSF, SVF, Wait, AMin,
+                                        AlphaProtection)]
+#: the alpha-protection policies (parameters alpha, beta, seed; no watermark)
+ALPHA = [name for name in FAST if type(get_policy(name)) is AlphaProtection]
 COLUMNS = ("batch_ptr", "entry_req", "entry_tokens", "evict_ptr", "evict_req",
            "swap_out_ptr", "swap_in_ptr", "entry_hidden")
 
@@ -41,8 +51,13 @@ def _bound(inst: Instance, name: str, **params):
 
 
 def assert_identical(inst: Instance, name: str, **params) -> None:
-    """Fast and Python schedules equal batch for batch; metrics equal to the last digit."""
-    assert fast_config(inst, _bound(inst, name, **params)) is not None, name
+    """Fast and Python schedules equal batch for batch; metrics equal to the last digit.
+    The kernel itself must answer (``simulate(fast=True)`` falls back to the Python path
+    when it gives up, which would make the comparison vacuous)."""
+    bound = _bound(inst, name, **params)
+    assert fast_config(inst, bound) is not None, name
+    known = known_outputs(inst, bound.hypothetical, bound.output_fallback)
+    assert simulate_fast(inst, bound, known, 10**9) is not None, name
     fast = simulate(inst, name, fast=True, **params)
     ref = simulate(inst, name, fast=False, **params)
     assert fast.ids == ref.ids
@@ -58,7 +73,8 @@ def assert_identical(inst: Instance, name: str, **params) -> None:
 
 def test_every_unified_policy_has_a_kernel():
     # the registry's vLLM family, SARATHI, FCFS, ranking and InferMax policies
-    assert {"vllm", "sarathi", "fcfs", "infermax", "vllm-ef", "rank-o", "mcsf"} <= set(FAST)
+    assert {"vllm", "sarathi", "fcfs", "infermax", "vllm-ef", "rank-o", "mcsf", "svf",
+            "wait", "amin", "alpha-greedy", "alpha-beta-clearing"} <= set(FAST)
 
 
 @st.composite
@@ -89,13 +105,75 @@ def online_instances(draw):
        watermark=st.sampled_from([None, 0.0, 0.2]), seqs=st.sampled_from([None, 0, 2]))
 def test_fast_equals_python_on_random_instances(inst, policy, watermark, seqs):
     params: dict[str, float] = {}
-    if policy == "mcsf":  # takes no parameters
+    if policy in ("mcsf", "svf", "wait", "amin") or policy in ALPHA:  # no watermark / max_num_seqs parameters
         watermark = seqs = None
     if watermark is not None:
         params["watermark"] = watermark
     if seqs is not None:
         params["max_num_seqs"] = seqs
     assert_identical(inst, policy, **params)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(inst=online_instances(), policy=st.sampled_from(ALPHA),
+       alpha=st.sampled_from([0.0, 0.1, 0.5, 0.9]), beta=st.sampled_from([0.05, 0.5, 1.0]),
+       seed=st.integers(0, 3))
+def test_alpha_kernels_equal_python_on_random_instances(inst, policy, alpha, beta, seed):
+    # the threshold from 0 (clear at once) to a 0.9 M reserve (the head admitted alone);
+    # beta from rare clearings (many numpy draws per overflow) to clearing all at once
+    params: dict[str, float] = {"alpha": alpha}
+    if policy == "alpha-beta-clearing":
+        params.update(beta=beta, seed=seed)
+    assert_identical(inst, policy, **params)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(inst=online_instances(), types=st.sampled_from([1, 2, 3, 5]),
+       scale=st.sampled_from([0.05, 0.3, 1.0]))
+def test_wait_kernel_equals_python_on_random_instances(inst, types, scale):
+    # small scales give quotas of 1 per type (batches wait for arrivals, the gate), large
+    # ones let every type admit; one type is MC-SF in arrival order
+    assert_identical(inst, "wait", types=types, scale=scale)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(inst=online_instances(), alpha=st.sampled_from([0.1, 0.5, 1.0]))
+def test_amin_kernel_equals_python_on_random_instances(inst, alpha):
+    # low alpha: estimates far below the truth, so they move while requests run and the
+    # safety net evicts by A_min's own order; alpha = 1: exact lengths
+    assert_identical(inst, "amin", alpha=alpha)
+
+
+def test_alpha_beta_kernel_draws_from_the_policys_generator():
+    # the seed must matter on an instance with clearings (else the test above could not
+    # tell numpy's draws from any other), and the kernel must follow it: seeds 0 and 1 give
+    # different schedules, each equal to its Python path's
+    pool = infermax_mix("LILO", 60, seed=1)
+    inst = poisson_trace(pool, 40, rate=4.0, seed=0, replace=True,
+                         limits=Limits(kv_capacity=2_500, max_batch_tokens=1024))
+    a = simulate(inst, "alpha-beta-clearing", fast=True, seed=0)
+    b = simulate(inst, "alpha-beta-clearing", fast=True, seed=1)
+    assert a.evict_req.size > 0 and not np.array_equal(a.evict_req, b.evict_req)
+    for seed in (0, 1):
+        assert_identical(inst, "alpha-beta-clearing", seed=seed)
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "traces").is_dir(),
+                    reason=f"no trace data at {SHARED_DATA / 'traces'}")
+@pytest.mark.parametrize("trace", ["conv", "code"])
+@pytest.mark.parametrize("policy", [*ALPHA, "svf", "wait", "amin"])
+def test_new_kernels_equal_python_on_seeded_trace_windows(trace, policy):
+    # 150 consecutive requests from three seeded start rows of each Azure trace (the one
+    # window definition), M = 8,000: beta-clearing clears in every window, alpha-greedy in
+    # two of the code windows (3 and 4 evictions; checked when this test was written); SVF
+    # admits by volume, so its schedule differs from MC-SF's on these windows
+    raw = read_trace(SHARED_DATA / "traces" / f"AzureLLMInferenceTrace_{trace}.csv",
+                     format="azure")
+    for seed in range(3):
+        inst = trace_to_instance(seeded_window(raw, 150, seed),
+                                 Limits(kv_capacity=8_000, max_batch_tokens=2048),
+                                 too_long="drop")
+        assert_identical(inst, policy)
 
 
 @pytest.mark.parametrize("policy", FAST)
@@ -137,7 +215,12 @@ def test_user_policies_take_the_python_path():
         pass
 
     assert fast_config(inst, _bound_obj(inst, Sub())) is None
-    assert fast_config(inst, _bound(inst, "alpha-greedy")) is None  # no kernel: Python
+    assert fast_config(inst, _bound(inst, "sorted-f")) is None  # no kernel: Python
+
+    class SubSVF(SVF):  # a user subclass of a kernel policy: Python too
+        pass
+
+    assert fast_config(inst, _bound_obj(inst, SubSVF())) is None
 
 
 def _bound_obj(inst: Instance, p):

@@ -49,6 +49,10 @@ _BIG = 1 << 62
 class AlphaProtection(Policy):
     """alpha-protection greedy (``beta=None``) or alpha-protection beta-clearing."""
 
+    #: this exact class runs on the compiled kernel (the alpha kernel;
+    #: :func:`optsched.policies.fast.fast_config`); a subclass runs the Python path
+    fast_kernel = "alpha"
+
     def __init__(self, alpha: float = 0.25, beta: float | None = None, seed: int = 0):
         self.alpha = alpha
         self.beta = beta

@@ -56,6 +56,10 @@ def lower_ends(output: np.ndarray, alpha: float) -> np.ndarray:
 class AMin(MCSF):
     """A_min; see the module docstring."""
 
+    #: this exact class runs on the compiled kernel (MC-SF's kernel with A_min's estimates and victims;
+    #: :func:`optsched.policies.fast.fast_config`); a subclass runs the Python path
+    fast_kernel = "amin"
+
     def __init__(self, alpha: float = 0.5):
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"alpha must be in (0, 1], got {alpha!r}")

@@ -1,10 +1,15 @@
 """Compiled fast path of the simulator for :class:`~optsched.policies.unified.UnifiedScheduler`
 (vLLM, SARATHI and their Table-1 variants, the ``-ef`` variants, the ranking schedulers,
-InferMax, FCFS) and :class:`~optsched.policies.mcsf.MCSF` (MC-SF).
+InferMax, FCFS), :class:`~optsched.policies.mcsf.MCSF` (MC-SF, and SVF and WAIT, which are
+MC-SF with another admission key, or per-type queues and quotas, and A_min, MC-SF on moving
+estimates) and
+:class:`~optsched.policies.alpha.AlphaProtection` (alpha-greedy, alpha-beta-clearing).
 
 One numba kernel runs the whole loop of :func:`~optsched.policies.simulator.simulate_policy`
 (arrival gating, ``GETNEXTBATCH`` of InferMax Algorithm 1 as :mod:`.unified` implements it
-or MC-SF's equation-(1) admissions as :mod:`.mcsf` does,
+or MC-SF's equation-(1) admissions as :mod:`.mcsf` does, or the alpha-protection rules of
+:mod:`.alpha`, whose beta-clearing draws from a copy of the policy's own numpy generator, so
+the draws are numpy's),
 the rules of semantics section 3 applied to the plan, batch pricing with the cost model's own
 arithmetic, idle-clock jumps and stated starts) and returns the schedule's columns. It is an
 implementation detail: :func:`simulate_policy` uses it when :func:`fast_config` accepts the
@@ -30,6 +35,7 @@ clocks, hence arrival gating and stated starts, are equal to the last bit.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from typing import Any
@@ -53,10 +59,14 @@ except ImportError:  # pragma: no cover - exercised only on a machine without nu
 
 # integer parameters (``ip``)
 _M, _C, _PB, _MAXBS, _B, _CAPM, _WM, _MAXSEQ, _ORDER, _HYBRID, _CHUNKED, _WEVICT, _RESERVE, \
-    _COST, _MDESC, _KIND, _CAP = range(17)
+    _COST, _MDESC, _KIND, _CAP, _BETA, _WAITQ, _AMIN = range(20)
+#: WAIT's per-type FIFO queues (``wq`` rows; a linked list through ``qnext``)
+_QHEAD, _QTAIL, _QLEN, _QLEFT, _QN, _QL = range(6)
+#: policy kinds (``ip[_KIND]``)
+_UNIFIED, _MCSF, _ALPHA = 0, 1, 2
 # mutable scalar state of the batch being planned (``st``)
-_USED, _NRES, _TOK, _PRE, _NB, _PHASE, _END, _NCUR, _NEV, _NADM, _NPRE, _HN, _LONE, _LONEG \
-    = range(14)
+_USED, _NRES, _TOK, _PRE, _NB, _PHASE, _END, _NCUR, _NEV, _NADM, _NPRE, _HN, _LONE, _LONEG, \
+    _NADMIT = range(15)
 _BIG = 1 << 62
 _ORDER_CODES = {"prefill-first": 0, "decode-first": 1, "single": 2}
 _RESERVE_CODES = {"input": 0, "full": 1, "histogram": 2}
@@ -320,6 +330,81 @@ def _build_seq(run, nrun, npartial, ip, m, S, g, seq, seq_dec):
 # --- MC-SF (mcsf.py) -------------------------------------------------------------------
 
 
+@njit(cache=True, inline="always")
+def _mq_type(wq):
+    """WAIT's ``_TypeQueues.head_type``: the first type that may still admit and has a
+    request waiting; -1 when none (the queue's truth value is False)."""
+    for j in range(wq.shape[1]):
+        if wq[_QLEFT, j] > 0 and wq[_QLEN, j] > 0:
+            return j
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _mq_head(ip, st, heap, idx_of_rank, wq):
+    """``MCSF._head`` (``Wait._head``): the next waiting request to admit, -1 when the queue
+    is empty (or, under WAIT, no type may admit)."""
+    if ip[_WAITQ]:
+        j = _mq_type(wq)
+        return -1 if j < 0 else wq[_QHEAD, j]
+    # the heap holds ranks, or under A_min estimate * n + arrival rank (its (estimate,
+    # arrival, index) tuples as one integer)
+    return idx_of_rank[heap[0] % idx_of_rank.size] if st[_HN] > 0 else -1
+
+
+@njit(cache=True, inline="always")
+def _mq_pop(ip, st, heap, idx_of_rank, wq, qnext, aseq):
+    """``MCSF._pop`` (``Wait._pop``: the head type's front, one fewer it may admit;
+    ``AMin._pop``: the admission counter, for its eviction ties)."""
+    if ip[_AMIN]:
+        st[_NADMIT] += 1
+        aseq[idx_of_rank[heap[0] % idx_of_rank.size]] = st[_NADMIT]
+    if ip[_WAITQ]:
+        j = _mq_type(wq)
+        wq[_QHEAD, j] = qnext[wq[_QHEAD, j]]
+        wq[_QLEN, j] -= 1
+        wq[_QLEFT, j] -= 1
+    else:
+        _heap_pop(heap, st)
+
+
+@njit(cache=True, inline="always")
+def _mq_push(i, ip, st, heap, rank_of, wq, qnext, typ, est, g):
+    """``MCSF._push`` (``Wait._push``: the back of the request's type queue; ``AMin._push``:
+    the estimate raised to ``g + 1``, keyed by (estimate, arrival, index))."""
+    if ip[_AMIN]:
+        est[i] = max(est[i], g[i] + 1)
+        _heap_push(heap, st, est[i] * rank_of.size + rank_of[i])
+    elif ip[_WAITQ]:
+        j = typ[i]
+        qnext[i] = -1
+        if wq[_QLEN, j] == 0:
+            wq[_QHEAD, j] = i
+        else:
+            qnext[wq[_QTAIL, j]] = i
+        wq[_QTAIL, j] = i
+        wq[_QLEN, j] += 1
+    else:
+        _heap_push(heap, st, rank_of[i])
+
+
+@njit(cache=True)
+def _wait_gate(run, nrun, typ, wq, flush):
+    """``Wait.next_batch`` before MC-SF's plan: the per-type quotas
+    ``min(n_j, L_j - occupied_j)``; False when the batch waits (arrivals to come and no type
+    has its quota waiting), else sets what each type may admit (all, once flushing)."""
+    J = wq.shape[1]
+    occ = np.zeros(J, np.int64)
+    for k in range(nrun):
+        occ[typ[run[k]]] += 1
+    ready = flush
+    for j in range(J):
+        need = min(wq[_QN, j], wq[_QL, j] - occ[j])
+        ready = ready or wq[_QLEN, j] >= need
+        wq[_QLEFT, j] = _BIG if flush else max(need, 0)
+    return ready
+
+
 @njit(cache=True)
 def _profile_ok(base, fin, k, M, b, key):
     """``mcsf.profile_ok`` on ``base[:k]``, ``fin[:k]`` (equation (1)): at every completion
@@ -347,8 +432,26 @@ def _profile_ok(base, fin, k, M, b, key):
 
 
 @njit(cache=True)
+def _amin_victim(run, nrun, est, g, aseq):
+    """``AMin._victim_pos``: the position of the smallest estimate, then fewest generated
+    tokens, then the most recently admitted."""
+    p = 0
+    for k in range(1, nrun):
+        a, q = run[k], run[p]
+        if est[a] != est[q]:
+            better = est[a] < est[q]
+        elif g[a] != g[q]:
+            better = g[a] < g[q]
+        else:
+            better = aseq[a] > aseq[q]
+        if better:
+            p = k
+    return p
+
+
+@njit(cache=True)
 def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, evl, base, fin,
-               key):
+               key, wq, qnext, aseq):
     """``MCSF.next_batch``: the running requests (admission order) one token each, the
     safety net, then admissions by rank while equation (1) holds. Returns the running
     count after the safety net."""
@@ -364,10 +467,13 @@ def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, ev
         for k in range(nrun):
             kv_after += _fp(m[run[k]] + ctok[k], b)
         while kv_after > M and nrun > 0:
-            victim = run[nrun - 1]
-            kv_after -= _fp(m[victim] + ctok[nrun - 1], b)
+            p = _amin_victim(run, nrun, est, g, aseq) if ip[_AMIN] else nrun - 1
+            victim = run[p]
+            kv_after -= _fp(m[victim] + ctok[p], b)
             evl[st[_NEV]] = victim
             st[_NEV] += 1
+            for k in range(p, nrun - 1):  # np.delete: the others keep their order
+                run[k], cur[k], ctok[k] = run[k + 1], cur[k + 1], ctok[k + 1]
             nrun -= 1
             if victim == lone:
                 lone = -1
@@ -382,8 +488,10 @@ def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, ev
             base[k] = m[i] + 1
             fin[k] = max(est[i] - g[i] - 1, 0)
         nb = nrun
-        while st[_HN] > 0:
-            i = idx_of_rank[heap[0]]
+        while True:
+            i = _mq_head(ip, st, heap, idx_of_rank, wq)
+            if i < 0:
+                break
             evicted = False
             for q in range(st[_NEV]):
                 evicted = evicted or evl[q] == i
@@ -391,7 +499,7 @@ def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, ev
                 break
             Si = S[i]
             if ncur == 0 and Si > Pb:  # a prompt longer than min(C, P): chunked, alone
-                _heap_pop(heap, st)
+                _mq_pop(ip, st, heap, idx_of_rank, wq, qnext, aseq)
                 cur[0] = i
                 ctok[0] = Pb
                 ncur = 1
@@ -404,7 +512,7 @@ def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, ev
             fin[nb] = max(est[i] - g[i] - 1, 0)
             if not _profile_ok(base, fin, nb + 1, M, b, key):
                 break
-            _heap_pop(heap, st)
+            _mq_pop(ip, st, heap, idx_of_rank, wq, qnext, aseq)
             nb += 1
             cur[ncur] = i
             ctok[ncur] = Si
@@ -417,11 +525,13 @@ def _mcsf_plan(run, nrun, st, ip, m, S, g, est, heap, idx_of_rank, cur, ctok, ev
 
 
 @njit(cache=True)
-def _mcsf_end(run, st, rank_of, heap, g, cur, ncur, evl, nev, fin, nfin, finmark, stamp):
+def _mcsf_end(run, st, ip, rank_of, heap, g, cur, ncur, evl, nev, fin, nfin, finmark, stamp,
+              wq, qnext, typ, est):
     """``MCSF.on_batch_end``: victims back to the queue; the batch's requests that did not
-    finish run on (admission order). Returns the running count."""
+    finish run on (admission order); under A_min each of them has its estimate raised to
+    ``g + 1``. Returns the running count."""
     for k in range(nev):
-        _heap_push(heap, st, rank_of[evl[k]])
+        _mq_push(evl[k], ip, st, heap, rank_of, wq, qnext, typ, est, g)
     for k in range(nfin):
         finmark[fin[k]] = stamp
     nrun = 0
@@ -432,7 +542,160 @@ def _mcsf_end(run, st, rank_of, heap, g, cur, ncur, evl, nev, fin, nfin, finmark
     lone = st[_LONE]
     if lone >= 0 and (finmark[lone] == stamp or g[lone] > st[_LONEG]):
         st[_LONE] = -1
+    if ip[_AMIN]:
+        for k in range(nrun):
+            i = run[k]
+            est[i] = max(est[i], g[i] + 1)
     return nrun
+
+
+# --- alpha-protection greedy / beta-clearing (alpha.py) --------------------------------
+
+
+@njit(cache=True)
+def _alpha_running(run, nrun, ip, m, S, g, ctok, dec, take, cached, grow):
+    """The running part of ``AlphaProtection.next_batch``: each running request's chunk
+    (a decode 1 token, a partial prefill ``min(S - m, P)``), whether it fits the running
+    prefix sums of ``C`` and ``P`` and the batch size, its held KV and growth. Returns
+    ``(held, grown)``, the two sums."""
+    b, Pb = ip[_B], ip[_PB]
+    tokc = 0
+    prec = 0
+    held = 0
+    grown = 0
+    for k in range(nrun):
+        i = run[k]
+        d = g[i] >= 1 and m[i] == S[i] - 1
+        c = 1 if d else min(S[i] - m[i], Pb)
+        tokc += c
+        if not d:
+            prec += c
+        t = tokc <= ip[_C] and prec <= Pb and k < ip[_MAXBS]
+        ca = _fp(m[i], b)
+        ctok[k], dec[k], take[k], cached[k] = c, d, t, ca
+        grow[k] = _fp(m[i] + c, b) - ca if t else 0
+        held += ca
+        grown += grow[k]
+    return held, grown
+
+
+@njit(cache=True)
+def _alpha_clear(nrun, ip, alive, cached, grow, beta, rng):
+    """The clearing of ``AlphaProtection.next_batch`` when the batch would overflow ``M``:
+    every running request (greedy), or each with probability ``beta`` from the policy's own
+    generator (the same draws, ``rng.random(alive)``), repeated until the rest fits."""
+    if ip[_BETA] == 0:
+        alive[:nrun] = False
+        return
+    for _ in range(100_000):
+        na = 0
+        for k in range(nrun):
+            na += alive[k]
+        x = rng.random(na)
+        q = 0
+        kv = 0
+        for k in range(nrun):
+            if alive[k]:
+                if x[q] < beta:
+                    alive[k] = False
+                q += 1
+            if alive[k]:
+                kv += cached[k] + grow[k]
+        if kv <= ip[_M]:
+            return
+    alive[:nrun] = False
+
+
+@njit(cache=True)
+def _alpha_plan(run, nrun, st, ip, m, S, g, heap, idx_of_rank, cur, ctok, evl, evmark,
+                stamp, rc, cached, grow, dec, take, alive, thr, beta, rng):
+    """``AlphaProtection.next_batch``: the running requests (arrival order) within ``C``,
+    ``P`` and the batch size, the clearing on overflow, then FCFS admissions of whole
+    prompts while the KV with the prompt stays within ``thr = (1 - alpha) M`` (the head
+    alone when nothing is resident) and the KV after the batch within ``M``."""
+    b, M, C, Pb = ip[_B], ip[_M], ip[_C], ip[_PB]
+    held, grown = _alpha_running(run, nrun, ip, m, S, g, rc, dec, take, cached, grow)
+    alive[:nrun] = True
+    if held + grown > M:
+        _alpha_clear(nrun, ip, alive, cached, grow, beta, rng)
+    nev = 0
+    ncur = 0
+    kv = 0
+    ntok = 0
+    npre = 0
+    for k in range(nrun):
+        if not alive[k]:
+            evl[nev] = run[k]
+            evmark[run[k]] = stamp
+            nev += 1
+            continue
+        kv += cached[k] + grow[k]
+        if take[k]:
+            cur[ncur] = run[k]
+            ctok[ncur] = rc[k]
+            ncur += 1
+            ntok += rc[k]
+            if not dec[k]:
+                npre += rc[k]
+    resident = nrun - nev
+    st[_NADM] = ncur  # the kept running entries come first in the plan, then admissions
+    while st[_HN] > 0 and ncur < ip[_MAXBS]:
+        i = idx_of_rank[heap[0]]
+        if evmark[i] == stamp:
+            break
+        Si = S[i]
+        room = min(C - ntok, Pb - npre)
+        ci = Si if Si <= room else (room if Si > Pb else 0)
+        if ci <= 0:
+            break
+        after = kv + _fp(ci, b)
+        if kv + _fp(Si, b) > thr and not (resident == 0 and ncur == 0):
+            break
+        if after > M:
+            break
+        _heap_pop(heap, st)
+        cur[ncur] = i
+        ctok[ncur] = ci
+        ncur += 1
+        kv = after
+        ntok += ci
+        npre += ci
+    st[_NCUR] = ncur
+    st[_NEV] = nev
+
+
+@njit(cache=True)
+def _alpha_end(run, nrun, st, rank_of, heap, cur, ncur, evl, nev, fin, nfin, mark, stamp,
+               cand):
+    """``AlphaProtection.on_batch_end``: cleared requests back to the queue; the running
+    set is the old one and the admitted requests, less the finished and cleared, by arrival
+    rank (both lists are in rank order: merged) into ``cand``. Returns ``(cand, run,
+    count)``: the new running list, the old one's buffer to reuse, the running count."""
+    for k in range(nev):
+        _heap_push(heap, st, rank_of[evl[k]])
+        mark[evl[k]] = stamp
+    for k in range(nfin):
+        mark[fin[k]] = stamp
+    first_adm = st[_NADM]  # the admitted entries: cur[first_adm:ncur], in rank order
+    nc = 0
+    ka = 0
+    for k in range(nrun):
+        i = run[k]
+        if mark[i] == stamp:
+            continue
+        while ka + first_adm < ncur and rank_of[cur[first_adm + ka]] < rank_of[i]:
+            if mark[cur[first_adm + ka]] != stamp:
+                cand[nc] = cur[first_adm + ka]
+                nc += 1
+            ka += 1
+        cand[nc] = i
+        nc += 1
+    while ka + first_adm < ncur:
+        if mark[cur[first_adm + ka]] != stamp:
+            cand[nc] = cur[first_adm + ka]
+            nc += 1
+        ka += 1
+    return cand, run, nc
 
 
 # --- the simulator loop (simulator.simulate_policy) -----------------------------------
@@ -482,10 +745,12 @@ def _price(ip, fc, nent, cur, ctok, mb, decf, nd):
 
 @njit(cache=True)
 def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx_of_rank,
-                     ip, fc, quantile, limit):
-    """The whole simulation; returns ``(status, batch_ptr, entry_req, entry_tokens,
-    evict_ptr, evict_req, start, plans, batches, entries, evictions)``: the columns' buffers
-    (used up to the counts) and the calls of the policy's walk."""
+                     ip, fc, quantile, thr, beta, rng, wq, typ, last_arrival, limit):
+    """The whole simulation (``thr``, ``beta`` and the generator ``rng``: the alpha
+    policies' threshold, clearing probability and draws; ``wq``, ``typ``, ``last_arrival``:
+    WAIT's per-type quotas, request types and last arrival); returns ``(status, batch_ptr,
+    entry_req, entry_tokens, evict_ptr, evict_req, start, plans, batches, entries,
+    evictions)``: the columns' buffers (used up to the counts) and the calls of the policy's walk."""
     n = prompt.size
     S = prompt.copy()
     m = np.zeros(n, np.int64)
@@ -513,13 +778,27 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
     hsize = 16
     cum = np.zeros(16, np.int64)
     hdirty = True
-    st = np.zeros(14, np.int64)
+    st = np.zeros(15, np.int64)
     st[_LONE] = -1
-    mcsf = ip[_KIND] == 1
+    mcsf = ip[_KIND] == _MCSF
+    alpha = ip[_KIND] == _ALPHA
+    if alpha:
+        a_rc = np.empty(n, np.int64)
+        a_cached = np.empty(n, np.int64)
+        a_grow = np.empty(n, np.int64)
+        a_dec = np.empty(n, np.bool_)
+        a_take = np.empty(n, np.bool_)
+        a_alive = np.empty(n, np.bool_)
+        evmark = np.full(n, -1, np.int64)
+    else:
+        a_rc = a_cached = a_grow = evmark = np.empty(0, np.int64)
+        a_dec = a_take = a_alive = np.empty(0, np.bool_)
     base = np.empty(n + 1, np.int64)
     finoff = np.empty(n + 1, np.int64)
     key = np.empty(n + 1, np.int64)
     finmark = np.full(n, -1, np.int64)
+    qnext = np.full(n if ip[_WAITQ] else 0, -1, np.int64)
+    aseq = np.zeros(n if ip[_AMIN] else 0, np.int64)
     b = ip[_B]
     M = ip[_M]
     # output columns (grown by doubling)
@@ -546,14 +825,21 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
         if next_arrival <= now:
             hi = np.searchsorted(arr_sorted, now, side="right")
             for k in range(nxt, hi):
-                _heap_push(heap, st, rank_of[order[k]])
+                _mq_push(order[k], ip, st, heap, rank_of, wq, qnext, typ, known, g)
             nxt = hi
             next_arrival = arr_sorted[nxt] if nxt < n else math.inf
         calls += 1
         if mcsf:
-            nrun = _mcsf_plan(run, nrun, st, ip, m, S, g, known, heap, idx_of_rank, cur, ctok,
-                              evl, base, finoff, key)
+            if ip[_WAITQ] and not _wait_gate(run, nrun, typ, wq, now >= last_arrival):
+                st[_NCUR] = 0  # Wait.next_batch returns None: the clock jumps
+                st[_NEV] = 0
+            else:
+                nrun = _mcsf_plan(run, nrun, st, ip, m, S, g, known, heap, idx_of_rank, cur,
+                                  ctok, evl, base, finoff, key, wq, qnext, aseq)
             nseq = 0
+        elif alpha:
+            _alpha_plan(run, nrun, st, ip, m, S, g, heap, idx_of_rank, cur, ctok, evl, evmark,
+                        calls, a_rc, a_cached, a_grow, a_dec, a_take, a_alive, thr, beta, rng)
         # -- plan (UnifiedScheduler.next_batch) --
         else:
             nseq = _build_seq(run, nrun, npartial, ip, m, S, g, seq, seq_dec)
@@ -691,8 +977,12 @@ def simulate_unified(arr, arr_sorted, order, prompt, output, known, rank_of, idx
         eptr[nbat] = nv
         now = now + dur
         if mcsf:
-            nrun = _mcsf_end(run, st, rank_of, heap, g, cur, ncur, evl, nev, fin, nfin,
-                             finmark, nbat)
+            nrun = _mcsf_end(run, st, ip, rank_of, heap, g, cur, ncur, evl, nev, fin, nfin,
+                             finmark, nbat, wq, qnext, typ, known)
+            continue
+        if alpha:
+            run, cand, nrun = _alpha_end(run, nrun, st, rank_of, heap, cur, ncur, evl, nev,
+                                         fin, nfin, finmark, nbat, cand)
             continue
         # -- UnifiedScheduler.on_batch_end --
         for k in range(nfin):
@@ -766,9 +1056,14 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
     """The kernel's integer and float parameters for a *bound* ``policy`` on ``instance``,
     or None when the fast path does not apply (the Python path runs)."""
     # the class itself names its kernel (not a subclass, which may change the rules), so the
-    # kernel needs no import of the policies that import the simulator that imports it
+    # kernel needs no import of the policies that import the simulator that imports it.
+    # SVF is MC-SF with another admission key: bind() turns the key into the ranks the MC-SF
+    # kernel reads (rank_of, idx_of_rank), and SVF overrides nothing else; WAIT is MC-SF with
+    # per-type FIFO queues and quotas (its next_batch gate and queue hooks are mirrored by
+    # _wait_gate and the _mq_* helpers); A_min is MC-SF with a queue keyed by its moving
+    # estimates and its own victim order (_amin_victim)
     kernel = vars(type(policy)).get("fast_kernel")
-    if not HAVE_NUMBA or kernel not in ("unified", "mcsf"):
+    if not HAVE_NUMBA or kernel not in ("unified", "mcsf", "svf", "wait", "amin", "alpha"):
         return None
     if getattr(policy, "predictor", None) is not None:
         return None
@@ -788,15 +1083,23 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
     else:
         return None
     p = policy
-    if kernel == "mcsf":
-        ip = np.array([p.M, p.C, p.Pb, p.maxbs, p.b, 0, 0, _BIG, 0, 1, 0, 0, 0, cost, 0, 1,
-                       p.cap], np.int64)
+    if kernel in ("mcsf", "svf", "wait", "amin"):
+        ip = np.array([p.M, p.C, p.Pb, p.maxbs, p.b, 0, 0, _BIG, 0, 1, 0, 0, 0, cost, 0, _MCSF,
+                       p.cap, 0, int(kernel == "wait"), int(kernel == "amin")], np.int64)
+        return ip, fc
+    if kernel == "alpha":
+        ip = np.array([p.M, p.C, p.Pb, p.maxbs, instance.limits.block_size, 0, 0, _BIG, 0, 1,
+                       0, 0, 0, cost, 0, _ALPHA, 0, int(p.beta is not None), 0, 0], np.int64)
         return ip, fc
     ip = np.array([p.M, p.C, p.Pb, p.maxbs, p.b, p.capM, p.wm, p.max_num_seqs,
                    _ORDER_CODES[p.order], int(p.hybrid), int(p.chunked),
                    int(p.waiting_evicts), _RESERVE_CODES[p.reserve], cost,
-                   int(p.decode_sort == "m_desc"), 0, 0], np.int64)
+                   int(p.decode_sort == "m_desc"), _UNIFIED, 0, 0, 0, 0], np.int64)
     return ip, fc
+
+
+#: the generator argument of a policy that draws nothing (the kernel's signature is one)
+_NO_RNG = np.random.default_rng(0)
 
 
 def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int,
@@ -815,17 +1118,26 @@ def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int
     t0, c0 = time.perf_counter(), time.thread_time()
     arr = np.ascontiguousarray(instance.arrival, dtype=np.float64)
     order = np.argsort(arr, kind="stable")
-    mcsf = ip[_KIND] == 1  # MC-SF ranks by its capped estimates, which it reads as "known"
+    mcsf = ip[_KIND] == _MCSF  # MC-SF ranks by its capped estimates, which it reads as "known"
     known = policy.est if mcsf else known
+    rank_of, idx_of_rank = policy.rank_of, policy.idx_of_rank
+    if ip[_AMIN]:  # the kernel moves A_min's estimates (a copy) and keys its heap by arrival
+        known = policy.est.copy()
+        idx_of_rank = np.lexsort((np.arange(instance.n), arr))
+        rank_of = np.empty(instance.n, np.int64)
+        rank_of[idx_of_rank] = np.arange(instance.n)
     from ..numba_load import call
 
     out = call(simulate_unified, arr, arr[order], order,
                            np.ascontiguousarray(instance.prompt, np.int64),
                            np.ascontiguousarray(instance.output, np.int64),
                            np.ascontiguousarray(known, np.int64),
-                           np.ascontiguousarray(policy.rank_of, np.int64),
-                           np.ascontiguousarray(policy.idx_of_rank, np.int64),
-                           ip, fc, float(getattr(policy, "quantile", 0.5)), int(limit))
+                           np.ascontiguousarray(rank_of, np.int64),
+                           np.ascontiguousarray(idx_of_rank, np.int64),
+                           ip, fc, float(getattr(policy, "quantile", 0.5)),
+                           float(getattr(policy, "threshold", 0.0)),
+                           float(getattr(policy, "beta", None) or 0.0),
+                           _rng_copy(policy), *_wait_queues(policy, instance.n), int(limit))
     status, bptr, e_req, e_tok, eptr, v_req, start, calls, nbat, ne, nv = out
     if status != OK:
         return None
@@ -837,6 +1149,26 @@ def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int
         stats.decisions = int(calls)
         stats.batches = int(start.size)
     return Schedule(tuple(instance.ids), bptr, e_req, e_tok, eptr, v_req, start)
+
+
+def _wait_queues(policy: Any, n: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """WAIT's kernel arguments ``(wq, typ, last_arrival)``: empty per-type queues with each
+    type's ``n_j`` and ``L_j``, the request types, the last arrival; placeholders for the
+    other policies (the kernel's signature is one)."""
+    if vars(type(policy)).get("fast_kernel") != "wait":
+        return np.zeros((6, 0), np.int64), np.zeros(n, np.int64), math.inf
+    J = len(policy.n_j)
+    wq = np.zeros((6, J), np.int64)
+    wq[_QN], wq[_QL] = policy.n_j, policy.L_j
+    return wq, np.ascontiguousarray(policy.typ, np.int64), float(policy.last_arrival)
+
+
+def _rng_copy(policy: Any) -> np.random.Generator:
+    """A copy of the policy's generator (the alpha policies'): the kernel draws from it what
+    the Python path would, and a kernel that gives up leaves the policy's own generator
+    untouched for the Python path that then runs."""
+    rng = getattr(policy, "rng", None)
+    return copy.deepcopy(rng) if isinstance(rng, np.random.Generator) else _NO_RNG
 
 
 def _trim(buf: np.ndarray, k: int) -> np.ndarray:

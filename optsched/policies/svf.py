@@ -50,6 +50,10 @@ def volume(prompt: np.ndarray, output: np.ndarray) -> np.ndarray:
 class SVF(MCSF):
     """Smallest Volume First over MC-SF's memory-safe admission; see the module docstring."""
 
+    #: this exact class runs on the compiled kernel (MC-SF's kernel with SVF's ranks;
+    #: :func:`optsched.policies.fast.fast_config`); a subclass runs the Python path
+    fast_kernel = "svf"
+
     def priority(self, view: SimView, est: np.ndarray) -> np.ndarray:
         """Admission key: the memory-time volume with the (predicted) output ``est``."""
         return volume(view.prompt, est)

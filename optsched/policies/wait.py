@@ -113,6 +113,10 @@ class _TypeQueues:
 class Wait(MCSF):
     """WAIT over MC-SF's memory-safe admission; see the module docstring."""
 
+    #: this exact class runs on the compiled kernel (MC-SF's kernel with WAIT's queues and gate;
+    #: :func:`optsched.policies.fast.fast_config`); a subclass runs the Python path
+    fast_kernel = "wait"
+
     def __init__(self, types: int = 3, scale: float = 1.0):
         self.types, self.scale = checked_types_scale(types, scale)
 
