@@ -94,6 +94,11 @@ class LNSOptions:
     priority_share: float | None = None
     #: a perturbation multiplies the keys of this share of the requests (a consecutive block)
     priority_block: float = 0.1
+    #: share of the time for the compiled key search (optsched/keysearch.py) before the
+    #: priority phase, on instances of at least ``kernel_min_requests`` requests; None: 0.6
+    #: (0.15 for mean TTFT, whose kernels' shapes are far from TTFT-first's), 0: none
+    kernel_share: float | None = None
+    kernel_min_requests: int = 100
 
     def __post_init__(self):
         if not self.time_limit > 0:
@@ -101,7 +106,7 @@ class LNSOptions:
         for name in ("max_window", "max_requests", "max_states"):
             if getattr(self, name) < 1:
                 raise LNSError(f"lns: {name} must be >= 1, got {getattr(self, name)}")
-        for name in ("priority_share", "priority_block"):
+        for name in ("priority_share", "priority_block", "kernel_share"):
             if getattr(self, name) is not None and not 0.0 <= getattr(self, name) <= 1.0:
                 raise LNSError(f"lns: {name} must be in [0, 1], got {getattr(self, name)}")
 
@@ -382,6 +387,36 @@ class _LNS:
             return cand, cev
         return None
 
+    def _kernel_phase(self, best: float, cap: int | None):
+        """The compiled key search (:mod:`optsched.keysearch`) for its share of the time:
+        (schedule, evaluation, objective, decodes) when it beats ``best``, else None."""
+        from .keysearch import KeySearchError, key_search
+
+        share = self.opts.kernel_share
+        if share is None:
+            share = 0.15 if self.obj == "mean-ttft" else 0.6
+        if share <= 0 or self.inst.n < self.opts.kernel_min_requests:
+            return None
+        try:
+            res = key_search(self.inst, self.obj, seed=self.opts.seed,
+                             deadline=self.t0 + share * self.opts.time_limit,
+                             max_iterations=cap, progress=self.opts.progress)
+        except KeySearchError as e:
+            self._log(f"no compiled key search: {e}")
+            return None
+        if res is None:
+            return None
+        self.decodes += res.decodes
+        if not res.objective < best - 1e-9 * max(1.0, abs(best)):
+            return None
+        s = _free_starts(res.schedule, self.inst.ids)
+        ev = evaluate(self.inst, s)
+        if not ev.feasible or ev.objective(self.obj) > res.objective:
+            return None  # freeing the starts never delays an end (R5): not expected
+        self.method, self.key_name = res.method, res.method
+        self._log(f"{res.method}: {ev.objective(self.obj):.6g}")
+        return s, ev, ev.objective(self.obj), res.decodes
+
     def _priority_share(self, s: Schedule) -> float:
         """The option, or by default the share of batches too crowded for a window."""
         if self.opts.priority_share is not None:
@@ -488,8 +523,15 @@ class _LNS:
         history = [(0.0, best)]
         cap = self.opts.max_iterations
         self.share = self._priority_share(s)
+        got = self._kernel_phase(best, cap)
+        if got is not None:
+            s, ev, best, n_dec = got
+            it += n_dec
+            imp += 1
+            history.append((time.perf_counter() - self.t0, best))
         if self.share > 0:
-            s, ev, best, it, imp = self._priority_phase(s, ev, best, history, it, cap)
+            s, ev, best, it, imp0 = self._priority_phase(s, ev, best, history, it, cap)
+            imp += imp0
         rep = _Replay(self.inst, s)
         if not self._small_batches(s).size:
             self._log(f"no batch touches <= {self.opts.max_requests} requests: nothing to re-solve")
