@@ -37,6 +37,13 @@ around the best key, each naming its ``method``:
   of the span) have their keys perturbed, and the decoder resumes from the replayed state --
   so a schedule no key produced (a policy's, an exact window's) is improved locally.
 
+Before these Python decoders, on instances of at least ``kernel_min_requests`` requests, the
+**key search** of :mod:`optsched.keysearch` gets ``kernel_share`` of the time: the same kind
+of keys decoded by the compiled MC-SF and ranking kernels (~20 ms a 1,200-request window
+instead of ~0.5 s) or, for mean TTFT, as prefill-first schedules
+(:mod:`optsched.prefill_phase`), with local moves on the key; its result (method
+``keysearch ...``) is where the Python priority phase starts.
+
 Every decoded schedule is judged by :func:`optsched.evaluate.evaluate` and kept only if
 strictly better; the window phase then continues from the best schedule. By default the
 priority search gets the share of the start schedule's batches too crowded for an exact
@@ -94,10 +101,10 @@ class LNSOptions:
     priority_share: float | None = None
     #: a perturbation multiplies the keys of this share of the requests (a consecutive block)
     priority_block: float = 0.1
-    #: share of the time for the compiled key search (optsched/keysearch.py) before the
-    #: priority phase, on instances of at least ``kernel_min_requests`` requests; None: 0.6
-    #: (0.15 for mean TTFT, whose kernels' shapes are far from TTFT-first's), 0: none
-    kernel_share: float | None = None
+    #: share of the time for the key search (optsched/keysearch.py: compiled kernels, and
+    #: prefill-first schedules for mean TTFT) before the priority phase, on instances of at
+    #: least ``kernel_min_requests`` requests; 0: none
+    kernel_share: float = 0.6
     kernel_min_requests: int = 100
 
     def __post_init__(self):
@@ -393,8 +400,6 @@ class _LNS:
         from .keysearch import KeySearchError, key_search
 
         share = self.opts.kernel_share
-        if share is None:
-            share = 0.15 if self.obj == "mean-ttft" else 0.6
         if share <= 0 or self.inst.n < self.opts.kernel_min_requests:
             return None
         try:
