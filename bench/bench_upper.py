@@ -166,7 +166,7 @@ def summary(after: dict, before: dict | None) -> str:
         best = min(pols, key=pols.__getitem__)
         cands = {f"policy {p}": v for p, v in b["policies"].items() if v is not None}
         if "lns" in b:
-            cands[f"improve [{b['lns']['method']}]"] = b["lns"]["value"]
+            cands[f"improve: {b['lns']['method']}"] = b["lns"]["value"]
         bm = min(cands, key=cands.__getitem__)
         bv = cands[bm]
         lns = c["lns"]

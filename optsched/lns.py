@@ -76,6 +76,9 @@ from .schedule import Batch, Schedule
 from .solve_types import Status
 
 State = tuple[int, int]  # (g, m): generated tokens, cached tokens (semantics section 3)
+#: the key search is skipped when its share of the time is shorter: a process's first kernel
+#: call loads numba and the cached kernels (~1-2 s, optsched/warm.py), which no deadline stops
+KERNEL_MIN_SECONDS = 2.0
 
 
 class LNSError(OptschedError):
@@ -401,6 +404,10 @@ class _LNS:
 
         share = self.opts.kernel_share
         if share <= 0 or self.inst.n < self.opts.kernel_min_requests:
+            return None
+        if share * self.opts.time_limit < KERNEL_MIN_SECONDS:
+            self._log(f"no compiled key search: {share * self.opts.time_limit:.1f} s is less "
+                      f"than loading the kernels may take ({KERNEL_MIN_SECONDS:g} s)")
             return None
         try:
             res = key_search(self.inst, self.obj, seed=self.opts.seed,
