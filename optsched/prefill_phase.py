@@ -107,6 +107,62 @@ def _first_tokens(inst: Instance, key: np.ndarray, pack: int, out: _Builder) -> 
     return held
 
 
+def _first_tokens_chunked(inst: Instance, key: np.ndarray, chunk: int,
+                          out: _Builder) -> list[int]:
+    """Phase 1 preemptive (module docstring, ``chunk``): one chunk of at most ``chunk``
+    prompt tokens a batch, of the arrived request with the smallest key, so an arrival with a
+    smaller key overtakes a long prefill under way at the next chunk. When a chunk does not
+    fit ``M``, the requests holding KV are evicted, finished prefills oldest first, then
+    prefills under way (which start over); the requests still holding KV after it."""
+    lim = inst.limits
+    step = min(chunk, lim.max_batch_tokens, lim.prefill_budget)
+    fp = lim.kv_footprint
+    I, O, a = inst.prompt.tolist(), inst.output.tolist(), inst.arrival.tolist()
+    order = np.lexsort((np.arange(inst.n), inst.arrival)).tolist()
+    pending: list[tuple[float, float, int]] = []
+    held: list[int] = []
+    done = [0] * inst.n  # prompt tokens prefilled (cached) so far
+    partial: list[int] = []  # prefills under way, oldest first
+    used, t, nxt = 0, 0.0, 0
+    while nxt < inst.n or pending:
+        if not pending:
+            t = max(t, a[order[nxt]])
+        while nxt < inst.n and a[order[nxt]] <= t:
+            i = order[nxt]
+            heapq.heappush(pending, (float(key[i]), a[i], i))
+            nxt += 1
+        i = pending[0][2]
+        c = min(step, I[i] - done[i])
+        need = fp(done[i] + c) - fp(done[i])
+        while used + need > lim.kv_capacity and (held or len(partial) > (i in partial)):
+            j = held.pop(0) if held else next(q for q in partial if q != i)
+            if j in partial:
+                partial.remove(j)
+                used -= fp(done[j])
+                done[j] = 0
+            else:
+                used -= fp(I[j])
+            out.evict.append(j)
+        if used + need > lim.kv_capacity:
+            raise PrefillPhaseError(f"prefill-first: request {inst.ids[i]!r}: prompt does not "
+                                    f"fit kv_capacity {lim.kv_capacity}")
+        t += out.add([i], [c], [done[i]])
+        used += need
+        done[i] += c
+        if done[i] < I[i]:
+            if i not in partial:
+                partial.append(i)
+            continue
+        heapq.heappop(pending)
+        if i in partial:
+            partial.remove(i)
+        if O[i] > 1:
+            held.append(i)
+        else:
+            used -= fp(I[i])
+    return held
+
+
 def _rest(inst: Instance, key: np.ndarray, held: list[int], out: _Builder) -> None:
     """Phase 2 (module docstring): the remaining tokens, in groups that fit ``M``."""
     lim = inst.limits
@@ -144,14 +200,18 @@ def _rest(inst: Instance, key: np.ndarray, held: list[int], out: _Builder) -> No
         cached = set()  # every member finished: its KV is freed
 
 
-def prefill_first_schedule(inst: Instance, key: np.ndarray, pack: int = 1) -> Schedule:
+def prefill_first_schedule(inst: Instance, key: np.ndarray, pack: int = 1,
+                           chunk: int = 0) -> Schedule:
     """The prefill-first schedule of ``key`` (module docstring): first tokens in key order as
-    the arrivals come, up to ``pack`` prompts per batch, then the remaining tokens."""
-    if pack < 1:
-        raise PrefillPhaseError(f"prefill-first: pack must be >= 1, got {pack}")
+    the arrivals come, up to ``pack`` prompts per batch (or, with ``chunk`` > 0, preemptive:
+    one chunk of at most ``chunk`` tokens a batch), then the remaining tokens."""
+    if pack < 1 or chunk < 0:
+        raise PrefillPhaseError(f"prefill-first: pack must be >= 1 and chunk >= 0, got "
+                                f"pack {pack}, chunk {chunk}")
     key = np.asarray(key, np.float64)
     out = _Builder(inst)
-    held = _first_tokens(inst, key, pack, out)
+    held = (_first_tokens_chunked(inst, key, chunk, out) if chunk
+            else _first_tokens(inst, key, pack, out))
     _rest(inst, key, held, out)
     return out.b.build()
 

@@ -37,10 +37,10 @@ def _token_order(inst: Instance, s) -> list[int]:
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 @given(inst=online_instances(), pack=st.sampled_from([1, 2, 3, 1 << 30]),
-       seed=st.integers(0, 2**16))
-def test_feasible_and_first_tokens_first(inst, pack, seed):
+       chunk=st.sampled_from([0, 0, 1, 3, 8]), seed=st.integers(0, 2**16))
+def test_feasible_and_first_tokens_first(inst, pack, chunk, seed):
     key = np.random.default_rng(seed).integers(0, 5, inst.n).astype(np.float64)
-    s = prefill_first_schedule(inst, key, pack)
+    s = prefill_first_schedule(inst, key, pack, chunk)
     ev = evaluate(inst, s)
     assert ev.feasible, ev.violations[:3]
     order = _token_order(inst, s)
@@ -66,6 +66,21 @@ def test_mean_ttft_by_hand():
     assert one.feasible and packed.feasible
     assert one.objective("mean-ttft") == pytest.approx(5.5 / 3)
     assert packed.objective("mean-ttft") == pytest.approx(3.5 / 3)
+
+
+def test_a_chunked_prefill_is_overtaken_by_a_smaller_key():
+    # unit cost. a (0, I=4, O=1), b (1, I=1, O=1); chunk 2, key b < a. Batch 1 (t 0-1): a's
+    # tokens 1-2; at t=1 b has arrived with the smaller key: batch 2 (1-2) is b's prompt,
+    # TTFT 2 - 1 = 1; batch 3 (2-3) a's tokens 3-4, TTFT 3. Mean (3 + 1) / 2 = 2.
+    inst = Instance("hand", Limits(kv_capacity=20, max_batch_tokens=8), UnitCost(),
+                    (Request("a", 0.0, 4, 1), Request("b", 1.0, 1, 1)))
+    s = prefill_first_schedule(inst, np.array([2.0, 1.0]), 1, chunk=2)
+    ev = evaluate(inst, s)
+    assert ev.feasible
+    a, b = s.ids.index("a"), s.ids.index("b")
+    assert [s.entry_req[s.batch_ptr[j]:s.batch_ptr[j + 1]].tolist()
+            for j in range(s.n_batches)] == [[a], [b], [a]]
+    assert ev.objective("mean-ttft") == pytest.approx(2.0)
 
 
 def test_bad_pack_is_refused():
