@@ -425,7 +425,7 @@ class _LNS:
         ev = evaluate(self.inst, s)
         if not ev.feasible or ev.objective(self.obj) > res.objective:
             return None  # freeing the starts never delays an end (R5): not expected
-        self.method, self.key_name = res.method, res.method
+        self.method = res.method  # key_name stays the Python phase's (a seed key name)
         self._log(f"{res.method}: {ev.objective(self.obj):.6g}")
         return s, ev, ev.objective(self.obj), res.decodes
 

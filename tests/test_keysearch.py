@@ -146,3 +146,24 @@ def test_improve_runs_the_kernel_search_and_names_it():
                   LNSOptions(time_limit=600, seed=0, max_iterations=30, progress=False,
                              kernel_share=0.0))
     assert not off.method.startswith("keysearch ")
+
+
+def test_priority_phase_after_the_key_search_when_no_seed_improves():
+    # regression: the key search's method was stored as the Python phase's key name, which
+    # that phase then looked up among its seed keys (KeyError 'keysearch ...') when none of
+    # its seeds improved and it decoded the best key with its second decoder (mean TTFT:
+    # ttft, then mcsf); best = -inf below makes sure no seed counts as an improvement
+    from optsched.lns import _LNS, _free_starts
+
+    inst = _trace(n=120, seed=3)
+    lns = _LNS(inst, "mean-ttft", LNSOptions(time_limit=600, seed=0, progress=False,
+                                             kernel_share=0.1))
+    s = _free_starts(simulate(inst, "vllm"), inst.ids)
+    ev = evaluate(inst, s)
+    got = lns._kernel_phase(ev.objective("mean-ttft"), 30)
+    assert got is not None and lns.method.startswith("keysearch ")
+    s, ev, best, _ = got
+    lns.share = 1.0
+    seeds = len(seed_keys(inst, "mean-ttft"))
+    out = lns._priority_phase(s, ev, -float("inf"), [], 0, seeds + 1)  # + the 2nd decoder
+    assert out[3] == seeds + 1 and out[4] == 0  # every try decoded, none kept
