@@ -153,27 +153,29 @@ def ttft_parts(inst: Instance, policy: str = "ttft-first") -> dict:
 
 
 def summary(after: dict, before: dict | None) -> str:
-    """A Markdown table from this script's JSON (``--json``); ``before``: a run over every
-    registered policy (``--lns-seconds 0``), whose best policy is the "before" column when
-    ``after`` ran a subset."""
-    lines = ["| window | objective | bound (rung) | best registered policy (s) | gap before "
-             "| ttft-first (s) | ttft-first-sr (s) | improve 60 s [method] | gap after |",
-             "|---|---|---:|---|---:|---:|---:|---|---:|"]
+    """A Markdown table from this script's JSON (``--json``); ``before``: a run of the code
+    before the change (every registered policy and its ``improve``), whose best schedule is
+    the "before" column, beside ``after``'s ``improve`` and the method that found each."""
+    lines = ["| window | objective | bound (rung) | best registered policy | before: best "
+             "[method] | gap before | after: improve 60 s [method] | gap after |",
+             "|---|---|---:|---|---|---:|---|---:|"]
     for k, c in after.items():
         name, obj = k.split("/")
         b = (before or {}).get(k, c)
         pols = {p: v for p, v in b["policies"].items() if v is not None and p not in NEW_POLICIES}
         best = min(pols, key=pols.__getitem__)
-        bv = pols[best]
-        bs = c["policy_seconds"].get(best, b["policy_seconds"][best])
-        new = [c["new"].get(p) for p in NEW_POLICIES]
-        after_v = min([bv] + [v["value"] for v in new if v] + [c["lns"]["value"]])
-        cells = [f"{v['value']:.4g} ({v['seconds']:.0f})" if v else "-" for v in new]
+        cands = {f"policy {p}": v for p, v in b["policies"].items() if v is not None}
+        if "lns" in b:
+            cands[f"improve: {b['lns']['method']}"] = b["lns"]["value"]
+        bm = min(cands, key=cands.__getitem__)
+        bv = cands[bm]
         lns = c["lns"]
+        after_v = min(bv, lns["value"])
         lines.append(
-            f"| {name} | {obj} | {c['bound']:.4g} ({c['rung']}) | {best} {bv:.4g} ({bs:.0f}) | "
-            f"{100 * (bv - c['bound']) / bv:.1f}% | {cells[0]} | {cells[1]} | "
-            f"{lns['value']:.4g} [{lns['method']}] | {100 * (after_v - c['bound']) / after_v:.1f}% |")
+            f"| {name} | {obj} | {c['bound']:.4g} ({c['rung']}) | {best} {pols[best]:.4g} | "
+            f"{bv:.4g} [{bm}] | {100 * (bv - c['bound']) / bv:.1f}% | "
+            f"{lns['value']:.4g} [{lns['method']}] | "
+            f"{100 * (after_v - c['bound']) / after_v:.1f}% |")
     return "\n".join(lines)
 
 
@@ -190,7 +192,8 @@ def main() -> None:
     ap.add_argument("--summary", default=None, metavar="JSON",
                     help="only print the Markdown table of a finished run's JSON")
     ap.add_argument("--before", default=None, metavar="JSON",
-                    help="with --summary: a run over every registered policy (the before column)")
+                    help="with --summary: a run of the code before the change (the before "
+                    "column: its best policy and its improve)")
     ap.add_argument("--ttft-parts", action="store_true",
                     help="only print where ttft-first's mean TTFT goes on each window")
     a = ap.parse_args()

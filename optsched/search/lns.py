@@ -37,6 +37,13 @@ around the best key, each naming its ``method``:
   of the span) have their keys perturbed, and the decoder resumes from the replayed state --
   so a schedule no key produced (a policy's, an exact window's) is improved locally.
 
+Before these Python decoders, on instances of at least ``kernel_min_requests`` requests, the
+**key search** of :mod:`optsched.keysearch` gets ``kernel_share`` of the time: the same kind
+of keys decoded by the compiled MC-SF and ranking kernels (~20 ms a 1,200-request window
+instead of ~0.5 s) or, for mean TTFT, as prefill-first schedules
+(:mod:`optsched.prefill_phase`), with local moves on the key; its result (method
+``keysearch ...``) is where the Python priority phase starts.
+
 Every decoded schedule is judged by :func:`optsched.evaluate.evaluate` and kept only if
 strictly better; the window phase then continues from the best schedule. By default the
 priority search gets the share of the start schedule's batches too crowded for an exact
@@ -71,6 +78,9 @@ from ..solve_types import Objective, Status
 from .lns_decode import decode, in_instance_order
 
 State = tuple[int, int]  # (g, m): generated tokens, cached tokens (semantics section 3)
+#: the key search is skipped when its share of the time is shorter: a process's first kernel
+#: call loads numba and the cached kernels (~1-2 s, optsched/warm.py), which no deadline stops
+KERNEL_MIN_SECONDS = 2.0
 
 
 class LNSError(OptschedError):
@@ -96,6 +106,11 @@ class LNSOptions:
     priority_share: float | None = None
     #: a perturbation multiplies the keys of this share of the requests (a consecutive block)
     priority_block: float = 0.1
+    #: share of the time for the key search (optsched/keysearch.py: compiled kernels, and
+    #: prefill-first schedules for mean TTFT) before the priority phase, on instances of at
+    #: least ``kernel_min_requests`` requests; 0: none
+    kernel_share: float = 0.6
+    kernel_min_requests: int = 100
 
     def __post_init__(self):
         if not self.time_limit > 0:
@@ -103,7 +118,7 @@ class LNSOptions:
         for name in ("max_window", "max_requests", "max_states"):
             if getattr(self, name) < 1:
                 raise LNSError(f"lns: {name} must be >= 1, got {getattr(self, name)}")
-        for name in ("priority_share", "priority_block"):
+        for name in ("priority_share", "priority_block", "kernel_share"):
             if getattr(self, name) is not None and not 0.0 <= getattr(self, name) <= 1.0:
                 raise LNSError(f"lns: {name} must be in [0, 1], got {getattr(self, name)}")
 
@@ -382,6 +397,38 @@ class _LNS:
             return cand, cev
         return None
 
+    def _kernel_phase(self, best: float, cap: int | None):
+        """The compiled key search (:mod:`optsched.keysearch`) for its share of the time:
+        (schedule, evaluation, objective, decodes) when it beats ``best``, else None."""
+        from .keysearch import KeySearchError, key_search
+
+        share = self.opts.kernel_share
+        if share <= 0 or self.inst.n < self.opts.kernel_min_requests:
+            return None
+        if share * self.opts.time_limit < KERNEL_MIN_SECONDS:
+            self._log(f"no compiled key search: {share * self.opts.time_limit:.1f} s is less "
+                      f"than loading the kernels may take ({KERNEL_MIN_SECONDS:g} s)")
+            return None
+        try:
+            res = key_search(self.inst, self.obj, seed=self.opts.seed,
+                             deadline=self.t0 + share * self.opts.time_limit,
+                             max_iterations=cap, progress=self.opts.progress)
+        except KeySearchError as e:
+            self._log(f"no compiled key search: {e}")
+            return None
+        if res is None:
+            return None
+        self.decodes += res.decodes
+        if not res.objective < best - 1e-9 * max(1.0, abs(best)):
+            return None
+        s = _free_starts(res.schedule, self.inst.ids)
+        ev = evaluate(self.inst, s)
+        if not ev.feasible or ev.objective(self.obj) > res.objective:
+            return None  # freeing the starts never delays an end (R5): not expected
+        self.method = res.method  # key_name stays the Python phase's (a seed key name)
+        self._log(f"{res.method}: {ev.objective(self.obj):.6g}")
+        return s, ev, ev.objective(self.obj), res.decodes
+
     def _priority_share(self, s: Schedule) -> float:
         """The option, or by default the share of batches too crowded for a window."""
         if self.opts.priority_share is not None:
@@ -488,8 +535,15 @@ class _LNS:
         history = [(0.0, best)]
         cap = self.opts.max_iterations
         self.share = self._priority_share(s)
+        got = self._kernel_phase(best, cap)
+        if got is not None:
+            s, ev, best, n_dec = got
+            it += n_dec
+            imp += 1
+            history.append((time.perf_counter() - self.t0, best))
         if self.share > 0:
-            s, ev, best, it, imp = self._priority_phase(s, ev, best, history, it, cap)
+            s, ev, best, it, imp0 = self._priority_phase(s, ev, best, history, it, cap)
+            imp += imp0
         rep = _Replay(self.inst, s)
         if not self._small_batches(s).size:
             self._log(f"no batch touches <= {self.opts.max_requests} requests: nothing to re-solve")
