@@ -1,4 +1,4 @@
-"""The compiled key search (optsched/keysearch.py): its kernel decoders build the schedules of
+"""The compiled key search (optsched/search/keysearch.py): its kernel decoders build the schedules of
 the Python path for the same key, the objective it compares is the evaluator's, and its
 result is feasible, never worse than the seed keys it starts from, reproducible for a seed
 and on time; ``improve`` runs it on trace-scale instances and names it in ``method``."""
@@ -15,9 +15,11 @@ from test_fast_path import COLUMNS, online_instances
 
 from optsched.cost import LinearCost, preset
 from optsched.evaluate import evaluate
-from optsched.generators import infermax_mix, poisson_trace
 from optsched.instance import Limits
-from optsched.keysearch import (
+from optsched.policies import simulate
+from optsched.policies.fast import HAVE_NUMBA
+from optsched.policies.simulator import simulate_policy
+from optsched.search.keysearch import (
     CONFIGS,
     DEFAULT_DECODERS,
     TTFT_DECODERS,
@@ -27,11 +29,9 @@ from optsched.keysearch import (
     key_search,
     make_decoder,
 )
-from optsched.lns import LNSOptions, improve, seed_keys
-from optsched.lns_decode import KeyedMCSF
-from optsched.policies import simulate
-from optsched.policies.fast import HAVE_NUMBA
-from optsched.policies.simulator import simulate_policy
+from optsched.search.lns import LNSOptions, improve, seed_keys
+from optsched.search.lns_decode import KeyedMCSF
+from optsched.workloads.generators import infermax_mix, poisson_trace
 
 pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed: no kernels")
 
@@ -153,7 +153,7 @@ def test_priority_phase_after_the_key_search_when_no_seed_improves():
     # that phase then looked up among its seed keys (KeyError 'keysearch ...') when none of
     # its seeds improved and it decoded the best key with its second decoder (mean TTFT:
     # ttft, then mcsf); best = -inf below makes sure no seed counts as an improvement
-    from optsched.lns import _LNS, _free_starts
+    from optsched.search.lns import _LNS, _free_starts
 
     inst = _trace(n=120, seed=3)
     lns = _LNS(inst, "mean-ttft", LNSOptions(time_limit=600, seed=0, progress=False,

@@ -1,4 +1,4 @@
-"""Prefill-first schedules (optsched/prefill_phase.py): feasible under the one evaluator for
+"""Prefill-first schedules (optsched/search/prefill_phase.py): feasible under the one evaluator for
 any key and packing, every first token before any later token, and on a tiny instance the
 mean TTFT derived by hand."""
 
@@ -13,7 +13,7 @@ from test_fast_path import online_instances
 from optsched.cost import UnitCost
 from optsched.evaluate import evaluate
 from optsched.instance import Instance, Limits, Request
-from optsched.prefill_phase import PrefillPhaseError, prefill_first_schedule
+from optsched.search.prefill_phase import PrefillPhaseError, prefill_first_schedule
 
 
 def _token_order(inst: Instance, s) -> list[int]:

@@ -20,7 +20,7 @@ def register(sub) -> None:
         help="improve a schedule by large-neighbourhood search (any size)",
         description="Start from a policy's schedule (or a schedule file); on 100 requests or "
         "more, first search priority keys decoded by the compiled MC-SF/ranking kernels (and "
-        "prefill-first schedules for mean TTFT; optsched/keysearch.py), then search priority "
+        "prefill-first schedules for mean TTFT; optsched/search/keysearch.py), then search priority "
         "orders decoded by the simulator (seed keys, crowded batches, key mixes, time windows "
         "after a kept prefix), then repeatedly re-solve a window of consecutive batches exactly "
         "while the rest stays fixed, and keep every improvement the evaluator confirms "

@@ -38,10 +38,10 @@ around the best key, each naming its ``method``:
   so a schedule no key produced (a policy's, an exact window's) is improved locally.
 
 Before these Python decoders, on instances of at least ``kernel_min_requests`` requests, the
-**key search** of :mod:`optsched.keysearch` gets ``kernel_share`` of the time: the same kind
+**key search** of :mod:`optsched.search.keysearch` gets ``kernel_share`` of the time: the same kind
 of keys decoded by the compiled MC-SF and ranking kernels (~20 ms a 1,200-request window
 instead of ~0.5 s) or, for mean TTFT, as prefill-first schedules
-(:mod:`optsched.prefill_phase`), with local moves on the key; its result (method
+(:mod:`optsched.search.prefill_phase`), with local moves on the key; its result (method
 ``keysearch ...``) is where the Python priority phase starts.
 
 Every decoded schedule is judged by :func:`optsched.evaluate.evaluate` and kept only if
@@ -66,8 +66,6 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..bounds.floors import Floors
-from ..bounds.srpt import job_works
 from ..errors import OptschedError
 from ..evaluate import Evaluation, evaluate
 from ..instance import Instance, Request
@@ -75,6 +73,7 @@ from ..oracles.exhaustive import SearchOptions, search_between
 from ..policies.registry import SimulationTimeout
 from ..schedule import Batch, Schedule
 from ..solve_types import Objective, Status
+from .keysearch import KeySearchError, key_search, seed_keys
 from .lns_decode import decode, in_instance_order
 
 State = tuple[int, int]  # (g, m): generated tokens, cached tokens (semantics section 3)
@@ -106,7 +105,7 @@ class LNSOptions:
     priority_share: float | None = None
     #: a perturbation multiplies the keys of this share of the requests (a consecutive block)
     priority_block: float = 0.1
-    #: share of the time for the key search (optsched/keysearch.py: compiled kernels, and
+    #: share of the time for the key search (optsched/search/keysearch.py: compiled kernels, and
     #: prefill-first schedules for mean TTFT) before the priority phase, on instances of at
     #: least ``kernel_min_requests`` requests; 0: none
     kernel_share: float = 0.6
@@ -246,24 +245,6 @@ def _free_starts(s: Schedule, ids: tuple[str, ...]) -> Schedule:
     return in_instance_order(s, ids).without_starts()
 
 
-def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
-    """The first priority keys tried (smallest first): remaining work -- each request's fluid
-    work under three sharing rules (bounds.md B7; prefill work only for mean TTFT) and its
-    entry costs alone --, its memory volume (KV held x batches, F3; the prompt's for mean
-    TTFT), MC-SF's rule (output length) and arrival (FCFS)."""
-
-    f = Floors.of(inst)
-    kind = "mean-ttft" if objective == Objective.MEAN_TTFT else "total-latency"
-    keys = {f"work{mix}": job_works(f, kind, mix)
-            for mix in ((1.0, 0.0, 0.0), (0.5, 0.0, 0.5), (0.0, 0.0, 1.0))}
-    keys["entry"] = f.prefill_entry_cost if kind == Objective.MEAN_TTFT else f.entry_cost
-    keys["memory-volume"] = np.asarray(f.prefill_area if kind == Objective.MEAN_TTFT else f.area,
-                                       dtype=np.float64)
-    keys["output"] = inst.output.astype(np.float64)
-    keys["arrival"] = inst.arrival.astype(np.float64)
-    return {k: np.asarray(v, dtype=np.float64) for k, v in keys.items()}
-
-
 def priority_schedule(inst: Instance, key: np.ndarray, decoder: str = "mcsf",
                       deadline: float | None = None) -> Schedule:
     """The schedule the ``decoder`` (optsched/search/lns_decode.py) builds when it ranks requests by
@@ -398,9 +379,8 @@ class _LNS:
         return None
 
     def _kernel_phase(self, best: float, cap: int | None):
-        """The compiled key search (:mod:`optsched.keysearch`) for its share of the time:
+        """The compiled key search (:mod:`optsched.search.keysearch`) for its share of the time:
         (schedule, evaluation, objective, decodes) when it beats ``best``, else None."""
-        from .keysearch import KeySearchError, key_search
 
         share = self.opts.kernel_share
         if share <= 0 or self.inst.n < self.opts.kernel_min_requests:

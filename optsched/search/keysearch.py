@@ -14,7 +14,7 @@ then instance order, as the policies rank) by one of the compiled kernels of
 * ``rank-pc``: the same with ``P = C`` (whole prompts per batch);
 * ``rank-ef``: the same reserving ``I + O - 1`` at admission (eviction-free);
 * for mean TTFT, ``prefill-first`` / ``prefill-pack2`` / ``prefill-packed``
-  (:mod:`optsched.prefill_phase`, Python): every first token in key order as the arrivals
+  (:mod:`optsched.search.prefill_phase`, Python): every first token in key order as the arrivals
   come, 1, 2 or any number of prompts per batch, then the remaining tokens in groups; and
   ``prefill-chunkK``: the same, preemptive, one chunk of at most ``K`` prompt tokens a batch
   (conv seed 0, entry-cost key: K = 2048 0.1794 s, 1024 0.1850, 512 0.1961, 256 0.2473,
@@ -25,7 +25,7 @@ mean TTFT 6,879 s against MC-SF's 6.0 s on the conversation window of seed 0; no
 
 Each kernel decode of a 1,200-request trace window takes ~20 ms (MC-SF's: ~0.1-0.7 s), so a
 minute holds thousands of candidates. The search (:func:`key_search`) decodes every seed key
-(:func:`optsched.lns.seed_keys`) with every decoder of the objective, then does local search
+(:func:`seed_keys`) with every decoder of the objective, then does local search
 around the best (key, decoder) with accept-if-strictly-better moves, each named:
 
 * ``shift``: one request moved just before (or after) another request arriving near it (its
@@ -52,14 +52,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import OptschedError
-from .evaluate import evaluate
-from .instance import Instance
-from .policies.fast import HAVE_NUMBA, fast_config, simulate_fast
-from .policies.mcsf import MCSF
-from .policies.simulator import SimView, _Sim, known_outputs
-from .policies.unified import UnifiedScheduler
-from .schedule import Schedule
+from ..bounds.floors import Floors
+from ..bounds.srpt import job_works
+from ..errors import OptschedError
+from ..evaluate import evaluate
+from ..instance import Instance
+from ..policies.fast import HAVE_NUMBA, fast_config, simulate_fast
+from ..policies.mcsf import MCSF
+from ..policies.simulator import SimView, _Sim, known_outputs
+from ..policies.unified import UnifiedScheduler
+from ..schedule import Schedule
+from ..solve_types import Objective
+from .prefill_phase import PrefillPhaseError, prefill_first_schedule
 
 _RANK = dict(order="single", hybrid=True, chunked=True, waiting_evicts=True)
 #: the kernel configurations a key is decoded with (module docstring); ``None``: MC-SF
@@ -69,7 +73,7 @@ CONFIGS: dict[str, dict | None] = {
     "rank-pc": {**_RANK, "P": 0},
     "rank-ef": {**_RANK, "P": 512, "reserve": "full"},
 }
-#: the prefill-first decoders (:mod:`optsched.prefill_phase`): (prompts packed per batch,
+#: the prefill-first decoders (:mod:`optsched.search.prefill_phase`): (prompts packed per batch,
 #: preemptive chunk size or 0)
 PREFILL_PACK = {"prefill-first": (1, 0), "prefill-chunk2048": (1, 2048),
                 "prefill-chunk1024": (1, 1024), "prefill-pack2": (2, 0),
@@ -148,7 +152,7 @@ class KernelDecoder:
 
 
 class PrefillDecoder:
-    """A prefill-first decoder (:func:`optsched.prefill_phase.prefill_first_schedule`, in
+    """A prefill-first decoder (:func:`optsched.search.prefill_phase.prefill_first_schedule`, in
     Python: ~0.2 s a 1,200-request window), with :class:`KernelDecoder`'s interface."""
 
     def __init__(self, inst: Instance, kind: str):
@@ -157,8 +161,6 @@ class PrefillDecoder:
         self.arrival = np.asarray(inst.arrival, np.float64)
 
     def decode(self, key: np.ndarray) -> Schedule | None:
-        from .prefill_phase import PrefillPhaseError, prefill_first_schedule
-
         try:
             return prefill_first_schedule(self.inst, key, self.pack, self.chunk)
         except PrefillPhaseError:
@@ -297,7 +299,6 @@ def key_search(inst: Instance, objective: str, *, deadline: float, seed: int = 0
     """Seed keys x decoders, then local search around the best (module docstring) until
     ``deadline`` (a ``time.perf_counter()`` value) or ``max_iterations`` decodes. None when
     no candidate decoded in time. Raises :class:`KeySearchError` when no kernel applies."""
-    from .lns import seed_keys  # lns imports this module lazily (its kernel phase)
 
     se = _Search(inst, objective, seed, deadline, max_iterations,
                  decoders or (TTFT_DECODERS if objective == "mean-ttft" else DEFAULT_DECODERS),
@@ -341,3 +342,21 @@ def key_search(inst: Instance, objective: str, *, deadline: float, seed: int = 0
 __all__ = ["CONFIGS", "DEFAULT_DECODERS", "KernelDecoder", "KeySearchError",
            "KeySearchResult", "KeyedRank", "PREFILL_PACK", "PrefillDecoder", "TTFT_DECODERS",
            "key_ranks", "key_search", "make_decoder"]
+
+
+def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
+    """The first priority keys tried (smallest first): remaining work -- each request's fluid
+    work under three sharing rules (bounds.md B7; prefill work only for mean TTFT) and its
+    entry costs alone --, its memory volume (KV held x batches, F3; the prompt's for mean
+    TTFT), MC-SF's rule (output length) and arrival (FCFS)."""
+
+    f = Floors.of(inst)
+    kind = "mean-ttft" if objective == Objective.MEAN_TTFT else "total-latency"
+    keys = {f"work{mix}": job_works(f, kind, mix)
+            for mix in ((1.0, 0.0, 0.0), (0.5, 0.0, 0.5), (0.0, 0.0, 1.0))}
+    keys["entry"] = f.prefill_entry_cost if kind == Objective.MEAN_TTFT else f.entry_cost
+    keys["memory-volume"] = np.asarray(f.prefill_area if kind == Objective.MEAN_TTFT else f.area,
+                                       dtype=np.float64)
+    keys["output"] = inst.output.astype(np.float64)
+    keys["arrival"] = inst.arrival.astype(np.float64)
+    return {k: np.asarray(v, dtype=np.float64) for k, v in keys.items()}

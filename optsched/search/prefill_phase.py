@@ -30,10 +30,10 @@ import heapq
 
 import numpy as np
 
-from .errors import OptschedError
-from .instance import Instance
-from .policies.simulator import batch_pricer
-from .schedule import Schedule, ScheduleBuilder
+from ..errors import OptschedError
+from ..instance import Instance
+from ..policies.simulator import batch_pricer
+from ..schedule import Schedule, ScheduleBuilder
 
 
 class PrefillPhaseError(OptschedError):
