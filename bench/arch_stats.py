@@ -36,10 +36,12 @@ LAYERS: list[list[str]] = [
     ["optsched.cli", "optsched.__main__", "optsched.warm"],
     ["optsched.sweep"],
     ["optsched.compare"],
-    ["optsched.budget"],
     ["optsched.plot"],
     ["optsched.serving", "optsched.rate_search", "optsched.ceiling"],
-    ["optsched.search", "optsched.lns", "optsched.lns_decode"],
+    ["optsched.pipeline"],
+    ["optsched.budget"],
+    ["optsched.search", "optsched.lns", "optsched.lns_decode", "optsched.keysearch",
+     "optsched.prefill_phase"],
     ["optsched.oracles", "optsched.bros_ip", "optsched.manifest"],
     ["optsched.bounds"],
     ["optsched.formulations"],
@@ -52,7 +54,7 @@ LAYERS: list[list[str]] = [
      "optsched.cost", "optsched.evaluate", "optsched.evaluate_fast", "optsched.solve_types",
      "optsched.objectives",
      "optsched.jsonio", "optsched.errors", "optsched.progress", "optsched.stdout_guard",
-     "optsched.plugins", "optsched._api"],
+     "optsched.plugins", "optsched._api", "optsched.numba_load"],
 ]
 
 BUCKETS = [(1, 10), (11, 25), (26, 50), (51, 100), (101, 200), (201, 10**9)]
