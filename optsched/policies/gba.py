@@ -31,10 +31,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..plugins import ParamSpec
-from .groups import GroupPolicy
+from .groups import ShortestOutputGroups, checked_base
 from .registry import register
 from .simulator import SimView
 
@@ -44,32 +42,17 @@ def above_one(v: float) -> str | None:
     return None if v > 1 else "must be > 1"
 
 
-class GBA(GroupPolicy):
+class GBA(ShortestOutputGroups):
     """Geometric Batching Algorithm as assumed in the module docstring (ratio ``base``)."""
 
     def __init__(self, base: float = 2.0):
-        if not base > 1:
-            raise ValueError(f"base must be > 1, got {base!r}")
-        self.base = base
+        self.base = checked_base(base)
 
     def bind(self, view: SimView) -> None:
         super().bind(view)
-        self.O = np.asarray(view.known_output, np.int64)
-        self.key: dict[int, tuple] = {}  # request -> sort key (O, I, arrival, index)
-        self.waiting: list[int] = []
         self.k = 0
         top = max(1, int(self.O.max(initial=1)))
         self.kmax = math.ceil(math.log(top) / math.log(self.base))
-
-    def on_arrivals(self, idx: list[int]) -> None:
-        v = self.view
-        for i in idx:
-            self.key[i] = (int(self.O[i]), int(v.prompt[i]), float(v.arrival[i]), i)
-        self.waiting.extend(idx)
-        self.waiting.sort(key=self.key.__getitem__)
-
-    def on_slice_end(self, i: int) -> None:  # quotas are O - g: a member always finishes
-        raise AssertionError("GBA runs every member to completion")
 
     def form_group(self, exclude: set[int]) -> list[tuple[int, int]]:
         if not self.waiting:

@@ -117,3 +117,31 @@ class GroupPolicy(Policy):
 
 
 __all__ = ["GroupPolicy"]
+
+
+class ShortestOutputGroups(GroupPolicy):
+    """The clairvoyant group policies' waiting list (GBA, Sorted-F): requests in order of
+    (true output length, prompt, arrival, index), each run to completion once grouped."""
+
+    def bind(self, view: SimView) -> None:
+        super().bind(view)
+        self.O = np.asarray(view.known_output, np.int64)
+        self.key: dict[int, tuple] = {}  # request -> sort key (O, I, arrival, index)
+        self.waiting: list[int] = []
+
+    def on_arrivals(self, idx: list[int]) -> None:
+        v = self.view
+        for i in idx:
+            self.key[i] = (int(self.O[i]), int(v.prompt[i]), float(v.arrival[i]), i)
+        self.waiting.extend(idx)
+        self.waiting.sort(key=self.key.__getitem__)
+
+    def on_slice_end(self, i: int) -> None:  # quotas are O - g: a member always finishes
+        raise AssertionError(f"{type(self).__name__} runs every member to completion")
+
+
+def checked_base(base: float) -> float:
+    """GBA's and GSA's geometric ratio, checked (> 1)."""
+    if not base > 1:
+        raise ValueError(f"base must be > 1, got {base!r}")
+    return base

@@ -39,7 +39,7 @@ import math
 
 from ..plugins import ParamSpec
 from .gba import above_one
-from .groups import GroupPolicy
+from .groups import GroupPolicy, checked_base
 from .registry import register
 from .simulator import SimView
 
@@ -48,9 +48,7 @@ class GSA(GroupPolicy):
     """Geometric Slicing Algorithm as assumed in the module docstring."""
 
     def __init__(self, base: float = 2.0):
-        if not base > 1:
-            raise ValueError(f"base must be > 1, got {base!r}")
-        self.base = base
+        self.base = checked_base(base)
 
     def bind(self, view: SimView) -> None:
         super().bind(view)

@@ -30,11 +30,8 @@ What exactly is simulated (*assumed*: the F-metric is not defined in the abstrac
 
 from __future__ import annotations
 
-import numpy as np
-
-from .groups import GroupPolicy
+from .groups import ShortestOutputGroups
 from .registry import register
-from .simulator import SimView
 
 
 def best_prefix(outputs: list[int]) -> int:
@@ -49,24 +46,8 @@ def best_prefix(outputs: list[int]) -> int:
     return best_j
 
 
-class SortedF(GroupPolicy):
+class SortedF(ShortestOutputGroups):
     """Sorted-F as assumed in the module docstring."""
-
-    def bind(self, view: SimView) -> None:
-        super().bind(view)
-        self.O = np.asarray(view.known_output, np.int64)
-        self.key: dict[int, tuple] = {}
-        self.waiting: list[int] = []
-
-    def on_arrivals(self, idx: list[int]) -> None:
-        v = self.view
-        for i in idx:
-            self.key[i] = (int(self.O[i]), int(v.prompt[i]), float(v.arrival[i]), i)
-        self.waiting.extend(idx)
-        self.waiting.sort(key=self.key.__getitem__)
-
-    def on_slice_end(self, i: int) -> None:  # quotas are O - g: a member always finishes
-        raise AssertionError("Sorted-F runs every member to completion")
 
     def form_group(self, exclude: set[int]) -> list[tuple[int, int]]:
         g = self.view.g
