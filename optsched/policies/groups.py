@@ -23,6 +23,7 @@ long a member may run; that is :meth:`GroupPolicy.form_group`. What is common:
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable
 
 import numpy as np
@@ -49,14 +50,14 @@ class GroupPolicy(Policy):
         self.ev: list[int] = []
 
     # -- what a subclass defines -------------------------------------------------------
+    @abstractmethod
     def form_group(self, exclude: set[int]) -> list[tuple[int, int]]:
         """The next group as ``(request, quota)`` pairs, the waiting queues updated; empty
         when nothing waits. ``exclude``: requests evicted in this batch (not eligible)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def on_slice_end(self, i: int) -> None:
         """Member ``i`` used its quota unfinished and is evicted: queue it again."""
-        raise NotImplementedError
 
     # -- shared helpers ----------------------------------------------------------------
     def pack(self, cands: list[int], quota: Callable[[int], int]) -> list[tuple[int, int]]:

@@ -59,6 +59,17 @@ class _Builder:
         return float(self.price(c, np.asarray(cached, np.int64), np.zeros(c.size, bool), 0))
 
 
+def _admit_arrived(pending: list[tuple[float, float, int]], order: list[int], nxt: int,
+                   t: float, a: list[float], key: np.ndarray) -> int:
+    """Push the requests of ``order[nxt:]`` that have arrived by ``t`` onto the ``pending``
+    heap (smallest key, then arrival, first); the index of the first one not yet arrived."""
+    while nxt < len(order) and a[order[nxt]] <= t:
+        i = order[nxt]
+        heapq.heappush(pending, (float(key[i]), a[i], i))
+        nxt += 1
+    return nxt
+
+
 def _chunks(n_tok: int, cap: int) -> list[tuple[int, int]]:
     """``(tokens, cached before)`` of a prefill of ``n_tok`` tokens in chunks of ``cap``."""
     return [(min(cap, n_tok - m), m) for m in range(0, n_tok, cap)]
@@ -77,10 +88,7 @@ def _first_tokens(inst: Instance, key: np.ndarray, pack: int, out: _Builder) -> 
     while nxt < inst.n or pending:
         if not pending:
             t = max(t, a[order[nxt]])
-        while nxt < inst.n and a[order[nxt]] <= t:
-            i = order[nxt]
-            heapq.heappush(pending, (float(key[i]), a[i], i))
-            nxt += 1
+        nxt = _admit_arrived(pending, order, nxt, t, a, key)
         group = [heapq.heappop(pending)[2]]
         tok = I[group[0]]
         while (len(group) < pack and pending and tok + I[pending[0][2]] <= cap
@@ -127,10 +135,7 @@ def _first_tokens_chunked(inst: Instance, key: np.ndarray, chunk: int,
     while nxt < inst.n or pending:
         if not pending:
             t = max(t, a[order[nxt]])
-        while nxt < inst.n and a[order[nxt]] <= t:
-            i = order[nxt]
-            heapq.heappush(pending, (float(key[i]), a[i], i))
-            nxt += 1
+        nxt = _admit_arrived(pending, order, nxt, t, a, key)
         i = pending[0][2]
         c = min(step, I[i] - done[i])
         need = fp(done[i] + c) - fp(done[i])
