@@ -39,7 +39,7 @@ def _fluid(inst, cap_mem: float) -> np.ndarray:
     return FC.fluid_srpt(a, x, dur, first, reserve, cap_mem, 0.0) - a
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=instances(max_requests=6, max_prompt=8, max_output=5))
 def test_fluid_rungs_stay_below_the_fluid_schedule(inst):
     lat = _fluid(inst, math.inf)
