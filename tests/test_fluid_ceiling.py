@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from test_bounds import _assert_below, instances
 
@@ -41,6 +42,8 @@ def _fluid(inst, cap_mem: float) -> np.ndarray:
     return FC.fluid_srpt(a, x, dur, first, reserve, cap_mem, 0.0) - a
 
 
+# slow step: 40 examples of the numba fluid schedule and the dual rung, ~25 s quiet, ~75 s at load 10
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=instances(max_requests=6, max_prompt=8, max_output=5))
 def test_fluid_rungs_stay_below_the_fluid_schedule(inst):
