@@ -19,8 +19,8 @@ from optsched.bounds.floors import block_area
 from optsched.bounds.srpt import srpt_total_completion
 from optsched.cost import LinearCost, UnitCost
 from optsched.evaluate import OBJECTIVES, evaluate
+from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance, Limits, Request
-from optsched.oracles.exhaustive import SearchOptions, search
 from optsched.policies import list_policies, simulate
 
 REPO = Path(__file__).resolve().parent.parent

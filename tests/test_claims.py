@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from optsched.evaluate import evaluate
+from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance
 from optsched.oracles.claims import (
     PAPER_MODEL,
@@ -23,7 +24,6 @@ from optsched.oracles.claims import (
     paper_instance,
     write_counterexample,
 )
-from optsched.oracles.exhaustive import SearchOptions, search
 from optsched.policies import simulate
 from optsched.schedule import Schedule
 

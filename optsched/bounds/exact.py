@@ -1,6 +1,6 @@
 """Bound ``exact``: the existing exact models, when they fit the budget (``bounds.md`` B8).
 
-* ``exhaustive`` (A* over all schedule states, :mod:`optsched.oracles.exhaustive`) on
+* ``exhaustive`` (A* over all schedule states, :mod:`optsched.formulations.exhaustive`) on
   instances of at most :data:`EXHAUSTIVE_MAX_REQUESTS` requests: when it finishes its
   optimum is the bound;
 * the InferMax fill model (``formulations/infermax.md`` section 11) when the formulation's

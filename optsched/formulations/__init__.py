@@ -7,7 +7,7 @@ Every module of this package registers its formulation with
 * ``infermax``  -- InferMax Big-M batch-indexed model and its flow variant, a package
   (``formulations/infermax.md``);
 * ``hindsight`` -- the online paper's hindsight-optimal time-indexed IP (``formulations/hindsight.md``);
-* ``exhaustive`` -- exact state-graph search for tiny instances (:mod:`optsched.oracles.exhaustive`).
+* ``exhaustive`` -- exact state-graph search for tiny instances, a package (:mod:`.exhaustive`).
 
 Installed distributions add formulations through the ``optsched.formulations`` entry-point
 group; ``solve(instance, "my_model.py:run")`` loads a ``run`` function from a file.

@@ -1,7 +1,6 @@
 """Exact algorithms and claim checkers (semantics section 8, ``oracles/``): independent routes
 to the numbers the formulations, bounds and policies produce, used to check them.
 
-* :mod:`optsched.oracles.exhaustive` -- exact state-graph search (formulation ``exhaustive``);
 * :mod:`optsched.oracles.aptserve` -- Apt-Serve's per-iteration problem (Definition 1), an exact
   solver and the paper's greedy;
 * :mod:`optsched.oracles.bros_ip` -- BROS's per-iteration problem as an integer program, to

@@ -59,6 +59,7 @@ from typing import Any
 from ..cost import UnitCost
 from ..evaluate import evaluate
 from ..formulations import formulations
+from ..formulations.exhaustive import SearchOptions, search
 from ..instance import Instance, Limits, Request
 from ..pipeline import solve
 from ..policies import list_policies, simulate
@@ -66,7 +67,6 @@ from ..progress import phase
 from ..schedule import Schedule, ScheduleBuilder
 from ..solve_types import Status, finite_or_none
 from .aptserve import VARIANTS, check_2approx, exact_bruteforce, greedy, shrink
-from .exhaustive import SearchOptions, search
 
 #: the proven constant each ratio claim is checked against
 SVF_RATIO = 5.0

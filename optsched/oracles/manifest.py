@@ -4,7 +4,7 @@
 and the package's ``optsched/data/*.json``) with, per objective, the optimum and the
 methods that agree on it. Methods are independent routes to the same number:
 
-* ``exhaustive`` -- A* over schedule states (:mod:`optsched.oracles.exhaustive`), no MILP;
+* ``exhaustive`` -- A* over schedule states (:mod:`optsched.formulations.exhaustive`), no MILP;
 * ``infermax/<solver>`` -- the InferMax Big-M MILP (``formulations/infermax.md``);
 * ``hindsight/<solver>`` -- the online paper's IP (unit cost only). Its model forbids
   preemption and chunking (``formulations/hindsight.md``), so its optimum is the optimum of
