@@ -12,7 +12,7 @@ methods that agree on it. Methods are independent routes to the same number:
   neither, and is larger otherwise. It is recorded under ``restricted`` and never counted
   as disagreement.
 
-Regenerate with ``python -m optsched.oracles.manifest --update`` (slow); the test suite re-proves
+Regenerate with ``python -m optsched.checks.manifest --update`` (slow); the test suite re-proves
 the entries whose proof took under a few seconds (``tests/test_manifest.py``).
 """
 
