@@ -39,7 +39,8 @@ print(f"n = {N_REQUESTS}, {len(SEEDS)} seeds per setting, rate {RATE}, IP limit 
 
 # %%
 from optsched.evaluate import evaluate
-from optsched.formulations import SolveOptions, solve
+from optsched.formulations import SolveOptions
+from optsched.pipeline import solve
 from optsched.policies import simulate
 from optsched.workloads.generators import online_paper_random
 

@@ -130,7 +130,8 @@ def test_epoch_arrivals_solve_like_shifted_ones(objective):
     optimally in < 1 s into ``no_solution``. The optimum of the shifted instance, moved back
     by the offset, is the optimum (every constraint is invariant under a common shift of
     arrivals and starts; makespan moves by the offset, latencies not at all)."""
-    from optsched.formulations import SolveOptions, solve
+    from optsched.formulations import SolveOptions
+    from optsched.pipeline import solve
 
     base = Instance.load(GOOD).replace(cost_model=preset(DEFAULT_PRESET))
     off = 1.7e9

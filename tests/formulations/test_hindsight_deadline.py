@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from optsched.cost import UnitCost
-from optsched.formulations import SolveOptions, solve
+from optsched.formulations import SolveOptions
 from optsched.formulations.hindsight import (
     HindsightParams,
     build,
@@ -28,6 +28,7 @@ from optsched.formulations.hindsight_deadline import (
 )
 from optsched.instance import Instance, Limits, Request
 from optsched.milp import lp_relaxation_value
+from optsched.pipeline import solve
 from optsched.workloads.generators import online_paper_random
 
 
