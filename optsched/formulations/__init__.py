@@ -6,7 +6,8 @@ Every module of this package registers its formulation with
 
 * ``infermax``  -- InferMax Big-M batch-indexed model and its flow variant, a package
   (``formulations/infermax.md``);
-* ``hindsight`` -- the online paper's hindsight-optimal time-indexed IP (``formulations/hindsight.md``);
+* ``hindsight`` -- the online paper's hindsight-optimal time-indexed IP, a package
+  (``formulations/hindsight.md``);
 * ``exhaustive`` -- exact state-graph search for tiny instances, a package (:mod:`.exhaustive`).
 
 Installed distributions add formulations through the ``optsched.formulations`` entry-point

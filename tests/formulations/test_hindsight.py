@@ -29,7 +29,7 @@ from optsched.formulations.hindsight import (
     serial_starts,
     starts_from_schedule,
 )
-from optsched.formulations.hindsight_floors import separation_intervals
+from optsched.formulations.hindsight.floors import separation_intervals
 from optsched.instance import Instance, Limits, Request
 from optsched.pipeline import solve
 from optsched.schedule import Schedule

@@ -20,7 +20,7 @@ from optsched.formulations.hindsight import (
     serial_starts,
     starts_from_schedule,
 )
-from optsched.formulations.hindsight_deadline import (
+from optsched.formulations.hindsight.deadline import (
     completion_floors,
     cpsat_at_least,
     dominated_pairs,
