@@ -38,6 +38,7 @@ LAYERS: list[list[str]] = [
     ["optsched.compare"],
     ["optsched.plot"],
     ["optsched.serving", "optsched.rate_search", "optsched.ceiling"],
+    ["optsched.checks"],
     ["optsched.pipeline"],
     ["optsched.budget"],
     ["optsched.search", "optsched.lns", "optsched.lns_decode", "optsched.keysearch",

@@ -413,7 +413,8 @@ def part_rungs(args) -> list[dict]:
         inst = family(I)
         opt = opt_ms / 1000
         if args.prove:
-            from optsched.formulations import SolveOptions, solve
+            from optsched.formulations import SolveOptions
+            from optsched.pipeline import solve
 
             rep = solve(inst, "infermax", "makespan",
                         options=SolveOptions(time_limit=120, progress=False))

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from optsched.formulations.hindsight import HindsightParams, best_known_starts, build, objective_of_starts
-from optsched.formulations.hindsight_deadline import PROBES, completion_floors
+from optsched.formulations.hindsight.deadline import PROBES, completion_floors
 from optsched.milp import lp_relaxation_value
 from optsched.workloads.generators import online_paper_random
 

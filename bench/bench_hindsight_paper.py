@@ -32,8 +32,9 @@ import time
 from pathlib import Path
 
 from optsched.evaluate import evaluate
-from optsched.formulations import SolveOptions, solve
+from optsched.formulations import SolveOptions
 from optsched.instance import Instance
+from optsched.pipeline import solve
 from optsched.policies import simulate
 from optsched.workloads.generators import online_paper_horizon, online_paper_random
 

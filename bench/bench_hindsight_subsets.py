@@ -24,7 +24,7 @@ import time
 import highspy
 import numpy as np
 
-from optsched.formulations import SolveOptions, solve
+from optsched.formulations import SolveOptions
 from optsched.formulations.hindsight import (
     HindsightParams,
     build,
@@ -33,6 +33,7 @@ from optsched.formulations.hindsight import (
     objective_of_starts,
 )
 from optsched.milp.backends.highs import _load_arrays
+from optsched.pipeline import solve
 from optsched.workloads.generators import online_paper_random
 
 OBJ = "total-latency"

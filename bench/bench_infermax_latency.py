@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_infermax_family import family  # noqa: E402
 
 from optsched.evaluate import evaluate  # noqa: E402
-from optsched.formulations import SolveOptions, solve  # noqa: E402
+from optsched.formulations import SolveOptions  # noqa: E402
+from optsched.pipeline import solve  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
 
 

@@ -29,10 +29,11 @@ import subprocess
 import sys
 
 from optsched.cost import preset
-from optsched.formulations import SolveOptions, solve
+from optsched.formulations import SolveOptions
 from optsched.formulations.infermax import flow as fl
 from optsched.formulations.infermax.solve import FLOW_MAX_ARCS
 from optsched.instance import Limits
+from optsched.pipeline import solve
 from optsched.workloads.generators import LONG, SHORT, infermax_mix
 
 

@@ -43,12 +43,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from optsched.bounds import lower_bound  # noqa: E402
 from optsched.bounds.goodput import goodput_bound  # noqa: E402
 from optsched.compare import gap  # noqa: E402
 from optsched.cost import preset  # noqa: E402
 from optsched.evaluate import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits  # noqa: E402
+from optsched.pipeline import lower_bound  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
 from optsched.serving.goodput_gap import goodput_gap_value  # noqa: E402
 from optsched.workloads.traces import read_trace, window_start  # noqa: E402

@@ -21,7 +21,8 @@ import json
 from pathlib import Path
 
 from optsched.evaluate import evaluate
-from optsched.formulations import SolveOptions, solve
+from optsched.formulations import SolveOptions
+from optsched.pipeline import solve
 from optsched.policies import simulate
 from optsched.workloads.generators import online_paper_horizon, online_paper_random
 

@@ -74,7 +74,8 @@ display(Markdown(md_table(
 # the evaluator's. A solve that hits its time limit is reported as *best found* with its gap.
 
 # %%
-from optsched.formulations import SolveOptions, solve
+from optsched.formulations import SolveOptions
+from optsched.pipeline import solve
 
 best_policy = min((r for r in rows if r.evaluation.feasible), key=lambda r: r.objective)
 rep = solve(inst, "infermax", "makespan",

@@ -40,8 +40,9 @@ print("I values:", I_VALUES, "| solver time limit:", TIME_LIMIT, "s per solve")
 
 # %%
 from optsched.evaluate import evaluate
-from optsched.formulations import Hypotheses, SolveOptions, solve
+from optsched.formulations import Hypotheses, SolveOptions
 from optsched.instance import Limits
+from optsched.pipeline import solve
 from optsched.policies import simulate
 from optsched.workloads.generators import infermax_fixed
 

@@ -16,7 +16,7 @@
 # the limit, the ratio MC-SF / best found is a **lower bound** on the true ratio and MC-SF / bound
 # an upper bound.
 #
-# Then we test Theorem 4.2 *as stated* with the claim checker (`optsched.oracles.claims`), whose
+# Then we test Theorem 4.2 *as stated* with the claim checker (`optsched.checks.claims`), whose
 # instances follow the theorem's hypotheses exactly (equal prompt sizes, all at t = 0).
 
 # %%
@@ -39,7 +39,8 @@ print(f"n = {N_REQUESTS}, {len(SEEDS)} seeds per setting, rate {RATE}, IP limit 
 
 # %%
 from optsched.evaluate import evaluate
-from optsched.formulations import SolveOptions, solve
+from optsched.formulations import SolveOptions
+from optsched.pipeline import solve
 from optsched.policies import simulate
 from optsched.workloads.generators import online_paper_random
 
@@ -140,7 +141,7 @@ else:
 
 # %%
 try:
-    from optsched.oracles.claims import check_mcsf
+    from optsched.checks.claims import check_mcsf
 except ImportError as e:  # the checker is being written alongside these notebooks
     check_mcsf = None
     print("claim checker not available:", e)

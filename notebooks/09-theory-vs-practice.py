@@ -118,7 +118,7 @@ show(fig, "09-theory-vs-bound")
 # worst instances of longer runs are kept in `instances/evidence/theory/` (replayed by the tests).
 
 # %%
-from optsched.oracles.claims import RATIO_CLAIMS, check_claim
+from optsched.checks.claims import RATIO_CLAIMS, check_claim
 
 claim_rows, worst = [], {}
 for claim, (_, stated) in RATIO_CLAIMS.items():

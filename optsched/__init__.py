@@ -19,7 +19,8 @@ on first use, so ``import optsched`` and the CLI stay fast)::
 - :func:`evaluate` -- :func:`optsched.evaluate.evaluate` (``docs/semantics.md``)
 - :func:`solve`, :class:`SolveOptions` -- :func:`optsched.pipeline.solve` (the one solve path),
   :mod:`optsched.solve_types`
-- :func:`lower_bound` -- :func:`optsched.bounds.lower_bound` (``formulations/bounds.md``)
+- :func:`lower_bound` -- :func:`optsched.pipeline.lower_bound`: the ladder of
+  :mod:`optsched.bounds` with the one solve for its ``exact`` rung (``formulations/bounds.md``)
 - :func:`compare` -- :func:`optsched.compare.compare`
 """
 
@@ -31,12 +32,11 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # the names as type checkers see them; at run time __getattr__ imports them
-    from .bounds import lower_bound
     from .compare import compare
     from .data import load_instance as load
     from .evaluate import evaluate
     from .instance import Instance
-    from .pipeline import solve
+    from .pipeline import lower_bound, solve
     from .policies import Plan, Policy, simulate
     from .schedule import Schedule
     from .solve_types import SolveOptions
@@ -54,7 +54,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "evaluate": ("optsched.evaluate", ""),  # the module, callable (optsched/_api.py)
     "solve": ("optsched.pipeline", "solve"),
     "SolveOptions": ("optsched.solve_types", "SolveOptions"),
-    "lower_bound": ("optsched.bounds", "lower_bound"),
+    "lower_bound": ("optsched.pipeline", "lower_bound"),
     "compare": ("optsched.compare", ""),  # the module, callable (optsched/_api.py)
 }
 

@@ -23,6 +23,10 @@ formulation cells and the ``exact`` bound rung all call :func:`run`, which, in t
 gives the deadline (a ``time.perf_counter()`` value) or ``options.time_limit`` counts from
 the call.
 
+:func:`lower_bound` is :func:`optsched.bounds.lower_bound` with this module's :func:`solve`
+handed to the ``exact`` rung (the bounds sit below the pipeline and may not import it): the
+top-level ``optsched.lower_bound``, ``optsched bound`` and the sweep's bound cells.
+
 This module sits above formulations, policies, bounds and LNS and below the CLI and
 ``compare``; it is a top-level module rather than ``optsched/solve/`` because a package
 named ``solve`` would be bound on ``optsched`` as soon as it is imported and hide the
@@ -38,7 +42,8 @@ from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from typing import Any
 
-from .bounds import BoundResult, Budget, lower_bound
+from . import bounds
+from .bounds import BoundResult, Budget
 from .budget import (
     MIN_LNS_SECONDS,
     RESERVE_SECONDS,
@@ -136,6 +141,14 @@ def solve(instance: Instance, formulation: str = "infermax", objective: str = "m
                warm_start=warm_start).report
 
 
+def lower_bound(instance: Instance, objective: str = "makespan", method: str = "best",
+                time_limit: float | None = None, budget: Budget | None = None) -> BoundResult:
+    """A certified lower bound on the optimum of ``objective`` (``formulations/bounds.md``):
+    :func:`optsched.bounds.lower_bound` with :func:`solve` as the ``exact`` rung's solve (the
+    top-level ``optsched.lower_bound``)."""
+    return bounds.lower_bound(instance, objective, method, time_limit, budget, exact_solve=solve)
+
+
 def run(instance: Instance, formulation: str = "infermax", objective: str = "makespan", *,
         options: SolveOptions | None = None, hypotheses: Hypotheses | None = None,
         warm_start: Any = "auto", deadline: float | None = None,
@@ -159,7 +172,7 @@ def run(instance: Instance, formulation: str = "infermax", objective: str = "mak
         raise FormulationError(f"{formulation}: {why}")
     if deadline is None:
         deadline = math.inf if options.time_limit is None else t0 + float(options.time_limit)
-    budget = Budget(None if math.isinf(deadline) else deadline)
+    budget = Budget(None if math.isinf(deadline) else deadline, exact_solve=solve)
     bound = _lower_bound(instance, objective, lower, budget)
     total, t_ws = deadline - t0, time.perf_counter()
     # the warm start stops at its share of what the bound left (the rest: model or LNS)
@@ -184,7 +197,7 @@ def _lower_bound(instance: Instance, objective: str, lower: BoundResult | str | 
     if lower is None or isinstance(lower, BoundResult):
         return lower
     phase(f"lower bound ({lower} rungs)")
-    res = lower_bound(instance, objective, lower, budget=budget)
+    res = bounds.lower_bound(instance, objective, lower, budget=budget)
     phase(f"lower bound {value(res.value, instance)} ({res.method})")
     return res
 
@@ -352,4 +365,4 @@ def _improve(instance: Instance, ws: WarmStart, objective: str, budget: Budget,
         return None
 
 
-__all__ = ["AUTO_POLICIES", "Solved", "pick_warm_start", "run", "solve"]
+__all__ = ["AUTO_POLICIES", "Solved", "lower_bound", "pick_warm_start", "run", "solve"]

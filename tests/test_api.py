@@ -10,10 +10,9 @@ import optsched
 
 
 def test_names_resolve_to_their_modules_objects():
-    from optsched.bounds import lower_bound
     from optsched.data import load_instance
-    from optsched.formulations import solve
     from optsched.instance import Instance
+    from optsched.pipeline import lower_bound, solve
     from optsched.policies import Plan, Policy, simulate
     from optsched.schedule import Schedule
     from optsched.solve_types import SolveOptions

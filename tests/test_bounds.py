@@ -14,13 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import optsched
 from optsched.bounds import BoundError, BoundResult, Floors, bound_methods, lower_bound
 from optsched.bounds.floors import block_area
 from optsched.bounds.srpt import srpt_total_completion
 from optsched.cost import LinearCost, UnitCost
 from optsched.evaluate import OBJECTIVES, evaluate
+from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance, Limits, Request
-from optsched.oracles.exhaustive import SearchOptions, search
 from optsched.policies import list_policies, simulate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -85,7 +86,7 @@ def test_bounds_below_manifest_optima(file, objective, optimum):
     inst = Instance.load(path if path.exists() else REPO / "optsched" / "data" / Path(file).name)
     bounds = cheap_bounds(inst, objective)
     _assert_below(bounds, optimum, "the proven optimum", inst)
-    best = lower_bound(inst, objective, "best", time_limit=2)
+    best = optsched.lower_bound(inst, objective, "best", time_limit=2)
     _assert_below({"best": best.value}, optimum, "the proven optimum", inst)
 
 
@@ -204,7 +205,7 @@ def test_kv_area_forces_batches():
 
 def test_best_names_its_method_and_ladder():
     inst = Instance.load(REPO / "instances" / "seq-unit-3.json")
-    r = lower_bound(inst, "makespan", "best", time_limit=10)
+    r = optsched.lower_bound(inst, "makespan", "best", time_limit=10)
     assert r.method in r.ladder and r.value == pytest.approx(max(r.ladder.values()))
     assert BoundResult.from_dict(json.loads(json.dumps(r.to_dict()))) == r
 
@@ -213,9 +214,33 @@ def test_exact_reports_why_it_cannot_run():
     reqs = tuple(Request(f"r{i}", float(i), 50, 20) for i in range(30))
     inst = Instance("h", Limits(kv_capacity=200, max_batch_tokens=100), UnitCost(), reqs)
     with pytest.raises(BoundError, match="exact"):
-        lower_bound(inst, "total-latency", "exact", time_limit=5)
-    r = lower_bound(inst, "total-latency", "best", time_limit=5)
+        optsched.lower_bound(inst, "total-latency", "exact", time_limit=5)
+    r = optsched.lower_bound(inst, "total-latency", "best", time_limit=5)
     assert r.method in CHEAP and any("exact" in n for n in r.notes)
+
+
+def test_the_exact_rung_solves_with_the_solve_it_is_handed():
+    """The bounds sit below the pipeline and import no solve (issue 27): without one the exact
+    rung says so and ``best`` notes it; handed one (as ``optsched.lower_bound`` hands the
+    pipeline's) it calls that solve, and its bound is the exhaustive search's optimum."""
+    from optsched.pipeline import solve
+
+    inst = Instance.load(REPO / "instances" / "seq-unit-3.json")
+    with pytest.raises(BoundError, match="no solve was handed down"):
+        lower_bound(inst, "makespan", "exact", time_limit=10)
+    best = lower_bound(inst, "makespan", "best", time_limit=10)
+    assert "exact" not in best.ladder and any("no solve was handed down" in n for n in best.notes)
+    called = []
+
+    def counting(instance, formulation, objective, **kwargs):
+        called.append(formulation)
+        return solve(instance, formulation, objective, **kwargs)
+
+    r = lower_bound(inst, "makespan", "exact", time_limit=10, exact_solve=counting)
+    optimum = search(inst, "makespan").objective
+    assert called == ["exhaustive"] and r.value <= optimum
+    assert r.value == pytest.approx(optimum, rel=1e-8)
+    assert optsched.lower_bound(inst, "makespan", "exact", time_limit=10).value == r.value
 
 
 def test_unknown_method_and_objective_are_errors():

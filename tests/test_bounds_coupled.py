@@ -17,8 +17,8 @@ from optsched.bounds.dual import next_smaller, piece_floor
 from optsched.bounds.srpt import srpt_completions
 from optsched.cost import LinearCost, preset
 from optsched.evaluate import evaluate
+from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance, Limits, Request
-from optsched.oracles.exhaustive import SearchOptions, search
 from optsched.policies import list_policies, simulate
 
 OBJS = ("total-latency", "mean-ttft")

@@ -6,9 +6,7 @@ import json
 import subprocess
 import sys
 
-from optsched.evaluate import evaluate
-from optsched.instance import Instance
-from optsched.oracles.claims import (
+from optsched.checks.claims import (
     PAPER_MODEL,
     RATIO_CLAIMS,
     SVF_RATIO,
@@ -23,7 +21,9 @@ from optsched.oracles.claims import (
     paper_instance,
     write_counterexample,
 )
-from optsched.oracles.exhaustive import SearchOptions, search
+from optsched.evaluate import evaluate
+from optsched.formulations.exhaustive import SearchOptions, search
+from optsched.instance import Instance
 from optsched.policies import simulate
 from optsched.schedule import Schedule
 

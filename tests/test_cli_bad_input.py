@@ -164,8 +164,9 @@ def test_hindsight_refuses_a_time_line_it_cannot_allocate(capsys, tmp_path):
 def test_exhaustive_stops_inside_one_huge_expansion():
     """n = 40: a single expansion enumerates more batches than any time limit allows; the search
     notices the limit while enumerating (it used to finish the expansion first, for minutes)."""
-    from optsched.formulations import SolveOptions, solve
+    from optsched.formulations import SolveOptions
     from optsched.instance import Instance
+    from optsched.pipeline import solve
 
     rep = solve(Instance.load(N40), "exhaustive", "total-latency",
                 options=SolveOptions(time_limit=1, progress=False), warm_start=None)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from optsched.checks.claims import PAPER_MODEL, RATIO_CLAIMS
 from optsched.evaluate import evaluate
+from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.formulations.hindsight import starts_from_schedule
 from optsched.instance import Instance
-from optsched.oracles.claims import PAPER_MODEL, RATIO_CLAIMS
-from optsched.oracles.exhaustive import SearchOptions, search
 from optsched.policies import simulate
 from optsched.schedule import Schedule
 

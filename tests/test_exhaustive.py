@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from optsched.cost import LinearCost, UnitCost
 from optsched.evaluate import evaluate
-from optsched.formulations import Hypotheses, SolveOptions, solve
+from optsched.formulations import Hypotheses, SolveOptions
+from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance, Limits, Request
-from optsched.oracles.exhaustive import SearchOptions, search
+from optsched.pipeline import solve
 from optsched.policies import list_policies, simulate
 
 OBJS = ("makespan", "total-latency", "mean-ttft")

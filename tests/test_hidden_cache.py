@@ -170,7 +170,7 @@ def test_direct_entry_points_and_bounds_refuse_hidden_cache():
     from optsched.bounds import BoundError, lower_bound
     from optsched.formulations import hindsight, infermax
     from optsched.formulations.base import FormulationError
-    from optsched.oracles.exhaustive import search
+    from optsched.formulations.exhaustive import search
     from optsched.search.lns import LNSError, improve
 
     with pytest.raises(FormulationError, match="exhaustive: cannot represent hidden"):

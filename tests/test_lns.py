@@ -11,8 +11,8 @@ from strategies import instances, valid_schedules
 
 from optsched.cli import main
 from optsched.evaluate import OBJECTIVES, evaluate
+from optsched.formulations.exhaustive import search_between
 from optsched.instance import Instance, Limits, Request
-from optsched.oracles.exhaustive import search_between
 from optsched.schedule import Schedule
 from optsched.search.lns import LNSError, LNSOptions, improve
 

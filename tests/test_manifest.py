@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from optsched.instance import Instance
-from optsched.oracles.manifest import (
+from optsched.checks.manifest import (
     MANIFEST,
     REL,
     _key,
@@ -15,6 +14,7 @@ from optsched.oracles.manifest import (
     run_method,
     shipped_instance_files,
 )
+from optsched.instance import Instance
 
 CHEAP_SECONDS = 3.0
 
@@ -50,7 +50,7 @@ def test_manifest_lists_every_shipped_instance_and_methods_agree():
 
 @pytest.mark.parametrize("key, objective, method, optimum", _entries())
 def test_cheap_optima_are_proven_again(key, objective, method, optimum):
-    from optsched.oracles.manifest import REPO
+    from optsched.checks.manifest import REPO
 
     path = REPO / key if (REPO / key).exists() else None
     if path is None:

@@ -14,8 +14,9 @@ import pytest
 
 from optsched.cli import main
 from optsched.evaluate import evaluate
-from optsched.formulations import FormulationError, solve
+from optsched.formulations import FormulationError
 from optsched.instance import Instance, Limits, Request
+from optsched.pipeline import solve
 from optsched.plugins import (
     ParamSpec,
     PluginError,

@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from optsched.compare import bound_is_global, compare
-from optsched.formulations import SolveOptions, solve
+from optsched.formulations import SolveOptions
 from optsched.instance import Instance
+from optsched.pipeline import solve
 
 ROOT = Path(__file__).resolve().parents[1]
 SEQ = Instance.load(ROOT / "instances" / "seq-unit-3.json")

@@ -169,7 +169,7 @@ def test_formulations_refuse_swap_instances_and_schedules():
 
 def test_direct_entry_points_refuse_swaps():
     from optsched.formulations import hindsight, infermax
-    from optsched.oracles.exhaustive import search
+    from optsched.formulations.exhaustive import search
 
     inst = Instance("t", Limits(kv_capacity=8, max_batch_tokens=8, host_capacity=0), UnitCost(),
                     (Request("a", 0, 2, 2),))

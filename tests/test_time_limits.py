@@ -119,7 +119,8 @@ def test_python_solve_sizes_the_model_like_the_cli():
     """``solve(..., SolveOptions(time_limit=5))`` on 200 trace-like requests: the Big-M model
     would have ~1.3e8 variables (47 per request and batch slot, J ~ 13,900); it is skipped
     and the report says so, instead of being built (126 s at 4.5M variables before)."""
-    from optsched.formulations import SolveOptions, solve
+    from optsched.formulations import SolveOptions
+    from optsched.pipeline import solve
 
     inst = trace_like(200)
     t0 = time.perf_counter()

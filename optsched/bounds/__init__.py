@@ -19,7 +19,9 @@ returns a :class:`BoundResult`: a value never above the optimum over all feasibl
 * ``spread`` -- mean busy time plus each request's own decode at the batching its queue
   price makes worth it (uniformly spread pieces, weak duality of the mean-busy-time LP;
   B13, total latency);
-* ``exact`` -- the exhaustive search / InferMax flow model when they fit (B8);
+* ``exact`` -- the exhaustive search / InferMax flow model when they fit (B8), solved by the
+  one solve pipeline, which the caller hands down (``exact_solve``; the top-level
+  ``optsched.lower_bound`` does);
 * ``best`` -- the ladder within the time limit.
 """
 
@@ -30,11 +32,12 @@ from .base import (
     BoundMethod,
     BoundResult,
     Budget,
+    ExactSolve,
     bound_methods,
     lower_bound,
     register_bound,
 )
 from .floors import Floors
 
-__all__ = ["BoundError", "BoundMethod", "BoundResult", "Budget", "Floors", "bound_methods",
-           "lower_bound", "register_bound"]
+__all__ = ["BoundError", "BoundMethod", "BoundResult", "Budget", "ExactSolve", "Floors",
+           "bound_methods", "lower_bound", "register_bound"]

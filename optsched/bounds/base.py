@@ -11,14 +11,17 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import OptschedError
 from ..evaluate import OBJECTIVES
 from ..instance import Instance
 from ..plugins import BOUNDS
-from ..solve_types import Objective
+from ..solve_types import Objective, SolveOptions
+
+if TYPE_CHECKING:
+    from ..formulations.base import SolveReport
 
 #: every bound is lowered by this relative amount before it is reported, so float rounding
 #: in the closed forms cannot lift it above the optimum (bounds.md section 1)
@@ -29,15 +32,28 @@ class BoundError(OptschedError):
     """A bound method cannot handle this instance/objective (say why)."""
 
 
+class ExactSolve(Protocol):
+    """The one solve as the ``exact`` rung calls it: :func:`optsched.pipeline.solve`, handed
+    down by the layer above (this package may not import the pipeline, which imports it)."""
+
+    def __call__(self, instance: Instance, formulation: str, objective: str, *,
+                 options: SolveOptions, warm_start: Any) -> SolveReport: ...
+
+
 @dataclass(frozen=True)
 class Budget:
-    """Wall-clock budget shared by the methods of one command (``--time-limit``)."""
+    """What the methods of one command may spend: wall-clock time (``--time-limit``) and, for
+    the ``exact`` rung, a solve (``exact_solve``; None: that rung says it cannot run).
+
+    The solve is injected, not imported: :func:`optsched.pipeline.lower_bound` (the top-level
+    ``optsched.lower_bound``, ``optsched bound``) passes the pipeline's ``solve``."""
 
     deadline: float | None = None  # time.perf_counter() value, None = unlimited
+    exact_solve: ExactSolve | None = field(default=None, compare=False)
 
     @classmethod
-    def seconds(cls, s: float | None) -> Budget:
-        return cls(None if s is None else time.perf_counter() + max(0.0, float(s)))
+    def seconds(cls, s: float | None, exact_solve: ExactSolve | None = None) -> Budget:
+        return cls(None if s is None else time.perf_counter() + max(0.0, float(s)), exact_solve)
 
     def left(self) -> float:
         return math.inf if self.deadline is None else max(0.0, self.deadline - time.perf_counter())
@@ -120,8 +136,13 @@ def bound_methods() -> dict[str, BoundMethod]:
 
 
 def lower_bound(instance: Instance, objective: str = "makespan", method: str = "best",
-                time_limit: float | None = None, budget: Budget | None = None) -> BoundResult:
-    """A certified lower bound on the optimum of ``objective`` (``formulations/bounds.md``)."""
+                time_limit: float | None = None, budget: Budget | None = None,
+                exact_solve: ExactSolve | None = None) -> BoundResult:
+    """A certified lower bound on the optimum of ``objective`` (``formulations/bounds.md``).
+
+    ``exact_solve``: the solve the ``exact`` rung (and so ``best``) may use; without one (here
+    or in ``budget``) that rung reports that it cannot run. :func:`optsched.pipeline.lower_bound`
+    -- the top-level ``optsched.lower_bound`` -- supplies the pipeline's."""
     if objective not in OBJECTIVES:
         raise BoundError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     methods = bound_methods()
@@ -143,6 +164,8 @@ def lower_bound(instance: Instance, objective: str = "makespan", method: str = "
                          "model; a KV-only bound could exceed the optimum. Set hidden_cache "
                          "to false for the KV-only problem")
     budget = budget or Budget.seconds(time_limit)
+    if exact_solve is not None:
+        budget = replace(budget, exact_solve=exact_solve)
     t0 = time.perf_counter()
     if instance.n == 0:
         return BoundResult(0.0, method, objective, 0.0, notes=("no requests",))

@@ -1,6 +1,6 @@
 """Bound ``exact``: the existing exact models, when they fit the budget (``bounds.md`` B8).
 
-* ``exhaustive`` (A* over all schedule states, :mod:`optsched.oracles.exhaustive`) on
+* ``exhaustive`` (A* over all schedule states, :mod:`optsched.formulations.exhaustive`) on
   instances of at most :data:`EXHAUSTIVE_MAX_REQUESTS` requests: when it finishes its
   optimum is the bound;
 * the InferMax fill model (``formulations/infermax.md`` section 11) when the formulation's
@@ -12,7 +12,9 @@
 
 Which model applies and how big it is are the registered formulation's ``applicable`` and
 ``estimate`` hooks (``optsched.formulations.base.FormulationInfo``); every solve goes through
-the one pipeline (:func:`optsched.pipeline.solve`).
+the one pipeline (:func:`optsched.pipeline.solve`), which the caller hands down in the budget
+(:attr:`Budget.exact_solve <optsched.bounds.base.Budget>`): the pipeline imports this package,
+so this package does not import it (issue 27: no upward import). Without it the rung says so.
 
 Any other answer (time out, restriction, model too large) raises :class:`BoundError`
 naming the reason, so ``best`` can say what it could not do.
@@ -27,10 +29,9 @@ from dataclasses import dataclass
 from ..errors import OptschedError
 from ..evaluate import evaluate
 from ..formulations.base import FORMULATIONS, SizeHint
-from ..pipeline import solve
 from ..policies import simulate
 from ..solve_types import SolveOptions, Status
-from .base import BoundError, BoundResult, Budget, register_bound
+from .base import BoundError, BoundResult, Budget, ExactSolve, register_bound
 from .floors import Floors
 
 EXHAUSTIVE_MAX_REQUESTS = 6
@@ -56,8 +57,8 @@ class _Outcome:
     message: str | None
 
 
-def _solve(instance, formulation: str, objective: str, seconds: float, params: dict,
-           deadline: float | None = None) -> _Outcome:
+def _solve(solve: ExactSolve, instance, formulation: str, objective: str, seconds: float,
+           params: dict, deadline: float | None = None) -> _Outcome:
     """Solve in ``seconds``; with ``deadline`` (a ``time.perf_counter()`` value) in a forked
     child process that is killed at the deadline: a MILP solver does not honour its limit
     while it loads and presolves (the fill and flow models on 400 identical requests ran 8
@@ -65,13 +66,13 @@ def _solve(instance, formulation: str, objective: str, seconds: float, params: d
     if seconds < MIN_SECONDS:
         raise BoundError(f"exact: {formulation}: {max(0.0, seconds):.2g} s left, not started")
     if deadline is None or not hasattr(os, "fork"):
-        return _solve_here(instance, formulation, objective, seconds, params)
+        return _solve_here(solve, instance, formulation, objective, seconds, params)
     import multiprocessing
 
     ctx = multiprocessing.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(send, instance, formulation, objective, seconds,
-                                             params), daemon=True)
+    child = ctx.Process(target=_child, args=(send, solve, instance, formulation, objective,
+                                             seconds, params), daemon=True)
     child.start()
     send.close()
     try:
@@ -89,17 +90,17 @@ def _solve(instance, formulation: str, objective: str, seconds: float, params: d
     return out
 
 
-def _child(send, instance, formulation, objective, seconds, params) -> None:
+def _child(send, solve, instance, formulation, objective, seconds, params) -> None:
     """The forked solve: sends an :class:`_Outcome`, or the BoundError's text."""
     try:
-        send.send(_solve_here(instance, formulation, objective, seconds, params))
+        send.send(_solve_here(solve, instance, formulation, objective, seconds, params))
     except BoundError as e:
         send.send(str(e))
     finally:
         send.close()
 
 
-def _solve_here(instance, formulation: str, objective: str, seconds: float,
+def _solve_here(solve: ExactSolve, instance, formulation: str, objective: str, seconds: float,
                 params: dict) -> _Outcome:
     opts = SolveOptions(time_limit=seconds, progress=False, params=params)
     try:
@@ -112,11 +113,17 @@ def _solve_here(instance, formulation: str, objective: str, seconds: float,
 @register_bound("exact", "the exhaustive search or the InferMax fill/flow MILP when they fit the "
                 "budget and prove a global bound (B8)", rung=10)
 def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
+    """The rung (module docstring), solved by ``budget.exact_solve``."""
+    solve = budget.exact_solve
+    if solve is None:
+        raise BoundError("exact: no solve was handed down (optsched.lower_bound and `optsched "
+                         "bound` pass the pipeline's; optsched.bounds.lower_bound takes "
+                         "exact_solve=optsched.pipeline.solve)")
     left = budget.left()
     if left < MIN_SECONDS:
         raise BoundError(f"exact: {left:.2g} s left, not started")
     if instance.n <= EXHAUSTIVE_MAX_REQUESTS:
-        rep = _solve(instance, "exhaustive", objective, min(left / 2, EXHAUSTIVE_SECONDS),
+        rep = _solve(solve, instance, "exhaustive", objective, min(left / 2, EXHAUSTIVE_SECONDS),
                      {"max_states": 300_000})
         if rep.status == Status.OPTIMAL and rep.objective is not None:
             return BoundResult(rep.objective, "exact", objective,
@@ -124,10 +131,11 @@ def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
         reason = f"exhaustive search stopped ({rep.status}: {rep.message or 'no proof'})"
     else:
         reason = f"{instance.n} requests > {EXHAUSTIVE_MAX_REQUESTS} for the exhaustive search"
-    return _infermax_bound(instance, objective, budget, reason)
+    return _infermax_bound(solve, instance, objective, budget, reason)
 
 
-def _infermax_bound(instance, objective: str, budget: Budget, reason: str) -> BoundResult:
+def _infermax_bound(solve: ExactSolve, instance, objective: str, budget: Budget,
+                    reason: str) -> BoundResult:
     """The fill model when InferMax's automatic routing picks it, else the flow model when
     it applies and fits :data:`FLOW_MAX_ARCS` (asked of the formulation's hooks)."""
     info = FORMULATIONS.get("infermax")
@@ -135,7 +143,7 @@ def _infermax_bound(instance, objective: str, budget: Budget, reason: str) -> Bo
     hint = SizeHint(J_least)
     auto = info.estimate(instance, objective, _variant("auto"), hint)
     if auto is not None and auto.variant == "fill":
-        rep = _solve(instance, "infermax", objective, budget.left() / MILP_SAFETY,
+        rep = _solve(solve, instance, "infermax", objective, budget.left() / MILP_SAFETY,
                      {"variant": "fill"}, _end(budget))
         if rep.global_bound is not None:
             return BoundResult(rep.global_bound, "exact", objective,
@@ -155,7 +163,7 @@ def _infermax_bound(instance, objective: str, budget: Budget, reason: str) -> Bo
                          f"(> {FLOW_MAX_ARCS:,}) with J = {J}")
     if budget.left() < MIN_SECONDS:
         raise BoundError(f"exact: {reason}; no time left for the flow model")
-    rep = _solve(instance, "infermax", objective, budget.left() / MILP_SAFETY,
+    rep = _solve(solve, instance, "infermax", objective, budget.left() / MILP_SAFETY,
                  {"variant": "flow"}, _end(budget))
     if rep.global_bound is None:
         raise BoundError(f"exact: {reason}; flow model gave no global bound ({rep.status})")

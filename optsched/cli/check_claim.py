@@ -15,7 +15,7 @@ class CheckClaimInputError(OptschedError):
 
 def register(sub) -> None:
     # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..oracles.claims import CLAIMS
+    from ..checks.claims import CLAIMS
 
     p = sub.add_parser(
         "check-claim",
@@ -49,7 +49,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..oracles.claims import check_claim
+    from ..checks.claims import check_claim
 
     exact = args.claim != "aptserve-2approx"  # the others use exhaustive-search oracles
     trials = args.trials if args.trials is not None else (200 if exact else 1000)

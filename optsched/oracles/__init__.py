@@ -1,17 +1,14 @@
-"""Exact algorithms and claim checkers (semantics section 8, ``oracles/``): independent routes
-to the numbers the formulations, bounds and policies produce, used to check them.
+"""Per-iteration oracles (semantics section 8, ``oracles/``): exact answers to the one-batch
+problems that policies solve greedily, used to measure the greedy's batch against the best one.
 
-* :mod:`optsched.oracles.exhaustive` -- exact state-graph search (formulation ``exhaustive``);
 * :mod:`optsched.oracles.aptserve` -- Apt-Serve's per-iteration problem (Definition 1), an exact
   solver and the paper's greedy;
-* :mod:`optsched.oracles.bros_ip` -- BROS's per-iteration problem as an integer program, to
-  measure the greedy's batch against the best one;
-* :mod:`optsched.oracles.claims` -- randomised checks of published claims (``optsched check-claim``);
-* :mod:`optsched.oracles.manifest` -- the known optima of the shipped instances and the methods
-  that agree on them (``python -m optsched.oracles.manifest``).
+* :mod:`optsched.oracles.bros_ip` -- BROS's per-iteration problem as an integer program.
 
-Above formulations, bounds and policies in the layer contract (``pyproject.toml``): an oracle
-may run what it checks.
+Above policies and the MILP layer in the layer contract (``pyproject.toml``). The exhaustive
+search over whole schedules is a formulation (:mod:`optsched.formulations.exhaustive`); the
+claim checkers and the manifest of known optima, which solve models, are
+:mod:`optsched.checks`, above the solve pipeline.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Starting from a feasible schedule (a policy's, or a file), repeatedly pick a *window* -- a
 span of consecutive batches ``[j0, j1)`` touching at most ``max_requests`` requests -- and
 re-solve it exactly with the exhaustive search
-(:func:`optsched.oracles.exhaustive.search_between`) while every other batch stays as it is:
+(:func:`optsched.formulations.exhaustive.search_between`) while every other batch stays as it is:
 
 * the replay (docs/semantics.md section 3) gives each touched request's state ``(g, m)``
   before batch ``j0`` and after batch ``j1 - 1``;
@@ -50,7 +50,7 @@ priority search gets the share of the start schedule's batches too crowded for a
 window (at least half the time, at most 95%).
 
 The subproblem is exact for its own cost (the objective's path cost inside the window,
-``optsched/oracles/exhaustive.py``), which for makespan is the window's duration; the
+``optsched/formulations/exhaustive/search.py``), which for makespan is the window's duration; the
 global objective is judged by ``evaluate`` alone, so the result is never worse than the
 start. Seeded (one ``random.Random(seed)``); honours a time limit.
 """
@@ -68,8 +68,8 @@ import numpy as np
 
 from ..errors import OptschedError
 from ..evaluate import Evaluation, evaluate
+from ..formulations.exhaustive import SearchOptions, search_between
 from ..instance import Instance, Request
-from ..oracles.exhaustive import SearchOptions, search_between
 from ..policies.registry import SimulationTimeout
 from ..schedule import Batch, Schedule
 from ..solve_types import Objective, Status

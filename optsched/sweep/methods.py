@@ -97,10 +97,11 @@ def run_formulation(instance: Instance, method: MethodSpec) -> dict[str, Any]:
 
 @method_kind("bound")
 def run_bound(instance: Instance, method: MethodSpec) -> dict[str, Any]:
-    """A certified lower bound (as ``optsched bound``): ``optsched.bounds.lower_bound``; no
-    schedule, so no objective -- the value goes to the ``bound`` column."""
+    """A certified lower bound (as ``optsched bound``): ``optsched.bounds.lower_bound`` with the
+    one solve for the ``exact`` rung; no schedule, so no objective -- the value goes to the
+    ``bound`` column."""
     res = bounds_module().lower_bound(instance, method.objective, method=method.name,
-                                      time_limit=method.option["time_limit"])
+                                      time_limit=method.option["time_limit"], exact_solve=solve)
     return {"status": "bound", "bound": finite_or_none(res.value), "solver": f"bound:{res.method}"}
 
 

@@ -16,7 +16,7 @@ from optsched import milp
 from optsched.cli import main as cli_main
 from optsched.cost import LinearCost, UnitCost
 from optsched.evaluate import evaluate
-from optsched.formulations import FormulationError, Hypotheses, SolveOptions, solve
+from optsched.formulations import FormulationError, Hypotheses, SolveOptions
 from optsched.formulations.hindsight import (
     HindsightParams,
     NotRepresentable,
@@ -29,8 +29,9 @@ from optsched.formulations.hindsight import (
     serial_starts,
     starts_from_schedule,
 )
-from optsched.formulations.hindsight_floors import separation_intervals
+from optsched.formulations.hindsight.floors import separation_intervals
 from optsched.instance import Instance, Limits, Request
+from optsched.pipeline import solve
 from optsched.schedule import Schedule
 
 OPTS = SolveOptions(time_limit=30, threads=1, progress=False)

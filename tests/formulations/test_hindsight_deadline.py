@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from optsched.cost import UnitCost
-from optsched.formulations import SolveOptions, solve
+from optsched.formulations import SolveOptions
 from optsched.formulations.hindsight import (
     HindsightParams,
     build,
@@ -20,7 +20,7 @@ from optsched.formulations.hindsight import (
     serial_starts,
     starts_from_schedule,
 )
-from optsched.formulations.hindsight_deadline import (
+from optsched.formulations.hindsight.deadline import (
     completion_floors,
     cpsat_at_least,
     dominated_pairs,
@@ -28,6 +28,7 @@ from optsched.formulations.hindsight_deadline import (
 )
 from optsched.instance import Instance, Limits, Request
 from optsched.milp import lp_relaxation_value
+from optsched.pipeline import solve
 from optsched.workloads.generators import online_paper_random
 
 

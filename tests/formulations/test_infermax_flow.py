@@ -19,7 +19,7 @@ from strategies import instances, valid_schedules  # noqa: E402
 
 from optsched.cost import PRESETS, LinearCost  # noqa: E402
 from optsched.evaluate import evaluate  # noqa: E402
-from optsched.formulations import Hypotheses, SolveOptions, solve  # noqa: E402
+from optsched.formulations import Hypotheses, SolveOptions  # noqa: E402
 from optsched.formulations.infermax import canonical  # noqa: E402
 from optsched.formulations.infermax.flow import (  # noqa: E402
     CHUNK,
@@ -30,6 +30,7 @@ from optsched.formulations.infermax.flow import (  # noqa: E402
     telescopes,
 )
 from optsched.instance import Limits  # noqa: E402
+from optsched.pipeline import solve  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
 from optsched.workloads.generators import infermax_fixed  # noqa: E402
 

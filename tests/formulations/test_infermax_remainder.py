@@ -22,7 +22,7 @@ from strategies import instances, valid_schedules  # noqa: E402
 
 from optsched.cost import LinearCost  # noqa: E402
 from optsched.evaluate import evaluate  # noqa: E402
-from optsched.formulations import Hypotheses, SolveOptions, solve  # noqa: E402
+from optsched.formulations import Hypotheses, SolveOptions  # noqa: E402
 from optsched.formulations.infermax.remainder import (  # noqa: E402
     applicable,
     build_remainder,
@@ -31,6 +31,7 @@ from optsched.formulations.infermax.remainder import (  # noqa: E402
     one_generator_per_batch,
 )
 from optsched.instance import Instance, Limits, Request  # noqa: E402
+from optsched.pipeline import solve  # noqa: E402
 from optsched.schedule import Schedule  # noqa: E402
 
 

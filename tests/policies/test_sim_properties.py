@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from optsched.checks.manifest import shipped_instance_files
 from optsched.cost import LinearCost, UnitCost
 from optsched.evaluate import evaluate
 from optsched.instance import Instance, Limits, Request
-from optsched.oracles.manifest import shipped_instance_files
 from optsched.policies import list_policies, simulate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,6 +6,8 @@ Importing this package registers the formulation (:mod:`.solve`). Its modules:
   :func:`build` -> :class:`InfermaxModel`;
 * :mod:`.remainder` -- the tight model for ``kpm < 2 kpq`` (fitted cost models, eqs. 27-27b);
 * :mod:`.flow`    -- the flow variant, identical requests aggregated (section 9, eqs. F1-F10);
+* :mod:`.replay`  -- the batch-by-batch replay (eviction-only batches folded) that the flow
+  and fill ``encode`` share;
 * :mod:`.encode`  -- schedules <-> model vectors: replay, :func:`canonical` (eqs. 13-15),
   ``encode`` / ``decode``;
 * :mod:`.horizon` -- the batch horizon ``J`` and the busy-time argument (sections 4, 6, eq. 21);

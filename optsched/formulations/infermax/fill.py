@@ -43,6 +43,7 @@ from . import flow as fl
 from .flow import CHUNK, DECODE, EVICT, IDLE, FlowModel, _Class
 from .flow_objectives import add_latency_objective
 from .merge import merge_prefills, merging_never_hurts
+from .replay import Move, folded_batches
 
 #: ``kind`` of the arcs this module builds (flow's constants: the shared rows read them)
 FILL = CHUNK
@@ -301,49 +302,19 @@ class FillModel(FlowModel):
         if not evaluate(inst, s).feasible:
             raise FormulationError("fill encode: schedule is infeasible")
         s = merge_prefills(inst, s)
-        req = {r.id: r for r in inst.requests}
         cls_of = {r: ci for ci, c in enumerate(self.classes) for r in c.ids}
         arc_index = [{(int(c.src[a]), int(c.dst[a]), int(c.kind[a]), int(c.tokens[a])): a
                       for a in range(c.src.size)} for c in self.classes]
-        g = {r: 0 for r in req}
-        m = {r: 0 for r in req}
         counts = [np.zeros((self.J, c.src.size), int) for c in self.classes]
-        pending: set[str] = set()
-        j = 0
-        for bt in s:
-            if not bt.entries:
-                pending |= set(bt.evict)
-                continue
-            if j >= self.J:
-                raise FormulationError(f"fill encode: more than J = {self.J} batches with entries")
-            proc = dict(bt.entries)
-            evicted = pending | set(bt.evict)
-            for rid, r in req.items():
-                ci = cls_of[rid]
-                c = self.classes[ci]
-                here = self._node(c, g[rid], m[rid])
-                if rid in proc:
-                    cnt = proc[rid]
-                    m0 = 0 if rid in evicted else m[rid]
-                    top = m0 + cnt
-                    S = r.prompt + g[rid]
-                    kd = DECODE if m0 > 0 else FILL
-                    if top == S:
-                        g[rid], m[rid] = g[rid] + 1, top
-                    else:
-                        m[rid] = top
-                    there = self._node(c, g[rid], m[rid])
-                elif rid in evicted:
-                    kd, cnt, m[rid] = EVICT, 0, 0
-                    there = self._node(c, g[rid], 0)
-                else:
-                    kd, cnt, there = IDLE, 0, here
-                key = (here, there, kd, cnt)
+        j = 0  # batches with entries so far
+        for moves in folded_batches(inst, s, self.J, "fill"):
+            for mv in moves:
+                ci = cls_of[mv.rid]
+                key = self._arc(self.classes[ci], mv)
                 if key not in arc_index[ci]:
-                    raise FormulationError(f"fill encode: request {rid!r} batch {j}: no "
-                                           f"{fl.KIND_NAMES[kd]} arc of {cnt} tokens")
+                    raise FormulationError(f"fill encode: request {mv.rid!r} batch {j}: no "
+                                           f"{fl.KIND_NAMES[key[2]]} arc of {key[3]} tokens")
                 counts[ci][j, arc_index[ci][key]] += 1
-            pending = set()
             j += 1
         for ci, c in enumerate(self.classes):
             f_state = c.sidx[("F", c.O, 0)]
@@ -353,6 +324,17 @@ class FillModel(FlowModel):
             x[self.f[ci][:, :].ravel()] = counts[ci].ravel()
         self._fill_batch_vars(x, counts)
         return x
+
+    @classmethod
+    def _arc(cls, c: _Class, mv: Move) -> tuple[int, int, int, int]:
+        """``(from, to, kind, tokens)`` of request move ``mv`` in class ``c``'s arcs (G2)."""
+        here = cls._node(c, mv.g, mv.m)
+        if mv.tokens:
+            kind = DECODE if not mv.evicted and mv.m > 0 else FILL
+            return here, cls._node(c, mv.g1, mv.m1), kind, mv.tokens
+        if mv.evicted:
+            return here, cls._node(c, mv.g1, 0), EVICT, 0
+        return here, here, IDLE, 0
 
     @staticmethod
     def _node(c: _Class, g: int, m: int) -> int:

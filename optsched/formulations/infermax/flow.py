@@ -80,6 +80,7 @@ from .flow_objectives import (
     whole_prefill_class,
 )
 from .flow_remainder import add_remainder
+from .replay import Move, folded_batches
 
 
 def applicable(inst: Instance, objective: str, hyp: Hypotheses) -> str | None:
@@ -219,6 +220,18 @@ def _build_class(ids, I, O, arrival, k, limits: Limits, allow_evict: bool,
 def _ones(c: _Class) -> np.ndarray:
     """Weight 1 for every arc of class ``c``."""
     return np.ones(c.src.size)
+
+
+def _flow_node(c: _Class, g: int, m: int) -> int:
+    """The layer state of ``(g, m)`` in class ``c``: finished F, waiting W, decoding R (``m =
+    I + g - 1``) or partly prefilled P (section 9)."""
+    if g >= c.O:
+        return c.sidx[("F", c.O, 0)]
+    if m == 0:
+        return c.sidx[("W", g, 0)]
+    if g >= 1 and m == c.I + g - 1:
+        return c.sidx[("R", g, m)]
+    return c.sidx[("P", g, m)]
 
 
 def classes_of(inst: Instance, per_request: bool = False
@@ -624,105 +637,24 @@ class FlowModel:
             raise FormulationError("flow encode: schedule is infeasible")
         if self.per_request:  # identical requests take their ranks in completion order (F14)
             s = rank_relabel(self, s)
-        cls_of = {}
-        for ci, c in enumerate(self.classes):
-            for r in c.ids:
-                cls_of[r] = ci
-        g = {r.id: 0 for r in inst.requests}
-        mm = {r.id: 0 for r in inst.requests}
-        I = {r.id: r.prompt for r in inst.requests}
-        O = {r.id: r.output for r in inst.requests}
+        cls_of = {r: ci for ci, c in enumerate(self.classes) for r in c.ids}
         counts = [np.zeros((self.J, c.src.size), int) for c in self.classes]
         # F2c: sum of c^2 of the continuing chain's chunks per (batch, level)
         squares = [np.zeros((self.J, c.O)) for c in self.classes]
         arc_index = [{(c.src[a], c.dst[a], c.kind[a]): a for a in range(c.src.size)}
                      for c in self.classes]
-        pending: set[str] = set()
-        j = 0
-        for bt in s:
-            if not bt.entries:
-                pending |= set(bt.evict)
-                continue
-            if j >= self.J:
-                raise FormulationError(f"flow encode: more than J = {self.J} batches with entries")
-            proc = dict(bt.entries)
-            ev_here = set(bt.evict)
-            for rid in inst.ids:
-                ci = cls_of[rid]
-                c = self.classes[ci]
-                idx = arc_index[ci]
-                gg, m0 = g[rid], mm[rid]
-                S = I[rid] + gg
-
-                def node(gv, mv, rid=rid, c=c):  # noqa: B023
-                    if gv >= O[rid]:
-                        return c.sidx[("F", O[rid], 0)]
-                    if mv == 0:
-                        return c.sidx[("W", gv, 0)]
-                    if gv >= 1 and mv == I[rid] + gv - 1:
-                        return c.sidx[("R", gv, mv)]
-                    return c.sidx[("P", gv, mv)]
-
-                def add(a_src, a_dst, kd, ci=ci, idx=idx, rid=rid, j=j):
-                    key = (a_src, a_dst, kd)
-                    if key not in idx:
-                        raise FormulationError(f"flow encode: request {rid!r} batch {j}: no arc "
-                                               f"{KIND_NAMES[kd]}")
-                    counts[ci][j, idx[key]] += 1
-
-                here = node(gg, m0)
-                evicted = rid in pending or rid in ev_here
-                if evicted and rid not in proc:
-                    add(here, c.sidx[("W", gg, 0)], EVICT)
-                    mm[rid] = 0
-                    continue
-                if rid not in proc:
-                    add(here, here, IDLE)
-                    continue
-                cnt = proc[rid]
-                if evicted:  # pending eviction then processing: evict-refill chunk from 0
-                    m0 = 0
-                    first = (here, c.qidx[(gg, 1)], EVREFILL)
-                elif gg >= 1 and m0 == S - 1:
-                    nxt = node(gg + 1, S)
-                    add(here, nxt, DECODE)
-                    g[rid], mm[rid] = gg + 1, S
-                    continue
-                elif (m0 >= 1 and not self.chain_continues and not c.qidx_b) or \
-                        (gg, m0 + 1) not in c.qidx:
-                    # F2b direct chunk arc, or F15's whole prefill (no chain: any other chunk
-                    # is not representable)
-                    top = m0 + cnt
-                    try:
-                        dst = node(gg + 1, S) if top == S else node(gg, top)
-                    except KeyError:
-                        raise FormulationError(f"flow encode: request {rid!r} batch {j}: a "
-                                               "partial chunk, but prefills are whole (F15)"
-                                               ) from None
-                    add(here, dst, CHUNK)
-                    if top == S:
-                        g[rid], mm[rid] = gg + 1, S
-                    else:
-                        mm[rid] = top
-                    continue
-                elif m0 >= 1 and c.qidx_b:  # F2c: the continuing chain
-                    chain = c.qidx_b
-                    squares[ci][j, gg] += cnt * cnt
-                    first = (here, chain[(gg, m0 + 1)], START)
-                else:
-                    first = (here, c.qidx[(gg, m0 + 1)], START)
-                chain = c.qidx_b if m0 >= 1 and c.qidx_b else c.qidx
-                add(*first)
-                for kk in range(m0 + 1, m0 + cnt):
-                    add(chain[(gg, kk)], chain[(gg, kk + 1)], STEP)
-                top = m0 + cnt
-                if top == S:
-                    add(chain[(gg, top)], node(gg + 1, S), END)
-                    g[rid], mm[rid] = gg + 1, S
-                else:
-                    add(chain[(gg, top)], node(gg, top), END)
-                    mm[rid] = top
-            pending = set()
+        j = 0  # batches with entries so far
+        for moves in folded_batches(inst, s, self.J, "flow"):
+            for mv in moves:
+                ci = cls_of[mv.rid]
+                arcs, square = self._arcs(self.classes[ci], mv, j)
+                if square:
+                    squares[ci][j, mv.g] += square
+                for key in arcs:
+                    if key not in arc_index[ci]:
+                        raise FormulationError(f"flow encode: request {mv.rid!r} batch {j}: no "
+                                               f"arc {KIND_NAMES[key[2]]}")
+                    counts[ci][j, arc_index[ci][key]] += 1
             j += 1
         # pad: finished requests idle in F
         for ci, c in enumerate(self.classes):
@@ -737,6 +669,40 @@ class FlowModel:
             extra_t = self.rem.fill(x, counts, squares)
         self._fill_batch_vars(x, counts, extra_t)
         return x
+
+    def _arcs(self, c: _Class, mv: Move, j: int) -> tuple[list[tuple[int, int, int]], int]:
+        """The arcs ``(from, to, kind)`` of request move ``mv`` in class ``c`` (F2-F2c, F15),
+        and the ``c^2`` it adds to the continuing chain's F2c sum (0 off that chain)."""
+        gg, m0, cnt = mv.g, mv.m, mv.tokens
+        here = _flow_node(c, gg, m0)
+        if not cnt:
+            return [(here, c.sidx[("W", gg, 0)], EVICT) if mv.evicted else (here, here, IDLE)], 0
+        S = c.I + gg
+        square = 0
+        if mv.evicted:  # pending eviction then processing: evict-refill chunk from 0
+            m0 = 0
+            first = (here, c.qidx[(gg, 1)], EVREFILL)
+        elif gg >= 1 and m0 == S - 1:
+            return [(here, _flow_node(c, gg + 1, S), DECODE)], 0
+        elif (m0 >= 1 and not self.chain_continues and not c.qidx_b) or \
+                (gg, m0 + 1) not in c.qidx:
+            # F2b direct chunk arc, or F15's whole prefill (no chain: any other chunk is not
+            # representable)
+            try:
+                return [(here, _flow_node(c, mv.g1, mv.m1), CHUNK)], 0
+            except KeyError:
+                raise FormulationError(f"flow encode: request {mv.rid!r} batch {j}: a partial "
+                                       "chunk, but prefills are whole (F15)") from None
+        elif m0 >= 1 and c.qidx_b:  # F2c: the continuing chain
+            square = cnt * cnt
+            first = (here, c.qidx_b[(gg, m0 + 1)], START)
+        else:
+            first = (here, c.qidx[(gg, m0 + 1)], START)
+        chain = c.qidx_b if m0 >= 1 and c.qidx_b else c.qidx
+        arcs = [first] + [(chain[(gg, k)], chain[(gg, k + 1)], STEP)
+                          for k in range(m0 + 1, m0 + cnt)]
+        arcs.append((chain[(gg, m0 + cnt)], _flow_node(c, mv.g1, mv.m1), END))
+        return arcs, square
 
     def _fill_batch_vars(self, x: np.ndarray, counts, extra_t: np.ndarray | None = None) -> None:
         J = self.J

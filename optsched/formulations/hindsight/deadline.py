@@ -33,10 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import milp
-from ..instance import Instance
-from ..solve_types import SolveOptions, Status
-from .hindsight_floors import (
+from ... import milp
+from ...instance import Instance
+from ...solve_types import SolveOptions, Status
+from .floors import (
     area_lower_bounds,
     earliest_slots,
     footprint,

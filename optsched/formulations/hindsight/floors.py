@@ -1,15 +1,15 @@
 """The ground floor of the hindsight formulation (``formulations/hindsight.md``): slot
 arithmetic, the area floors on completion times (H9a) and the separation intervals (H20),
-shared by the model (:mod:`~optsched.formulations.hindsight`) and its deadline floors
-(:mod:`~optsched.formulations.hindsight_deadline`), which imported each other before
-(issue 27 item 3). Pure functions of the instance.
+shared by the start-slot heuristics (:mod:`.heuristics`), the model (:mod:`.model`) and its
+deadline floors (:mod:`.deadline`), which imported each other before (issue 27 item 3). Pure
+functions of the instance.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..instance import Instance
+from ...instance import Instance
 
 
 def earliest_slots(instance: Instance) -> np.ndarray:

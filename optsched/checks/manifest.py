@@ -4,7 +4,7 @@
 and the package's ``optsched/data/*.json``) with, per objective, the optimum and the
 methods that agree on it. Methods are independent routes to the same number:
 
-* ``exhaustive`` -- A* over schedule states (:mod:`optsched.oracles.exhaustive`), no MILP;
+* ``exhaustive`` -- A* over schedule states (:mod:`optsched.formulations.exhaustive`), no MILP;
 * ``infermax/<solver>`` -- the InferMax Big-M MILP (``formulations/infermax.md``);
 * ``hindsight/<solver>`` -- the online paper's IP (unit cost only). Its model forbids
   preemption and chunking (``formulations/hindsight.md``), so its optimum is the optimum of
@@ -12,7 +12,7 @@ methods that agree on it. Methods are independent routes to the same number:
   neither, and is larger otherwise. It is recorded under ``restricted`` and never counted
   as disagreement.
 
-Regenerate with ``python -m optsched.oracles.manifest --update`` (slow); the test suite re-proves
+Regenerate with ``python -m optsched.checks.manifest --update`` (slow); the test suite re-proves
 the entries whose proof took under a few seconds (``tests/test_manifest.py``).
 """
 

@@ -1,62 +1,31 @@
-"""The hindsight-optimal time-indexed IP (``formulations/hindsight.md``; equation numbers (H0)-(H21)).
-
-This module owns the ``hindsight`` formulation: its domain check, the conversions between start
-slots and schedules (H0), the list schedules and local search that give its upper bound (H8,
-H21), the model builder (one function per equation group, each citing its numbers) and ``run``,
-which certifies the horizon (H12).
-
-Jaillet, Jiang, Podimata, Zhou, "Online Scheduling for LLM Inference with KV Cache
-Constraints", appendix B.1: start variables ``x[i,t]`` (H1), unit-time batches, no
-preemption, no chunking. A request started at slot ``t`` is prefilled (all ``I`` tokens) in
-slot ``t``, which generates token 1, then decodes one token per slot and finishes in slot
-``t + O - 1`` (completion time ``t + O``); its KV after slot ``t + k`` is ``I + k`` (the
-paper's ``s + j`` while generating token ``j``, with ``I = s + 1``: semantics section 7, (H0)).
-
-Two variants (``SolveOptions.params["variant"]``):
-
-* ``"plain"`` -- the faithful transcription: ``x`` and running ``y`` binaries over one global
-  horizon ``T`` (H2)-(H6), with ``T`` from the a priori bound (H9);
-* ``"tight"`` (default) -- per-request start windows (H8), identical requests aggregated into
-  integer start counts (H10) or ordered (H11), the late-start bucket that certifies the
-  horizon (H12)-(H13), redundant rows dropped (H14), the objective-integrality gap (H15).
-
-``build`` returns a :class:`HindsightModel` with ``encode(schedule)`` (warm start vector that
-passes ``Model.check``) and ``decode(values)`` (a :class:`~optsched.schedule.Schedule` in which
-batch ``j`` is time slot ``j``, with stated starts ``j``; empty slots are empty batches).
-"""
+"""The ``hindsight`` model (``formulations/hindsight.md``, (H1)-(H20)): its knobs
+(:class:`HindsightParams`), :class:`HindsightModel` with ``encode``/``decode``, and
+:func:`build`, one function per equation group, each citing its numbers."""
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import milp
-from ..cost import UnitCost
-from ..evaluate import evaluate
-from ..instance import Instance, Limits
-from ..plugins import ParamSpec, parse_params
-from ..schedule import Schedule, ScheduleBuilder
-from ..solve_types import Objective, Status, WarmStart
-from .base import (
-    BuiltModel,
-    FormulationError,
-    Hypotheses,
-    RawSolution,
-    SolveOptions,
-    refuse_swaps,
-    register_formulation,
-)
-from .hindsight_deadline import completion_floors, deadline_rows
-from .hindsight_floors import (
-    area_lower_bounds,
-    earliest_slots,
-    footprint,
-    separation_cover,
+from ... import milp
+from ...instance import Instance, Limits
+from ...plugins import ParamSpec, parse_params
+from ...schedule import Schedule
+from ...solve_types import Objective
+from ..base import BuiltModel, FormulationError, Hypotheses
+from .deadline import deadline_rows
+from .floors import area_lower_bounds, earliest_slots, footprint, separation_cover
+from .heuristics import greedy_starts
+from .starts import (
+    NotRepresentable,
+    check_instance,
+    objective_of_starts,
+    schedule_from_starts,
+    starts_from_schedule,
 )
 
 VARIANTS = ("tight", "plain")
@@ -65,15 +34,6 @@ MEMORY_FORMS = ("auto", "dense", "flow")
 #: 1.16's presolve does not check the time limit on large dense rows (127 s for a 60 s limit
 #: at 288,649 nonzeros, formulations/hindsight.md), and ``--time-limit`` is a whole-command budget
 DENSE_MEMORY_MAX_NONZEROS = 100_000
-
-
-#: longest time line (slots) the time-indexed model accepts; the list schedules and rows
-#: allocate per slot
-MAX_SLOTS = 1_000_000
-
-
-class NotRepresentable(FormulationError):
-    """A schedule the hindsight model cannot express (chunked prefill, eviction, idle gap...)."""
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -90,7 +50,7 @@ class HindsightParams:
     completion-separation rows (H20), tight variant only; ``search`` seconds of local search
     (H21) for the upper bound and warm start (default ``min(0.2 * time limit, n / 4)`` from
     ``n = 8`` up, none below; 0 = off); ``deadline`` seconds for the deadline-cardinality
-    floors and rows (H22, ``hindsight_deadline``; total latency only; 0 = off).
+    floors and rows (H22, :mod:`.deadline`; total latency only; 0 = off).
     """
 
     variant: str = "tight"
@@ -131,266 +91,6 @@ PARAMS = (
               "(H22), total latency only; 0 = off", lo=0),
 )
 
-
-# ----------------------------------------------------------------------------- helpers
-def check_instance(instance: Instance) -> None:
-    """The model's domain: unit time, every prompt fits one batch (no chunking), no swapping."""
-    refuse_swaps("hindsight", instance)
-    if not isinstance(instance.cost_model, UnitCost):
-        raise FormulationError(
-            "hindsight: the time-indexed IP needs the unit-time cost model (every batch takes 1); "
-            f"this instance uses {instance.cost_model.kind!r}"
-        )
-    lim = instance.limits
-    P = lim.prefill_budget
-    for r in instance.requests:
-        if r.prompt > P:
-            raise FormulationError(
-                f"hindsight: request {r.id!r} has prompt {r.prompt} > prefill budget {P}; the model "
-                "has no chunked prefill (use the infermax formulation)"
-            )
-    if instance.n:
-        O = instance.output
-        slots = math.ceil(float(instance.arrival.max())) + int(O.sum()) + int(O.max())
-        if slots > MAX_SLOTS:
-            raise FormulationError(
-                f"hindsight: the time-indexed model would span about {slots:,} slots (latest arrival "
-                f"{float(instance.arrival.max()):g} plus the total output); it handles at most "
-                f"{MAX_SLOTS:,}: shift the arrivals to start near 0 or use the infermax formulation")
-
-
-def schedule_from_starts(instance: Instance, starts: np.ndarray) -> Schedule:
-    """The schedule of start slots ``t_i`` (H0): slot ``t`` = batch ``t`` with stated start ``t``."""
-    n = instance.n
-    builder = ScheduleBuilder(instance.ids)
-    if n == 0:
-        return builder.build()
-    starts = np.asarray(starts, dtype=np.int64)
-    O, I = instance.output, instance.prompt
-    end = int((starts + O).max())
-    # entries of slot tau: (request, tokens); sort by slot
-    req = np.repeat(np.arange(n), O)
-    k = np.arange(req.size) - np.repeat(np.cumsum(O) - O, O)
-    slot = starts[req] + k
-    tok = np.where(k == 0, I[req], 1)
-    order = np.lexsort((req, slot))
-    slot, req, tok = slot[order], req[order], tok[order]
-    ptr = np.searchsorted(slot, np.arange(end + 1))
-    for tau in range(end):
-        a, b = ptr[tau], ptr[tau + 1]
-        builder.add_indexed(req[a:b].tolist(), tok[a:b].tolist(), (), float(tau))
-    return builder.build()
-
-
-def starts_from_schedule(instance: Instance, schedule: Schedule) -> np.ndarray:
-    """Start slots of a schedule the model can represent; raises :class:`NotRepresentable`.
-
-    Representable: feasible under the evaluator, unit-time, no eviction, every request prefilled
-    whole (``c = I``) in one batch starting at an integer time, then one decode per batch in
-    consecutive unit slots.
-    """
-    refuse_swaps("hindsight", instance, schedule)
-    check_instance(instance)
-    ev = evaluate(instance, schedule)
-    if not ev.feasible:
-        raise NotRepresentable("schedule is infeasible: " + "; ".join(map(str, ev.violations[:3])))
-    if ev.metrics["evictions"]:
-        raise NotRepresentable("schedule evicts; the hindsight model has no preemption")
-    bs = ev.batch_start
-    nonempty = ev.batch_duration > 0
-    if np.any(np.abs(bs[nonempty] - np.round(bs[nonempty])) > 1e-9):
-        raise NotRepresentable("a batch starts at a non-integer time")
-    n = instance.n
-    idmap = np.array([instance.index.get(x, -1) for x in schedule.ids], dtype=np.int64)
-    e_req = idmap[schedule.entry_req]
-    e_slot = np.round(bs[schedule.batch_of_entry]).astype(np.int64)
-    e_tok = schedule.entry_tokens
-    order = np.lexsort((e_slot, e_req))
-    e_req, e_slot, e_tok = e_req[order], e_slot[order], e_tok[order]
-    first = np.searchsorted(e_req, np.arange(n))
-    counts = np.bincount(e_req, minlength=n)
-    O, I = instance.output, instance.prompt
-    if np.any(counts != O):
-        i = int(np.flatnonzero(counts != O)[0])
-        raise NotRepresentable(f"request {instance.ids[i]!r} has {counts[i]} entries, not O = {O[i]} "
-                               "(chunked prefill or refill)")
-    starts = e_slot[first]
-    k = np.arange(e_req.size) - first[e_req]
-    if np.any(e_slot != starts[e_req] + k):
-        i = int(e_req[np.flatnonzero(e_slot != starts[e_req] + k)[0]])
-        raise NotRepresentable(f"request {instance.ids[i]!r} is not processed in consecutive slots")
-    if np.any(e_tok != np.where(k == 0, I[e_req], 1)):
-        raise NotRepresentable("a prompt is not prefilled whole in one batch")
-    return starts
-
-
-def objective_of_starts(instance: Instance, objective: str, starts: np.ndarray) -> float:
-    """(H5): the objective of start slots, priced exactly as the evaluator prices the schedule."""
-    t = np.asarray(starts, dtype=np.float64)
-    if instance.n == 0:
-        return 0.0
-    if objective == Objective.TOTAL_LATENCY:
-        return float(np.sum(t + instance.output - instance.arrival))
-    if objective == Objective.MEAN_TTFT:
-        return float(np.mean(t + 1 - instance.arrival))
-    if objective == Objective.MAKESPAN:
-        return float(np.max(t + instance.output))
-    raise FormulationError(f"hindsight: unknown objective {objective!r}")
-
-
-class _SlotLoad:
-    """What the requests placed so far use per slot: KV (block-rounded), tokens, prefill and
-    batch size, the limits (H4)/(H17) every list schedule checks. Tokens never bind when
-    ``C >= M`` (a batch's tokens are at most the KV it leaves), nor prefill when ``P >= min(C, M)``."""
-
-    def __init__(self, instance: Instance, slots: int):
-        lim = instance.limits
-        self.instance = instance
-        self.M, self.C, self.P, self.B = (lim.kv_capacity, lim.max_batch_tokens, lim.prefill_budget,
-                                          lim.max_batch_size)
-        self.kv, self.tok, self.pre, self.cnt = (np.zeros(slots, np.int64) for _ in range(4))
-
-    def fits(self, i: int, lo: int, hi: int) -> np.ndarray:
-        """For each start slot ``lo..hi``: does request ``i`` fit beside the placed requests?"""
-        from numpy.lib.stride_tricks import sliding_window_view as windows
-
-        inst = self.instance
-        I, o = int(inst.prompt[i]), int(inst.output[i])
-        prof = footprint(inst, I + np.arange(o))
-        ok = (windows(self.kv[lo:hi + o], o) + prof).max(axis=1) <= self.M
-        if self.C < self.M:
-            ok &= self.tok[lo:hi + 1] + I <= self.C
-            if o > 1:
-                ok &= windows(self.tok[lo + 1:hi + o], o - 1).max(axis=1) + 1 <= self.C
-        if self.P < min(self.C, self.M):
-            ok &= self.pre[lo:hi + 1] + I <= self.P
-        if self.B is not None:
-            ok &= windows(self.cnt[lo:hi + o], o).max(axis=1) + 1 <= self.B
-        return ok
-
-    def place(self, i: int, t: int) -> None:
-        inst = self.instance
-        I, o = int(inst.prompt[i]), int(inst.output[i])
-        self.kv[t:t + o] += footprint(inst, I + np.arange(o))
-        self.tok[t] += I
-        self.tok[t + 1:t + o] += 1
-        self.pre[t] += I
-        self.cnt[t:t + o] += 1
-
-
-def greedy_starts(instance: Instance, order: str = "mcsf", skip: bool = False) -> np.ndarray:
-    """A feasible start vector by list scheduling in start-time space (no model needed).
-
-    ``order="mcsf"``: the paper's Algorithms 1-2 (MC-SF): at each slot, the arrived waiting
-    requests in order of output length (ties: arrival, id) are added while their whole future
-    memory profile fits at every later slot (the check of the paper's eq. (1)); the scan stops
-    at the first that does not fit (the paper adds requests "in this order"), exactly as the
-    ``mcsf`` policy does. ``"fcfs"``: arrival order with the same check. ``skip=True`` passes
-    over a request that does not fit and tries the next ones: not the paper's rule, but a
-    further list schedule for the upper bound (H8). Token, prefill and batch-size limits are
-    checked per slot as well.
-    """
-    n = instance.n
-    if n == 0:
-        return np.zeros(0, np.int64)
-    O = instance.output
-    e = earliest_slots(instance)
-    H = int(e.max() + O.sum() + 1)
-    load = _SlotLoad(instance, H + int(O.max()) + 1)
-    key = (O, e, np.arange(n)) if order == "mcsf" else (np.arange(n), e)
-    pri = np.lexsort(key[::-1])  # primary key first in `key`
-    starts = np.full(n, -1, np.int64)
-    waiting = list(pri)
-    t = 0
-    while waiting:
-        nxt = []
-        for k, i in enumerate(waiting):
-            if e[i] > t:
-                nxt.append(i)
-            elif load.fits(i, t, t)[0]:
-                starts[i] = t
-                load.place(i, t)
-            elif skip:
-                nxt.append(i)
-            else:  # the paper's rule: stop at the first arrived request that does not fit
-                nxt += waiting[k:]
-                break
-        waiting = nxt
-        t += 1
-        if t > H:  # pragma: no cover - every request fits alone once the cache drains
-            raise FormulationError("hindsight: greedy list scheduling did not terminate")
-    return starts
-
-
-def serial_starts(instance: Instance, order: np.ndarray) -> np.ndarray:
-    """(H21a) Serial schedule generation: requests in ``order``, each at the earliest slot
-    ``>= ceil(a_i)`` where its whole profile fits beside the requests already placed (memory
-    with block rounding, tokens, prefill and batch size, as in :func:`greedy_starts`).
-
-    Unlike the time-stepping :func:`greedy_starts`, a request placed later in the list may
-    start before one placed earlier, so every non-delay arrangement of the list is reachable.
-    """
-    n = instance.n
-    O = instance.output
-    e = earliest_slots(instance)
-    H = int(e.max() + O.sum() + O.max() + 1) if n else 1
-    load = _SlotLoad(instance, H)
-    starts = np.full(n, -1, np.int64)
-    for i in np.asarray(order, np.int64):
-        hit = np.flatnonzero(load.fits(i, int(e[i]), H - int(O[i])))
-        if hit.size == 0:  # pragma: no cover - H leaves room after everything placed
-            raise FormulationError("hindsight: serial schedule generation ran out of horizon")
-        starts[i] = int(e[i] + hit[0])
-        load.place(i, int(starts[i]))
-    return starts
-
-
-def improve_starts(instance: Instance, objective: str, starts: np.ndarray, *, time_limit: float,
-                   max_iters: int | None = None, seed: int = 0) -> tuple[np.ndarray, int]:
-    """(H21) Simulated annealing over priority lists decoded by :func:`serial_starts`.
-
-    Starts from the list ordered by ``starts``; a move swaps two requests or moves one to
-    another position; worse lists are accepted with probability ``exp(-delta / temp)``, the
-    temperature falling linearly from 2% of the mean per-request objective to 0 over the budget
-    (``time_limit`` seconds or ``max_iters`` moves, default ``500 n``, whichever ends first).
-    Returns the best start
-    vector seen (never worse than ``starts``) and the number of moves tried. A heuristic: it
-    gives the model its upper bound and warm start, and proves nothing.
-    """
-    n = instance.n
-    max_iters = 500 * n if max_iters is None else max_iters
-    best_s = np.asarray(starts, np.int64)
-    best = objective_of_starts(instance, objective, best_s)
-    if n < 2 or time_limit <= 0 or max_iters <= 0:
-        return best_s, 0
-    rng = np.random.default_rng(seed)
-    order = np.lexsort((instance.output, best_s))
-    cur_s = serial_starts(instance, order)
-    cur = objective_of_starts(instance, objective, cur_s)
-    if cur < best:
-        best, best_s = cur, cur_s
-    temp0 = 0.02 * max(cur, 1.0) / n
-    t0 = time.perf_counter()
-    it = 0
-    while it < max_iters:
-        frac = max((time.perf_counter() - t0) / time_limit, it / max_iters)
-        if frac >= 1:
-            break
-        it += 1
-        cand = order.copy()
-        a, b = (int(v) for v in rng.integers(0, n, 2))
-        if rng.random() < 0.5:
-            cand[a], cand[b] = cand[b], cand[a]
-        else:
-            cand = np.insert(np.delete(cand, a), b, cand[a])
-        cs = serial_starts(instance, cand)
-        v = objective_of_starts(instance, objective, cs)
-        temp = temp0 * (1 - frac)
-        if v <= cur or (temp > 0 and rng.random() < math.exp(-(v - cur) / temp)):
-            order, cur = cand, v
-            if v < best - 1e-9:
-                best, best_s = v, cs
-    return best_s, it
 
 
 # ----------------------------------------------------------------------------- the model
@@ -1039,188 +739,6 @@ def _hypothesis_rows(hm: HindsightModel, hyp: Hypotheses) -> None:
                 vals.append(-np.full(lb.size, float(hm.horizon + hm.cut + O[ia])))
         m.add_constraint(np.concatenate(cols), np.concatenate(vals), hi=0, name=f"order_{q}")
 
-
-# ----------------------------------------------------------------------------- run
-def _integral_step(instance: Instance, objective: str) -> float | None:
-    """(H15) the objective's granularity when all arrivals are integers (None otherwise)."""
-    if not np.all(instance.arrival == np.round(instance.arrival)):
-        return None
-    if objective == Objective.MEAN_TTFT:
-        return 1.0 / max(instance.n, 1)
-    return 1.0
-
-
-def best_known_starts(instance: Instance, objective: str, warm_start: Schedule | None,
-                      search_seconds: float = 0.0, seed: int = 0) -> tuple[np.ndarray, str, list[str]]:
-    """The best representable schedule among the warm start and the greedy orders (H8 source),
-    then improved by the local search (H21) for ``search_seconds``."""
-    notes = []
-    cands: list[tuple[float, str, np.ndarray]] = []
-    if warm_start is not None:
-        try:
-            s = starts_from_schedule(instance, warm_start)
-            cands.append((objective_of_starts(instance, objective, s), "warm start", s))
-        except NotRepresentable as exc:
-            notes.append(f"warm start not representable in the hindsight model ({exc}); "
-                         "using list scheduling instead")
-    for order in ("mcsf", "fcfs"):
-        for skip in (False, True):
-            s = greedy_starts(instance, order, skip)
-            cands.append((objective_of_starts(instance, objective, s),
-                          f"greedy-{order}" + ("-skip" if skip else ""), s))
-    cands.sort(key=lambda c: c[0])
-    val, src, best = cands[0]
-    if search_seconds > 0 and instance.n > 1:
-        t = time.perf_counter()
-        found, iters = improve_starts(instance, objective, best, time_limit=search_seconds, seed=seed)
-        new = objective_of_starts(instance, objective, found)
-        notes.append(f"(H21) local search: {iters} moves in {time.perf_counter() - t:.1f} s, "
-                     f"{src} {val:g} -> {new:g}")
-        if new < val - 1e-9:
-            best, src = found, f"local search from {src}"
-    return best, src, notes
-
-
-@register_formulation(
-    "hindsight",
-    "hindsight-optimal time-indexed IP (online paper, appendix B): unit time, no preemption, "
-    "no chunking; variants tight (default) and plain",
-    needs_warm_start=False,
-    params=PARAMS,
-)
-def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: SolveOptions,
-        warm_start: WarmStart | None) -> RawSolution:
-    """Build, solve, certify the horizon (H12), decode (H0)."""
-    t0 = time.perf_counter()
-    p = HindsightParams.from_dict(dict(options.params))
-    check_instance(instance)
-    notes = ["model: unit time, no preemption, no chunking, integer start slots; the optimum is "
-             "optimal for the paper's model and an upper bound on the optimum under docs/semantics.md"]
-    if not np.all(instance.arrival == np.round(instance.arrival)):
-        notes.append("fractional arrivals: requests start at integer slots >= ceil(arrival) (H7)")
-    if instance.n == 0:
-        return RawSolution(Status.OPTIMAL, 0.0, 0.0, Schedule.empty(), solver=options.solver,
-                           restricted=True, notes=tuple(notes))
-    search = p.search
-    if search is None:  # small instances close in seconds from the list schedules alone
-        search = 0.0 if instance.n < 8 else instance.n / 4
-        if options.time_limit is not None:
-            search = min(search, 0.2 * options.time_limit)
-    if hypotheses.any and search > 0:
-        notes.append("(H21) local search skipped: it does not know the hypotheses")
-        search = 0.0
-    ws_sched = None if warm_start is None else warm_start.schedule
-    ub_starts, ub_src, ws_notes = best_known_starts(instance, objective, ws_sched, search,
-                                                    seed=options.seed or 0)
-    notes += ws_notes
-    ub_val = objective_of_starts(instance, objective, ub_starts)
-    notes.append(f"upper bound {ub_val:g} from {ub_src}")
-    step = _integral_step(instance, objective)
-    cut = None
-    deadline = None if options.time_limit is None else t0 + options.time_limit
-    best: tuple[float, np.ndarray] | None = (ub_val, ub_starts)
-    ub_valid = True
-    if hypotheses.any:
-        ub_sched = schedule_from_starts(instance, ub_starts)
-        broken = hypotheses.broken_by(instance, ub_sched, evaluate(instance, ub_sched), objective)
-        if broken:
-            best = None
-            ub_valid = not any(b.split(":")[0] in ("force", "forbid", "order") for b in broken)
-    floors = _deadline_floors(instance, objective, p, ub_starts, options, deadline, notes)
-    bound = None
-    if floors is not None:  # (H22) total latency >= sum_k L_k - sum_i a_i, whatever the MILP does
-        bound = float(np.sum(floors) - np.sum(instance.arrival))
-    nodes = 0
-    status = Status.NO_SOLUTION
-    solver_name = options.solver
-    for rnd in range(max(1, p.max_rounds)):
-        hm = build(instance, objective, hypotheses, p, ub_starts, cut=cut, ub_valid=ub_valid,
-                   floors=floors)
-        notes += [n_ for n_ in hm.notes if n_ not in notes]
-        ws = None
-        if best is not None:
-            try:
-                ws = hm.encode_starts(best[1])
-            except NotRepresentable:
-                ws = None
-        remaining = None if deadline is None else max(1e-3, deadline - time.perf_counter())
-        abs_gap = options.abs_gap
-        if step is not None:
-            abs_gap = max(abs_gap, 0.999 * step)
-        mopts = replace(options, time_limit=remaining, abs_gap=abs_gap)
-        res = milp.solve(hm.model, options.solver, mopts, warm_start=ws, fallback="highs")
-        solver_name = res.solver
-        nodes += res.nodes or 0
-        notes.append(f"round {rnd}: {res.summary()}; model {hm.sizes}")
-        if res.status == Status.ERROR:
-            return RawSolution(Status.ERROR, solver=solver_name, restricted=True, message=res.message,
-                               notes=tuple(notes),
-                               runtime=time.perf_counter() - t0)
-        if res.status == Status.INFEASIBLE:  # every model is a relaxation of all longer horizons (H12)
-            return RawSolution(Status.INFEASIBLE, solver=solver_name, restricted=True, notes=tuple(notes),
-                               nodes=nodes,
-                               runtime=time.perf_counter() - t0)
-        b = res.bound
-        if b is not None and step is not None:
-            b = math.ceil(b / step - 1e-6) * step
-        if b is not None:  # every round's model is a relaxation of the true problem
-            bound = b if bound is None else max(bound, b)
-        if res.values is not None:
-            starts, late = hm.starts_of(res.values)
-            if not late:
-                val = objective_of_starts(instance, objective, starts)
-                if best is None or val < best[0] - 1e-9:
-                    best = (val, starts)
-        else:
-            late = 0
-        if res.status == Status.OPTIMAL and not late:
-            status = Status.OPTIMAL
-            bound = best[0] if best is not None else bound
-            break
-        if res.status == Status.OPTIMAL and late:
-            new_cut = 2 * hm.cut
-            notes.append(f"(H12) the optimum uses the late bucket ({late} request(s) start at or after "
-                         f"slot {hm.cut}): horizon cut doubled to {new_cut}")
-            cut = new_cut
-            if deadline is not None and time.perf_counter() >= deadline:
-                break
-            continue
-        break  # time limit
-    if best is None:
-        return RawSolution(Status.NO_SOLUTION, bound=bound, solver=solver_name, restricted=True,
-                           notes=tuple(notes), nodes=nodes, runtime=time.perf_counter() - t0)
-    if status != Status.OPTIMAL:
-        status = Status.FEASIBLE
-        if bound is not None and best[0] - bound <= (step or 0) * 0.999 + 1e-9 * max(1, best[0]):
-            status = Status.OPTIMAL
-    sched = schedule_from_starts(instance, best[1])
-    return RawSolution(status, best[0], min(bound, best[0]) if bound is not None else None, sched,
-                       restricted=True,
-                       runtime=time.perf_counter() - t0, solver=solver_name, nodes=nodes,
-                       notes=tuple(notes))
-
-
-def _deadline_floors(instance: Instance, objective: str, p: HindsightParams,
-                     ub_starts: np.ndarray, options: SolveOptions, deadline: float | None,
-                     notes: list[str]) -> np.ndarray | None:
-    """(H22b) the completion floors within ``p.deadline`` seconds (and the time limit), from
-    the upper bound's completions; None when off or not total latency."""
-    if p.deadline <= 0 or objective != Objective.TOTAL_LATENCY or instance.n < 2:
-        return None
-    budget = p.deadline
-    if deadline is not None:
-        budget = min(budget, 0.5 * max(0.0, deadline - time.perf_counter()))
-    cf = completion_floors(instance, ub_starts + instance.output, budget=budget,
-                           probe_limit=max(1.0, budget / 10), solver=options.solver,
-                           threads=options.threads)
-    notes.append(f"(H22) completion floors: {cf.solves} max-count probes in {cf.seconds:.1f} s, "
-                 f"{int(cf.proven.sum())} of {instance.n} closed, sum {int(cf.floors.sum())}")
-    return cf.floors
-
-
-def with_params(options: SolveOptions, **params) -> SolveOptions:
-    """A copy of ``options`` with formulation params merged in."""
-    return replace(options, params={**options.params, **params})
 
 
 if TYPE_CHECKING:  # mypy checks that the model satisfies the solve path's protocol

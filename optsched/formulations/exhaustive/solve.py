@@ -1,18 +1,18 @@
-"""The ``exhaustive`` formulation: the exact state-graph search of
-:mod:`optsched.oracles.exhaustive` behind :func:`optsched.pipeline.solve`, for tiny
-instances (its restrictions and pruning rules are documented there)."""
+"""The ``exhaustive`` formulation: the exact state-graph search of :mod:`.search` behind
+:func:`optsched.pipeline.solve`, for tiny instances (its restrictions and pruning rules are
+documented there)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
 
-from ..evaluate import evaluate
-from ..instance import Instance
-from ..oracles.exhaustive import DEFAULT_MAX_STATES, SearchOptions, search
-from ..plugins import ParamSpec, parse_params
-from ..solve_types import OBJECTIVES, SolveOptions, Status, WarmStart
-from .base import FormulationError, Hypotheses, RawSolution, register_formulation
+from ...evaluate import evaluate
+from ...instance import Instance
+from ...plugins import ParamSpec, parse_params
+from ...solve_types import OBJECTIVES, SolveOptions, Status, WarmStart
+from ..base import FormulationError, Hypotheses, RawSolution, register_formulation
+from .search import DEFAULT_MAX_STATES, SearchOptions, search
 
 _BOOL_PARAMS = ("no_evictions", "no_chunking", "no_pausing")
 

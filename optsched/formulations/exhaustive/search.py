@@ -1,4 +1,5 @@
-"""Exact search over the graph of schedule states, for tiny instances (formulation ``exhaustive``).
+"""Exact search over the graph of schedule states, for tiny instances (formulation ``exhaustive``,
+:mod:`.solve`; large-neighbourhood search re-solves windows with :func:`search_between`).
 
 A *node* is the state of semantics section 3 for every request -- ``(g, m)`` per request
 (``S = I + g``; a finished request is ``(O, 0)``) -- plus the clock while some request
@@ -83,11 +84,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..cost import LinearCost, UnitCost
-from ..formulations.base import FormulationError, refuse_swaps
-from ..instance import Instance
-from ..schedule import Schedule, ScheduleBuilder
-from ..solve_types import OBJECTIVES, Status
+from ...cost import LinearCost, UnitCost
+from ...instance import Instance
+from ...schedule import Schedule, ScheduleBuilder
+from ...solve_types import OBJECTIVES, Status
+from ..base import FormulationError, refuse_swaps
 
 DEFAULT_MAX_STATES = 200_000
 

@@ -59,14 +59,14 @@ from typing import Any
 from ..cost import UnitCost
 from ..evaluate import evaluate
 from ..formulations import formulations
+from ..formulations.exhaustive import SearchOptions, search
 from ..instance import Instance, Limits, Request
+from ..oracles.aptserve import VARIANTS, check_2approx, exact_bruteforce, greedy, shrink
 from ..pipeline import solve
 from ..policies import list_policies, simulate
 from ..progress import phase
 from ..schedule import Schedule, ScheduleBuilder
 from ..solve_types import Status, finite_or_none
-from .aptserve import VARIANTS, check_2approx, exact_bruteforce, greedy, shrink
-from .exhaustive import SearchOptions, search
 
 #: the proven constant each ratio claim is checked against
 SVF_RATIO = 5.0
