@@ -18,8 +18,8 @@ token before it to the token its refill generates. A request that still has allo
 be evicted ("parked") and come back later at no cost to its SLO; one without allowance must
 decode in every batch from its first token to its last (every gap a batch long).
 
-What each batch holds (token budget ``C``; prefill tokens ``min(budget, P)``; entry cap
-``max_batch_size``)
+What each batch holds (token budget ``C``; prefill tokens ``min(budget, P)``, budget 2,048
+by default; entry cap ``max_batch_size``)
 ---------------------------------------------------------------------------------------
 1. **Bound residents decode** (no allowance left: peak KV reserved, never evicted).
 2. **First prefills**: the one under way (chunked) continues; then waiting requests in
@@ -46,7 +46,10 @@ What each batch holds (token budget ``C``; prefill tokens ``min(budget, P)``; en
    and three seeded windows (``bench/bench_slo_park.py``'s instances, the ones reported, so
    the choice is tuned on them): headroom 0 17.45 / 7.34 / 14.05 / 10.15 req/s (7 probes),
    0.2 20.53 / 8.51 / 14.63, 0.3 20.25 / 9.36 / 15.03, 0.4 20.81 / 9.36 / 14.63, 0.5
-   20.81 / 9.23 (load 8-13).
+   20.81 / 9.23 (load 8-13). A prefill budget of 2,048 tokens against ``C = 4,096`` (12
+   probes, four instances): 20.32 / 9.36 / 15.03 / 12.02 -> 20.67 / 9.14 / 15.03 / 12.82
+   req/s (``bench/results/slo-park.txt``; shorter batches give waiting prompts their first
+   token sooner, as for ``ttft-first``'s ``P``).
 
 Parking (``park``): ``eager`` (default) evicts a request with allowance in the batch after
 its first token if some request waits for its first prefill; ``always`` evicts it whatever
@@ -105,7 +108,7 @@ class SLOPark(Policy):
         ttft_slo: float = 1.0,
         tbt_slo: float = 1.0,
         first: str = "prompt",
-        budget: int = 0,
+        budget: int = 2048,
         refill: str = "idle",
         headroom: float = 0.3,
         park: str = "eager",
@@ -432,7 +435,7 @@ _PARAMS = (
         "order of first prefills: prompt (shortest first) or arrival (FCFS)",
         choices=_FIRST_ORDERS,
     ),
-    Param("budget", int, 0, "most prefill tokens per batch (0 = the instance's P, or C)", lo=0),
+    Param("budget", int, 2048, "most prefill tokens per batch (0 = the instance's P, or C)", lo=0),
     Param(
         "refill",
         str,
