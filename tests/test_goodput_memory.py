@@ -205,7 +205,8 @@ def test_bound_is_above_every_policy_up_to_200_requests_with_hidden_cache(seed):
     inst = _hidden(reqs, M=6000, C=2048, cost=cost)
     gb = goodput_bound(inst)
     names = [p.name for p in list_policies()] if n <= 20 else \
-        ["vllm", "sarathi", "aptserve", "aptserve-kv-only", "ttft-first-sr", "mcsf"]
+        ["vllm", "sarathi", "aptserve", "aptserve-kv-only", "ttft-first-sr", "mcsf",
+         "slo-park"]
     for name in names:
         try:
             s = simulate(inst, name)

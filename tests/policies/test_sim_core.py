@@ -181,7 +181,9 @@ def test_registry_entries_are_documented():
         # amin makes its interval predictions from the true lengths (optsched/policies/amin.py)
         knows_o = ("rank-o", "ecoserve-oracle", "ttft-first-sr", "amin",
                    # the theory policies that read true lengths (nested-wait: their distribution)
-                   "gba", "sorted-f", "wait", "nested-wait")
+                   "gba", "sorted-f", "wait", "nested-wait",
+                   # reads O for its peak reservations and P99 TBT allowances
+                   "slo-park")
         assert s.hypothetical == (s.name.endswith("-ef") or s.name in knows_o)
     for mod in ("unified", "mcsf", "alpha", "simulator", "ecoserve", "predictors"):
         doc = importlib.import_module(f"optsched.policies.{mod}").__doc__
