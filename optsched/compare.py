@@ -41,7 +41,7 @@ from .search.lns import LNSOptions, improve
 from .serving.goodput_gap import HEADERS as GOODPUT_HEADERS
 from .serving.goodput_gap import GoodputGap, goodput_gap, goodput_lines, goodput_table_rows
 from .solve_types import SolveOptions, Status, WarmStart, finite_or_none, relative_gap
-from .verdict import compare_verdict, unit
+from .verdict import compare_verdict, fmt, unit
 
 
 class CompareInputError(OptschedError):
@@ -131,17 +131,6 @@ class Comparison:
     def all_feasible(self) -> bool:
         """Every row has a feasible schedule (the CLI's exit 0)."""
         return all(r.evaluation is not None and r.evaluation.feasible for r in self.rows)
-
-
-def fmt(v: Any, digits: int = 6) -> str:
-    """A table cell: ``-`` for None and non-finite numbers, ``digits`` significant digits."""
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            return "-"
-        return f"{v:.{digits}g}"
-    return str(v)
 
 
 def _slug(label: str) -> str:

@@ -22,6 +22,19 @@ OBJECTIVE_WORDS = {"makespan": "makespan", "total-latency": "total latency",
                    "mean-ttft": "mean TTFT"}
 
 
+def fmt(v: Any, digits: int = 6) -> str:
+    """A table cell: ``-`` for None and non-finite numbers, ``digits`` significant digits.
+    (Here, low in the layers, so that the CLI's shared helpers need not import
+    :mod:`optsched.compare`, which imports the solvers, the search and numba: issue 31.)"""
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return "-"
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
 def unit(instance: Any) -> str:
     """The unit of times: seconds under a cost model in seconds, else the model's units."""
     return "time units" if instance.cost_model.kind == "unit" else "s"

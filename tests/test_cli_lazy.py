@@ -34,3 +34,17 @@ def test_simulate_does_not_import_the_other_commands():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout
     assert out.strip() == "['optsched.cli._common', 'optsched.cli.simulate']"
+
+
+def test_the_shared_helpers_do_not_import_the_solvers_or_numba():
+    """``evaluate`` and ``simulate`` start without :mod:`optsched.compare` (the solvers, the
+    search) and without numba, which the compiled paths import when they run (issue 31:
+    the table formatter ``fmt`` used to come from compare and brought them all in)."""
+    code = ("import sys; from optsched.cli import build_parser\n"
+            "for cmd in ('evaluate', 'simulate'):\n"
+            "    build_parser([cmd])\n"
+            "print(sorted(m for m in ('numba', 'optsched.compare', 'optsched.pipeline',\n"
+            "                         'optsched.search') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    assert out.strip() == "[]"

@@ -9,11 +9,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..compare import fmt
 from ..errors import InputFileError
 from ..instance import Instance
 from ..schedule import Schedule, instance_check
 from ..solve_types import finite_or_none
+from ..verdict import fmt
 
 __all__ = ["checked_schedule", "fmt", "image_file", "load_instance", "load_schedule",
            "output_dir", "output_file", "print_json", "seed_arg", "table"]

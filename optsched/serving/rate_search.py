@@ -30,7 +30,7 @@ import numpy as np
 from ..cost import LinearCost, UnitCost
 from ..errors import OptschedError
 from ..evaluate import evaluate
-from ..instance import Instance
+from ..instance import Instance, Request
 from ..metrics.serving import JctSlo, serving_metrics
 from ..policies import SimStats, get_spec, simulate_policy
 
@@ -123,9 +123,20 @@ def at_rate(instance: Instance, rate: float, seed: int = 0) -> Instance:
     if gaps.size:
         gaps[0] = 0.0
     arrival = np.cumsum(gaps) / rate
+    if all(_plain(r) for r in instance.requests):  # the same instance, checked on columns
+        return Instance.from_columns(instance.name, instance.limits, instance.cost_model,
+                                     instance.ids, arrival, instance.prompt, instance.output)
     reqs = tuple(r.__class__(**{**r.to_dict(), "arrival": float(a)})
                  for r, a in zip(instance.requests, arrival, strict=True))
     return instance.replace(requests=reqs)
+
+
+def _plain(r: Request) -> bool:
+    """A request with nothing but id, arrival, prompt and output (what
+    :meth:`Instance.from_columns` builds): a rate search's probe instance is then built from
+    columns, ~10x faster than 19K validated constructions (issue 31, ``optsched capacity``)."""
+    return r.predicted_output is None and r.cls is None and r.ttft_slo is None \
+        and r.tpot_slo is None and r.deadline is None
 
 
 def trace_rate(instance: Instance) -> float:
