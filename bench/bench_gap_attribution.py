@@ -52,8 +52,9 @@ the best schedule goes. Per window:
   plus its decode steps alone (no batch shared): what serving one request at a time costs;
 * ``rung work`` / ``srpt(rung)``: the ``srpt`` rung's per-request work (B7, batch time shared
   at the best rate) summed, and SRPT on it (the rung's value before its floors);
-* for each schedule (MC-SF keyed by fluid work, and the decode-aware decoder
-  :class:`AdaptiveBudget` at several decode-time prefill budgets ``lo``): total latency,
+* for each schedule (MC-SF keyed by fluid work; on code the decode-aware decoder
+  :class:`AdaptiveBudget` at several decode-time prefill budgets ``lo`` and the
+  ``one-prompt`` decoders of ``optsched/search/one_prompt.py`` at their best seed key): total latency,
   busy time, the sums of TTFT and of decode spans (first token to completion; ``alone`` =
   the decode steps alone), and ``srpt(own)``: preemptive SRPT on the schedule's *own* work,
   each batch's time split over its entries by tokens -- the total latency the schedule
@@ -92,8 +93,9 @@ from optsched.evaluate import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits, Request  # noqa: E402
 from optsched.oracles.exhaustive import SearchOptions, search  # noqa: E402
 from optsched.policies import list_policies, simulate  # noqa: E402
-from optsched.search.keysearch import key_search  # noqa: E402
+from optsched.search.keysearch import key_search, make_decoder  # noqa: E402
 from optsched.search.lns import LNSOptions, improve  # noqa: E402
+from optsched.search.one_prompt import ONE_PROMPT  # noqa: E402
 from optsched.workloads.traces import read_trace, seeded_window  # noqa: E402
 
 TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
@@ -330,6 +332,18 @@ class AdaptiveBudget:
         return _Policy("adaptive-budget", key)
 
 
+def one_prompt_best(inst: Instance, keys: dict, kind: str) -> tuple[str, object]:
+    """The ``one-prompt`` decoder (``optsched/search/one_prompt.py``) at its best seed key."""
+    dec = make_decoder(inst, kind)
+    scored = [
+        (evaluate(inst, s).objective(OBJ), name, s)
+        for name, s in ((n, dec.decode(k)) for n, k in keys.items())
+        if s is not None
+    ]
+    v, name, s = min(scored, key=lambda x: x[0])
+    return f"{kind} [{name}]", s
+
+
 def scale_window(trace: str, seed: int) -> Instance:
     from optsched.workloads.traces import window_instance
 
@@ -366,7 +380,7 @@ def schedule_parts(inst: Instance, s) -> dict:
 def part_scale(args, out) -> None:
     from optsched.bounds.floors import Floors
     from optsched.bounds.srpt import job_works
-    from optsched.search.keysearch import make_decoder, seed_keys
+    from optsched.search.keysearch import seed_keys
 
     out(
         "# window        bound(rung)  srpt(alone)  rung-work srpt(rung) | schedule             "
@@ -396,6 +410,7 @@ def part_scale(args, out) -> None:
                     )
                     for lo in los
                 ]
+                cands += [one_prompt_best(inst, keys, kind) for kind in ONE_PROMPT]
             for name, sch in cands:
                 if sch is None:
                     continue
