@@ -18,7 +18,10 @@ then instance order, as the policies rank) by one of the compiled kernels of
   come, 1, 2 or any number of prompts per batch, then the remaining tokens in groups; and
   ``prefill-chunkK``: the same, preemptive, one chunk of at most ``K`` prompt tokens a batch
   (conv seed 0, entry-cost key: K = 2048 0.1794 s, 1024 0.1850, 512 0.1961, 256 0.2473,
-  against 0.1928 unchunked; code seed 0: 4096 2.795 against pack2's 2.75).
+  against 0.1928 unchunked; code seed 0: 4096 2.795 against pack2's 2.75);
+* for total latency, ``one-prompt`` / ``one-prompt512`` / ``one-prompt1024``
+  (:mod:`optsched.search.one_prompt`, Python, not a default): one prompt a batch, decoding
+  requests first, at most 768 / 512 / 1,024 prompt tokens a batch while some request decodes.
 
 (A prefill-first configuration whose waiting requests evict, meant for mean TTFT, thrashed:
 mean TTFT 6,879 s against MC-SF's 6.0 s on the conversation window of seed 0; not kept.)
@@ -63,6 +66,7 @@ from ..policies.simulator import SimView, _Sim, known_outputs
 from ..policies.unified import UnifiedScheduler
 from ..schedule import Schedule
 from ..solve_types import Objective
+from .one_prompt import ONE_PROMPT, OnePromptDecoder
 from .prefill_phase import PrefillPhaseError, prefill_first_schedule
 
 _RANK = dict(order="single", hybrid=True, chunked=True, waiting_evicts=True)
@@ -167,10 +171,13 @@ class PrefillDecoder:
             return None
 
 
-def make_decoder(inst: Instance, kind: str) -> KernelDecoder | PrefillDecoder:
-    """The decoder named ``kind`` (:data:`CONFIGS` or :data:`PREFILL_PACK`) bound to ``inst``."""
+def make_decoder(inst: Instance, kind: str) -> KernelDecoder | PrefillDecoder | OnePromptDecoder:
+    """The decoder named ``kind`` (:data:`CONFIGS`, :data:`PREFILL_PACK` or
+    :data:`optsched.search.one_prompt.ONE_PROMPT`) bound to ``inst``."""
     if kind in PREFILL_PACK:
         return PrefillDecoder(inst, kind)
+    if kind in ONE_PROMPT:
+        return OnePromptDecoder(inst, kind)
     return KernelDecoder(inst, kind)
 
 
@@ -204,7 +211,7 @@ class _Search:
         self.inst, self.obj, self.deadline = inst, objective, deadline
         self.cap, self.progress = max_iterations, progress
         self.rng = np.random.default_rng(seed)
-        self.dec: dict[str, KernelDecoder | PrefillDecoder] = {}
+        self.dec: dict[str, KernelDecoder | PrefillDecoder | OnePromptDecoder] = {}
         why = ""
         for k in decoders:
             try:
