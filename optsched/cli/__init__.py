@@ -14,10 +14,12 @@ error (one line on stderr; set ``OPTSCHED_TRACEBACK=1`` for the traceback).
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import os
 import pkgutil
 import sys
+import threading
 import warnings
 
 from ..errors import OptschedError
@@ -128,3 +130,26 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+def run() -> None:
+    """The ``optsched`` program (``[project.scripts]``, ``python -m optsched``): :func:`main`,
+    then exit without tearing the interpreter down.
+
+    Tearing down a process that has loaded numpy, numba's run-time and a 4M-entry schedule
+    (freeing every object and module) took ~0.1 s of a 1.0 s ``optsched simulate`` of the full
+    trace (issue 31; ``bench/bench_simulate.py --process``). It buys nothing: every file a
+    command writes is closed by then. So the program flushes stdout and stderr, runs the
+    ``atexit`` handlers (``weakref.finalize`` clean-ups, ``logging``, ``multiprocessing``)
+    and leaves with ``os._exit``. Only when another non-daemon thread is alive does it exit
+    normally, so that Python waits for it. :func:`main` itself (tests, library use) returns."""
+    code = main()
+    if threading.active_count() > 1:
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # stdout piped into e.g. `head` and closed: stop quietly
+        code = code or 141
+    atexit._run_exitfuncs()
+    os._exit(code)
