@@ -2,11 +2,18 @@
 time of an ``optsched`` subprocess (interpreter start-up included, as a user measures it) on
 instances that overran before the budget covered the whole command, and the same for the
 Python ``solve`` and a sweep's bound cell. Sizes and times before/after are in
-``bench/bench_time_limits.py``."""
+``bench/bench_time_limits.py``.
+
+On a loaded machine the 1 s + 10% is stretched (:func:`allowed`): the limit itself is wall
+time (the commands' deadline is a wall clock), but the margin is CPU work done after the last
+deadline check, whose wall time grows by the factor the process was slowed, measured on the
+run itself as its wall over its CPU time. Unloaded the factor is 1 and the check is exactly
+issue 30's; loaded, an overrun of more than the margin in CPU seconds still fails."""
 
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -21,6 +28,26 @@ from optsched.instance import Instance, Limits, Request
 def within(limit: float) -> float:
     """The most a run with ``--time-limit limit`` may take (issue 30: 10% + 1 s)."""
     return 1.1 * limit + 1.0
+
+
+def allowed(limit: float, wall: float, cpu: float) -> float:
+    """:func:`within` on a machine that ran the command ``stretch = wall / cpu`` times slower
+    than its CPU time (at least 1): ``limit + (0.1 limit + 1) * stretch``. The limit is a wall
+    clock the command watches, so it is not stretched; the margin is what the command computes
+    after its last check of that clock (writing the report, exiting), CPU work whose wall time
+    is stretched like the rest of the run. An overrun of ``x`` CPU seconds after the deadline
+    adds ``x * stretch`` of wall time, so it fails as soon as ``x > 0.1 limit + 1``, at any load
+    (the overruns of issue 30 were 3-130 s of CPU: model building, charts). A child using
+    several threads has ``cpu > wall``; the stretch is then 1, the unloaded check."""
+    stretch = max(1.0, wall / cpu) if cpu > 0 else 1.0
+    return limit + (within(limit) - limit) * stretch
+
+
+def cpu_seconds(who: int) -> float:
+    """User + system CPU seconds of ``resource.RUSAGE_SELF`` or ``RUSAGE_CHILDREN`` so far (the
+    children's include their own reaped children: a solver subprocess)."""
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
 
 
 def trace_like(n: int, seed: int = 0) -> Instance:
@@ -60,20 +87,33 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def timed_cli(pycache):
-    """``timed_cli(*args)`` -> (wall seconds, completed process) of ``optsched *args``."""
-    def run(*args: str) -> tuple[float, subprocess.CompletedProcess]:
-        t0 = time.perf_counter()
-        proc = _run(*args)
-        return time.perf_counter() - t0, proc
+    """``timed_cli(*args)`` -> (wall seconds, seconds :func:`allowed` for that run, completed
+    process) of ``optsched *args``; the CPU time is the child's (tests run one at a time in a
+    process, so no other child is reaped meanwhile)."""
+    def run(*args: str, limit: float) -> tuple[float, float, subprocess.CompletedProcess]:
+        c0, t0 = cpu_seconds(resource.RUSAGE_CHILDREN), time.perf_counter()
+        proc = _run(*args, "--time-limit", str(limit))
+        took = time.perf_counter() - t0
+        cpu = cpu_seconds(resource.RUSAGE_CHILDREN) - c0
+        return took, allowed(limit, took, cpu), proc
     return run
+
+
+def timed_call(fn, *args, limit: float, **kwargs):
+    """``fn(*args, **kwargs)`` in this process -> (wall seconds, seconds :func:`allowed`,
+    result); the CPU time is this process's (every thread)."""
+    c0, t0 = cpu_seconds(resource.RUSAGE_SELF), time.perf_counter()
+    out = fn(*args, **kwargs)
+    took = time.perf_counter() - t0
+    return took, allowed(limit, took, cpu_seconds(resource.RUSAGE_SELF) - c0), out
 
 
 def test_solve_holds_its_limit_at_200_requests(tmp_path, timed_cli):
     path = tmp_path / "t.json"
     trace_like(200).save(path)
-    took, proc = timed_cli("solve", str(path), "--objective", "total-latency",
-                           "--time-limit", "5", "--json")
-    assert took <= within(5), (took, proc.stderr[-2000:])
+    took, most, proc = timed_cli("solve", str(path), "--objective", "total-latency", "--json",
+                                 limit=5)
+    assert took <= most, (took, most, proc.stderr[-2000:])
     d = json.loads(proc.stdout)
     assert d["budget"]["model_built"] is False and "model skipped" in d["budget"]["note"]
     assert "warm start:" in proc.stderr  # a progress line per phase, not a TTY
@@ -82,19 +122,19 @@ def test_solve_holds_its_limit_at_200_requests(tmp_path, timed_cli):
 def test_solve_holds_its_limit_at_1000_requests(tmp_path, timed_cli):
     path = tmp_path / "t.json"
     trace_like(1000).save(path)
-    took, proc = timed_cli("solve", str(path), "--objective", "total-latency",
-                           "--time-limit", "5", "--json")
-    assert took <= within(5), (took, proc.stderr[-2000:])
+    took, most, proc = timed_cli("solve", str(path), "--objective", "total-latency", "--json",
+                                 limit=5)
+    assert took <= most, (took, most, proc.stderr[-2000:])
     assert json.loads(proc.stdout)["lower_bound"]["value"] > 0
 
 
 def test_compare_holds_its_limit_at_1000_requests(tmp_path, timed_cli):
     path = tmp_path / "t.json"
     trace_like(1000).save(path)
-    took, proc = timed_cli("compare", str(path), "--policies", "vllm,sarathi", "--optimal",
-                           "--objective", "total-latency", "--time-limit", "5",
-                           "-o", str(tmp_path / "rep"))
-    assert took <= within(5), (took, proc.stderr[-2000:])
+    took, most, proc = timed_cli("compare", str(path), "--policies", "vllm,sarathi",
+                                 "--optimal", "--objective", "total-latency",
+                                 "-o", str(tmp_path / "rep"), limit=5)
+    assert took <= most, (took, most, proc.stderr[-2000:])
     rep = json.loads((tmp_path / "rep" / "report.json").read_text())
     assert rep["lower_bound"]["value"] > 0  # the bound is always there
 
@@ -102,17 +142,17 @@ def test_compare_holds_its_limit_at_1000_requests(tmp_path, timed_cli):
 def test_bound_holds_its_limit_on_identical_requests(tmp_path, timed_cli):
     path = tmp_path / "t.json"
     identical(400).save(path)
-    took, proc = timed_cli("bound", str(path), "--time-limit", "3", "--json")
-    assert took <= within(3), (took, proc.stderr[-2000:])
+    took, most, proc = timed_cli("bound", str(path), "--json", limit=3)
+    assert took <= most, (took, most, proc.stderr[-2000:])
     assert json.loads(proc.stdout)["value"] > 0
 
 
 def test_improve_holds_its_limit_at_200_requests(tmp_path, timed_cli):
     path = tmp_path / "t.json"
     trace_like(200).save(path)
-    took, proc = timed_cli("improve", str(path), "--from", "vllm", "--objective",
-                           "total-latency", "--time-limit", "5", "--json")
-    assert took <= within(5), (took, proc.stderr[-2000:])
+    took, most, proc = timed_cli("improve", str(path), "--from", "vllm", "--objective",
+                                 "total-latency", "--json", limit=5)
+    assert took <= most, (took, most, proc.stderr[-2000:])
 
 
 def test_python_solve_sizes_the_model_like_the_cli():
@@ -123,11 +163,9 @@ def test_python_solve_sizes_the_model_like_the_cli():
     from optsched.pipeline import solve
 
     inst = trace_like(200)
-    t0 = time.perf_counter()
-    rep = solve(inst, "infermax", "total-latency",
-                options=SolveOptions(time_limit=5, progress=False))
-    took = time.perf_counter() - t0
-    assert took <= within(5), took
+    took, most, rep = timed_call(solve, inst, "infermax", "total-latency", limit=5,
+                                 options=SolveOptions(time_limit=5, progress=False))
+    assert took <= most, (took, most)
     assert rep.status == "no_solution" and any("model skipped" in n for n in rep.notes)
 
 
@@ -136,9 +174,8 @@ def test_sweep_bound_cell_holds_its_limit():
     from optsched.sweep.spec import MethodSpec
 
     method = MethodSpec("bound", "best", "best", "makespan", (("time_limit", 3.0),))
-    t0 = time.perf_counter()
-    out = run_bound(identical(400), method)
-    assert time.perf_counter() - t0 <= within(3)
+    took, most, out = timed_call(lambda: run_bound(identical(400), method), limit=3)
+    assert took <= most, (took, most)
     assert out["bound"] > 0
 
 
@@ -148,9 +185,9 @@ def test_solve_uses_its_budget_for_lns_when_the_model_is_skipped(tmp_path, timed
     schedule is never worse than the best policy's."""
     path = tmp_path / "t.json"
     trace_like(200).save(path)
-    took, proc = timed_cli("solve", str(path), "--objective", "total-latency",
-                           "--time-limit", "30", "--json")
-    assert took <= within(30), (took, proc.stderr[-2000:])
+    took, most, proc = timed_cli("solve", str(path), "--objective", "total-latency", "--json",
+                                 limit=30)
+    assert took <= most, (took, most, proc.stderr[-2000:])
     d = json.loads(proc.stdout)
     assert any("large-neighbourhood search" in n for n in d["notes"])
     fb = d["fallback"]  # the LNS schedule when it improved on the best policy
@@ -173,8 +210,8 @@ def test_compare_holds_its_limit_on_a_schedule_with_a_million_empty_batches(tmp_
                       s.evict_req, np.concatenate([s.start, np.full(empty, np.nan)]))
     path = tmp_path / "empty.npz"
     padded.save(path)
-    took, proc = timed_cli("compare", "tiny", "--schedule", f"padded={path}", "--policies",
-                           "vllm", "--time-limit", "5", "-o", str(tmp_path / "rep"))
-    assert took <= within(5), (took, proc.stderr[-2000:])
+    took, most, proc = timed_cli("compare", "tiny", "--schedule", f"padded={path}",
+                                 "--policies", "vllm", "-o", str(tmp_path / "rep"), limit=5)
+    assert took <= most, (took, most, proc.stderr[-2000:])
     rows = json.loads((tmp_path / "rep" / "report.json").read_text())["rows"]
     assert [r["label"] for r in rows] == ["vllm", "padded"]
