@@ -88,3 +88,15 @@ def test_bad_pack_is_refused():
                     (Request("a", 0.0, 4, 1),))
     with pytest.raises(PrefillPhaseError, match="pack"):
         prefill_first_schedule(inst, np.zeros(1), 0)
+
+
+def test_packed_prompts_that_fit_m_only_alone_go_in_separate_batches():
+    # regression (Hypothesis, 2026-11-26): two 8-token prompts, M = 12, pack = 2. Each fits M
+    # alone, both together (16) do not; packing them raised PrefillPhaseError instead of
+    # prefilling them one after the other (unit cost: a at 1, b at 2 after a is evicted).
+    inst = Instance("two", Limits(kv_capacity=12, max_batch_tokens=100), UnitCost(),
+                    (Request("a", 0.0, 8, 2), Request("b", 0.0, 8, 2)))
+    s = prefill_first_schedule(inst, np.zeros(2), 2, 0)
+    ev = evaluate(inst, s)
+    assert ev.feasible, ev.violations[:3]
+    assert [len(s.batch(j).entries) for j in range(2)] == [1, 1]

@@ -90,12 +90,15 @@ def _first_tokens(inst: Instance, key: np.ndarray, pack: int, out: _Builder) -> 
             t = max(t, a[order[nxt]])
         nxt = _admit_arrived(pending, order, nxt, t, a, key)
         group = [heapq.heappop(pending)[2]]
-        tok = I[group[0]]
+        tok, need = I[group[0]], fp(I[group[0]])
+        # a packed prompt joins only while the group's prompts fit C, the batch size and M
+        # together (each fits M alone: the instance guarantees it)
         while (len(group) < pack and pending and tok + I[pending[0][2]] <= cap
-               and len(group) + 1 <= (lim.max_batch_size or inst.n)):
+               and len(group) + 1 <= (lim.max_batch_size or inst.n)
+               and need + fp(I[pending[0][2]]) <= lim.kv_capacity):
             tok += I[pending[0][2]]
+            need += fp(I[pending[0][2]])
             group.append(heapq.heappop(pending)[2])
-        need = sum(fp(I[j]) for j in group)
         while held and used + need > lim.kv_capacity:
             j = held.pop(0)
             used -= fp(I[j])
