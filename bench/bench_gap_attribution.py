@@ -29,7 +29,7 @@ Per window it reports (total latency, seconds):
 * ``keysearch``: ``optsched.search.keysearch.key_search`` (``--key-iterations`` decodes);
 * ``lns``: ``optsched.search.lns.improve`` from the best of those (``--lns-iterations``);
 * ``ropt``: the exact optimum over schedules with whole prompts and no evictions
-  (``optsched.oracles.exhaustive.search`` with ``no_chunking`` and ``no_evictions``, A*, proven);
+  (``optsched.formulations.exhaustive.search`` with ``no_chunking`` and ``no_evictions``, A*, proven);
   evictions are excluded because in a coarsened instance a recompute chunk that reaches
   ``S`` generates a whole unit (``q`` tokens) at prefill price, which a real recompute cannot;
 * ``opt``: the exhaustive optimum over eviction-free schedules, prompts chunked at will,
@@ -90,8 +90,8 @@ from optsched.bounds import lower_bound  # noqa: E402
 from optsched.cost import LinearCost, preset  # noqa: E402
 from optsched.errors import OptschedError  # noqa: E402
 from optsched.evaluate import evaluate  # noqa: E402
+from optsched.formulations.exhaustive.search import SearchOptions, search  # noqa: E402
 from optsched.instance import Instance, Limits, Request  # noqa: E402
-from optsched.oracles.exhaustive import SearchOptions, search  # noqa: E402
 from optsched.policies import list_policies, simulate  # noqa: E402
 from optsched.search.keysearch import key_search, make_decoder  # noqa: E402
 from optsched.search.lns import LNSOptions, improve  # noqa: E402
