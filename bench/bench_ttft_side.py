@@ -8,7 +8,7 @@ reduction). Per seeded window (``optsched.workloads.traces.window_instance``: ``
 consecutive requests from a row drawn by the seed, own arrivals, M = 30,000, C = 8,192,
 Llama-2-7B preset) this prints:
 
-* the certified bound (rung ``srpt``, B7) and its CPU time;
+* the certified bounds (rungs ``srpt``, B7, and ``events``, B14) and their CPU time;
 * ``prefill-first`` chunked 2048 with the prompt length as key (``prefill_phase.py``; the key
   search of ``bench_upper.py`` found 0.1778 / 0.5912 / 0.1800 from it on conv 0 / 1 / 2);
 * ``prefill-srpt`` (``optsched/search/prefill_srpt.py``) over a grid of ``margin`` x ``pack``
@@ -94,12 +94,15 @@ def indicative(inst: Instance) -> tuple[float, float]:
 
 def run(trace: str, seed: int, size: int) -> None:
     inst = window(trace, seed, size)
-    c0, w0 = time.process_time(), time.perf_counter()
-    bound = lower_bound(inst, "mean-ttft", "srpt").value
-    print(
-        f"{inst.name}: n={inst.n} srpt bound {bound:.4f} s "
-        f"({time.process_time() - c0:.2f} s CPU, {time.perf_counter() - w0:.2f} s wall)"
-    )
+    bounds = {}
+    for rung in ("srpt", "events"):
+        c0, w0 = time.process_time(), time.perf_counter()
+        bounds[rung] = lower_bound(inst, "mean-ttft", rung).value
+        print(
+            f"{inst.name}: n={inst.n} {rung} bound {bounds[rung]:.4f} s "
+            f"({time.process_time() - c0:.2f} s CPU, {time.perf_counter() - w0:.2f} s wall)"
+        )
+    bound = max(bounds.values())
     c0 = time.process_time()
     base = mean_ttft(inst, prefill_first_schedule(inst, inst.prompt.astype(float), 1, 2048))
     print(f"  prefill-first chunk 2048, key = prompt: {base:.4f} ({time.process_time() - c0:.2f} s CPU)")
@@ -124,7 +127,8 @@ def run(trace: str, seed: int, size: int) -> None:
     )
     print(
         f"  best prefill-srpt {best:.4f} (margin {arg[0]}, pack {arg[1]}), "
-        f"gap {(best - bound) / best:.1%} (prefill-first chunk 2048: {(base - bound) / base:.1%})",
+        f"gap {(best - bound) / best:.1%} against the larger bound "
+        f"(prefill-first chunk 2048: {(base - bound) / base:.1%})",
         flush=True,
     )
 
