@@ -25,7 +25,7 @@ from optsched.instance import Instance, Limits, Request
 from optsched.policies import list_policies, simulate
 
 REPO = Path(__file__).resolve().parent.parent
-CHEAP = ("request", "work", "srpt", "mbt", "combinatorial", "spread")
+CHEAP = ("request", "work", "srpt", "mbt", "combinatorial", "spread", "events")
 
 
 def cheap_bounds(inst, objective):

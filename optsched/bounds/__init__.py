@@ -9,6 +9,8 @@ returns a :class:`BoundResult`: a value never above the optimum over all feasibl
 * ``work`` -- the server's busy time: batch counts from tokens, the KV area and batch
   size, plus entry costs, per arrival suffix or order statistic (B4-B6);
 * ``srpt`` -- preemptive shortest-remaining-work on one server (B7);
+* ``events`` -- mean TTFT: busy periods, each small one by ordered completion events that
+  each pay a batch's fixed time (B14);
 * ``mbt`` -- the mean-busy-time LP (preemptive smallest-work-first) plus per-request
   chain tails (B9, total latency);
 * ``combinatorial`` -- the largest of the four, O(sum O + n log n);

@@ -6,9 +6,9 @@ from __future__ import annotations
 from .base import BoundError, BoundResult, Budget, bound_methods, register_bound
 
 #: the rungs ``best`` climbs, cheapest first (``combinatorial`` already runs the cheap ones;
-#: ``spread``, ``coupled`` and ``dual`` couple batching with duration, B10-B13, seconds at
-#: 1,000 requests)
-LADDER = ("combinatorial", "spread", "coupled", "dual", "exact")
+#: ``events`` splits mean TTFT into busy periods, B14; ``spread``, ``coupled`` and ``dual``
+#: couple batching with duration, B10-B13, seconds at 1,000 requests)
+LADDER = ("combinatorial", "events", "spread", "coupled", "dual", "exact")
 
 
 @register_bound("best", "every rung that fits the time limit; the largest bound", rung=100)
