@@ -106,3 +106,27 @@ def test_bad_parameters_are_refused():
         prefill_srpt_schedule(inst, min_chunk=0)
     with pytest.raises(PrefillPhaseError, match="margin"):
         prefill_srpt_schedule(inst, margin=-1)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(inst=online_instances())
+def test_improve_for_mean_ttft_is_never_worse_than_the_grid(inst):
+    # `optsched improve` tries the decoder's (margin, pack) grid before the key search, so its
+    # mean TTFT is at most the grid's best (each replayed by the evaluator) and its start's
+    from optsched.policies import simulate
+    from optsched.search.lns import LNSOptions, _LNS, improve
+    from optsched.search.prefill_srpt import GRID, GRID_MIN_CHUNK
+
+    grid = min(evaluate(inst, prefill_srpt_schedule(inst, m, GRID_MIN_CHUNK, p)).objective("mean-ttft")
+               for m, p in GRID)
+    start = simulate(inst, "vllm")
+    # 2 s: the grid (a quarter of it) takes milliseconds on these instances
+    opts = LNSOptions(time_limit=2, seed=0, progress=False, max_iterations=40)
+    res = improve(inst, start, "mean-ttft", opts)
+    assert res.objective <= grid * (1 + 1e-12) + 1e-12
+    assert res.objective <= evaluate(inst, start).objective("mean-ttft") * (1 + 1e-12) + 1e-12
+    lns = _LNS(inst, "mean-ttft", opts)
+    got = lns._prefill_srpt_phase(1e300, None)  # every decode beats 1e300: the grid's best
+    assert got is not None and got[2] == pytest.approx(grid, rel=1e-12)
+    assert lns.method.startswith("prefill-srpt (margin ") and got[3] == len(GRID)
+    assert _LNS(inst, "total-latency", opts)._prefill_srpt_phase(1e300, None) is None

@@ -37,6 +37,10 @@ around the best key, each naming its ``method``:
   of the span) have their keys perturbed, and the decoder resumes from the replayed state --
   so a schedule no key produced (a policy's, an exact window's) is improved locally.
 
+For mean TTFT, first of all, the prefill-first SRPT decoder (:mod:`optsched.search.prefill_srpt`:
+chunks cut to end at the arrival that overtakes) runs over its (margin, pack) grid for at most
+a quarter of the time limit (method ``prefill-srpt (margin M, pack P)``).
+
 Before these Python decoders, on instances of at least ``kernel_min_requests`` requests, the
 **key search** of :mod:`optsched.search.keysearch` gets ``kernel_share`` of the time: the same kind
 of keys decoded by the compiled MC-SF and ranking kernels (~20 ms a 1,200-request window
@@ -75,6 +79,8 @@ from ..schedule import Batch, Schedule
 from ..solve_types import Objective, Status
 from .keysearch import KeySearchError, key_search, seed_keys
 from .lns_decode import decode, in_instance_order
+from .prefill_phase import PrefillPhaseError
+from .prefill_srpt import GRID, GRID_MIN_CHUNK, prefill_srpt_schedule
 
 State = tuple[int, int]  # (g, m): generated tokens, cached tokens (semantics section 3)
 #: the key search is skipped when its share of the time is shorter: a process's first kernel
@@ -378,6 +384,37 @@ class _LNS:
             return cand, cev
         return None
 
+    def _prefill_srpt_phase(self, best: float, cap: int | None):
+        """Mean TTFT only: the prefill-first SRPT decoder (:mod:`optsched.search.prefill_srpt`)
+        over its (margin, pack) grid, for at most a quarter of the time limit: (schedule,
+        evaluation, objective, decodes) when one beats ``best``, else None."""
+        if self.obj != Objective.MEAN_TTFT:
+            return None
+        until, last, n_dec = self.t0 + 0.25 * self.opts.time_limit, 0.0, 0
+        got = None
+        for margin, pack in GRID:
+            if time.perf_counter() + last > until or (cap is not None and n_dec >= cap):
+                break
+            t = time.perf_counter()
+            try:
+                cand = _free_starts(prefill_srpt_schedule(self.inst, margin, GRID_MIN_CHUNK, pack),
+                                    self.inst.ids)
+            except PrefillPhaseError as e:
+                self._log(f"no prefill-srpt: {e}")
+                return None
+            n_dec += 1
+            cev = evaluate(self.inst, cand)
+            last = time.perf_counter() - t
+            if cev.feasible and cev.objective(self.obj) < best - 1e-9 * max(1.0, abs(best)):
+                best = cev.objective(self.obj)
+                got = (cand, cev, best)
+                self.method = f"prefill-srpt (margin {margin}, pack {pack:g})"
+        self.decodes += n_dec
+        if got is None:
+            return None
+        self._log(f"{self.method}: {got[2]:.6g}")
+        return (*got, n_dec)
+
     def _kernel_phase(self, best: float, cap: int | None):
         """The compiled key search (:mod:`optsched.search.keysearch`) for its share of the time:
         (schedule, evaluation, objective, decodes) when it beats ``best``, else None."""
@@ -515,12 +552,13 @@ class _LNS:
         history = [(0.0, best)]
         cap = self.opts.max_iterations
         self.share = self._priority_share(s)
-        got = self._kernel_phase(best, cap)
-        if got is not None:
-            s, ev, best, n_dec = got
-            it += n_dec
-            imp += 1
-            history.append((time.perf_counter() - self.t0, best))
+        for phase in (self._prefill_srpt_phase, self._kernel_phase):
+            got = phase(best, cap)
+            if got is not None:
+                s, ev, best, n_dec = got
+                it += n_dec
+                imp += 1
+                history.append((time.perf_counter() - self.t0, best))
         if self.share > 0:
             s, ev, best, it, imp0 = self._priority_phase(s, ev, best, history, it, cap)
             imp += imp0
