@@ -114,7 +114,7 @@ def test_improve_for_mean_ttft_is_never_worse_than_the_grid(inst):
     # `optsched improve` tries the decoder's (margin, pack) grid before the key search, so its
     # mean TTFT is at most the grid's best (each replayed by the evaluator) and its start's
     from optsched.policies import simulate
-    from optsched.search.lns import LNSOptions, _LNS, improve
+    from optsched.search.lns import _LNS, LNSOptions, improve
     from optsched.search.prefill_srpt import GRID, GRID_MIN_CHUNK
 
     grid = min(evaluate(inst, prefill_srpt_schedule(inst, m, GRID_MIN_CHUNK, p)).objective("mean-ttft")
