@@ -35,6 +35,15 @@ def _token_order(inst: Instance, s) -> list[int]:
     return out
 
 
+def assert_first_tokens_first(inst, s) -> None:
+    """Every request's first token comes before any request's second or later token."""
+    order = _token_order(inst, s)
+    firsts = [k for k, t in enumerate(order) if t == 1]
+    later = [k for k, t in enumerate(order) if t > 1]
+    assert len(firsts) == inst.n
+    assert not later or max(firsts) < min(later)
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 @given(inst=online_instances(), pack=st.sampled_from([1, 2, 3, 1 << 30]),
        chunk=st.sampled_from([0, 0, 1, 3, 8]), seed=st.integers(0, 2**16))
@@ -43,11 +52,7 @@ def test_feasible_and_first_tokens_first(inst, pack, chunk, seed):
     s = prefill_first_schedule(inst, key, pack, chunk)
     ev = evaluate(inst, s)
     assert ev.feasible, ev.violations[:3]
-    order = _token_order(inst, s)
-    firsts = [k for k, t in enumerate(order) if t == 1]
-    later = [k for k, t in enumerate(order) if t > 1]
-    assert len(firsts) == inst.n
-    assert not later or max(firsts) < min(later)
+    assert_first_tokens_first(inst, s)
 
 
 def test_mean_ttft_by_hand():

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_fast_path import online_instances
-from test_prefill_phase import _token_order
+from test_prefill_phase import assert_first_tokens_first
 
 from optsched.bounds import lower_bound
 from optsched.cost import LinearCost
@@ -29,11 +29,7 @@ def test_feasible_first_tokens_first_and_above_the_bound(inst, margin, min_chunk
     s = prefill_srpt_schedule(inst, margin, min_chunk, pack)
     ev = evaluate(inst, s)
     assert ev.feasible, ev.violations[:3]
-    order = _token_order(inst, s)
-    firsts = [k for k, t in enumerate(order) if t == 1]
-    later = [k for k, t in enumerate(order) if t > 1]
-    assert len(firsts) == inst.n
-    assert not later or max(firsts) < min(later)
+    assert_first_tokens_first(inst, s)
     for rung in ("srpt", "events"):
         bound = lower_bound(inst, "mean-ttft", rung).value
         assert bound <= ev.objective("mean-ttft") * (1 + 1e-9) + 1e-12, rung

@@ -70,6 +70,18 @@ def _admit_arrived(pending: list[tuple[float, float, int]], order: list[int], nx
     return nxt
 
 
+def prompt_done(i: int, output: int, kv: int, partial: list[int], held: list[int]) -> int:
+    """Request ``i``'s prompt is complete (its first token is out): it is no longer a prefill
+    under way; with more tokens to come it is held (its KV ``kv`` stays) for phase 2, else
+    its KV is freed. The KV freed (0 or ``kv``)."""
+    if i in partial:
+        partial.remove(i)
+    if output > 1:
+        held.append(i)
+        return 0
+    return kv
+
+
 def _chunks(n_tok: int, cap: int) -> list[tuple[int, int]]:
     """``(tokens, cached before)`` of a prefill of ``n_tok`` tokens in chunks of ``cap``."""
     return [(min(cap, n_tok - m), m) for m in range(0, n_tok, cap)]
@@ -162,12 +174,7 @@ def _first_tokens_chunked(inst: Instance, key: np.ndarray, chunk: int,
                 partial.append(i)
             continue
         heapq.heappop(pending)
-        if i in partial:
-            partial.remove(i)
-        if O[i] > 1:
-            held.append(i)
-        else:
-            used -= fp(I[i])
+        used -= prompt_done(i, O[i], fp(I[i]), partial, held)
     return held
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..instance import Instance
 from ..schedule import Schedule
-from .prefill_phase import PrefillPhaseError, _Builder, _rest
+from .prefill_phase import PrefillPhaseError, _Builder, _rest, prompt_done
 
 
 def _fit_tokens(price, done: int, cap: int, budget: float) -> int:
@@ -155,12 +155,7 @@ def _first_tokens_srpt(
             if i not in partial:
                 partial.append(i)
             continue
-        if i in partial:
-            partial.remove(i)
-        if O[i] > 1:
-            held.append(i)
-        else:
-            used -= fp(I[i])
+        used -= prompt_done(i, O[i], fp(I[i]), partial, held)
     return held
 
 
