@@ -145,12 +145,9 @@ def _first_tokens_srpt(
             heapq.heapreplace(pending, (rem - c, a[i], i))
         else:
             heapq.heappop(pending)
-        for j in group[1:]:
+        for j in group[1:]:  # whole prompts not started: never in ``partial``
             done[j] = I[j]
-            if O[j] > 1:
-                held.append(j)
-            else:
-                used -= fp(I[j])
+            used -= prompt_done(j, O[j], fp(I[j]), partial, held)
         if done[i] < I[i]:
             if i not in partial:
                 partial.append(i)
