@@ -29,7 +29,7 @@ import numpy as np
 
 from ..cost import LinearCost, UnitCost
 from ..errors import OptschedError
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from ..instance import Instance, Request
 from ..metrics.serving import JctSlo, serving_metrics
 from ..policies import SimStats, get_spec, simulate_policy
