@@ -3,7 +3,7 @@ metric of :class:`optsched.evaluation.Evaluation` it reads.
 
 At the ground floor so that the evaluator and the solve vocabulary
 (:mod:`optsched.solve_types`, which re-exports both names) share one list without importing
-each other (issue 27 item 3).
+each other.
 """
 
 from __future__ import annotations

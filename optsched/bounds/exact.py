@@ -14,7 +14,7 @@ Which model applies and how big it is are the registered formulation's ``applica
 ``estimate`` hooks (``optsched.formulations.base.FormulationInfo``); every solve goes through
 the one pipeline (:func:`optsched.solving.pipeline.solve`), which the caller hands down in the budget
 (:attr:`Budget.exact_solve <optsched.bounds.base.Budget>`): the pipeline imports this package,
-so this package does not import it (issue 27: no upward import). Without it the rung says so.
+so this package does not import it (no upward import). Without it the rung says so.
 
 Any other answer (time out, restriction, model too large) raises :class:`BoundError`
 naming the reason, so ``best`` can say what it could not do.

@@ -47,7 +47,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with ``argv``, only the module of its subcommand is imported (the
     others are not needed to run it, and importing them all costs a good part of a
     second), falling back to every module when that one does not register it."""
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from .. import __version__
 
     parser = argparse.ArgumentParser(
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_INPUT
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from .. import progress
 
     # the budget of --time-limit counts from the process start when run as a program
@@ -136,7 +136,7 @@ def run() -> None:
 
     Tearing down a process that has loaded numpy, numba's run-time and a 4M-entry schedule
     (freeing every object and module) took ~0.1 s of a 1.0 s ``optsched simulate`` of the full
-    trace (issue 31; ``bench/bench_simulate.py --process``). It buys nothing: every file a
+    trace (``bench/bench_simulate.py --process``). It buys nothing: every file a
     command writes is closed by then. So the program flushes stdout and stderr, runs the
     ``atexit`` handlers (``weakref.finalize`` clean-ups, ``logging``, ``multiprocessing``)
     and leaves with ``os._exit``. Only when another non-daemon thread is alive does it exit

@@ -43,7 +43,7 @@ def seed_arg(text: str) -> int:
 def load_instance(path: str) -> Instance:
     """Load an instance file, or an instance shipped with optsched by name
     (:func:`optsched.data.load_instance`, also :func:`optsched.load`)."""
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..data import load_instance as load
 
     return load(path)
@@ -105,7 +105,7 @@ def output_dir(path: str | None, option: str = "-o") -> str | None:
 def image_file(path: str, option: str = "-o") -> str:
     """An image path for matplotlib: ``.png`` is added when there is no suffix; an unknown
     format is refused before drawing; missing directories are created when it is saved."""
-    # lazy: matplotlib loads only when a chart is drawn (start-up time, issue 31)
+    # lazy: matplotlib loads only when a chart is drawn (start-up time)
     from matplotlib.figure import Figure
 
     p = Path(path)
@@ -126,7 +126,7 @@ def print_json(obj: Any) -> None:
 
 
 def _default(o):
-    # lazy: numpy loads only for the commands that need it (start-up time, issue 31)
+    # lazy: numpy loads only for the commands that need it (start-up time)
     import numpy as np
 
     if isinstance(o, np.integer):

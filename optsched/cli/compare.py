@@ -70,7 +70,7 @@ CHART_SECONDS = 1.0
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..solving.budget import command_seconds
     limit = command_seconds(args.time_limit)  # the budget counts from the command's start
     end = time.perf_counter() + limit
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     write_report(out, cmp, gantt_charts=not args.no_gantt, max_rows=args.max_rows or None,
                  title=args.instance, deadline=end - CHART_SECONDS)
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..progress import unit
 
     headers = headers_in(unit(inst))
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         if r.message:
             print(f"{r.label}: {r.message}")
     print(f"report written to {out / 'report.md'}")
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..comparison import compare_verdict, say
 
     say(compare_verdict(cmp))

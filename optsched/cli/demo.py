@@ -59,7 +59,7 @@ def run(args) -> int:
                                "--time-limit", str(args.time_limit), "--solver", "highs",
                                "-o", args.output])
     code = compare.run(cargs)
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..formulations import Hypotheses, SolveOptions
     from ..instance import Instance
     from ..solving import solve

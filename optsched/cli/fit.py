@@ -27,7 +27,7 @@ def register(sub) -> None:
 
 
 def run_fit(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..cost import PRESETS
     from ..workloads.fit import fit_linear_cost
 

@@ -17,7 +17,7 @@ TRACE_KINDS = {"azure": "azure", "vidur": "vidur", "arxiv": "arxiv"}
 
 
 def register(sub) -> None:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..workloads.generators import GENERATORS
 
     kinds = ", ".join(sorted(GENERATORS) + sorted(TRACE_KINDS))
@@ -74,7 +74,7 @@ def register(sub) -> None:
 
 # -- generate -----------------------------------------------------------------------------
 def _print_list() -> None:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..workloads.generators import GENERATORS, REQUIRED
 
     rows = []
@@ -94,7 +94,7 @@ def _print_list() -> None:
 
 
 def _limits(args) -> Limits:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..workloads.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
 
     return Limits(
@@ -137,7 +137,7 @@ def _given(args, names) -> list[str]:
 
 
 def run_generate(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..workloads.generators import GENERATORS
 
     if args.list:
@@ -167,7 +167,7 @@ def run_generate(args) -> int:
     try:
         inst.save(args.out)
     except OSError as e:
-        # lazy: each subcommand imports what it runs (start-up time, issue 31)
+        # lazy: each subcommand imports what it runs (start-up time)
         from ..errors import InputFileError
 
         raise InputFileError(f"{args.out}: cannot write: {e.strerror or e}") from None
@@ -205,7 +205,7 @@ def _generate_family(args, g) -> Instance:
 
 
 def _generate_trace(args, kind: str) -> Instance:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..workloads.traces import load_trace_instance
 
     if args.trace is None:
@@ -217,7 +217,7 @@ def _generate_trace(args, kind: str) -> Instance:
     if bad:
         raise InstanceError(f"kind {kind!r} does not take --{', --'.join(bad)}")
     start, end = _window(args.window)
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..cost import DEFAULT_PRESET
 
     cost = _cost(args.cost_model) or preset(DEFAULT_PRESET)

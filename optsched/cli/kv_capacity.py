@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 
 def run_kv_capacity(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..workloads.capacity import GB, GIB, kv_capacity
 
     c = kv_capacity(args.params, args.layers, args.hidden, args.dtype_bytes, args.gpu_mem_gb,

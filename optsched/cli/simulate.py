@@ -67,7 +67,7 @@ def _instance(args):
     if args.trace and args.instance:
         raise InputFileError("give an INSTANCE or --trace, not both")
     if args.trace:
-        # lazy: each subcommand imports what it runs (start-up time, issue 31)
+        # lazy: each subcommand imports what it runs (start-up time)
         from ..cost import cost_model_arg
         from ..workloads.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
         from ..workloads.traces import load_trace_instance
@@ -128,7 +128,7 @@ def run_simulate(args) -> int:
     policy = spec.make(**parse_param_args(args.param))  # bad params fail before loading
     output_file(args.output)
     inst = _instance(args).with_default_slos(args.ttft_slo, args.tpot_slo)
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..progress import phase
 
     phase(f"simulating {spec.name} on {inst.n} requests")
@@ -149,7 +149,7 @@ def run_simulate(args) -> int:
             )
         print_json(out)
     else:
-        # lazy: each subcommand imports what it runs (start-up time, issue 31)
+        # lazy: each subcommand imports what it runs (start-up time)
         from .evaluate import METRIC_ROWS
 
         status = "feasible" if ev.feasible else f"INFEASIBLE {ev.violation_counts}"

@@ -84,7 +84,7 @@ def resolve_than(instance, than: str, objective: str) -> float:
         if not math.isfinite(value) or value < 0:
             raise CliInputError(f"--than {than}: expected a finite number >= 0 or a policy name")
         return value
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..policies import simulate
 
     ev = evaluate(instance, simulate(instance, than))
@@ -94,7 +94,7 @@ def resolve_than(instance, than: str, objective: str) -> float:
 
 
 def run(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..formulations import Hypotheses, SolveOptions
     from ..solving import run as solve_pipeline
     from ..solving.budget import command_seconds
@@ -130,7 +130,7 @@ def run(args) -> int:
                           improve_fallback=True)
     rep, lb = done.report, done.lower_bound
     assert lb is not None  # lower="combinatorial" always gives one
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..comparison.report import say, solve_verdict
 
     verdict = solve_verdict(inst, args.objective, done, hyp,
@@ -140,7 +140,7 @@ def run(args) -> int:
     if args.json:
         print_json({**done.to_dict(), "verdict": verdict})
     else:
-        # lazy: each subcommand imports what it runs (start-up time, issue 31)
+        # lazy: each subcommand imports what it runs (start-up time)
         from ..progress import unit
 
         u = unit(inst)

@@ -15,8 +15,7 @@ group; ``solve(instance, "my_model.py:run")`` loads a ``run`` function from a fi
 
 A model is solved by :func:`optsched.solving.pipeline.solve` (the top-level ``optsched.solve``), one
 floor up: it picks the warm start, sizes the model and falls back. The old alias
-``optsched.formulations.solve`` is gone (issue 27: this package does not import the floor
-above it).
+``optsched.formulations.solve`` is gone (this package does not import the floor above it).
 """
 
 from __future__ import annotations

@@ -198,7 +198,7 @@ class RawSolution:
 
 @dataclass(frozen=True, eq=False)
 class SolveReport:
-    """The one result type of ``optsched solve`` (JSON contract in the formulations issue)."""
+    """The one result type of ``optsched solve`` (its JSON contract: ``optsched solve --json``)."""
 
     status: str
     objective: float | None

@@ -18,7 +18,7 @@ bookkeeping -- plus the policy's decision time measured by the simulator
   generated a token (:attr:`~optsched.evaluation.Evaluation.entry_generates`): the first
   token, every decode, and the token a refill produces after an eviction (semantics
   section 3, step 2), so a preemption shows as the gap before the refill's token. (Counting
-  decodes only, as before issue 29, skipped refill tokens: a request whose later tokens all
+  decodes only, as this module once did, skipped refill tokens: a request whose later tokens all
   came from recomputes scored P99 TBT = 0.)
 * **Allocation failures**: requests evicted at least once (every eviction in our semantics
   is a KV allocation failure of a running request); **preemptions**: all evictions.
@@ -169,7 +169,7 @@ def serving_metrics(instance: Instance, evaluation: Evaluation, *,
 
 def mechanism_stats(instance: Instance, schedule: Schedule, evaluation: Evaluation,
                     policy: Any = None) -> dict[str, Any]:
-    """Whether a policy's mechanisms acted (issue 29, item 3), from the one evaluator's
+    """Whether a policy's mechanisms acted, from the one evaluator's
     replay: mean entries per batch, the share of batches holding one entry, mean KV in use as
     a share of ``M`` (over batches with entries), the share of entries on hidden cache; then
     the policy's own :meth:`~optsched.policies.simulator.Policy.mechanisms`."""

@@ -215,7 +215,7 @@ def lp_relaxation_value(model: Model) -> float:
     branch-and-bound starts from, for comparing formulations (``bench/bench_hindsight_root.py``).
     Raises :class:`MilpError` when the relaxation has no optimum (infeasible or unbounded)."""
 
-    # lazy: the solver library loads only when a solve runs (start-up time, issue 31)
+    # lazy: the solver library loads only when a solve runs (start-up time)
     import highspy
 
 

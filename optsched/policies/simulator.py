@@ -122,7 +122,7 @@ class SimView:
 
     # request classes ("rt", "be" or "") and SLOs (NaN where none): known at arrival, used
     # by the hybrid policies (bros); every other policy ignores them, so they are built on
-    # first use (three passes over the requests, ~17 ms on the 19K-request trace, issue 31)
+    # first use (three passes over the requests, ~17 ms on the 19K-request trace)
     @cached_property
     def cls(self) -> tuple[str, ...]:
         """Each request's class: ``"rt"``, ``"be"`` or ``""``."""
@@ -185,7 +185,7 @@ class Policy(ABC):
         ...
 
     def mechanisms(self) -> dict[str, float | int]:
-        """What the policy's own mechanisms did in the last run (issue 29, item 3: group
+        """What the policy's own mechanisms did in the last run (group
         sizes, pipelined share, drops, ...), for :func:`optsched.metrics.serving.mechanism_stats`;
         empty for a policy with nothing to report."""
         return {}

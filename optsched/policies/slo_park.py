@@ -1,5 +1,6 @@
 """SLO-park: serve for TTFT and P99 TBT SLO attainment by parking long requests after their
-first token (issue 25, "Goodput" target; the online form of ``bench/goodput_park.py``).
+first token (the goodput target of ``docs/results/serving.md``; the online form of
+``bench/goodput_park.py``).
 
 **Clairvoyant** (hypothetical, semantics section 6): it reads the true output lengths, as
 ``svf``, ``mcsf`` and ``gba`` do here. It needs them for two things: a short request's peak
@@ -461,7 +462,8 @@ register(
     "SLO-park: prefill arrivals shortest prompt first, keep requests that must meet every "
     "TBT gap resident (peak KV reserved), park (evict) requests whose P99 TBT allows a long "
     "gap after their first token and refill them when no arrival waits (knows O)",
-    "optsched issue 25 (goodput target): the online form of bench/goodput_park.py's park "
+    "optsched (goodput target, docs/results/serving.md): the online form of "
+    "bench/goodput_park.py's park "
     "construction; P99 TBT nearest rank (docs/semantics.md section 4), recompute preemption "
     "(section 3); clairvoyant like svf, mcsf and gba",
     hypothetical=True,

@@ -1,4 +1,4 @@
-"""Priority-key search on the compiled simulator kernels (issue 25, item 2).
+"""Priority-key search on the compiled simulator kernels.
 
 A schedule is decoded from a *key* (one number per request, smallest first: ties by arrival,
 then instance order, as the policies rank) by one of the compiled kernels of

@@ -1,4 +1,4 @@
-"""Prefill-first schedules for mean TTFT, decoded from a priority key (issue 25, item 2).
+"""Prefill-first schedules for mean TTFT, decoded from a priority key.
 
 Mean TTFT counts only when each request's first token is generated (docs/semantics.md
 section 5), so a schedule aimed at it can put every first token first and every later token

@@ -1,4 +1,5 @@
-"""Prefill-first SRPT with cut-to-arrival chunks, for mean TTFT (issue 25, "which side").
+"""Prefill-first SRPT with cut-to-arrival chunks, for mean TTFT (``docs/results/bounds.md``,
+"Mean TTFT: which side").
 
 Mean TTFT depends only on when each prompt's last chunk runs (docs/semantics.md section 5:
 the entry that completes the prompt generates the first token), a request may be evicted

@@ -137,7 +137,7 @@ WARM_SHARE = 0.5
 #: seconds kept back from any stage for what follows it (replay, report, output)
 RESERVE_SECONDS = 0.5
 #: a run may end this late: ``RUN_SLACK_SHARE * limit + RUN_SLACK_SECONDS`` past its limit
-#: before it says that it overran (issue 30: within 10% + 1 s of ``--time-limit``)
+#: before it says that it overran (within 10% + 1 s of ``--time-limit``)
 RUN_SLACK_SHARE, RUN_SLACK_SECONDS = 0.1, 1.0
 
 
