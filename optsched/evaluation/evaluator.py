@@ -718,6 +718,9 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     """Replay ``schedule`` on ``instance`` (semantics sections 3-4); never raises on a
     syntactically valid schedule: broken rules come back as violations."""
     inst, s = instance, schedule
+    if inst.cluster is not None or s.placement is not None:  # section 6, clusters
+        raise ValueError("a cluster instance or a schedule that names engines is replayed on all "
+                         "engines by optsched.evaluate (optsched.evaluation.evaluate_cluster)")
     n, nb, lim = inst.n, s.n_batches, inst.limits
     V = _Violations(inst.ids)
     if s.n_entries >= COMPILED_MIN_ENTRIES:
