@@ -770,6 +770,19 @@ class Instance:
         return e.role == "both" and (e.limits is None or e.limits == self.limits) \
             and (e.cost_model is None or e.cost_model == self.cost_model)
 
+    def require_one_engine(self, what: str) -> None:
+        """Refuse (:class:`InstanceError`, one line) an instance that is not
+        :attr:`single_engine`: ``what`` (a formulation, a bound, a search) models one engine,
+        and its optimum or bound would be one engine's (semantics section 6, "Clusters")."""
+        if not self.single_engine:
+            assert self.cluster is not None
+            shape = f"a cluster of {self.cluster.n} engines" if self.cluster.n > 1 else \
+                "a one-engine cluster whose engine has its own role, limits or cost model"
+            raise InstanceError(f"{what} models one engine, but the instance declares {shape} "
+                                "(docs/semantics.md section 6, 'Clusters'); simulate it with a "
+                                "router (optsched simulate --router) and judge it with "
+                                "optsched evaluate")
+
     def for_engine(self, k: int) -> Instance:
         """The requests on engine ``k``'s limits and cost model, without the cluster: what an
         engine's policy is bound to. Not checked again (a request may not fit this engine:

@@ -309,3 +309,30 @@ def test_cluster_dataclasses_validate_themselves():
     with pytest.raises(InstanceError, match="'limits' must be a Limits"):
         Engine("a", limits={"kv_capacity": 3})
     assert TransferLink(2, 4).time(np.array([0, 2])).tolist() == [0.0, 1.0]
+
+
+def test_single_engine_code_refuses_a_cluster_in_one_line():
+    """Bounds, formulations, LNS and the one-engine simulator model one engine: on a cluster
+    their answer would be one engine's (a bound above the cluster's optimum), so they refuse;
+    a one-engine cluster with the instance's own limits is exactly one engine and runs."""
+    import optsched
+    from optsched.errors import OptschedError
+    from optsched.search.lns import improve
+
+    base = optsched.load("tiny")
+    two = base.replace(cluster=Cluster((Engine("a"), Engine("b"))))
+    for call in (lambda: optsched.lower_bound(two, "makespan"),
+                 lambda: optsched.solve(two, "infermax", "makespan"),
+                 lambda: optsched.simulate(two, "vllm"),
+                 lambda: improve(two, optsched.simulate(base, "vllm"))):
+        with pytest.raises(OptschedError, match="cluster of 2 engines") as e:
+            call()
+        assert "\n" not in str(e.value)
+    one = base.replace(cluster=Cluster((Engine("a"),)))
+    assert one.single_engine
+    assert optsched.lower_bound(one, "makespan").value == optsched.lower_bound(base,
+                                                                               "makespan").value
+    assert optsched.simulate(one, "vllm") == optsched.simulate(base, "vllm")
+    own = base.replace(cluster=Cluster((Engine("a", limits=Limits(32, 64)),)))
+    with pytest.raises(InstanceError, match="one-engine cluster whose engine has its own"):
+        optsched.lower_bound(own, "makespan")

@@ -127,6 +127,7 @@ def lower_bound(instance: Instance, objective: str = "makespan", method: str = "
                          "(limits.hidden_cache), whose half-memory caches the bounds do not "
                          "model; a KV-only bound could exceed the optimum. Set hidden_cache "
                          "to false for the KV-only problem")
+    instance.require_one_engine(f"bound method {method!r}")  # section 6, clusters
     budget = budget or Budget.seconds(time_limit)
     if exact_solve is not None:
         budget = replace(budget, exact_solve=exact_solve)

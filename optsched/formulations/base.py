@@ -399,6 +399,7 @@ def prepare_solve(instance: Instance, formulation: str, objective: str, options:
             f"(supports {', '.join(info.objectives)})"
         )
     hyp.check_against(instance)
+    instance.require_one_engine(f"formulation {formulation!r}")  # section 6, clusters
     options = replace(options, params=info.parse_params(options.params))
     if options.solver == "cpsat" and formulation in CONTINUOUS_FORMULATIONS:
         raise FormulationError(

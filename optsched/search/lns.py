@@ -601,6 +601,7 @@ def improve(instance: Instance, schedule: Schedule, objective: str = "makespan",
     warm start), so that it is not replayed again."""
     if schedule.has_swaps or instance.limits.swapping:
         raise LNSError("lns: schedules with swap preemption are not supported")
+    instance.require_one_engine("lns (large-neighbourhood search)")  # section 6, clusters
     if schedule.has_hidden or instance.limits.hidden_cache:
         raise LNSError("lns: hidden cache is not supported (its windows are solved by the "
                        "KV-only exhaustive search)")
