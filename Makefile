@@ -9,6 +9,7 @@
 #   make lock-check    fail if uv.lock is out of date with pyproject.toml (CI runs this)
 #   make docs          the docs site into site/ (mkdocs build --strict; CI runs it)
 #   make test-latest   the fast suite against the newest releases, in .venv-latest (drift on purpose)
+#   make bench         the speed instruments of benchmarks/, each at a quick setting
 PY ?= python3
 UV_VERSION := 0.13.9
 # the extras the test suite needs (ray is locked too; its tests skip when it is absent)
@@ -43,7 +44,7 @@ $(STAMP): $(UV) pyproject.toml uv.lock
 	$(UV) sync --locked --python $(PY) $(addprefix --extra ,$(EXTRAS))
 	touch $(STAMP)
 
-.PHONY: demo test test-slow test-latest lint lock lock-upgrade lock-check uv docs
+.PHONY: demo test test-slow test-latest lint lock lock-upgrade lock-check uv docs bench
 
 uv: $(UV)
 
@@ -72,9 +73,14 @@ docs: $(STAMP)
 
 # lint-imports: the layer contract in pyproject.toml ([tool.importlinter]; issue 27)
 lint: $(STAMP)
-	$(BIN)/ruff check optsched tests notebooks docs
+	$(BIN)/ruff check optsched tests notebooks docs benchmarks studies
 	$(BIN)/mypy optsched
 	$(BIN)/lint-imports --no-cache --no-logo
+
+# the speed instruments (benchmarks/README.md), each at a quick setting; BENCH_ARGS=--full for
+# the published settings, or instrument names to run only those
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 
 lock: $(UV)
 	$(UV) lock --python $(PY)

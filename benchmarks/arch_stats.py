@@ -1,6 +1,6 @@
-"""Architecture numbers for ``optsched/`` from the source alone (issue 27, items 3 and 4).
+"""Architecture numbers for ``optsched/`` from the source alone (``docs/architecture.md``).
 
-    python bench/arch_stats.py [--root optsched] > bench/results/arch-after.txt
+    python -m benchmarks.arch_stats [--root optsched] > studies/architecture/results/arch-after.txt
 
 Reads every ``.py`` file with :mod:`ast` (nothing is imported) and prints:
 
@@ -10,7 +10,7 @@ Reads every ``.py`` file with :mod:`ast` (nothing is imported) and prints:
   it from the interpreter); imports under ``if TYPE_CHECKING:`` are left out (never run);
 - function-local imports, split into those marked as deliberate (a ``# lazy`` comment on the
   import, or a ``# lazy`` comment line heading its block of imports: an optional or heavy
-  dependency, or CLI start-up time, issue 31)
+  dependency, or CLI start-up time)
   and the unmarked rest, which counts the optsched-internal ones separately;
 - upward imports against :data:`LAYERS` (the same order as the import-linter contract in
   ``pyproject.toml``; the old top-level module names are listed too so that the numbers
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # Top to bottom; a module may import from its own layer's package and from layers below it.
-# Modules are matched by the longest listed prefix. Old names (before issue 27's move) are
+# Modules are matched by the longest listed prefix. Old names (before the layered move) are
 # kept next to their new packages so that one list measures both layouts.
 LAYERS: list[list[str]] = [
     ["optsched.cli", "optsched.__main__", "optsched.warm"],
@@ -265,7 +265,7 @@ def report(root: Path) -> str:
     left = sccs({m: {t for t in e if (m, t) not in ignores} for m, e in graph.items()})
     up = upward_imports(mods)
     top = [m for m in mods if m.count(".") == 1 and not mods[m].is_package]
-    out = [f"# optsched architecture numbers (bench/arch_stats.py, root {root})", ""]
+    out = [f"# optsched architecture numbers (benchmarks/arch_stats.py, root {root})", ""]
     out.append(f"modules                         {len(mods)}")
     out.append(f"modules loose at the top level  {len(top)}")
     out.append(f"import edges (optsched->optsched, TYPE_CHECKING excluded)  "

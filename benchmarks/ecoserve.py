@@ -1,18 +1,18 @@
-"""EcoServe's scheduling overhead against vLLM's on the Azure conversation trace (issue 17).
+"""EcoServe's scheduling overhead against vLLM's on the Azure conversation trace.
 
 For each policy: the whole-trace simulation wall time, the time spent inside the policy's
 own hooks (``SimStats.decision_seconds``: ``on_arrivals`` + ``next_batch`` +
 ``on_batch_end``), the number of batches and the decision time per batch; then the ratios
 to ``vllm``. EcoServe reports its scheduling time within 3% of vLLM's (section 4,
-"Scheduling Time Overhead"); the issue's target is a whole-trace simulation in at most
-2x vLLM's time. Setting of ``bench_simulate.py``: M = 100,000, C = 4,096, the InferMax
+"Scheduling Time Overhead"); the target set here is a whole-trace simulation in at most
+2x vLLM's time. Setting (:mod:`benchmarks.setting`): M = 100,000, C = 4,096, the InferMax
 Llama-2-7B/A100 cost preset, the trace's own arrival times (or ``--rate`` Poisson)::
 
-    .venv/bin/python bench/bench_ecoserve.py [--limit N] [--rate R] [--repeat K]
+    .venv/bin/python -m benchmarks.ecoserve [--limit N] [--rate R] [--repeat K]
 
 Wall times on a shared machine are inflated by other jobs, so the ratios use CPU time
 (``time.process_time`` for the whole simulation, ``SimStats.decision_cpu_seconds`` for the
-policy's hooks). Skips with a message when ``../shared/data`` is missing.
+policy's hooks). Skips with a message when the trace is missing.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-TRACE = ROOT.parent / "shared" / "data" / "traces" / "AzureLLMInferenceTrace_conv.csv"
+from benchmarks.setting import PRESET, TRACE, C, M
+
 POLICIES = ("vllm", "sarathi", "orca", "ecoserve-d", "ecoserve-sd", "ecoserve-sdo", "ecoserve",
             "ecoserve-oracle")
 
@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="runs per policy; the best is kept")
     args = ap.parse_args(argv)
     if not Path(args.trace).exists():
-        print(f"skipped: trace {args.trace} not found (../shared/data missing)")
+        print(f"skipped: trace {args.trace} not found (set OPTSCHED_DATA)")
         return 0
     from optsched.cost import PRESETS
     from optsched.evaluate import evaluate
@@ -46,8 +46,8 @@ def main(argv=None) -> int:
     from optsched.serving.rate_search import at_rate
     from optsched.workloads.traces import load_azure
 
-    limits = Limits(kv_capacity=100_000, max_batch_tokens=4096)
-    inst = load_azure(args.trace, limits, PRESETS["infermax-llama2-7b-a100"])
+    limits = Limits(kv_capacity=M, max_batch_tokens=C)
+    inst = load_azure(args.trace, limits, PRESETS[PRESET])
     if args.limit:
         inst = inst.replace(requests=inst.requests[: args.limit])
     if args.rate:

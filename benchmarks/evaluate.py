@@ -4,7 +4,7 @@ Target (foundation issue): <= 10 s on the 2-core reference machine.
 The schedule runs waves of K requests in lockstep (one prefill batch, then
 O - 1 decode batches), so every entry is feasible and the whole replay runs.
 
-    .venv/bin/python bench/bench_evaluate.py [--entries 5000000]
+    .venv/bin/python -m benchmarks.evaluate [--entries 5000000]
 """
 
 from __future__ import annotations

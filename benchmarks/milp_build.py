@@ -1,7 +1,7 @@
 """Time building (and assembling) a MILP with about one million nonzeros.
 
-    .venv/bin/python bench/bench_milp_build.py [--jobs 1000 --slots 500] [--highs] [--mps]
-    .venv/bin/python bench/bench_milp_build.py --formulations [--repeat 5]
+    .venv/bin/python -m benchmarks.milp_build [--jobs 1000 --slots 500] [--highs] [--mps]
+    .venv/bin/python -m benchmarks.milp_build --formulations [--repeat 5]
 
 The model is an assignment toy: binary x[j, t] (job j starts in slot t), one "assign" row
 per job (sum_t x[j, t] == 1) and one "capacity" row per slot (sum_j size[j] x[j, t] <= C),
@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-from optsched.milp import Model  # noqa: E402
+from optsched.milp import Model
 
 
 def build(jobs: int, slots: int, seed: int = 0) -> Model:

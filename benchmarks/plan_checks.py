@@ -1,11 +1,11 @@
-"""What checking every policy plan costs (issue 30: integer tokens, indices in range).
+"""What checking every policy plan costs (integer tokens, indices in range).
 
 For plans of 1, 40 and 1,000 entries given as lists and as int64 arrays it prints the time
 of :func:`optsched.policies.simulator.checked_plan` next to the unchecked conversion the
 simulator did before (``np.asarray(..., dtype=np.int64)``, which floors 16.5 to 16), and the
 share of a whole ``simulate`` spent in the check (CPU time of this thread)::
 
-    .venv/bin/python bench/bench_plan_checks.py [--n 2000]
+    .venv/bin/python -m benchmarks.plan_checks [--n 2000]
 """
 
 from __future__ import annotations

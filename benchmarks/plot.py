@@ -1,12 +1,12 @@
 """Time the Gantt chart (``optsched.plot.gantt``) on large schedules.
 
-    .venv/bin/python bench/bench_plot.py [--sizes 400,2000,4000]
+    .venv/bin/python -m benchmarks.plot [--sizes 400,2000,4000]
 
 Each schedule has n requests (I = 10, O = 50) in waves of 200: every wave is prefilled in one
 batch and then decoded, so it has n * 50 entries. The chart is drawn with every row
 (``max_rows=None``) and no merging of touching spans, the worst case, and saved as a PNG.
-Prints the entries, the evaluate and draw + save times. ``tests/test_plot.py`` draws the same
-schedules (``waves``) to check the chart, without timing it.
+Prints the entries, the evaluate and draw + save times. The plot tests draw the same
+schedules (:func:`optsched.testing.wave_schedule`) to check the chart, without timing it.
 """
 
 from __future__ import annotations
@@ -20,22 +20,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from optsched import plot  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
-from optsched.instance import Instance, Limits, Request  # noqa: E402
-from optsched.schedule import ScheduleBuilder  # noqa: E402
-
-
-def waves(n: int, W: int = 200, I: int = 10, O: int = 50):
-    reqs = tuple(Request(f"r{i}", 0, I, O) for i in range(n))
-    inst = Instance("waves", Limits(kv_capacity=W * (I + O), max_batch_tokens=10**6), requests=reqs)
-    b = ScheduleBuilder([r.id for r in reqs])
-    for w in range(0, n, W):
-        ids = list(range(w, min(w + W, n)))
-        b.add_indexed(ids, [I] * len(ids))
-        for _ in range(O - 1):
-            b.add_indexed(ids, [1] * len(ids))
-    return inst, b.build()
+from optsched import plot
+from optsched.evaluate import evaluate
+from optsched.testing import wave_schedule
 
 
 def main(argv=None) -> None:
@@ -45,7 +32,7 @@ def main(argv=None) -> None:
     print(f"{'requests':>8} {'entries':>9} {'evaluate s':>10} {'gantt s':>8}")
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(v) for v in args.sizes.split(",")):
-            inst, s = waves(n)
+            inst, s = wave_schedule(n)
             t0 = time.perf_counter()
             ev = evaluate(inst, s)
             t1 = time.perf_counter()

@@ -1,5 +1,5 @@
 """Which built-in policies still run only in Python, and what their Python path costs: the
-evidence for issue 31's "kernels where it pays".
+evidence for "kernels where it pays" (``docs/results/speed.md``).
 
 For every registered policy it says whether a compiled kernel applies
 (:func:`optsched.policies.fast.fast_config`) and, on seeded windows of the Azure
@@ -7,7 +7,7 @@ conversation trace (:func:`optsched.workloads.traces.seeded_window`, the one win
 M = 100,000, C = 4,096, InferMax's Llama-2-7B/A100 preset), the Python path's batches and
 process CPU seconds (``time.process_time``: the machine is shared), and its CPU per batch::
 
-    OPTSCHED_DATA=/work/shared/data .venv/bin/python bench/bench_python_only.py \\
+    OPTSCHED_DATA=/work/shared/data .venv/bin/python -m benchmarks.python_only \\
         [--size 2000] [--seeds 0,1] [--policies sorted-f,gba,...]
 
 By default only the policies without a kernel run (``--all`` adds the others' Python path
@@ -17,15 +17,11 @@ for comparison). Skips with a message when the trace is missing.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 import warnings
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("OPTSCHED_DATA", ROOT.parent / "shared" / "data"))
-TRACE = DATA / "traces" / "AzureLLMInferenceTrace_conv.csv"
+from benchmarks.setting import PRESET, TRACE, C, M
 
 
 def main(argv=None) -> int:
@@ -36,7 +32,7 @@ def main(argv=None) -> int:
     ap.add_argument("--all", action="store_true", help="also the policies that have a kernel")
     args = ap.parse_args(argv)
     if not TRACE.exists():
-        print(f"skipped: trace {TRACE} not found (../shared/data missing)")
+        print(f"skipped: trace {TRACE} not found (set OPTSCHED_DATA)")
         return 0
     from optsched.cost import PRESETS
     from optsched.instance import Limits
@@ -46,8 +42,8 @@ def main(argv=None) -> int:
     from optsched.workloads.traces import read_trace, seeded_window, trace_to_instance
 
     raw = read_trace(TRACE, format="azure")
-    limits = Limits(kv_capacity=100_000, max_batch_tokens=4096)
-    cost = PRESETS["infermax-llama2-7b-a100"]
+    limits = Limits(kv_capacity=M, max_batch_tokens=C)
+    cost = PRESETS[PRESET]
     names = args.policies.split(",") if args.policies else [s.name for s in list_policies()]
     print(f"{'policy':<20} {'kernel':>6} {'seed':>4} {'requests':>8} {'batches':>8} | "
           f"{'python cpu s':>12} {'us/batch':>8}")

@@ -2,14 +2,14 @@
 19,366 requests): optsched's compiled fast path against its Python path (the reference),
 side by side in one run, with the schedules checked identical batch for batch.
 
-Setting of issue 3 / issue 31: trace arrivals, M = 100,000, C = 4,096, InferMax's
+Setting (:mod:`benchmarks.setting`): trace arrivals, M = 100,000, C = 4,096, InferMax's
 Llama-2-7B/A100 cost preset. For each size (first N requests of the trace) and policy it
 prints the batches, the simulation time of each path (wall and process CPU: other jobs on a
 shared machine inflate wall times, CPU is the steadier figure), their ratio, whether the
 schedules are identical, and the evaluation time (compiled one-pass replay vs the vectorised
 replay, same verdict and metrics)::
 
-    .venv/bin/python bench/bench_simulate.py [--sizes 1000,19366] [--policies vllm,...]
+    .venv/bin/python -m benchmarks.simulate [--sizes 1000,19366] [--policies vllm,...]
         [--no-python]   # skip the slow Python path (fast path and evaluation only)
 
 The first call of each kernel in a fresh process loads it from numba's cache (or compiles
@@ -20,18 +20,20 @@ CPU, plus the start-up pieces (``import numba``, first kernel calls); ``--before
 the same commands on an older source tree side by side::
 
     git archive dca90c4 | tar -x -C /tmp/before
-    .venv/bin/python bench/bench_simulate.py --process --cold --before /tmp/before
+    .venv/bin/python -m benchmarks.simulate --process --cold --before /tmp/before
+
 ``--vidur PATH`` runs Vidur's own simulator (its vLLM and Sarathi replica schedulers, the
-same requests and cost model: ``bench/vidur_side.py`` under Vidur's interpreter,
+same requests and cost model: ``benchmarks/vidur_side.py`` under Vidur's interpreter,
 ``--vidur-python``) interleaved with optsched's fast path, Python path and whole
-``optsched simulate`` process, in one table (``bench/results/simulate-vidur.txt`` says what
+``optsched simulate`` process, in one table (``studies/speed/results/simulate-vidur.txt`` says what
 differs between the two)::
 
     git -C /work/.mirror/microsoft+vidur/repo archive HEAD vidur | tar -x -C /tmp/vidur-src
     uv venv /tmp/vidur-venv && uv pip install --python /tmp/vidur-venv/bin/python numpy pandas \
         scikit-learn wandb kaleido ddsketch plotly_express matplotlib seaborn fasteners pyyaml
-    .venv/bin/python bench/bench_simulate.py --vidur /tmp/vidur-src --repeat 2
-Skips with a message when ``../shared/data`` is missing.
+    .venv/bin/python -m benchmarks.simulate --vidur /tmp/vidur-src --repeat 2
+
+Skips with a message when the trace is missing.
 """
 
 from __future__ import annotations
@@ -46,10 +48,10 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.setting import PRESET, TRACE, C, M
+
+#: the source tree measured (the one this benchmark is in)
 ROOT = Path(__file__).resolve().parents[1]
-#: ``OPTSCHED_DATA`` if set (a worktree), else ``../shared/data`` (tests/shared_data.py's rule)
-DATA = Path(os.environ.get("OPTSCHED_DATA", ROOT.parent / "shared" / "data"))
-TRACE = DATA / "traces" / "AzureLLMInferenceTrace_conv.csv"
 SIZES = (1000, 5000, 19366)
 POLICIES = ("vllm", "sarathi", "fcfs", "infermax", "mcsf")
 COLUMNS = ("batch_ptr", "entry_req", "entry_tokens", "evict_ptr", "evict_req")
@@ -171,8 +173,8 @@ def process_bench(args) -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench_simulate_") as d:
         tmp = Path(d)
-        load_azure(args.trace, Limits(kv_capacity=100_000, max_batch_tokens=4096),
-                   PRESETS["infermax-llama2-7b-a100"]).save(tmp / "conv.json")
+        load_azure(args.trace, Limits(kv_capacity=M, max_batch_tokens=C),
+                   PRESETS[PRESET]).save(tmp / "conv.json")
         head = (f"{'tree':<8} {'command':<22} | {'wall s':>7} {'user s':>7} {'sys s':>6} | "
                 f"{'CPU s':>7} {'peak MB':>7} {'status':>6}")
         print(head)
@@ -201,12 +203,12 @@ def _clipped(full, C: int):
 
 def _vidur_row(vpy: str, vpath: str, csv: Path, policy: str, cost: Path, M: int,
                budget: int, cap: int) -> dict:
-    """One Vidur process (``bench/vidur_side.py`` under Vidur's interpreter): its JSON line
+    """One Vidur process (``benchmarks/vidur_side.py`` under Vidur's interpreter): its JSON line
     plus the child's wall, CPU and peak RSS."""
     import json
 
     env = {**os.environ, "PYTHONPATH": vpath}
-    cmd = [vpy, str(ROOT / "bench" / "vidur_side.py"), str(csv), policy, str(cost), str(M),
+    cmd = [vpy, str(Path(__file__).resolve().parent / "vidur_side.py"), str(csv), policy, str(cost), str(M),
            str(budget), str(cap)]
     cmd, peak = _peak_wrapped(cmd, tempfile.gettempdir())
     t0 = time.perf_counter()
@@ -234,9 +236,8 @@ def vidur_bench(args) -> None:
     from optsched.policies import simulate
     from optsched.workloads.traces import load_azure
 
-    M, C, P, cap = 100_000, 4096, 512, 256
-    full = load_azure(args.trace, Limits(kv_capacity=M, max_batch_tokens=C),
-                      PRESETS["infermax-llama2-7b-a100"])
+    P, cap = 512, 256
+    full = load_azure(args.trace, Limits(kv_capacity=M, max_batch_tokens=C), PRESETS[PRESET])
     inst = _clipped(full, C)
     if args.vidur_requests:
         inst = inst.replace(requests=inst.requests[:args.vidur_requests])
@@ -345,8 +346,8 @@ def main(argv=None) -> int:
     from optsched.policies import simulate
     from optsched.workloads.traces import load_azure
 
-    limits = Limits(kv_capacity=100_000, max_batch_tokens=4096)
-    cost = PRESETS["infermax-llama2-7b-a100"]
+    limits = Limits(kv_capacity=M, max_batch_tokens=C)
+    cost = PRESETS[PRESET]
     full, t_load, _ = _timed(lambda: load_azure(args.trace, limits, cost))
     print(f"trace {Path(args.trace).name}: {full.n} requests loaded in {t_load:.2f} s; "
           f"M=100,000, C=4,096, cost preset {cost.preset}")

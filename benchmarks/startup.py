@@ -1,16 +1,16 @@
-"""Where the seconds of one ``optsched simulate`` / ``optsched evaluate`` process go (issue 31):
+"""Where the seconds of one ``optsched simulate`` / ``optsched evaluate`` process go:
 the whole command's steps replayed one by one in a fresh process, each timed (process CPU
 and wall), for this source tree and optionally an older one side by side::
 
-    .venv/bin/python bench/bench_startup.py [--before DIR] [--repeat 3]
+    .venv/bin/python -m benchmarks.startup [--before DIR] [--repeat 3]
 
 ``simulate``: full Azure conversation trace (19,366 requests), vLLM, M = 100,000, C = 4,096,
-InferMax's Llama-2-7B preset, ``-o .npz``, as ``bench_simulate.py --process`` runs it;
+InferMax's Llama-2-7B preset, ``-o .npz``, as ``benchmarks/simulate.py --process`` runs it;
 ``evaluate``: that instance's JSON and that ``.npz``. Each step is what the command does
 (cli imports, trace parse and instance build, ``import numba``, the kernel's first call =
 numba's cached-code load, the simulation, the evaluation with its kernel's load, the
 ``.npz`` write; for evaluate the instance JSON, the ``.npz`` read, the instance check,
-the report), so the steps sum to about the command's CPU (``bench_simulate.py --process``
+the report), so the steps sum to about the command's CPU (``benchmarks/simulate.py --process``
 measures the command itself). Both trees need a warm numba cache (``python -m
 optsched.warm`` with the tree first on PYTHONPATH). Prints the minimum over ``--repeat``
 runs of each step (the machine is shared: the least disturbed run of each). Skips with a
@@ -26,9 +26,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.setting import TRACE
+
+#: the source tree measured (the one this benchmark is in)
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("OPTSCHED_DATA", ROOT.parent / "shared" / "data"))
-TRACE = DATA / "traces" / "AzureLLMInferenceTrace_conv.csv"
 
 _CLOCK = """
 import sys, time
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
     if not Path(args.trace).exists():
-        print(f"skipped: trace {args.trace} not found (../shared/data missing)")
+        print(f"skipped: trace {args.trace} not found (set OPTSCHED_DATA)")
         return 0
     trees = [("after", ROOT)] + ([("before", Path(args.before))] if args.before else [])
     with tempfile.TemporaryDirectory(prefix="bench_startup_") as d:

@@ -10,9 +10,9 @@ engine (the cells' own cost)::
 
 i.e. worker-seconds per cell spent on anything but the cell (engine start included; "1st cell"
 is the time to the first finished cell, "after 1st" the rate once running). Ray is skipped with a message
-when it is not installed. Results go to stdout and ``bench/results/sweep.json``::
+when it is not installed. Results go to stdout and ``studies/sweeps/results/sweep.json``::
 
-    .venv/bin/python bench/bench_sweep.py [--workers 2] [--engines local,ray]
+    .venv/bin/python -m benchmarks.sweep [--workers 2] [--engines local,ray]
 
 On a shared machine (other jobs on the same cores) wall times are inflated; say so when
 quoting them and re-run on a quiet machine for clean figures.
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--engines", default="local,ray")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "sweep.json"))
+    ap.add_argument("--out", default=str(ROOT / "studies" / "sweeps" / "results" / "sweep.json"))
     args = ap.parse_args(argv)
     from optsched.sweep import parse_spec
 

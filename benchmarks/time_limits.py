@@ -1,6 +1,6 @@
-"""Wall time of ``optsched`` commands against their ``--time-limit`` (issue 30 item 2).
+"""Wall time of ``optsched`` commands against their ``--time-limit`` (the whole command's budget).
 
-    .venv/bin/python bench/bench_time_limits.py [--checkout DIR] [--only solve-200,bound-400]
+    .venv/bin/python -m benchmarks.time_limits [--checkout DIR] [--only solve-200,bound-400]
 
 Each case runs ``python -m optsched ...`` as a subprocess (interpreter start-up included, as a
 user measures it) with the code of ``--checkout`` (default: this one) first on the path, and

@@ -1,10 +1,10 @@
-"""Vidur's own simulator on optsched's requests, for ``bench_simulate.py --vidur``.
+"""Vidur's own simulator on optsched's requests, for ``benchmarks/simulate.py --vidur``.
 
 Runs under *Vidur's* interpreter (a scratch venv with Vidur's requirements) with a Vidur
 checkout first on ``PYTHONPATH``; it never imports optsched, and optsched never imports
 Vidur (it is not vendored). Usage::
 
-    python vidur_side.py REQUESTS.csv POLICY COST.json M BUDGET CAP
+    python benchmarks/vidur_side.py REQUESTS.csv POLICY COST.json M BUDGET CAP
 
 ``REQUESTS.csv`` has Vidur's trace-replay columns (``arrived_at``, ``num_prefill_tokens``,
 ``num_decode_tokens``); ``POLICY`` is ``vllm`` or ``sarathi`` (Vidur's

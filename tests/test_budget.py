@@ -1,6 +1,6 @@
 """--time-limit is a budget for the whole command (issue 13 item 3): the model is sized before
 it is built, and when it cannot fit, solve/compare say so and answer with the certified
-bound and the best policy. Behaviour only, no wall-clock asserts (speed lives in bench/)."""
+bound and the best policy. Behaviour only, no wall-clock asserts (speed lives in benchmarks/)."""
 
 from __future__ import annotations
 

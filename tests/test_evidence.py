@@ -23,7 +23,7 @@ FILES = sorted(EVIDENCE.glob("*.schedules.json"))
 
 
 def test_evidence_is_shipped():
-    assert FILES, "instances/evidence/ has no schedules (bench/hindsight_evidence.py writes them)"
+    assert FILES, "instances/evidence/ has no schedules (studies/hindsight/evidence.py writes them)"
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])

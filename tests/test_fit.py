@@ -81,7 +81,7 @@ def test_malformed_attention_file(tmp_path):
 
 @needs_data
 def test_vidur_preset_is_the_fit_of_the_profiling_tables():
-    """The shipped ``vidur-llama2-7b-a100`` preset is what bench/fit_preset.py derives: a
+    """The shipped ``vidur-llama2-7b-a100`` preset is what studies/claims/cost_preset.py derives: a
     re-fit of the shared tables gives the same coefficients to the 6 digits pasted."""
     r = fit_linear_cost(PROF, "Llama-2-7b-hf", "a100", 1)
     shipped = PRESETS["vidur-llama2-7b-a100"]

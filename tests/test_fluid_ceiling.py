@@ -1,4 +1,4 @@
-"""The fluid-family ceiling of ``bench/bench_fluid_ceiling.py`` (formulations/bounds.md, "What
+"""The fluid relaxation of :mod:`optsched.bounds.fluid` (formulations/bounds.md, "What
 did not help": memory concurrency). Its schedules of the relaxation R are schedules of the
 KV-share relaxation that ``dual`` and ``spread`` bound, so neither may exceed their value
 (``coupled`` and ``srpt`` also keep token- and count-share floors, which R does not bound:
@@ -8,9 +8,7 @@ chain."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,28 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from test_bounds import _assert_below, instances
 
 from optsched.bounds import lower_bound
-
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-
-
-def _ceiling_module():
-    import sys
-
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location("bench_fluid_ceiling", BENCH / "bench_fluid_ceiling.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-FC = _ceiling_module()
+from optsched.bounds.fluid import fluid_completions, relaxation
 
 
 def _fluid(inst, cap_mem: float) -> np.ndarray:
     a = inst.arrival.astype(np.float64)
-    x, dur, first, reserve = FC.relaxation(inst)
-    return FC.fluid_srpt(a, x, dur, first, reserve, cap_mem, 0.0) - a
+    x, dur, first, reserve = relaxation(inst)
+    return fluid_completions(a, x, dur, first, reserve, cap_mem, 0.0) - a
 
 
 # slow step: 40 examples of the numba fluid schedule and the dual rung, ~25 s quiet, ~75 s at load 10
@@ -48,7 +31,7 @@ def _fluid(inst, cap_mem: float) -> np.ndarray:
 @given(inst=instances(max_requests=6, max_prompt=8, max_output=5))
 def test_fluid_rungs_stay_below_the_fluid_schedule(inst):
     lat = _fluid(inst, math.inf)
-    x, dur, first, _ = FC.relaxation(inst)
+    x, dur, first, _ = relaxation(inst)
     chain = np.add.reduceat(dur, first)
     assert np.all(np.isfinite(lat))
     assert np.all(lat >= chain * (1 - 1e-9) - 1e-12)  # no request beats its memory-full chain

@@ -10,6 +10,7 @@ from optsched.cli import main
 from optsched.evaluate import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.schedule import Schedule
+from optsched.testing import wave_schedule
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -116,23 +117,8 @@ def test_gantt_of_an_infeasible_schedule_says_so(evict_demo):
     assert "INFEASIBLE" in fig.axes[0].get_title()
 
 
-def _load_bench_plot():
-    """``bench/bench_plot.py`` builds the wave schedules the large-plot tests draw (one copy)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "bench" / "bench_plot.py"
-    spec = importlib.util.spec_from_file_location("bench_plot", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_big = _load_bench_plot().waves
-
-
 def test_gantt_samples_rows_above_max_rows():
-    inst, s = _big(400, W=100, O=5)
+    inst, s = wave_schedule(400, wave=100, output=5)
     ev = evaluate(inst, s)
     fig = plot.gantt(inst, s, ev, max_rows=50)
     ax, kv_ax = fig.axes[:2]
@@ -145,7 +131,7 @@ def test_gantt_samples_rows_above_max_rows():
 
 
 def test_gantt_merges_touching_spans_without_changing_the_picture():
-    inst, s = _big(40, W=20, O=8)
+    inst, s = wave_schedule(40, wave=20, output=8)
     ev = evaluate(inst, s)
     full = _collections(plot.gantt(inst, s, ev, kv=False).axes[0])
     merged = _collections(plot.gantt(inst, s, ev, kv=False, merge_above=10).axes[0])
@@ -157,8 +143,8 @@ def test_gantt_merges_touching_spans_without_changing_the_picture():
 
 
 def test_gantt_draws_100k_entries(tmp_path):
-    """Completes and writes a PNG; ``bench/bench_plot.py`` measures the time."""
-    inst, s = _big(2000)
+    """Completes and writes a PNG; ``benchmarks/plot.py`` measures the time."""
+    inst, s = wave_schedule(2000)
     assert s.n_entries == 100_000
     ev = evaluate(inst, s)
     plot.gantt(inst, s, ev, max_rows=None, merge_above=10**9, save=tmp_path / "big.png")

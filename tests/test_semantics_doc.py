@@ -70,7 +70,7 @@ def _cited_sections(text: str):
 
 
 def _cited_files():
-    for base in ("optsched", "tests", "formulations", "bench", "docs"):
+    for base in ("optsched", "tests", "formulations", "benchmarks", "studies", "docs"):
         yield from (ROOT / base).rglob("*.py")
         yield from (ROOT / base).rglob("*.md")
     yield ROOT / "README.md"

@@ -2,7 +2,7 @@
 time of an ``optsched`` subprocess (interpreter start-up included, as a user measures it) on
 instances that overran before the budget covered the whole command, and the same for the
 Python ``solve`` and a sweep's bound cell. Sizes and times before/after are in
-``bench/bench_time_limits.py``.
+``benchmarks/time_limits.py``.
 
 On a loaded machine the 1 s + 10% is stretched (:func:`allowed`): the limit itself is wall
 time (the commands' deadline is a wall clock), but the margin is CPU work done after the last

@@ -52,7 +52,7 @@ def test_row_counts_and_first_rows():
 
 @needs_data
 def test_azure_loads_the_whole_trace():
-    """Contents only; ``bench/bench_simulate.py`` prints the load time."""
+    """Contents only; ``benchmarks/simulate.py`` prints the load time."""
     inst = load_trace_instance(AZ_CONV, BIG)
     assert inst.n == 19_366 and inst.requests[0].id == "r0" and inst.requests[-1].id == "r19365"
 

@@ -31,7 +31,7 @@ INTERVALS = 300
 #: least price left (the piece floor is nondecreasing in the price), which caps a step's time
 MAX_PIECES = 48
 #: projected subgradient: steps of STEP x (largest start price) x DECAY^t along g / |g|
-#: (tuned on the conversation windows of bench_bounds.py; any prices are valid)
+#: (tuned on the conversation windows of studies/bounds/trace_bounds.py; any prices are valid)
 ITERATIONS = 160
 STEP = 0.3
 DECAY = 0.995

@@ -282,7 +282,7 @@ def batch_pricer(cost_model):
 DEADLINE_EVERY = 64
 #: output tokens from which ``simulate_policy(fast=None)`` runs a built-in policy's compiled
 #: kernel: below it the Python loop (~60 us a batch) finishes before numba is imported and
-#: its cached kernels loaded (~1-2 s); bench/bench_simulate.py measures both paths
+#: its cached kernels loaded (~1-2 s); benchmarks/simulate.py measures both paths
 FAST_MIN_OUTPUT_TOKENS = 50_000
 
 

@@ -83,7 +83,7 @@ PREFILL_PACK = {"prefill-first": (1, 0), "prefill-chunk2048": (1, 2048),
                 "prefill-chunk1024": (1, 1024), "prefill-pack2": (2, 0),
                 "prefill-packed": (1 << 30, 0)}
 #: decoders tried, the seed keys with each in turn; ``rank-pc`` is left out by default: on
-#: the bench's trace windows it was 1.3-1.7x worse than ``rank`` on total latency
+#: the studies' trace windows it was 1.3-1.7x worse than ``rank`` on total latency
 DEFAULT_DECODERS = ("mcsf", "rank", "rank-ef")
 #: for mean TTFT the prefill-first shape first (every first token before the other tokens)
 TTFT_DECODERS = ("prefill-first", "prefill-chunk2048", "prefill-chunk1024", "prefill-pack2",

@@ -21,7 +21,7 @@ Keys are the key search's (:func:`optsched.search.keysearch.seed_keys`, smallest
 It runs on the Python simulator (~0.6 s a 1,200-request window), so it is not among the
 default decoders; name it in ``key_search(..., decoders=("one-prompt", ...))``.
 
-Measured on the code windows of ``bench/bench_gap_attribution.py`` (entry-cost key, seeds
+Measured on the code windows of ``studies/bounds/gap_attribution.py`` (entry-cost key, seeds
 0 / 1 / 2): 6,349 / 11,312 / 6,292 s total latency at ``lo = 768`` against the best known
 6,440 / 10,665 / 6,361.
 """

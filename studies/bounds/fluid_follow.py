@@ -1,6 +1,6 @@
 """Upper-side diagnostic (not a policy; ``formulations/bounds.md``, "What did not help": the
 ceiling of the fluid family): a discrete schedule that follows the R + memory fluid schedule
-of ``bench/bench_fluid_ceiling.py``, replayed by ``evaluate``.
+of ``studies/bounds/fluid_ceiling.py``, replayed by ``evaluate``.
 
 Per batch:
 
@@ -19,7 +19,7 @@ Batch durations come from the instance's cost model; the schedule is replayed by
 ``optsched.evaluate`` (an infeasible one is an error) and its total latency printed beside
 the recorded best schedule and the ``spread`` bound.
 
-    OPTSCHED_TRACES=... python bench/fluid_follow.py [--traces conv,code]
+    OPTSCHED_DATA=... python -m studies.bounds.fluid_follow [--traces conv,code]
         [--window-seeds 0,1,2] [--prefill-budget 512,1024,2048,4096,8192]
 """
 
@@ -27,22 +27,16 @@ from __future__ import annotations
 
 import argparse
 import heapq
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from bench_bounds import window_instance  # noqa: E402
-from bench_fluid_ceiling import RECORDED_BEST, relaxation  # noqa: E402
-
-from optsched.bounds import lower_bound  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
-from optsched.schedule import Schedule  # noqa: E402
+from optsched.bounds import lower_bound
+from optsched.bounds.fluid import relaxation
+from optsched.evaluate import evaluate
+from optsched.schedule import Schedule
+from studies.bounds.fluid_ceiling import RECORDED_BEST
+from studies.settings import window
 
 
 def follow(inst, prefill_budget: int, strict: bool = False) -> Schedule:
@@ -141,7 +135,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     for trace in args.traces.split(","):
         for seed in (int(s) for s in args.window_seeds.split(",")):
-            inst, _ = window_instance(trace, seed, args.window)
+            inst = window(trace, seed, args.window)
             sp = lower_bound(inst, "total-latency", "spread").value
             best = RECORDED_BEST.get((trace, seed), float("nan"))
             for b in (int(v) for v in args.prefill_budget.split(",")):

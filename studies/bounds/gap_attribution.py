@@ -1,4 +1,4 @@
-"""Which side holds issue 25's total-latency gap: the bound or the schedule?
+"""Which side holds the seeded windows' total-latency gap: the bound or the schedule?
 
 Part ``small`` (exact attribution at small scale). A 1,200-request window of the Azure 2023
 conversation or code trace (``optsched.workloads.traces.window_instance``, M = 30,000,
@@ -7,7 +7,7 @@ window of 8 real requests: every prompt can be chunked in ~1,000 ways and every 
 ~200 decode steps. Small windows are therefore drawn *coarsened*: ``n`` consecutive requests
 from a seeded row, every token count divided by ``q`` (one unit = ``q`` tokens, at least 1)
 and the preset's coefficients rescaled so that a unit costs what its ``q`` tokens cost
-(:func:`coarse_cost`: a decode unit is ``q`` decode steps, ``q`` batch constants and ``q``
+(:func:`optsched.cost.coarsened`: a decode unit is ``q`` decode steps, ``q`` batch constants and ``q``
 times the attention over ``q`` times the cached units; a prompt unit is ``q`` prompt
 tokens, with the quadratic term times ``q**2``). The load of the 1,200-request window of
 the same trace and seed is kept (:func:`profile`):
@@ -64,10 +64,10 @@ the best schedule goes. Per window:
 ``srpt(own) - bound`` what its extra work costs against the rung's work. Every schedule is
 replayed by ``optsched.evaluate``.
 
-    PYTHONPATH=. python bench/bench_gap_attribution.py --part small --traces conv,code \
-        --sizes 6,8,10,12 --seeds 0-19 [--q 100] [--out bench/results/gap-attribution.txt]
+    python -m studies.bounds.gap_attribution --part small --traces conv,code \
+        --sizes 6,8,10,12 --seeds 0-19 [--q 100] [--out studies/bounds/results/gap-attribution.txt]
 
-Needs the traces (``OPTSCHED_TRACES`` or ``../shared/data/traces``); exits 2 without them.
+Needs the traces (``$OPTSCHED_DATA/traces``, :mod:`studies.settings`); exits 2 without them.
 """
 
 from __future__ import annotations
@@ -79,57 +79,32 @@ import os
 import sys
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from optsched.bounds import lower_bound
+from optsched.bounds.attribution import alone_work, attribute
+from optsched.bounds.attribution import srpt_total_flow as _srpt_flow
+from optsched.cost import LinearCost, coarsened, preset
+from optsched.errors import OptschedError
+from optsched.evaluate import evaluate
+from optsched.formulations.exhaustive.search import SearchOptions, search
+from optsched.instance import Instance, Limits, Request
+from optsched.policies import list_policies, simulate
+from optsched.search.keysearch import key_search, make_decoder
+from optsched.search.lns import LNSOptions, improve
+from optsched.search.one_prompt import ONE_PROMPT
+from optsched.workloads.traces import read_trace, seeded_window
+from studies.settings import PRESET, WINDOW, C, M, trace_path, window
 
-from optsched.bounds import lower_bound  # noqa: E402
-from optsched.cost import LinearCost, preset  # noqa: E402
-from optsched.errors import OptschedError  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
-from optsched.formulations.exhaustive.search import SearchOptions, search  # noqa: E402
-from optsched.instance import Instance, Limits, Request  # noqa: E402
-from optsched.policies import list_policies, simulate  # noqa: E402
-from optsched.search.keysearch import key_search, make_decoder  # noqa: E402
-from optsched.search.lns import LNSOptions, improve  # noqa: E402
-from optsched.search.one_prompt import ONE_PROMPT  # noqa: E402
-from optsched.workloads.traces import read_trace, seeded_window  # noqa: E402
-
-TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
-PRESET = "infermax-llama2-7b-a100"
-M, C, SIZE = 30_000, 8192, 1200
+SIZE = WINDOW
 OBJ = "total-latency"
 RUNGS = ("combinatorial", "spread", "coupled", "dual")
 
 
-def trace_path(trace: str) -> Path:
-    p = TRACES / f"AzureLLMInferenceTrace_{trace}.csv"
-    if not p.exists():
-        sys.exit(f"bench_gap_attribution: trace file {p} not found (set OPTSCHED_TRACES)")
-    return p
-
-
 def coarse_cost(q: int) -> LinearCost:
-    """The preset with one unit = ``q`` tokens (module docstring). A batch with a decode
-    entry costs ``q`` decode-batch constants (``k0 + kdb``), a prefill-only batch one."""
-    c = preset(PRESET)
-    return LinearCost(
-        k0=c.k0,
-        k1=q * c.k1,
-        kpq=q * q * c.kpq,
-        kpm=q * q * c.kpm,
-        kpl=q * c.kpl,
-        kpr=c.kpr,
-        kpb=c.kpb,
-        kdm=q * q * c.kdm,
-        kdr=q * c.kdr,
-        kdb=q * (c.k0 + c.kdb) - c.k0,
-        kswap=c.kswap,
-        rho=c.rho,
-    )
+    """The preset with one unit = ``q`` tokens (:func:`optsched.cost.coarsened`)."""
+    return coarsened(preset(PRESET), q)
 
 
 def rho(inst: Instance) -> float:
@@ -155,7 +130,7 @@ class Profile:
 
 
 def profile(trace: str, seed: int) -> Profile:
-    full = read_trace(trace_path(trace), format="azure")
+    full = read_trace(trace_path(trace, "gap_attribution"), format="azure")
     w = seeded_window(full, SIZE, seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -174,7 +149,7 @@ def small_window(trace: str, seed: int, n: int, q: int, prof: Profile, memory: s
     """``n`` consecutive requests from the row drawn by ``seed``, coarsened by ``q``, arrivals
     scaled to the profile's ``rho``; ``M'`` holds the profile's ``R`` average requests
     (``memory="resident"``) or its share ``R / N`` of the ``n`` (``"share"``)."""
-    full = read_trace(trace_path(trace), format="azure")
+    full = read_trace(trace_path(trace, "gap_attribution"), format="azure")
     w = seeded_window(full, n, seed)
     prompt = np.maximum(1, np.rint(w.prompt / q)).astype(int)
     output = np.maximum(1, np.rint(w.output / q)).astype(int)
@@ -274,41 +249,7 @@ def row(trace: str, seed: int, n: int, q: int, prof: Profile, args) -> dict:
 
 def srpt_total(work: np.ndarray, arrival: np.ndarray) -> float:
     """Total flow time of preemptive SRPT on one server (``work`` seconds per job)."""
-    import heapq
-
-    order = np.argsort(arrival, kind="stable")
-    t, k, n, total, done = 0.0, 0, len(work), 0.0, 0
-    heap: list[tuple[float, int]] = []
-    while done < n:
-        if not heap:
-            t = max(t, float(arrival[order[k]]))
-        while k < n and arrival[order[k]] <= t + 1e-12:
-            heapq.heappush(heap, (float(work[order[k]]), int(order[k])))
-            k += 1
-        r, i = heapq.heappop(heap)
-        nxt = float(arrival[order[k]]) if k < n else math.inf
-        if t + r > nxt:
-            heapq.heappush(heap, (r - (nxt - t), i))
-            t = nxt
-            continue
-        t += r
-        total += t - float(arrival[i])
-        done += 1
-    return total
-
-
-def alone_work(inst: Instance) -> tuple[np.ndarray, np.ndarray]:
-    """Per request: its prefill alone and its ``O - 1`` decode steps alone (seconds)."""
-    cm = inst.cost_model
-    one = np.zeros(1, np.int64)
-    pre = np.array([cm.batch_times(one, np.array([i]), one, np.array([False]), 1)[0] for i in inst.prompt])
-    dec = np.array(
-        [
-            sum(cm.decode_batch_time(1, float(i + k)) for k in range(int(o) - 1))
-            for i, o in zip(inst.prompt, inst.output)
-        ]
-    )
-    return pre, dec
+    return _srpt_flow(arrival, work)
 
 
 class AdaptiveBudget:
@@ -345,36 +286,13 @@ def one_prompt_best(inst: Instance, keys: dict, kind: str) -> tuple[str, object]
 
 
 def scale_window(trace: str, seed: int) -> Instance:
-    from optsched.workloads.traces import window_instance
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return window_instance(
-            trace_path(trace),
-            SIZE,
-            seed,
-            Limits(kv_capacity=M, max_batch_tokens=C),
-            preset(PRESET),
-            too_long="drop",
-        )
+    return window(trace, seed, SIZE)
 
 
 def schedule_parts(inst: Instance, s) -> dict:
-    ev = evaluate(inst, s)
-    bd, bp, er, et = ev.batch_duration, s.batch_ptr, s.entry_req, s.entry_tokens
-    own = np.zeros(inst.n)
-    for j in range(len(bd)):
-        lo, hi = bp[j], bp[j + 1]
-        if hi > lo:
-            np.add.at(own, er[lo:hi], bd[j] * et[lo:hi] / et[lo:hi].sum())
-    a = inst.arrival
-    return dict(
-        tl=ev.objective(OBJ),
-        busy=float(bd.sum()),
-        ttft=float((ev.first_token - a).sum()),
-        dspan=float((ev.completion - ev.first_token).sum()),
-        srpt_own=srpt_total(own, a),
-    )
+    """The schedule's :class:`~optsched.bounds.attribution.Attribution`, in this table's keys."""
+    r = attribute(inst, s)
+    return dict(tl=r.total_latency, busy=r.busy, ttft=r.ttft, dspan=r.decode_span, srpt_own=r.srpt_own)
 
 
 def part_scale(args, out) -> None:
@@ -436,7 +354,7 @@ def seeds_arg(text: str) -> list[int]:
 def q_of(text: str, trace: str) -> int:
     pairs = dict(p.split("=") for p in text.split(","))
     if trace not in pairs:
-        sys.exit(f"bench_gap_attribution: --q names no unit for trace {trace!r}")
+        sys.exit(f"gap_attribution: --q names no unit for trace {trace!r}")
     return int(pairs[trace])
 
 
@@ -535,7 +453,7 @@ def main(argv=None) -> int:
             fh.flush()
 
     now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    out(f"# bench_gap_attribution {' '.join(sys.argv[1:])}; {now}; load {os.getloadavg()[0]:.2f}")
+    out(f"# studies.bounds.gap_attribution {' '.join(sys.argv[1:])}; {now}; load {os.getloadavg()[0]:.2f}")
     if args.part == "small":
         out(
             "# trace  n seed    M'     bound    policy        best-policy keysearch       lns"

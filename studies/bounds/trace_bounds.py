@@ -1,7 +1,7 @@
 """Certified lower bounds against the best policy on Azure trace slices, and each rung's
 tightness against proven optima (``formulations/bounds.md``).
 
-Part 1 (``--part trace``): Azure conversation and code traces (``../shared/data/traces``),
+Part 1 (``--part trace``): Azure conversation and code traces (``$OPTSCHED_DATA/traces``),
 slices of the first 100 / 1,000 / 10,000 requests, Llama-2-7B preset
 (``infermax-llama2-7b-a100``), ``C = 8192``:
 
@@ -33,9 +33,9 @@ did not help").
 
 Part 2 (``--part rungs``): each rung's bound as a fraction of the proven optimum on every
 instance of ``instances/manifest.json`` and on the InferMax B = O = 4 family (optima proven
-by ``bench/bench_infermax_family.py``, recorded in the README; ``--prove`` re-proves them).
+by ``studies/offline_optima/family.py``, recorded in the README; ``--prove`` re-proves them).
 
-    .venv/bin/python bench/bench_bounds.py [--part trace|rungs|windows|all] [--sizes 100,1000,10000]
+    .venv/bin/python -m studies.bounds.trace_bounds [--part trace|rungs|windows|all] [--sizes 100,1000,10000]
         [--traces conv,code] [--policies vllm,vllm-ef,sarathi,sarathi-ef,mcsf] [--json out.json]
 
 The machine is shared (2 cores, other jobs running): times are pessimistic.
@@ -46,39 +46,32 @@ from __future__ import annotations
 import argparse
 import heapq
 import json
-import os
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from optsched.bounds import bound_methods, lower_bound
+from optsched.cost import preset
+from optsched.evaluate import evaluate
+from optsched.instance import Instance, Limits, Request
+from optsched.policies import simulate
+from optsched.search.lns import LNSOptions, improve
+from optsched.workloads.generators import eviction_family
+from optsched.workloads.traces import load_azure
+from studies.settings import PRESET, TRACES, C, M, trace_path, window, window_row
 
-from optsched.bounds import bound_methods, lower_bound  # noqa: E402
-from optsched.cost import preset  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
-from optsched.instance import Instance, Limits, Request  # noqa: E402
-from optsched.policies import simulate  # noqa: E402
-from optsched.search.lns import LNSOptions, improve  # noqa: E402
-from optsched.workloads.traces import load_azure, read_trace, window_start  # noqa: E402
-from optsched.workloads.traces import window_instance as trace_window  # noqa: E402
-
-#: ../shared/data/traces next to the repository (OPTSCHED_TRACES overrides, e.g. from a worktree)
-TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
-PRESET = "infermax-llama2-7b-a100"
-M, C = 30_000, 8192
+REPO = Path(__file__).resolve().parents[2]
 ONLINE_LOAD = 0.9  # arrivals span this fraction of the offline makespan bound
 
-#: proven makespan optima of the InferMax family, ms (README "Results", bench_infermax_family.py)
+#: proven makespan optima of the InferMax family, ms (README "Results", studies/offline_optima/family.py)
 FAMILY_OPTIMA_MS = {1: 40.918, 2: 46.521, 4: 49.804, 8: 51.283, 16: 54.245, 32: 60.181,
                     64: 69.599, 128: 85.719, 256: 118.486, 512: 186.131, 1024: 329.862}
 
 
 def trace_instance(trace: str, n: int | None, online: bool) -> Instance:
-    inst = load_azure(TRACES / f"AzureLLMInferenceTrace_{trace}.csv",
+    inst = load_azure(trace_path(trace, "trace_bounds"),
                       Limits(kv_capacity=M, max_batch_tokens=C), preset(PRESET), limit=n,
                       too_long="drop")
     offline = inst.replace(requests=tuple(Request(r.id, 0.0, r.prompt, r.output)
@@ -202,14 +195,9 @@ def part_trace(args) -> list[dict]:
 def window_instance(trace: str, seed: int, n: int) -> tuple[Instance, int]:
     """``n`` consecutive requests of the trace from a start row drawn by ``seed``, with
     their own arrivals re-based to 0 (:func:`optsched.workloads.traces.window_instance`, the
-    same windows as ``bench_upper.py`` and ``optsched generate azure --consecutive n --seed s``),
+    same windows as ``upper.py`` and ``optsched generate azure --consecutive n --seed s``),
     and that start row."""
-    path = TRACES / f"AzureLLMInferenceTrace_{trace}.csv"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        inst = trace_window(path, n, seed, Limits(kv_capacity=M, max_batch_tokens=C),
-                               preset(PRESET), format="azure", too_long="drop")
-    return inst, window_start(read_trace(path, format="azure").n, n, seed)
+    return window(trace, seed, n), window_row(trace, seed, n)
 
 
 def timed_bound(inst: Instance, objective: str, method: str) -> tuple[float, float]:
@@ -406,11 +394,8 @@ def part_rungs(args) -> list[dict]:
         for objective, o in ent["objectives"].items():
             if o.get("optimum") is not None:
                 rows.append(rung_row(Path(key).stem, inst, objective, o["optimum"]))
-    sys.path.insert(0, str(REPO / "bench"))
-    from bench_infermax_family import family
-
     for I, opt_ms in FAMILY_OPTIMA_MS.items():
-        inst = family(I)
+        inst = eviction_family(I)
         opt = opt_ms / 1000
         if args.prove:
             from optsched.formulations import SolveOptions

@@ -1,4 +1,4 @@
-"""Which side holds the conversation windows' mean-TTFT gap (issue 25, "Mean TTFT: which side").
+"""Which side holds the conversation windows' mean-TTFT gap ("Mean TTFT: which side").
 
 Mean TTFT depends only on when each prompt's last chunk runs; a request may be evicted after
 its first token and finished later, and batches without decode entries are allowed
@@ -10,17 +10,18 @@ Llama-2-7B preset) this prints:
 
 * the certified bounds (rungs ``srpt``, B7, and ``events``, B14) and their CPU time;
 * ``prefill-first`` chunked 2048 with the prompt length as key (``prefill_phase.py``; the key
-  search of ``bench_upper.py`` found 0.1778 / 0.5912 / 0.1800 from it on conv 0 / 1 / 2);
+  search of ``studies/bounds/upper.py`` found 0.1778 / 0.5912 / 0.1800 from it on conv 0 / 1 / 2);
 * ``prefill-srpt`` (``optsched/search/prefill_srpt.py``) over a grid of ``margin`` x ``pack``
   (``min_chunk`` 32), the best one and its parameters; every schedule replayed by
   ``optsched.evaluate``;
-* two *indicative* values of the prefill-only problem that are **not** bounds: preemptive
-  SRPT with each prompt's work floor (``prefill_entry_cost``) and no batch fixed time (what
-  ``srpt`` sees, minus its shared fixed time), and with one whole fixed time ``k0 + kpb`` per
-  prompt (a schedule that batches every prompt alone and preempts for free);
+* two *indicative* values of the prefill-only problem that are **not** bounds
+  (:func:`optsched.bounds.srpt.prefill_indicative`): preemptive SRPT with each prompt's work
+  floor (``prefill_entry_cost``) and no batch fixed time (what ``srpt`` sees, minus its shared
+  fixed time), and with one whole fixed time ``k0 + kpb`` per prompt (a schedule that batches
+  every prompt alone and preempts for free);
 * the gap ``(best - bound) / best``.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_ttft_side.py [--seeds 0,1,2] [--traces conv]
+    .venv/bin/python -m studies.bounds.ttft_side [--seeds 0,1,2] [--traces conv]
         [--size 1200]
 
 The machine is shared (2 cores): CPU seconds (``process_time``) are printed beside wall.
@@ -29,48 +30,22 @@ The machine is shared (2 cores): CPU seconds (``process_time``) are printed besi
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
-import warnings
-from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from optsched.bounds import lower_bound
+from optsched.bounds.srpt import prefill_indicative
+from optsched.evaluate import evaluate
+from optsched.instance import Instance
+from optsched.search.prefill_phase import prefill_first_schedule
+from optsched.search.prefill_srpt import prefill_srpt_schedule
+from studies.settings import KINDS, TRACES, load_line, window
 
-from optsched.bounds import lower_bound  # noqa: E402
-from optsched.bounds.floors import Floors  # noqa: E402
-from optsched.bounds.srpt import srpt_completions  # noqa: E402
-from optsched.cost import preset  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
-from optsched.instance import Instance, Limits  # noqa: E402
-from optsched.search.prefill_phase import prefill_first_schedule  # noqa: E402
-from optsched.search.prefill_srpt import prefill_srpt_schedule  # noqa: E402
-from optsched.workloads.traces import window_instance  # noqa: E402
-
-TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
-PRESET = "infermax-llama2-7b-a100"
-M, C = 30_000, 8192
 MARGINS = (0, 200, 1000, 2000, 3000)
 PACKS = (0.0, 1.0, 2.0, 4.0)
 MIN_CHUNK = 32
-
-
-def window(trace: str, seed: int, size: int) -> Instance:
-    path = TRACES / f"AzureLLMInferenceTrace_{trace}.csv"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return window_instance(
-            path,
-            size,
-            seed,
-            Limits(kv_capacity=M, max_batch_tokens=C),
-            preset(PRESET),
-            format="azure",
-            too_long="drop",
-        )
 
 
 def mean_ttft(inst: Instance, schedule) -> float:
@@ -78,18 +53,6 @@ def mean_ttft(inst: Instance, schedule) -> float:
     if not ev.feasible:
         raise SystemExit(f"infeasible schedule on {inst.name}: {ev.violations[:3]}")
     return ev.objective("mean-ttft")
-
-
-def indicative(inst: Instance) -> tuple[float, float]:
-    """Preemptive SRPT mean TTFT with prompt work floors, without and with one batch fixed
-    time per prompt (not bounds: see the module docstring)."""
-    f = Floors.of(inst)
-    h = f.k["k0"] + f.k["kpb"]
-    out = []
-    for w in (f.prefill_entry_cost, f.prefill_entry_cost + h):
-        done = srpt_completions(inst.arrival, np.asarray(w, np.float64))
-        out.append(float((done.sum() - inst.arrival.sum()) / inst.n))
-    return out[0], out[1]
 
 
 def run(trace: str, seed: int, size: int) -> None:
@@ -120,7 +83,7 @@ def run(trace: str, seed: int, size: int) -> None:
         f"  grid of {len(MARGINS) * len(PACKS)} decodes: {time.process_time() - c0:.1f} s CPU, "
         f"{time.perf_counter() - w0:.1f} s wall"
     )
-    lo, hi = indicative(inst)
+    lo, hi = prefill_indicative(inst)
     print(
         f"  indicative (not bounds): preemptive SRPT, work floors {lo:.4f}, "
         f"+ one fixed time a prompt {hi:.4f}"
@@ -145,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--seeds: comma-separated integers expected, got {args.seeds!r}", file=sys.stderr)
         return 2
     traces = args.traces.split(",")
-    bad = [t for t in traces if t not in ("conv", "code")]
+    bad = [t for t in traces if t not in KINDS]
     if bad or args.size < 1:
         print(
             f"--traces must be conv and/or code, --size >= 1; got {args.traces!r}, {args.size}",
@@ -153,12 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     if not TRACES.is_dir():
-        print(f"traces not found at {TRACES} (set OPTSCHED_TRACES)", file=sys.stderr)
+        print(f"traces not found at {TRACES} (set OPTSCHED_DATA)", file=sys.stderr)
         return 2
-    print(
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
-        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-    )
+    print(load_line())
     for trace in traces:
         for seed in seeds:
             run(trace, seed, args.size)

@@ -1,9 +1,9 @@
-"""The schedule side on trace windows with their own arrivals (issue 25, item 2).
+"""The schedule side on trace windows with their own arrivals.
 
-Windows of the Azure 2023 conversation and code traces (``../shared/data/traces``; the
-``OPTSCHED_TRACES`` variable overrides), each ``--size`` consecutive requests starting at a
+Windows of the Azure 2023 conversation and code traces (``$OPTSCHED_DATA/traces``,
+:mod:`studies.settings`), each ``--size`` consecutive requests starting at a
 row drawn by ``optsched.workloads.traces.window_start(n_rows, size, seed)`` (the windows of
-``bench_bounds.py``), arrivals as in the trace re-based to the window's first arrival.
+``studies/bounds/trace_bounds.py``), arrivals as in the trace re-based to the window's first arrival.
 Llama-2-7B preset (``infermax-llama2-7b-a100``), ``M = 30,000``,
 ``C = 8192``; requests with ``I + O - 1 > M`` are dropped.
 
@@ -21,7 +21,7 @@ Per window and objective (total latency, mean TTFT) it prints side by side:
 (the README's); ``--ttft-parts`` splits ttft-first's mean TTFT into the wait before a
 request's first batch and the span to its first token, beside the ``request`` rung.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_upper.py [--seeds 1,2,3] [--traces conv,code]
+    .venv/bin/python -m studies.bounds.upper [--seeds 1,2,3] [--traces conv,code]
         [--size 1200] [--lns-seconds 60] [--skip-policies ...] [--json out.json]
 
 The machine is shared (2 cores, other jobs running): times are pessimistic.
@@ -31,44 +31,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from optsched.bounds import lower_bound
+from optsched.evaluate import evaluate
+from optsched.instance import Instance
+from optsched.policies import list_policies, simulate
+from optsched.search.lns import LNSOptions, improve
+from studies import settings
 
-from optsched.bounds import lower_bound  # noqa: E402
-from optsched.cost import preset  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
-from optsched.instance import Instance, Limits  # noqa: E402
-from optsched.policies import list_policies, simulate  # noqa: E402
-from optsched.search.lns import LNSOptions, improve  # noqa: E402
-from optsched.workloads.traces import read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
-
-TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
-PRESET = "infermax-llama2-7b-a100"
-M, C = 30_000, 8192
 OBJECTIVES = ("total-latency", "mean-ttft")
 NEW_POLICIES = ("ttft-first", "ttft-first-sr")
 
 
 def window(trace: str, seed: int, size: int) -> Instance:
     """``size`` consecutive requests from a row drawn by ``seed``; own arrivals, re-based
-    (:func:`optsched.workloads.traces.seeded_window`: the same windows as ``bench_bounds.py``)."""
-    path = TRACES / f"AzureLLMInferenceTrace_{trace}.csv"
-    full = read_trace(path, format="azure")
-    lo = window_start(full.n, size, seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return trace_to_instance(seeded_window(full, size, seed),
-                                 Limits(kv_capacity=M, max_batch_tokens=C), preset(PRESET),
-                                 name=f"{trace}-seed{seed}-rows{lo}-{lo + size}",
-                                 too_long="drop")
+    (:func:`studies.settings.window`: the same windows as ``trace_bounds.py``), named
+    ``<trace>-seed<seed>-rows<lo>-<hi>``."""
+    inst = settings.window(trace, seed, size)
+    return inst.replace(name=inst.name.removeprefix("AzureLLMInferenceTrace_"))
 
 
 def run_policy(inst: Instance, name: str) -> dict:

@@ -1,5 +1,6 @@
 """The ``vidur-llama2-7b-a100`` cost preset (optsched.cost.PRESETS), derived here from the
-shared profiling tables, and what it changes against the InferMax preset (issue 29 item 6).
+shared profiling tables, and what it changes against the InferMax preset (cost-model
+sensitivity, ``docs/results/claims.md``).
 
 Source: ``shared/data/profiling/mlp_a100_Llama-2-7b-hf.csv`` (Vidur's per-layer timings of
 every non-attention operator, TP 1) and ``attention_samples_a100_Llama-2-7b-hf.csv`` (76
@@ -13,26 +14,22 @@ by side for both presets, the time of a few decode batches (n entries of ``m`` c
 each) and of a 4,096-token prefill chunk. ``tests/test_fit.py`` checks that the preset equals
 this fit whenever the shared data is present::
 
-    PYTHONPATH=. .venv/bin/python bench/fit_preset.py
+    .venv/bin/python -m studies.claims.cost_preset
 """
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("OPTSCHED_DATA", ROOT.parent / "shared" / "data"))
+from optsched.cost import PRESETS
+from optsched.workloads.fit import fit_linear_cost
+from studies.settings import PROFILING
 
 
 def main() -> int:
-    from optsched.cost import PRESETS
-    from optsched.workloads.fit import fit_linear_cost
-
-    prof = DATA / "profiling"
+    prof = PROFILING
     if not prof.is_dir():
-        print(f"skipped: {prof} not found (shared data missing)", file=sys.stderr)
+        print(f"skipped: {prof} not found (set OPTSCHED_DATA)", file=sys.stderr)
         return 0
     fit = fit_linear_cost(prof, "Llama-2-7b-hf", "a100", 1)
     print("# coefficients (seconds, whole model) for optsched/cost.py")

@@ -1,4 +1,4 @@
-"""Issue 29 (fidelity of EcoServe, BROS, Apt-Serve): the fixes measured on small settings,
+"""Fidelity of EcoServe, BROS and Apt-Serve to their papers, measured on small settings,
 side by side (each run well under a minute).
 
 * **BROS** on notebook 07's workload (``bros_workload``: M = 20,000, C = 4,096, BE batches
@@ -12,18 +12,19 @@ side by side (each run well under a minute).
   JCT and throughput of ``ecoserve``, ``ecoserve-oracle`` and ``vllm``, and EcoServe's
   waiting / running GT counts.
 
-* **Paper-like settings** (issue 29 item 4; synthetic lengths from ``optsched generate
+* **Paper-like settings** (synthetic lengths from ``optsched generate
   chat-like``, each run at n and 2n requests to show whether the trace is long enough):
   ``--only ecoserve-paper`` (EcoServe's ShareGPT statistics, M = 14,648), ``--only bros-paper``
   (BROS's ShareGPT statistics for RT, closed-loop BE batches), ``--only aptserve-paper``.
 
-Run it on this tree and on an older one (``PYTHONPATH=<tree>``) to print before / after;
-parameters the older tree does not know are skipped::
+Run it on this tree and on an older one to print before / after (``PYTHONPATH=<old tree>:.
+python -P -m studies.claims.fidelity``: ``-P`` keeps the working directory's optsched off the
+path); parameters the older tree does not know are skipped::
 
-    PYTHONPATH=. .venv/bin/python bench/bench_fidelity.py [--n 300] [--rt 15] \
+    .venv/bin/python -m studies.claims.fidelity [--n 300] [--rt 15] \
         [--cost-model vidur-llama2-7b-a100]
 
-``--cost-model`` prices every run with another preset (issue 29 item 6: each headline under
+``--cost-model`` prices every run with another preset (cost-model sensitivity: each headline under
 the InferMax preset and under the one fitted from the profiling tables).
 
 Reads the shared data from ``OPTSCHED_DATA`` (default ``../shared/data``); skips with a
@@ -34,9 +35,7 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -45,12 +44,12 @@ from optsched.instance import Limits
 from optsched.policies import get_policy, simulate
 from optsched.policies.registry import PolicyError
 from optsched.workloads.hybrid import bros_workload, hybrid_metrics
+from optsched.workloads.traces import azure_trace
+from studies.settings import DATA
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("OPTSCHED_DATA", ROOT.parent / "shared" / "data"))
-TRACE = DATA / "traces" / "AzureLLMInferenceTrace_conv.csv"
+TRACE = azure_trace("conv", DATA)
 LIMITS = Limits(kv_capacity=20_000, max_batch_tokens=4096)
-#: the cost preset every run prices batches with (--cost-model; issue 29 item 6)
+#: the cost preset every run prices batches with (--cost-model)
 COST = {"preset": "infermax-llama2-7b-a100"}
 
 
@@ -194,7 +193,7 @@ def approx_rows(trials: int, seed: int) -> None:
         print(f"{v:24} {a:>20} {b:>25}")
 
 
-# -- paper-like settings (issue 29 item 4): synthetic ShareGPT-like lengths (chat-like) ---------
+# -- paper-like settings: synthetic ShareGPT-like lengths (chat-like) ---------------------------
 #: EcoServe's KV memory: 12 GB for OPT-13B (section 2), 2 x 40 layers x 5,120 dims x 2 bytes =
 #: 819,200 bytes per token -> 12e9 / 819,200 = 14,648 tokens
 ECO_PAPER_M = 14_648
@@ -292,7 +291,7 @@ def main(argv=None) -> int:
                                        "ecoserve-paper", "aptserve-paper"),
                     help="run one part")
     ap.add_argument("--cost-model", default=COST["preset"],
-                    help="cost preset (e.g. vidur-llama2-7b-a100, fitted by bench/fit_preset.py)")
+                    help="cost preset (e.g. vidur-llama2-7b-a100, fitted by studies/claims/cost_preset.py)")
     args = ap.parse_args(argv)
     from optsched.cost import PRESETS
     if args.cost_model not in PRESETS:
@@ -310,7 +309,7 @@ def main(argv=None) -> int:
     if args.only in ("approx", "ecoserve-paper", "bros-paper", "aptserve-paper"):
         return 0
     if not TRACE.exists():
-        print(f"skipped: trace {TRACE} not found (../shared/data missing)")
+        print(f"skipped: trace {TRACE} not found (set OPTSCHED_DATA)")
         return 0
     if args.only in (None, "bros"):
         bros_rows(args.rt, args.rate)

@@ -1,11 +1,11 @@
 """The theory policies against the certified bound on trace windows, and the claims' worst
-ratios (issue 26, item 4).
+ratios (``docs/results/claims.md``, "Theory policies").
 
 Windows: ``--size`` consecutive requests of the Azure 2023 conversation and code traces
-(``OPTSCHED_TRACES``, default ``../shared/data/traces``) from the row drawn by
+(``$OPTSCHED_DATA/traces``, :mod:`studies.settings`) from the row drawn by
 ``optsched.workloads.traces.seeded_window(trace, size, seed)`` for each seed, arrivals as in the trace
 re-based to the window's first; Llama-2-7B preset (``infermax-llama2-7b-a100``),
-``M = 30,000``, ``C = 8192`` (bench_upper.py's setting); requests with ``I + O - 1 > M`` are
+``M = 30,000``, ``C = 8192`` (studies/bounds/upper.py's setting); requests with ``I + O - 1 > M`` are
 dropped. For each window it prints the certified bound (``lower_bound(..., "best")``) and
 every policy's total latency (each schedule judged by ``evaluate``), its gap
 ``(policy - bound) / policy`` and its CPU time (``time.process_time``).
@@ -13,7 +13,7 @@ every policy's total latency (each schedule judged by ``evaluate``), its gap
 Then each ratio claim's worst policy / exact optimum found by ``check-claim``'s hill climb
 (``--claim-trials`` instances from seed ``--claim-seed``, at most ``--max-requests``).
 
-    OPTSCHED_TRACES=../shared/data/traces PYTHONPATH=. .venv/bin/python bench/bench_theory.py \\
+    OPTSCHED_DATA=../shared/data .venv/bin/python -m studies.claims.theory \\
         [--seeds 1,2,3] [--traces conv,code] [--size 1000] [--claim-trials 200]
 
 The machine is shared (2 cores): the load (``os.getloadavg``) is printed beside the times.
@@ -23,36 +23,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-import warnings
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from optsched.checks.claims import RATIO_CLAIMS, check_claim
+from optsched.evaluate import evaluate
+from optsched.instance import Instance
+from optsched.pipeline import lower_bound
+from optsched.policies import simulate
+from studies import settings
 
-from optsched.checks.claims import RATIO_CLAIMS, check_claim  # noqa: E402
-from optsched.cost import preset  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
-from optsched.instance import Instance, Limits  # noqa: E402
-from optsched.pipeline import lower_bound  # noqa: E402
-from optsched.policies import simulate  # noqa: E402
-from optsched.workloads.traces import window_instance as trace_window  # noqa: E402
-
-TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
-PRESET = "infermax-llama2-7b-a100"
-M, C = 30_000, 8192
 THEORY = ("svf", "amin", "gba", "gsa", "sorted-f", "wait", "nested-wait")
 PRACTICE = ("vllm", "sarathi", "mcsf", "ecoserve")
-
-
-def window(trace: str, seed: int, size: int) -> Instance:
-    """The seeded window (module docstring)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return trace_window(TRACES / f"AzureLLMInferenceTrace_{trace}.csv", size, seed,
-                               Limits(kv_capacity=M, max_batch_tokens=C), preset(PRESET),
-                               format="azure", too_long="drop")
 
 
 def run(inst: Instance, policy: str) -> tuple[float, float, int]:
@@ -69,7 +50,7 @@ def run(inst: Instance, policy: str) -> tuple[float, float, int]:
 def windows_table(traces: list[str], seeds: list[int], size: int) -> None:
     for trace in traces:
         for seed in seeds:
-            inst = window(trace, seed, size)
+            inst = settings.window(trace, seed, size)
             t0 = time.process_time()
             lb = lower_bound(inst, "total-latency", "best")
             t_lb = time.process_time() - t0

@@ -7,7 +7,7 @@ each), and the LP relaxation of the tight model without and with the rows (H22c)
 ``formulations/hindsight.md`` (H22) quotes these numbers. Times are wall seconds on whatever
 the machine is doing: say the load when quoting them.
 
-    python bench/bench_hindsight_deadline.py --ns 12,16,20 --seeds 0,1,2,3,4 --budget 300
+    python -m studies.hindsight.deadline --ns 12,16,20 --seeds 0,1,2,3,4 --budget 300
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def main(argv=None) -> None:
     ap.add_argument("--probe", type=float, default=10.0, help="seconds per max-count probe")
     ap.add_argument("--probe-kind", default="cpsat", choices=PROBES, help="(H22e) or (H22a)")
     ap.add_argument("--search", type=float, default=None, help="local search seconds (default n/4)")
-    ap.add_argument("--out", default="bench/results/hindsight-deadline.json")
+    ap.add_argument("--out", default="studies/hindsight/results/hindsight-deadline.json")
     args = ap.parse_args(argv)
     rows = []
     print(f"{'n':>3} {'seed':>4} {'best':>6} {'LP':>8} {'LP+H22':>8} {'sum L':>6} {'closed':>6} "

@@ -1,8 +1,8 @@
 """Ship the evidence for the large-n MC-SF finding: an instance of the online paper's random
 family, MC-SF's schedule, and the best schedule the hindsight solve finds, with its bound.
 
-    python bench/hindsight_evidence.py --n 40 --seed 0 --limit 60
-    python bench/hindsight_evidence.py --rate 0.5 --horizon 40 --seed 0 --param memory=flow
+    python -m studies.hindsight.evidence --n 40 --seed 0 --limit 60
+    python -m studies.hindsight.evidence --rate 0.5 --horizon 40 --seed 0 --param memory=flow
 
 The second form is the paper's online setting (``online_paper_horizon``: Poisson(rate)
 arrivals in each of ``horizon`` rounds).
@@ -26,7 +26,7 @@ from optsched.pipeline import solve
 from optsched.policies import simulate
 from optsched.workloads.generators import online_paper_horizon, online_paper_random
 
-OUT = Path(__file__).resolve().parent.parent / "instances" / "evidence"
+OUT = Path(__file__).resolve().parents[2] / "instances" / "evidence"
 
 
 def main(argv=None) -> None:

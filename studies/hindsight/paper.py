@@ -1,8 +1,9 @@
 """MC-SF against the hindsight optimum at the online paper's size, both of its settings
-(issue 16 items 4-6; ``formulations/hindsight.md``, "The paper's experiment").
+(``formulations/hindsight.md``, "The paper's experiment"; ``docs/results/hindsight.md``).
 
 Settings (the later version of the paper, arXiv:2502.07115; the passage is lost in our copy
-``papers/001_*.txt``, so the parameters below are the ones issue 16 quotes from it):
+``papers/001_*.txt``, so the parameters below are the ones quoted from it when this study was
+set up):
 
 * ``offline`` -- semi-online, all arrivals at 0: ``online_paper_random(n, seed)`` with
   n in 40..60 (M ~ U[30, 50], s ~ U[1, 5], o ~ U[1, M - s], I = s + 1, O = o).
@@ -19,8 +20,8 @@ bound, so ``MC-SF / best`` <= MC-SF / OPT <= ``MC-SF / bound``. Prints one row p
 (n, seed, MC-SF, best known, bound, gap, proven?, seconds) and per-setting summaries; writes
 JSON and a Markdown table.
 
-    python bench/bench_hindsight_paper.py --settings offline --ns 40,50,60 --seeds 5 --limit 120
-    python bench/bench_hindsight_paper.py --settings online --rates 0.5,1,1.5 --horizons 40,50,60
+    python -m studies.hindsight.paper --settings offline --ns 40,50,60 --seeds 5 --limit 120
+    python -m studies.hindsight.paper --settings online --rates 0.5,1,1.5 --horizons 40,50,60
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def main(argv=None) -> None:
     ap.add_argument("--solver", default="highs")
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="hindsight formulation parameter, e.g. memory=flow search=20")
-    ap.add_argument("--out", default="bench/results/hindsight-paper")
+    ap.add_argument("--out", default="studies/hindsight/results/hindsight-paper")
     args = ap.parse_args(argv)
     params = dict(p.split("=", 1) for p in args.param)
     rows: list[dict] = []

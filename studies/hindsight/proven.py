@@ -9,8 +9,8 @@ the optimum, so MC-SF/best is a lower bound on MC-SF/optimum even where nothing 
 ``--keep-going`` runs every n (for the large-n figures) instead of stopping at the first n
 whose median run is unproven.
 
-    python bench/bench_hindsight.py                       # plain and tight, n = 4, 6, 8, 12, ...
-    python bench/bench_hindsight.py --variants tight --ns 8,12 --param cliques=1 --solver cpsat
+    python -m studies.hindsight.proven                       # plain and tight, n = 4, 6, 8, 12, ...
+    python -m studies.hindsight.proven --variants tight --ns 8,12 --param cliques=1 --solver cpsat
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ def main(argv=None) -> None:
     ap.add_argument("--solver", default="highs")
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--keep-going", action="store_true", help="run every n, proven or not")
-    ap.add_argument("--out", default=None, help="JSON file (default bench/results/hindsight-<solver>.json)")
+    ap.add_argument("--out", default=None,
+                    help="JSON file (default studies/hindsight/results/hindsight-<solver>.json)")
     args = ap.parse_args(argv)
     params = dict(p.split("=", 1) for p in args.param)
     ns = [int(x) for x in args.ns.split(",")]
@@ -78,7 +79,7 @@ def main(argv=None) -> None:
             table.append(line)
             if proven * 2 <= args.seeds and not args.keep_going:  # median run not proven
                 break
-    out = Path(args.out or f"bench/results/hindsight-{args.solver}.json")
+    out = Path(args.out or f"studies/hindsight/results/hindsight-{args.solver}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"limit": args.limit, "params": params, "runs": rows}, indent=1))
     print(f"results written to {out}")

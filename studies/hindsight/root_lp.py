@@ -5,7 +5,7 @@ builds the tight model twice (``separation=False`` / ``True``), solves both LP r
 HiGHS and prints them beside the MC-SF objective (an upper bound). The LP is the bound the
 branch-and-bound starts from; ``formulations/hindsight.md`` (H20) quotes these numbers.
 
-    python bench/bench_hindsight_root.py --ns 8,12,40 --seeds 5
+    python -m studies.hindsight.root_lp --ns 8,12,40 --seeds 5
 """
 
 from __future__ import annotations

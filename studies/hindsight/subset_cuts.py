@@ -7,7 +7,7 @@ complete no earlier than ``S``'s own optimum. ``OPT(S)`` is proven by the hindsi
 solves the root LP of the tight model (with (H20)), adds the violated subset cuts, re-solves and
 repeats, and prints how far the LP moves towards the best known schedule.
 
-    python bench/bench_hindsight_subsets.py --ns 12,16 --seeds 0 --kmax 3
+    python -m studies.hindsight.subset_cuts --ns 12,16 --seeds 0 --kmax 3
 
 Measured (HiGHS 1.15.1): no violated cut of size <= 3 at n = 12 (seeds 0 and 4) and n = 16 (seed 0);
 with ``--kmax 5`` at n = 12 seed 0 one cut, LP 863.1 -> 864.3 against the optimum 914. The LP's gap is

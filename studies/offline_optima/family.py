@@ -12,8 +12,8 @@ threads, 60 s each) and, for reference, with ``--no-evictions``. The table print
 model, I and variant: status, objective, bound, gap, seconds, evictions in the answer, the
 makespans of vLLM and of the eviction-free optimum, and which model answered.
 
-    .venv/bin/python bench/bench_infermax_family.py [--sizes 1,2,4] [--variants auto,plain,tight,flow]
-        [--costs preset,fitted] [--profiling ../shared/data/profiling]
+    .venv/bin/python -m studies.offline_optima.family [--sizes 1,2,4] [--variants auto,plain,tight,flow]
+        [--costs preset,fitted] [--profiling $OPTSCHED_DATA/profiling]
         [--time-limit 60] [--threads 2] [--json out.json]
 """
 
@@ -28,25 +28,18 @@ from pathlib import Path
 from optsched.cost import preset
 from optsched.evaluate import evaluate
 from optsched.formulations import Hypotheses, SolveOptions
-from optsched.instance import Limits
 from optsched.pipeline import solve
 from optsched.policies import simulate
 from optsched.workloads.fit import fit_linear_cost
-from optsched.workloads.generators import infermax_fixed
-
-
-def family(I: int, B: int = 4, O: int = 4, C: int = 4096, cost=None):
-    return infermax_fixed(B, I, O, limits=Limits(kv_capacity=max(2 * I, I + O - 1),
-                                                 max_batch_tokens=C),
-                          cost_model=cost if cost is not None else preset("infermax-llama2-7b-a100"),
-                          name=f"evict-family-I{I}")
+from optsched.workloads.generators import eviction_family
+from studies.settings import PRESET, PROFILING
 
 
 def cost_models(names: str, profiling: str) -> dict:
     out = {}
     for name in names.split(","):
         if name == "preset":
-            out[name] = preset("infermax-llama2-7b-a100")
+            out[name] = preset(PRESET)
         elif name == "fitted":
             if not Path(profiling).is_dir():
                 print(f"skipping the fitted cost model: no profiling data at {profiling}",
@@ -83,7 +76,7 @@ def main(argv=None) -> int:
     ap.add_argument("--costs", default="preset",
                     help="comma-separated cost models: preset (InferMax's) and/or fitted")
     ap.add_argument("--profiling",
-                    default=str(Path(__file__).resolve().parents[1].parent / "shared/data/profiling"),
+                    default=str(PROFILING),
                     help="profiling directory for the fitted cost model")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -93,7 +86,7 @@ def main(argv=None) -> int:
            f"{'gap':>8} {'sec':>6} {'evict':>5} {'vllm ms':>9} {'EF-opt ms':>10}  model")
     print(hdr, flush=True)
     for I, (cname, cost) in ((int(s), c) for s in args.sizes.split(",") for c in costs.items()):
-        inst = family(I, cost=cost)
+        inst = eviction_family(I, cost_model=cost)
         vllm = evaluate(inst, simulate(inst, "vllm")).objective("makespan")
         ef = None
         if not args.no_ef:

@@ -1,6 +1,6 @@
 """InferMax eviction family (paper section 5.1): mean TTFT and total latency, flow vs Big-M.
 
-The family of ``bench_infermax_family.py`` (B = O = 4 identical requests, M = max(2I, I+O-1),
+The family of ``studies/offline_optima/family.py`` (B = O = 4 identical requests, M = max(2I, I+O-1),
 C = 4096, preset ``infermax-llama2-7b-a100``), objectives ``mean-ttft`` and ``total-latency``
 (``--objectives``), optionally with arrivals (``--arrival-gap g``: request k arrives at
 ``k * g`` seconds, the online variant). Each instance is solved with the variants named by
@@ -11,7 +11,7 @@ section 12), HiGHS, ``--threads`` threads, ``--time-limit`` seconds each. For ``
 prints, per I, objective and variant: status, objective, bound, gap, seconds, the model
 ``auto`` chose, vLLM's value and the exhaustive optimum.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_infermax_latency.py [--sizes 1,2,4]
+    .venv/bin/python -m studies.offline_optima.latency [--sizes 1,2,4]
         [--objectives mean-ttft,total-latency] [--variants auto,tight] [--arrival-gap 0.005]
         [--time-limit 60] [--threads 2] [--exhaustive-max-I 2] [--json out.json]
 """
@@ -22,15 +22,12 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_infermax_family import family  # noqa: E402
-
-from optsched.evaluate import evaluate  # noqa: E402
-from optsched.formulations import SolveOptions  # noqa: E402
-from optsched.pipeline import solve  # noqa: E402
-from optsched.policies import simulate  # noqa: E402
+from optsched.evaluate import evaluate
+from optsched.formulations import SolveOptions
+from optsched.pipeline import solve
+from optsched.policies import simulate
+from optsched.workloads.generators import eviction_family
 
 
 def with_arrivals(inst, gap: float):
@@ -69,7 +66,7 @@ def main(argv=None) -> int:
           f"{'value ms':>11} {'bound ms':>11} {'gap':>8} {'sec':>6} {'model':>14} "
           f"{'vllm ms':>9} {'exh. ms':>9}", flush=True)
     for I in (int(s) for s in args.sizes.split(",")):
-        inst = with_arrivals(family(I), args.arrival_gap)
+        inst = with_arrivals(eviction_family(I), args.arrival_gap)
         for objective in args.objectives.split(","):
             vllm = evaluate(inst, simulate(inst, "vllm")).objective(objective)
             ex = None

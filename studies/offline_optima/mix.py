@@ -15,7 +15,7 @@ fits). The table prints mix, n, seed, objective, which, variant, status, objecti
 gap, seconds and the model size (columns) side by side; the machine load (``uptime``) is
 printed first, since the numbers depend on it.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_infermax_mix.py [--mixes SISO,LISO] [--n 8,16]
+    .venv/bin/python -m studies.offline_optima.mix [--mixes SISO,LISO] [--n 8,16]
         [--seeds 1] [--objectives makespan,total-latency] [--time-limit 60] [--threads 2]
         [--which before,after] [--json out.json]
 """

@@ -1,6 +1,6 @@
 """Certified capacity ceiling (goodput upper bound, ``formulations/bounds.md`` B12) against
 the policies' sustainable rates on notebook 08's setting (Apt-Serve): the Azure conversation
-trace (``../shared/data/traces``; ``OPTSCHED_DATA`` overrides), first N requests (prompts
+trace (``$OPTSCHED_DATA/traces``, :mod:`studies.settings`), first N requests (prompts
 longer than C dropped, as the notebook does), M = 10,000 in blocks of 16, C = 4,096, hidden
 cache on, Llama-2-7B preset (``infermax-llama2-7b-a100``), TTFT 1 s and P99 TBT 1 s, target
 attainment 0.9 (``ttft-tbt-attainment``), Poisson arrivals of seed 0 over ``--rates``.
@@ -10,41 +10,17 @@ the ceiling (``ceiling.ceiling``: the lowest probed rate the bound rules out and
 it allows), the ratio best policy / ceiling, and the times; then the bound's value at a few
 fixed rates (what part of it binds: TTFT counting, own floors, completion windows).
 
-    .venv/bin/python bench/bench_ceiling.py [--sizes 80,400] [--policies vllm,aptserve]
+    .venv/bin/python -m studies.serving.ceiling [--sizes 80,400] [--policies vllm,aptserve]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import time
-import warnings
-from pathlib import Path
 
-from optsched.cost import PRESETS
-from optsched.instance import Limits
 from optsched.serving.ceiling import bound_share, ceiling
 from optsched.serving.rate_search import at_rate, search
-from optsched.workloads.traces import load_trace_instance
-
-TTFT, TBT, TARGET = 1.0, 1.0, 0.9
-
-
-def load(n: int):
-    root = Path(__file__).resolve().parents[1]
-    # the repository's sibling ``shared`` (a worktree under wt/ has it two levels up)
-    found = [d for d in (root.parent / "shared" / "data", root.parents[1] / "shared" / "data")
-             if d.is_dir()]
-    data = Path(os.environ["OPTSCHED_DATA"]) if "OPTSCHED_DATA" in os.environ else (
-        found[0] if found else root.parent / "shared" / "data")
-    path = data / "traces" / "AzureLLMInferenceTrace_conv.csv"
-    if not path.exists():
-        raise SystemExit(f"bench_ceiling: {path} is missing (set OPTSCHED_DATA)")
-    limits = Limits(kv_capacity=10_000, max_batch_tokens=4096, block_size=16, hidden_cache=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return load_trace_instance(str(path), limits, PRESETS["infermax-llama2-7b-a100"],
-                                   limit=n, too_long="drop", name="azure-conv")
+from studies.settings import TARGET, TBT, TTFT, aptserve_instance
 
 
 def main() -> None:
@@ -56,7 +32,7 @@ def main() -> None:
     args = ap.parse_args()
     lo, hi = (float(x) for x in args.rates.split(":"))
     for n in (int(s) for s in args.sizes.split(",")):
-        inst = load(n)
+        inst = aptserve_instance(n)
         t0 = time.perf_counter()
         c = ceiling(inst, TARGET, lo, hi, probes=12, ttft_slo=TTFT, tbt_slo=TBT)
         tc = time.perf_counter() - t0

@@ -3,7 +3,7 @@ the KV and count shares on hidden-cache instances) and the finer counting grid, 
 08's setting and on seeded windows of the conversation trace, beside the best policies'
 sustainable rates.
 
-Setting (``bench_ceiling.py``): M = 10,000 in blocks of 16, C = 4,096, hidden cache,
+Setting (``studies/serving/ceiling.py``): M = 10,000 in blocks of 16, C = 4,096, hidden cache,
 Llama-2-7B preset, TTFT 1 s and P99 TBT 1 s, target 0.9 of every request
 (``ttft-tbt-attainment``), Poisson arrivals of seed 0 scaled to each probed rate
 (``rate_search.at_rate``). Instances: the first 400 conversation requests (the notebook's)
@@ -12,7 +12,7 @@ and ``--windows`` consecutive requests from the start rows of ``--seeds``
 "Before" is B12 with the token share only on hidden instances and the 96-quantile grid (the
 code before B12e and the vectorised DP, ``optsched/bounds/goodput_dp.py``).
 
-    OPTSCHED_TRACES=... .venv/bin/python bench/bench_ceiling_b12e.py [--seeds 1,2,3]
+    OPTSCHED_DATA=... .venv/bin/python -m studies.serving.ceiling_b12e [--seeds 1,2,3]
         [--windows 400] [--policies ttft-first-sr,aptserve-kv-only] [--probes 5]
 """
 
@@ -20,28 +20,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-import warnings
-from pathlib import Path
 from unittest import mock
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from optsched.bounds import goodput_dp, goodput_memory  # noqa: E402
-from optsched.bounds.srpt import job_works  # noqa: E402
-from optsched.cost import PRESETS  # noqa: E402
-from optsched.instance import Instance, Limits  # noqa: E402
-from optsched.serving.ceiling import ceiling  # noqa: E402
-from optsched.serving.rate_search import search  # noqa: E402
-from optsched.workloads.traces import read_trace, seeded_window, trace_to_instance, window_start  # noqa: E402
-
-TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
-LIMITS = Limits(kv_capacity=10_000, max_batch_tokens=4096, block_size=16, hidden_cache=True)
-TTFT, TBT, TARGET, LO, HI = 1.0, 1.0, 0.9, 2.0, 64.0
+from optsched.bounds import goodput_dp, goodput_memory
+from optsched.bounds.srpt import job_works
+from optsched.serving.ceiling import ceiling
+from optsched.serving.rate_search import search
+from studies.settings import HI, LO, TARGET, TBT, TTFT, aptserve_windows
 
 
 def token_share_only(instance, f):
@@ -56,22 +44,6 @@ def base_grid(r, d, grid=None):
     return pts if pts.size <= 96 else np.unique(np.quantile(pts, np.linspace(0, 1, 96)))
 
 
-def instances(seeds: list[int], n: int) -> list[tuple[str, Instance]]:
-    raw = read_trace(TRACES / "AzureLLMInferenceTrace_conv.csv", format="azure")
-    cost = PRESETS["infermax-llama2-7b-a100"]
-    out = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        out.append(("first 400 (notebook 08)",
-                    trace_to_instance(raw.subset(slice(0, 400)), LIMITS, cost,
-                                      name="conv-400", too_long="drop")))
-        for s in seeds:
-            out.append((f"window seed {s} (row {window_start(raw.n, n, s)})",
-                        trace_to_instance(seeded_window(raw, n, s), LIMITS, cost,
-                                          name=f"conv-w{s}", too_long="drop")))
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="1,2,3")
@@ -79,11 +51,11 @@ def main() -> None:
     ap.add_argument("--policies", default="ttft-first-sr,aptserve-kv-only")
     ap.add_argument("--probes", type=int, default=5)
     args = ap.parse_args()
-    print(f"# bench/bench_ceiling_b12e.py --seeds {args.seeds} --windows {args.windows} "
+    print(f"# studies/serving/ceiling_b12e.py --seeds {args.seeds} --windows {args.windows} "
           f"--policies {args.policies} --probes {args.probes}; load {os.getloadavg()[0]:.1f}")
     print(f"{'instance':34} {'n':>4} {'before':>7} {'after':>7} {'cpu s':>6}  policies "
           "(sustainable req/s, share of the new ceiling)")
-    for label, inst in instances([int(s) for s in args.seeds.split(",")], args.windows):
+    for label, inst in aptserve_windows([int(s) for s in args.seeds.split(",")], args.windows):
         t0 = time.process_time()
         with mock.patch.object(goodput_memory, "rule_works", token_share_only), \
                 mock.patch.object(goodput_dp, "grid_points", base_grid):

@@ -1,5 +1,5 @@
 """What the certified bounds say about serving policies on seeded windows of the Azure traces
-(issue 25; ``docs/results/serving.md``).
+(``docs/results/serving.md``).
 
 Windows: ``--windows`` consecutive requests of each trace from a start row drawn by each of
 ``--seeds`` (:func:`optsched.workloads.traces.seeded_window`, the same windows as
@@ -18,12 +18,12 @@ Per window and policy (vLLM, SARATHI, EcoServe, Apt-Serve's scheduler and the ex
   the gap ``(bound - attainment) / bound`` (:mod:`optsched.serving.goodput_gap`);
 * the best policy of the window ("best") for each objective.
 
-With ``--ceiling`` (notebook 08's setting, ``bench_ceiling.py``'s instance): the certified
+With ``--ceiling`` (notebook 08's setting, ``studies/serving/ceiling.py``'s instance): the certified
 capacity ceiling (``optsched.serving.ceiling``) beside each ``--capacity-policies`` policy's
 sustainable rate.
 
-    OPTSCHED_TRACES=/path/to/traces .venv/bin/python bench/bench_serving.py \\
-        [--traces conv,code] [--windows 1200] [--seeds 1,2,3] [--out bench/results/serving]
+    OPTSCHED_DATA=/path/to/data .venv/bin/python -m studies.serving.windows \\
+        [--traces conv,code] [--windows 1200] [--seeds 1,2,3] [--out studies/serving/results/serving]
 
 Writes ``OUT.json`` and ``OUT.txt`` (the table). CPU seconds (``time.process_time``) per step;
 the machine is shared: the load (``os.getloadavg``) is printed with the times.
@@ -34,29 +34,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from optsched.bounds.goodput import goodput_bound
+from optsched.compare import gap
+from optsched.evaluate import evaluate
+from optsched.instance import Instance
+from optsched.pipeline import lower_bound
+from optsched.policies import simulate
+from optsched.serving.goodput_gap import goodput_gap_value
+from studies import settings
+from studies.settings import HI, LO, PRESET, TARGET, TBT, TRACES, TTFT, C, M
 
-from optsched.bounds.goodput import goodput_bound  # noqa: E402
-from optsched.compare import gap  # noqa: E402
-from optsched.cost import preset  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
-from optsched.instance import Instance, Limits  # noqa: E402
-from optsched.pipeline import lower_bound  # noqa: E402
-from optsched.policies import simulate  # noqa: E402
-from optsched.serving.goodput_gap import goodput_gap_value  # noqa: E402
-from optsched.workloads.traces import read_trace, window_start  # noqa: E402
-from optsched.workloads.traces import window_instance as trace_window  # noqa: E402
-
-TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
-PRESET = "infermax-llama2-7b-a100"
-M, C = 30_000, 8192
 #: the paper policies the page reports (Apt-Serve's scheduler: KV only, as the bounds need)
 PAPER = ("vllm", "sarathi", "ecoserve", "aptserve-kv-only")
 OBJECTIVES = ("total-latency", "mean-ttft", "goodput")
@@ -64,12 +55,8 @@ OBJECTIVES = ("total-latency", "mean-ttft", "goodput")
 
 def window(trace: str, seed: int, n: int, ttft: float, tpot: float) -> tuple[Instance, int]:
     """The seeded window with the SLO defaults on every request, and its first row."""
-    path = TRACES / f"AzureLLMInferenceTrace_{trace}.csv"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        inst = trace_window(path, n, seed, Limits(kv_capacity=M, max_batch_tokens=C),
-                               preset(PRESET), format="azure", too_long="drop")
-    return inst.with_default_slos(ttft, tpot), window_start(read_trace(path, format="azure").n, n, seed)
+    inst = settings.window(trace, seed, n)
+    return inst.with_default_slos(ttft, tpot), settings.window_row(trace, seed, n)
 
 
 def run_policies(inst: Instance, names: list[str]) -> dict[str, dict[str, Any]]:
@@ -136,21 +123,18 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def ceiling_part(policies: list[str], probes: int) -> dict[str, Any]:
-    """Notebook 08's setting (bench_ceiling.py): the ceiling and each policy's rate."""
-    sys.path.insert(0, str(REPO / "bench"))
-    from bench_ceiling import TARGET, TBT, TTFT, load
-
+    """Notebook 08's setting (studies/serving/ceiling.py): the ceiling and each policy's rate."""
     from optsched.serving.ceiling import ceiling
     from optsched.serving.rate_search import search
 
-    inst = load(400)
+    inst = settings.aptserve_instance(400)
     t0 = time.process_time()
-    c = ceiling(inst, TARGET, 2.0, 64.0, probes=12, ttft_slo=TTFT, tbt_slo=TBT)
+    c = ceiling(inst, TARGET, LO, HI, probes=12, ttft_slo=TTFT, tbt_slo=TBT)
     out: dict[str, Any] = {"ceiling": c.ruled_out_rate, "allowed": c.allowed_rate,
                            "ceiling_cpu_s": time.process_time() - t0, "policies": {}}
     for p in policies:
         t0 = time.process_time()
-        r = search(inst, p, "ttft-tbt-attainment", TARGET, 2.0, 64.0, probes=probes,
+        r = search(inst, p, "ttft-tbt-attainment", TARGET, LO, HI, probes=probes,
                    progress=False, settings={"ttft_slo": TTFT, "tbt_slo": TBT})
         out["policies"][p] = {"sustainable": r.sustainable_rate,
                               "fails_at": r.lowest_failing_rate,
@@ -171,10 +155,10 @@ def main() -> None:
                     help="also notebook 08's capacity ceiling (about 5 minutes more)")
     ap.add_argument("--capacity-policies", default="aptserve-kv-only,ttft-first-sr")
     ap.add_argument("--capacity-probes", type=int, default=6)
-    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "serving"))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "serving"))
     args = ap.parse_args()
     if not TRACES.is_dir():
-        raise SystemExit(f"bench_serving: {TRACES} is missing (set OPTSCHED_TRACES)")
+        raise SystemExit(f"studies.serving.windows: {TRACES} is missing (set OPTSCHED_DATA)")
     names = list(PAPER) + [p for p in args.best_of.split(",") if p and p not in PAPER]
     rows: list[dict[str, Any]] = []
     windows = []
@@ -201,7 +185,7 @@ def main() -> None:
                   + f"; load {os.getloadavg()[0]:.1f}", flush=True)
     cap = ceiling_part(args.capacity_policies.split(","), args.capacity_probes) \
         if args.ceiling else None
-    head = [f"# bench/bench_serving.py --traces {args.traces} --windows {args.windows} --seeds "
+    head = [f"# studies/serving/windows.py --traces {args.traces} --windows {args.windows} --seeds "
             f"{args.seeds} --ttft-slo {args.ttft_slo:g} --tpot-slo {args.tpot_slo:g}"
             + (" --ceiling" if args.ceiling else ""),
             f"# M = {M}, C = {C}, {PRESET}; bound = lower_bound(inst, objective, 'best'), "

@@ -273,8 +273,8 @@ def test_random_family_n8_mcsf_counterexample():
     rep = solve(inst, "hindsight", "total-latency",
                 options=SolveOptions(time_limit=300, threads=2, progress=False))
     assert rep.status == "optimal"
-    # a regression value, not derived by hand: the optimum this model proved (bench/results/
-    # hindsight-highs.json, tight, n = 8, seed 0); the plain transcription reaches the same 693
+    # a regression value, not derived by hand: the optimum this model proved (studies/hindsight/
+    # results/hindsight-highs.json, tight, n = 8, seed 0); the plain transcription reaches the same 693
     # there but cannot close its bound in 60 s. The local search alone does not prove it.
     assert rep.objective == pytest.approx(693.0)
     from optsched.policies import simulate

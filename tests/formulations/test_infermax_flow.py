@@ -124,7 +124,7 @@ def test_flow_optimum_equals_exhaustive_search(objective, data, random_cost):
         return
     if fl.status == "feasible":
         # out of time (one 3-request linear-cost instance needs ~14 s of CPU; speed is measured
-        # in bench/, not here): the bound must still be below the search's optimum
+        # in benchmarks/, not here): the bound must still be below the search's optimum
         assert fl.bound is None or fl.bound <= ex.objective * (1 + 1e-7)
         return
     assert fl.objective == pytest.approx(ex.objective, rel=1e-7)

@@ -278,7 +278,7 @@ def test_registry_lists_all_backends_default_first():
 
 # ---------------------------------------------------------------- scale
 def test_a_million_nonzeros_build():
-    """Structure only; the time is measured by ``bench/bench_milp_build.py``."""
+    """Structure only; the time is measured by ``benchmarks/milp_build.py``."""
     jobs, slots = 1000, 500
     m = Model("big")
     x = m.add_vars("x", (jobs, slots), vtype="B")
