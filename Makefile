@@ -1,7 +1,9 @@
 # The two entry points a newcomer needs: `make demo` and `make test`.
 #
-# The repo's own environment is locked: `.venv` holds exactly what `uv.lock` says (pyproject.toml
-# keeps version ranges for library users). All that is needed is `python3` (>= 3.11, with venv and
+# The repo's own environments are locked: `.venv` holds exactly what `uv.lock` says with every
+# extra the tests need, `.venv-demo` the same lock with no extra at all (only what `optsched demo`
+# runs: numpy, numba, HiGHS, matplotlib), so a cold `make demo` does not install the test, docs
+# and solver extras (pyproject.toml keeps version ranges for library users). All that is needed is `python3` (>= 3.11, with venv and
 # pip) and PyPI: uv itself is bootstrapped at a pinned version into `.tools/` (git-ignored).
 #
 #   make lock          re-resolve uv.lock after editing pyproject.toml (keeps existing pins)
@@ -17,6 +19,8 @@ EXTRAS := dev docs cpsat cbc gurobi sweep ray
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.synced
+DEMO_VENV := .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.synced
 TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 LATEST := .venv-latest
@@ -44,12 +48,17 @@ $(STAMP): $(UV) pyproject.toml uv.lock
 	$(UV) sync --locked --python $(PY) $(addprefix --extra ,$(EXTRAS))
 	touch $(STAMP)
 
+# the demo's environment: the same lock, no extras (the core dependencies only)
+$(DEMO_STAMP): $(UV) pyproject.toml uv.lock
+	UV_PROJECT_ENVIRONMENT=$(DEMO_VENV) $(UV) sync --locked --python $(PY)
+	touch $(DEMO_STAMP)
+
 .PHONY: demo test test-slow test-latest lint lock lock-upgrade lock-check uv docs bench
 
 uv: $(UV)
 
-demo: $(STAMP)
-	$(BIN)/optsched demo
+demo: $(DEMO_STAMP)
+	$(DEMO_VENV)/bin/optsched demo
 
 # optsched's own bytecode too (PYTHONDONTWRITEBYTECODE stops the interpreter writing it), and
 # the numba kernels compiled into their on-disk cache once (tens of CPU seconds on a fresh
