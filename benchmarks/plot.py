@@ -21,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 from optsched import plot
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.testing import wave_schedule
 
 

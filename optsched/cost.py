@@ -323,7 +323,7 @@ def _blis(name: str, b0, b1, b2, kswap: float, rho: float) -> LinearCost:
 
 #: Named presets. Each is built from the reference coefficients in
 #: ``shared/data/README.md`` ("Reference figures"), except ``vidur-llama2-7b-a100``, fitted
-#: from the profiling tables by ``studies/claims/cost_preset.py`` (cost-model sensitivity, issue 29).
+#: from the profiling tables by ``studies/claims/cost_preset.py`` (cost-model sensitivity).
 PRESETS: dict[str, LinearCost] = {
     # InferMax authors' per-layer coefficients (ms) x 32 layers, Llama-2-7B on one A100.
     "infermax-llama2-7b-a100": _infermax(

@@ -38,7 +38,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from .cost import CostModel, LinearCost, UnitCost
-from .evaluate import Evaluation, evaluate
+from .evaluation import Evaluation, evaluate
 from .instance import Instance, Limits, Request
 from .schedule import Schedule, ScheduleBuilder
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost import LinearCost
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from ..instance import Instance
 from ..schedule import Schedule
 from .srpt import srpt_total_completion

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..evaluate import OBJECTIVES
+from ..evaluation import OBJECTIVES
 from . import EXIT_OK
 from ._common import load_instance, print_json, table
 
@@ -27,12 +27,12 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..bounds import BoundError, bound_methods
 
     if args.time_limit is not None and not args.time_limit > 0:
         raise BoundError(f"--time-limit must be > 0 seconds, got {args.time_limit:g}")
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..plugins import is_reference
 
     methods = bound_methods()
@@ -40,16 +40,15 @@ def run(args) -> int:
         raise BoundError(f"--method: unknown bound method {args.method!r}; choose one of "
                          f"{', '.join(methods)}")
     inst = load_instance(args.instance)
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..budget import command_seconds
-
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..pipeline import lower_bound  # the ladder with the one solve for its exact rung
+    # lazy: each subcommand imports what it runs (start-up time)
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..solving import lower_bound  # the ladder with the one solve for its exact rung
+    from ..solving.budget import command_seconds
 
     res = lower_bound(inst, args.objective, args.method,
                       time_limit=command_seconds(args.time_limit))
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..verdict import bound_verdict, say
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..comparison.report import bound_verdict, say
 
     verdict = bound_verdict(inst, args.objective, res)
     if args.json:
@@ -57,8 +56,8 @@ def run(args) -> int:
                     "verdict": verdict})
         say(verdict)
         return EXIT_OK
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..verdict import unit
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..progress import unit
 
     rows = [(f"lower bound ({unit(inst)})", res.value), ("method", res.method),
             ("objective", res.objective),

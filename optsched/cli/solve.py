@@ -7,7 +7,7 @@ import sys
 from dataclasses import replace
 
 from ..errors import OptschedError
-from ..evaluate import OBJECTIVES, evaluate
+from ..evaluation import OBJECTIVES, evaluate
 from ..plugins import parse_assignments
 from ..solve_types import Status
 from . import EXIT_NO, EXIT_OK, EXIT_SOLVER_ERROR
@@ -84,7 +84,7 @@ def resolve_than(instance, than: str, objective: str) -> float:
         if not math.isfinite(value) or value < 0:
             raise CliInputError(f"--than {than}: expected a finite number >= 0 or a policy name")
         return value
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..policies import simulate
 
     ev = evaluate(instance, simulate(instance, than))
@@ -94,10 +94,10 @@ def resolve_than(instance, than: str, objective: str) -> float:
 
 
 def run(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..budget import command_seconds
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..formulations import Hypotheses, SolveOptions
-    from ..pipeline import run as solve_pipeline
+    from ..solving import run as solve_pipeline
+    from ..solving.budget import command_seconds
 
     output_file(args.output)
     output_file(args.log, "--log")
@@ -130,8 +130,8 @@ def run(args) -> int:
                           improve_fallback=True)
     rep, lb = done.report, done.lower_bound
     assert lb is not None  # lower="combinatorial" always gives one
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..verdict import say, solve_verdict
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..comparison.report import say, solve_verdict
 
     verdict = solve_verdict(inst, args.objective, done, hyp,
                             None if args.at_most is None else (args.at_most, args.than))
@@ -140,8 +140,8 @@ def run(args) -> int:
     if args.json:
         print_json({**done.to_dict(), "verdict": verdict})
     else:
-        # lazy: each subcommand imports what it runs (start-up time, issue 31)
-        from ..verdict import unit
+        # lazy: each subcommand imports what it runs (start-up time)
+        from ..progress import unit
 
         u = unit(inst)
         rows = [("status", rep.status), (f"objective ({u})", rep.objective),

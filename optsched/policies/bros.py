@@ -93,8 +93,8 @@ number of drains of a run is kept in ``Bros.drains`` (the BROS notebook reports 
 
 **Swap transfers in the estimate** (``overlap``): the paper copies KV asynchronously,
 overlapped with compute, so its iteration estimate has no transfer term (``overlap=true``,
-the default); ``overlap=false`` adds ``kswap`` per swapped token, as this module did before
-issue 29. Either way the evaluator charges the transfers to the batch (semantics section 6,
+the default); ``overlap=false`` adds ``kswap`` per swapped token, as this module once did.
+Either way the evaluator charges the transfers to the batch (semantics section 6,
 one semantics: an upper bound on what BROS pays).
 
 Our adaptations (not in the paper): BE prefills are chunked by halving to meet the
@@ -334,7 +334,7 @@ class Bros(Policy):
         that is not yet late; unbounded when every RT request is late or none waits. A late
         request (residual <= 0) is still served first, but cannot be helped by a shorter
         batch: letting its negative residual set the budget held every batch to one entry
-        (issue 29: 91% of the iterations at 4 req/s)."""
+        (91% of the iterations at 4 req/s)."""
         return next((r for r in map(self.residual, rt) if r > 0), math.inf)
 
     def _decoding(self, i: int) -> bool:
@@ -378,7 +378,7 @@ class Bros(Policy):
         return k if self.residual(req[k]) >= 2 * est and k != 0 else None
 
     def mechanisms(self) -> dict[str, float | int]:
-        """What BROS's mechanisms did in the run (issue 29, item 3): the mean adaptive batch
+        """What BROS's mechanisms did in the run: the mean adaptive batch
         cap and the share of greedy iterations that reset it (section 4.2), drain episodes and
         progressive drops, and the partial (lazy-checkpoint) swap-outs are in the evaluator's
         swap metrics."""

@@ -28,7 +28,7 @@ fails after a refill whose last chunk stops one token short (``res = S = m + 1``
 request then holds one token more reservation than ``max(res, m + 1)`` until it finishes.
 The kernel repeats it so the schedules stay identical; it only holds back admissions by a
 token, never breaks ``M``.
-Speed (issue 31): the per-batch helpers of the unified walk are inlined
+Speed: the per-batch helpers of the unified walk are inlined
 (``inline="always"``) and a running candidate that ``_cand_running`` would refuse at once
 (the other phase of a non-hybrid batch, a full batch) is skipped without the call: each call
 of a helper increments and decrements the reference count of every array it is passed
@@ -1145,7 +1145,7 @@ def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int
         idx_of_rank = np.lexsort((np.arange(instance.n), arr))
         rank_of = np.empty(instance.n, np.int64)
         rank_of[idx_of_rank] = np.arange(instance.n)
-    from ..numba_load import call
+    from ..runtime.numba_load import call
 
     out = call(simulate_unified, arr, arr[order], order,
                            np.ascontiguousarray(instance.prompt, np.int64),

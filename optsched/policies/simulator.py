@@ -1,6 +1,6 @@
 """The simulator: runs a policy over an :class:`~optsched.instance.Instance` and returns a
 :class:`~optsched.schedule.Schedule`. It computes **no metrics**; callers judge the
-schedule with :func:`optsched.evaluate.evaluate` (the one validator/evaluator).
+schedule with :func:`optsched.evaluate` (the one validator/evaluator).
 
 The loop (InferMax Algorithm 1, lines 3-7; Vidur's "the scheduler produces the next
 batch" hook):
@@ -122,7 +122,7 @@ class SimView:
 
     # request classes ("rt", "be" or "") and SLOs (NaN where none): known at arrival, used
     # by the hybrid policies (bros); every other policy ignores them, so they are built on
-    # first use (three passes over the requests, ~17 ms on the 19K-request trace, issue 31)
+    # first use (three passes over the requests, ~17 ms on the 19K-request trace)
     @cached_property
     def cls(self) -> tuple[str, ...]:
         """Each request's class: ``"rt"``, ``"be"`` or ``""``."""
@@ -185,7 +185,7 @@ class Policy(ABC):
         ...
 
     def mechanisms(self) -> dict[str, float | int]:
-        """What the policy's own mechanisms did in the last run (issue 29, item 3: group
+        """What the policy's own mechanisms did in the last run (group
         sizes, pipelined share, drops, ...), for :func:`optsched.metrics.serving.mechanism_stats`;
         empty for a policy with nothing to report."""
         return {}
@@ -292,7 +292,7 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     """Run ``policy`` over ``instance``; return the schedule (no metrics). ``stats``, if
     given, receives the policy's decision time. ``deadline`` (a ``time.perf_counter()``
     value) stops the run with :class:`SimulationTimeout` once passed, checked every
-    :data:`DEADLINE_EVERY` decisions (a command's ``--time-limit``, optsched/budget.py).
+    :data:`DEADLINE_EVERY` decisions (a command's ``--time-limit``, optsched/solving/budget.py).
 
     A built-in policy that has a compiled kernel (:mod:`optsched.policies.fast`) can run
     there: the same schedule, batch for batch (``tests/test_fast_path.py``); its ``stats``

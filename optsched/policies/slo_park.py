@@ -1,5 +1,6 @@
 """SLO-park: serve for TTFT and P99 TBT SLO attainment by parking long requests after their
-first token (issue 25, "Goodput" target; the online form of ``studies/serving/goodput_park.py``).
+first token (the goodput target of ``docs/results/serving.md``; the online form of the offline
+park construction, ``optsched/serving/park.py``).
 
 **Clairvoyant** (hypothetical, semantics section 6): it reads the true output lengths, as
 ``svf``, ``mcsf`` and ``gba`` do here. It needs them for two things: a short request's peak
@@ -53,7 +54,7 @@ by default; entry cap ``max_batch_size``)
 
 Parking (``park``): ``eager`` (default) evicts a request with allowance in the batch after
 its first token if some request waits for its first prefill; ``always`` evicts it whatever
-waits (``studies/serving/goodput_park.py``'s rule); ``lazy`` keeps it resident and free, evicted only
+waits (``optsched/serving/park.py``'s rule); ``lazy`` keeps it resident and free, evicted only
 when a first prefill or a decode needs the memory.
 
 Memory: every resident's reservation is at least its KV after the batch (bound: peak;
@@ -451,7 +452,7 @@ _PARAMS = (
         "eager",
         "eager: a request with allowance is evicted right after its "
         "first token while others wait; always: right after its first token (as "
-        "studies/serving/goodput_park.py); lazy: only when memory is needed",
+        "optsched/serving/park.py); lazy: only when memory is needed",
         choices=_PARK,
     ),
 )
@@ -461,7 +462,8 @@ register(
     "SLO-park: prefill arrivals shortest prompt first, keep requests that must meet every "
     "TBT gap resident (peak KV reserved), park (evict) requests whose P99 TBT allows a long "
     "gap after their first token and refill them when no arrival waits (knows O)",
-    "optsched issue 25 (goodput target): the online form of studies/serving/goodput_park.py's park "
+    "optsched (goodput target, docs/results/serving.md): the online form of "
+    "optsched/serving/park.py's park "
     "construction; P99 TBT nearest rank (docs/semantics.md section 4), recompute preemption "
     "(section 3); clairvoyant like svf, mcsf and gba",
     hypothetical=True,

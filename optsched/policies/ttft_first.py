@@ -1,5 +1,5 @@
 """TTFT-first: prefill every request as soon as it arrives, evict as memory requires, finish
-later (issue 25, item 2; the schedule side of the mean-TTFT bound).
+later (the schedule side of the mean-TTFT bound).
 
 Why: with recompute preemption (docs/semantics.md section 3) a request's first token needs
 only its prompt's prefill. A policy that admits arrivals only when memory is free (vLLM,
@@ -293,7 +293,7 @@ _PARAMS = (
     Param("refill_chunk", int, 256, "most tokens of a refill per batch, 0 = no cap (a short "
           "refill batch delays an arrival less)", lo=0),
 )
-_SOURCE = ("optsched issue 25 item 2 (prefill on arrival, evict as memory requires); recompute "
+_SOURCE = ("optsched (prefill on arrival, evict as memory requires); recompute "
            "preemption as vLLM (Kwon et al., section 4.5), first token priced by the srpt "
            "bound, formulations/bounds.md")
 

@@ -7,7 +7,7 @@ number per request, smallest first) turned into a whole schedule by the simulato
   its first-prefill order and its resident priority (evicting the largest key first).
 
 Both read the true output lengths (hypothetical): a decoded schedule is a schedule like any
-other, judged by :func:`optsched.evaluate.evaluate`; it bounds the optimum from above.
+other, judged by :func:`optsched.evaluate`; it bounds the optimum from above.
 
 **Resuming** (:class:`Resume`): the schedule's first ``j0`` batches are replayed as they are
 (a batch waits for the arrivals of the requests it touches, which is the evaluator's "as

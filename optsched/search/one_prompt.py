@@ -1,6 +1,6 @@
 """The ``one-prompt`` key decoders: one prompt a batch, short batches while requests decode.
 
-Issue 25's gap attribution (``docs/results/bounds.md``, "Which side holds the gap") found
+The gap attribution (``docs/results/bounds.md``, "Which side holds the gap") found
 on the code trace (2,000-token prompts, ~30-token outputs) that the exact eviction-free
 optimum of small windows prefills *one prompt a batch*, smallest first, and lets a request's
 decode steps run in short batches as soon as it has its first token, while the registered

@@ -1,4 +1,4 @@
-"""Certified capacity ceiling (issue 25 item 3): the arrival rates at which the goodput
+"""Certified capacity ceiling: the arrival rates at which the goodput
 *upper* bound (``formulations/bounds.md`` B12) still allows a target attainment.
 
 The workload is :func:`optsched.serving.rate_search.at_rate`'s: the trace's requests with one seeded

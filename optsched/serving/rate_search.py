@@ -29,7 +29,7 @@ import numpy as np
 
 from ..cost import LinearCost, UnitCost
 from ..errors import OptschedError
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from ..instance import Instance, Request
 from ..metrics.serving import JctSlo, serving_metrics
 from ..policies import SimStats, get_spec, simulate_policy
@@ -134,7 +134,7 @@ def at_rate(instance: Instance, rate: float, seed: int = 0) -> Instance:
 def _plain(r: Request) -> bool:
     """A request with nothing but id, arrival, prompt and output (what
     :meth:`Instance.from_columns` builds): a rate search's probe instance is then built from
-    columns, ~10x faster than 19K validated constructions (issue 31, ``optsched capacity``)."""
+    columns, ~10x faster than 19K validated constructions (``optsched capacity``)."""
     return r.predicted_output is None and r.cls is None and r.ttft_slo is None \
         and r.tpot_slo is None and r.deadline is None
 
@@ -170,7 +170,7 @@ def min_busy_time(instance: Instance) -> float | None:
 def work_limit_rate(instance: Instance) -> float | None:
     """The rate total work allows: ``n / min_busy_time``. Over a long trace a policy cannot
     finish requests faster than this, so a "sustainable" rate above it only reflects a
-    trace too short for the queue to build up (issue 29). None when the bound is unknown
+    trace too short for the queue to build up. None when the bound is unknown
     or zero."""
     w = min_busy_time(instance)
     return instance.n / w if w else None
@@ -337,7 +337,7 @@ def confirm(result: RateSearchResult, instance: Instance, factor: int = 3, *, se
             settings: dict[str, Any] | None = None) -> RateSearchResult:
     """``result`` with its sustainable rate probed again on ``factor`` x the trace
     (:func:`repeat_trace`): a rate is counted only if it still meets the target there
-    (:attr:`RateSearchResult.counted_rate`; issue 29)."""
+    (:attr:`RateSearchResult.counted_rate`)."""
     if result.sustainable_rate is None:
         return result
     settings = dict(settings or {})

@@ -258,7 +258,7 @@ def online_paper_horizon(rate: float, horizon: int, seed: int = 0, *, name: str 
     request gets the family's draws of :func:`online_paper_random` (one ``M ~ U[30, 50]``, then
     ``s ~ U[1, 5]``, ``o ~ U[1, M - s]``, ``I = s + 1``, ``O = o``).
 
-    The parameters of the paper's experiment as issue 16 quotes its later version
+    The parameters of the paper's experiment in its later version
     (arXiv:2502.07115): rate 0.5-1.5, horizons of 40-60 rounds. ``online_paper_random`` with
     ``arrival="poisson"`` instead fixes ``n`` and runs rounds until ``n`` requests arrived. A draw
     with no arrival at all keeps one request at round 0 (an empty instance compares nothing).

@@ -33,7 +33,7 @@ import numpy as np
 
 from optsched.bounds import lower_bound
 from optsched.bounds.fluid import relaxation
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.schedule import Schedule
 from studies.bounds.fluid_ceiling import RECORDED_BEST
 from studies.settings import window

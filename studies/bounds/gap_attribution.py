@@ -87,7 +87,7 @@ from optsched.bounds.attribution import alone_work, attribute
 from optsched.bounds.attribution import srpt_total_flow as _srpt_flow
 from optsched.cost import LinearCost, coarsened, preset
 from optsched.errors import OptschedError
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations.exhaustive.search import SearchOptions, search
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import list_policies, simulate

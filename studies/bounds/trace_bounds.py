@@ -54,7 +54,7 @@ import numpy as np
 
 from optsched.bounds import bound_methods, lower_bound
 from optsched.cost import preset
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import simulate
 from optsched.search.lns import LNSOptions, improve
@@ -399,7 +399,7 @@ def part_rungs(args) -> list[dict]:
         opt = opt_ms / 1000
         if args.prove:
             from optsched.formulations import SolveOptions
-            from optsched.pipeline import solve
+            from optsched.solving import solve
 
             rep = solve(inst, "infermax", "makespan",
                         options=SolveOptions(time_limit=120, progress=False))

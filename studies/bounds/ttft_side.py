@@ -37,7 +37,7 @@ import numpy as np
 
 from optsched.bounds import lower_bound
 from optsched.bounds.srpt import prefill_indicative
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance
 from optsched.search.prefill_phase import prefill_first_schedule
 from optsched.search.prefill_srpt import prefill_srpt_schedule

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from optsched.bounds import lower_bound
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance
 from optsched.policies import list_policies, simulate
 from optsched.search.lns import LNSOptions, improve

@@ -26,9 +26,9 @@ import os
 import time
 
 from optsched.checks.claims import RATIO_CLAIMS, check_claim
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance
-from optsched.pipeline import lower_bound
+from optsched.solving import lower_bound
 from optsched.policies import simulate
 from studies import settings
 

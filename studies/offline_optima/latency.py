@@ -23,9 +23,9 @@ import json
 import sys
 import time
 
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations import SolveOptions
-from optsched.pipeline import solve
+from optsched.solving import solve
 from optsched.policies import simulate
 from optsched.workloads.generators import eviction_family
 

@@ -16,7 +16,7 @@ import argparse
 import os
 import time
 
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance
 from optsched.metrics.serving import serving_metrics
 from optsched.serving.park import SHORT_OUTPUT, Park

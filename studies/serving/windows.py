@@ -9,13 +9,13 @@ Windows: ``--windows`` consecutive requests of each trace from a start row drawn
 SLO ``--ttft-slo`` and mean TPOT SLO ``--tpot-slo``.
 
 Per window and policy (vLLM, SARATHI, EcoServe, Apt-Serve's scheduler and the extra
-``--best-of`` policies; every schedule replayed by ``optsched.evaluate.evaluate``):
+``--best-of`` policies; every schedule replayed by ``optsched.evaluate``):
 
 * total latency and mean TTFT beside the certified lower bound
   ``lower_bound(inst, objective, "best")`` (its rung: the method that gave it) and the gap
-  ``(value - bound) / bound`` (:func:`optsched.compare.gap`);
+  ``(value - bound) / bound`` (:func:`optsched.comparison.gap`);
 * SLO attainment (``slo_attainment``) beside the certified upper bound (bounds.md B12) and
-  the gap ``(bound - attainment) / bound`` (:mod:`optsched.serving.goodput_gap`);
+  the gap ``(bound - attainment) / bound`` (:mod:`optsched.comparison`);
 * the best policy of the window ("best") for each objective.
 
 With ``--ceiling`` (notebook 08's setting, ``studies/serving/ceiling.py``'s instance): the certified
@@ -39,12 +39,12 @@ from pathlib import Path
 from typing import Any
 
 from optsched.bounds.goodput import goodput_bound
-from optsched.compare import gap
-from optsched.evaluate import evaluate
+from optsched.comparison import gap
+from optsched.evaluation import evaluate
 from optsched.instance import Instance
-from optsched.pipeline import lower_bound
+from optsched.solving import lower_bound
 from optsched.policies import simulate
-from optsched.serving.goodput_gap import goodput_gap_value
+from optsched.comparison import goodput_gap_value
 from studies import settings
 from studies.settings import HI, LO, PRESET, TARGET, TBT, TRACES, TTFT, C, M
 

@@ -150,8 +150,8 @@ class Backend(ABC):
 
 
 def __getattr__(name: str) -> Any:
-    """``WarmStart`` is the deprecated name of :class:`ColumnStart` (issue 27: one name per
-    concept)."""
+    """``WarmStart`` is the deprecated name of :class:`ColumnStart` (one name per concept:
+    :class:`optsched.solve_types.WarmStart` is the evaluated warm-start schedule)."""
     if name == "WarmStart":
         warnings.warn("optsched.milp.backends.WarmStart is deprecated; use ColumnStart",
                       DeprecationWarning, stacklevel=2)

@@ -11,7 +11,7 @@ kernel as usual; when anything is missing or different (no cache entry, a stale 
 numba whose internals moved) it does nothing and numba's own path runs (refreshing and, if
 need be, compiling), so the result never depends on which path loaded the code.
 
-This is issue 31's start-up item: it uses numba internals (``Dispatcher._cache``,
+It uses numba internals (``Dispatcher._cache``,
 ``_load_overload``), pinned by the lock file (numba 0.68.1); ``tests/test_fast_path.py``
 checks that the load happens without the refresh and that a missing cache falls back.
 """
