@@ -28,8 +28,8 @@ import time
 from optsched.checks.claims import RATIO_CLAIMS, check_claim
 from optsched.evaluation import evaluate
 from optsched.instance import Instance
-from optsched.solving import lower_bound
 from optsched.policies import simulate
+from optsched.solving import lower_bound
 from studies import settings
 
 THEORY = ("svf", "amin", "gba", "gsa", "sorted-f", "wait", "nested-wait")

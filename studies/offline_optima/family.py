@@ -28,7 +28,6 @@ from pathlib import Path
 from optsched.cost import preset
 from optsched.evaluation import evaluate
 from optsched.formulations import Hypotheses, SolveOptions
-from optsched.solving import solve
 from optsched.policies import simulate
 from optsched.solving import solve
 from optsched.workloads.fit import fit_linear_cost

@@ -25,8 +25,8 @@ import time
 
 from optsched.evaluation import evaluate
 from optsched.formulations import SolveOptions
-from optsched.solving import solve
 from optsched.policies import simulate
+from optsched.solving import solve
 from optsched.workloads.generators import eviction_family
 
 

@@ -39,12 +39,11 @@ from pathlib import Path
 from typing import Any
 
 from optsched.bounds.goodput import goodput_bound
-from optsched.comparison import gap
+from optsched.comparison import gap, goodput_gap_value
 from optsched.evaluation import evaluate
 from optsched.instance import Instance
-from optsched.solving import lower_bound
 from optsched.policies import simulate
-from optsched.comparison import goodput_gap_value
+from optsched.solving import lower_bound
 from studies import settings
 from studies.settings import HI, LO, PRESET, TARGET, TBT, TRACES, TTFT, C, M
 
