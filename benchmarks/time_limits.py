@@ -5,7 +5,7 @@
 Each case runs ``python -m optsched ...`` as a subprocess (interpreter start-up included, as a
 user measures it) with the code of ``--checkout`` (default: this one) first on the path, and
 prints the instance size, the limit, the wall time, the ratio and whether it holds the
-promise of ``tests/test_time_limits.py`` (10% + 1 s). Instances are the tests': trace-like
+promise of ``tests/solving/test_budget.py`` (10% + 1 s). Instances are the tests': trace-like
 requests every 0.3 s (prompts 50-1500, outputs 10-170, M = 30,000) and identical requests
 (I = 8, O = 4, M = 1,024) at time 0. Run it on the old code with
 ``git archive <commit> | tar -x -C /tmp/old`` and ``--checkout /tmp/old``; a case the old code

@@ -342,7 +342,7 @@ PRESETS: dict[str, LinearCost] = {
     # Llama-2-7B on one A100 fitted from the shared profiling tables (Vidur's
     # mlp_a100_Llama-2-7b-hf.csv and attention_samples_a100_Llama-2-7b-hf.csv, TP 1) by
     # optsched.workloads.fit.fit_linear_cost (NNLS, relative weighting);
-    # studies/claims/cost_preset.py derives and prints these values, tests/test_fit.py checks
+    # studies/claims/cost_preset.py derives and prints these values, tests/workloads/test_fit.py checks
     # them against a re-fit when the data is present. Seconds, whole model. A decode batch of
     # 8 entries holding 1,000 tokens each:
     # 9.79 ms here vs 5.55 ms under the InferMax preset (k0 alone is 6.54 ms vs 2.08 ms).

@@ -1,4 +1,4 @@
-"""The top-level API (issue 27 item 2): every name resolves to the one object of its concept,
+"""The top-level API: every name resolves to the one object of its concept,
 ``import optsched`` stays light, and the renamed backend warm start keeps a deprecated alias."""
 
 import subprocess

@@ -32,11 +32,14 @@ def srpt_total_flow(release: np.ndarray, work: np.ndarray) -> float:
 
 
 def own_work(instance: Instance, schedule: Schedule) -> np.ndarray:
-    """Per request, its share of the busy time: each batch's duration (as the evaluator
-    replays it) split over the batch's entries in proportion to their tokens."""
+    """Per request (in the instance's order), its share of the busy time: each batch's duration
+    (as the evaluator replays it) split over the batch's entries in proportion to their
+    tokens."""
     ev = evaluate(instance, schedule)
     bd, bp = ev.batch_duration, schedule.batch_ptr
-    er, et = schedule.entry_req, schedule.entry_tokens
+    # a schedule names its requests in its own order (``schedule.ids``)
+    position = np.array([instance.index[rid] for rid in schedule.ids], np.int64)
+    er, et = position[schedule.entry_req], schedule.entry_tokens
     own = np.zeros(instance.n)
     for j in range(len(bd)):
         lo, hi = bp[j], bp[j + 1]

@@ -18,7 +18,7 @@ statistics asked for, numba missing) runs the Python path, which stays the refer
 rule the kernel finds broken (a stall, a livelock, a plan exceeding ``M``) makes it give up,
 and the Python path then raises its usual :class:`SimulationError`.
 
-Identity with the Python path is tested batch for batch (``tests/test_fast_path.py``): the
+Identity with the Python path is tested batch for batch (``tests/policies/test_fast.py``): the
 kernel mirrors each Python decision in the same order; ``_decode_block`` of the Python policy
 is a vectorised form of calling ``_cand_running`` on each decode in turn (a prefix of
 non-negative needs fits iff each fits after the previous), which is what the kernel does,

@@ -41,7 +41,7 @@ around the best (key, decoder) with accept-if-strictly-better moves, each named:
 
 Every candidate is judged by :func:`optsched.evaluate` (the one evaluator), so the
 objective the search compares is the evaluator's; the kernel's schedules are those of the
-Python path batch for batch (``tests/test_keysearch.py``). Seeded (one
+Python path batch for batch (``tests/search/test_keysearch.py``). Seeded (one
 ``numpy.random.Generator``); with ``max_iterations`` a run is reproducible whatever the
 machine's speed; it stops at ``deadline``.
 """

@@ -11,7 +11,7 @@ Llama-2-7b-hf --gpu a100 --tp 1``). ``kswap`` is the default (Llama-2-7B over PC
 
 Prints the coefficients (six significant digits, pasted into ``optsched/cost.py``) and, side
 by side for both presets, the time of a few decode batches (n entries of ``m`` cached tokens
-each) and of a 4,096-token prefill chunk. ``tests/test_fit.py`` checks that the preset equals
+each) and of a 4,096-token prefill chunk. ``tests/workloads/test_fit.py`` checks that the preset equals
 this fit whenever the shared data is present::
 
     .venv/bin/python -m studies.claims.cost_preset

@@ -11,7 +11,7 @@ Writes ``instances/evidence/online-paper-n<n>-s<seed>.json`` (a loadable instanc
 ``.schedules.json`` (both schedules and their total latencies as the evaluator replays them,
 the solver's lower bound and the run's notes). The instances live outside ``instances/*.json``
 on purpose: the manifest lists proven optima, and these are not proven.
-``tests/test_evidence.py`` replays the shipped files.
+``tests/project/test_evidence.py`` replays the shipped files.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
-"""The library code of the gap attribution (``studies/bounds/gap_attribution.py``).
+"""The gap attribution (optsched/bounds/attribution.py; ``studies/bounds/gap_attribution.py``).
 
-* the coarsened cost model (:func:`optsched.cost.coarsened`) prices one decode unit as ``q``
-  decode steps of the preset with ``q`` times the cached tokens, exactly (the identity its
-  docstring states), and ``q = 1`` is the preset itself;
 * ``srpt_total_flow`` is preemptive SRPT: on random jobs it is no worse than serving in arrival
   order or in any static priority order without preemption (SRPT is optimal for total flow
   time on one preemptive server), equals the sum of works when jobs never overlap, and
-  matches a hand-computed preemption.
+  matches a hand-computed preemption;
+* ``attribute`` splits a feasible schedule's total latency as its docstring says: TTFT plus the
+  decode spans, own works that sum to the busy time, SRPT at those works below the total
+  latency (the schedule itself serves each request its own work between its arrival and its
+  completion on one machine), on random valid schedules; ``alone_work`` by hand.
 """
 
 from __future__ import annotations
@@ -16,27 +17,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from optsched.bounds.attribution import srpt_total_flow
-from optsched.cost import coarsened, preset
-
-PRESET = "infermax-llama2-7b-a100"
+from optsched.bounds.attribution import alone_work, attribute, own_work, srpt_total_flow
+from optsched.cost import LinearCost, UnitCost
+from optsched.instance import Instance, Limits, Request
+from optsched.schedule import Schedule
+from optsched.testing import instances, valid_schedules
 
 
 def srpt_total(work, arrival):
     return srpt_total_flow(arrival, work)
 
 
-@given(st.integers(1, 200), st.integers(1, 64), st.integers(0, 5000))
-def test_coarse_decode_unit_is_q_real_steps(q, n, cached_units):
-    real, coarse = preset(PRESET), coarsened(preset(PRESET), q)
-    assert coarse.decode_batch_time(n, cached_units) == pytest.approx(
-        q * real.decode_batch_time(n, q * cached_units), rel=1e-12
-    )
 
 
-def test_coarse_cost_of_one_is_the_preset():
-    real, one = preset(PRESET), coarsened(preset(PRESET), 1)
-    assert one.coefficients == pytest.approx(real.coefficients, rel=1e-12, abs=1e-15)
 
 
 def _nonpreemptive(work, arrival, priority):
@@ -72,3 +65,44 @@ def test_srpt_separate_jobs_and_one_preemption():
     assert srpt_total(np.array([1.0, 2.0]), np.array([0.0, 5.0])) == pytest.approx(3.0)
     # job 0 (work 4) at 0; job 1 (work 1) at 1 preempts it: done at 2; job 0 done at 5
     assert srpt_total(np.array([4.0, 1.0]), np.array([0.0, 1.0])) == pytest.approx(1.0 + 5.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_attribution_of_a_random_valid_schedule(data):
+    inst = data.draw(instances(max_requests=5))
+    s = data.draw(valid_schedules(inst)).schedule
+    r = attribute(inst, s)
+    assert r.ttft + r.decode_span == pytest.approx(r.total_latency, rel=1e-9, abs=1e-9)
+    assert own_work(inst, s).sum() == pytest.approx(r.busy, rel=1e-9, abs=1e-9)
+    assert r.srpt_own <= r.total_latency * (1 + 1e-9) + 1e-9
+
+
+def test_attribution_by_hand():
+    # unit time; a (I = 2, O = 2) and b (I = 1, O = 1) at 0; batch 0: a 2 + b 1 (b done at 1,
+    # a's first token), batch 1: a decodes (done at 2). Own work: batch 0's second split 2:1,
+    # so a gets 2/3 + 1 = 5/3, b 1/3. Total latency 2 + 1 = 3, TTFT 1 + 1 = 2, decode spans
+    # 1 + 0. SRPT on (0, 5/3), (0, 1/3): b done at 1/3, a at 2 -> 7/3.
+    inst = Instance("h", Limits(kv_capacity=8, max_batch_tokens=8), UnitCost(),
+                    (Request("a", 0.0, 2, 2), Request("b", 0.0, 1, 1)))
+    s = Schedule.from_batches([([("a", 2), ("b", 1)], []), ([("a", 1)], [])])
+    r = attribute(inst, s)
+    assert (r.total_latency, r.busy, r.ttft, r.decode_span) == (3.0, 2.0, 2.0, 1.0)
+    assert own_work(inst, s).tolist() == pytest.approx([5 / 3, 1 / 3])
+    assert r.srpt_own == pytest.approx(7 / 3)
+
+
+def test_alone_work_by_hand():
+    # linear k0 = 1, k1 = 0.5 per token, kdm = 0.25 per cached token of a decode entry (and
+    # k1 for its token): a (I = 2, O = 3) alone: prefill 1 + 0.5 * 2 = 2; decodes at 2 and 3
+    # cached tokens: 1 + 0.5 + 0.25 * 2 = 2, 1 + 0.5 + 0.25 * 3 = 2.25 -> 4.25
+    inst = Instance("h", Limits(kv_capacity=8, max_batch_tokens=8), LinearCost(k0=1.0, k1=0.5, kdm=0.25),
+                    (Request("a", 0.0, 2, 3),))
+    pre, dec = alone_work(inst)
+    assert pre.tolist() == pytest.approx([2.0]) and dec.tolist() == pytest.approx([4.25])
+
+
+def test_an_infeasible_schedule_is_refused():
+    inst = Instance("h", Limits(kv_capacity=8, max_batch_tokens=8), UnitCost(), (Request("a", 0.0, 2, 2),))
+    with pytest.raises(ValueError, match="infeasible"):
+        attribute(inst, Schedule.from_batches([([("a", 5)], [])]))

@@ -168,7 +168,7 @@ def test_check_ratio_reports_worst_and_violations(tmp_path):
 
 
 def test_theory_ratio_claims_small_budget():
-    # issue 26: GBA <= 10.67, GSA <= 61.92 (arXiv 2601.22996), Sorted-F "a constant"
+    # the claims: GBA <= 10.67, GSA <= 61.92 (arXiv 2601.22996), Sorted-F "a constant"
     # (arXiv 2508.06133, none stated): a CI-sized hill climb; the ratio is at least 1 (the
     # optimum is a lower bound on every policy) and, where a constant is stated, within it
     for claim in ("gba-ratio", "gsa-ratio", "sorted-f-ratio"):
@@ -185,7 +185,7 @@ def test_theory_ratio_claims_small_budget():
 
 
 def test_gba_ratio_on_hand_instance():
-    # a: O=1, b: O=3, c: O=2, all I=1, M = C = 10 (tests/policies/test_theory.py): GBA's
+    # a: O=1, b: O=3, c: O=2, all I=1, M = C = 10 (tests/policies/test_gba.py): GBA's
     # phases give 1 + 3 + 6 = 10; all three together from time 0 finish at 1, 2, 3 = 6, the
     # least possible (each request needs O unit batches): ratio 10 / 6
     r = _ratios(het_instance([1, 1, 1], [1, 3, 2], 10), "gba", 100_000, 10.0)

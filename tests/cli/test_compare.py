@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli_helpers import USER_POLICIES, one_line_error, other_arrivals, run_cli
+from paths import GOOD, N40
 
 from optsched.cli import main
 from optsched.evaluation import evaluate
@@ -125,7 +127,7 @@ def test_compare_without_a_solution_keeps_the_bound_and_exits_0(files, handmade)
     out = files / "rep"
     rc = main(["compare", str(files / "inst.json"), "--schedule", f"serial={files / 'serial.json'}",
                "--optimal", "--formulation", "test-nothing", "-o", str(out)])
-    # a feasible schedule and a certified bound are an answer (issue 30: exit 1 only for
+    # a feasible schedule and a certified bound are an answer (exit 1 only for
     # infeasible); it was exit 1
     assert rc == 0
     md, js, rows = _report(out)
@@ -209,3 +211,80 @@ def test_demo_runs_end_to_end(tmp_path, capsys):
     assert [r["status"] for r in optimum] == ["optimal"]
     assert all(optimum[0]["objective"] <= r["objective"] * (1 + 1e-9) for r in policies)
     assert "proof by example" in capsys.readouterr().out
+
+
+def test_compare_flags_a_schedule_of_another_instance(tmp_path, capsys):
+    sched = tmp_path / "s.json"
+    assert run_cli(capsys, "simulate", GOOD, "--policy", "fcfs", "-o", sched)[0] == 0
+    rc, _, err = run_cli(capsys, "compare", other_arrivals(tmp_path), "--schedule",
+                         f"mine={sched}", "--no-gantt", "-o", tmp_path / "rep")
+    assert "warning:" in err and "mine" in err and "differs" in err
+    rep = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert any("differs" in n for n in rep["notes"])
+
+
+def test_compare_with_the_exact_model_skipped_exits_0(tmp_path, capsys):
+    rc, out, err = run_cli(capsys, "compare", N40, "--policies", "vllm", "--optimal",
+                           "--time-limit", 2, "--no-gantt", "-o", tmp_path / "rep")
+    assert "skipped" in out
+    assert rc == 0, err
+
+
+def test_compare_with_a_broken_user_policy_exits_2(tmp_path, capsys):
+    """Before: the 2.5 tokens were floored in silence and compare exited 0 with the floored
+    schedule; a policy that failed exited 1, the code for "infeasible"."""
+    f = tmp_path / "mine.py"
+    f.write_text(USER_POLICIES)
+    rc, out, err = run_cli(capsys, "compare", GOOD, "--policies", f"vllm,{f}:Fractional",
+                           "--no-gantt", "-o", tmp_path / "rep")
+    assert rc == 2, err
+    assert "batch 0: tokens of request 'a' must be integers, got 2.5" in out
+
+
+def test_compare_refuses_duplicate_row_labels(capsys, tmp_path):
+    sched = tmp_path / "s.json"
+    assert main(["simulate", str(GOOD), "--policy", "fcfs", "-o", str(sched)]) == 0
+    capsys.readouterr()
+    report = tmp_path / "report"
+    one_line_error(capsys, "compare", GOOD, "--policies", "fcfs,fcfs", "-o", report,
+                   match="row label 'fcfs' is given twice")
+    one_line_error(capsys, "compare", GOOD, "--policies", "fcfs", "--schedule", f"fcfs={sched}",
+                   "-o", report, match="row label 'fcfs' is given twice")
+    one_line_error(capsys, "compare", GOOD, "--schedule", f"x={sched}", "--schedule",
+                   f"x={sched}", "-o", report, match="row label 'x' is given twice")
+
+
+
+
+def test_compare_cli_prints_goodput_bound_attainment_and_gap(tmp_path, capsys):
+    # arrivals-unit-3 (unit time, M = C = 8): a (arrival 0), b (1), c (3), each I = 2, O = 3;
+    # every request gets TTFT SLO 1 and TPOT SLO 1.
+    # sarathi's schedule (evaluated): first tokens at 1, 2, 4 and completions at 3, 4, 6:
+    #   every TTFT = 1 and every TPOT = (C - F) / 2 = 1, so attainment 3/3 = 1.
+    # The upper bound is a share <= 1 and never below a schedule's attainment, so it is 1.
+    # vllm's schedule: a prefilled alone at [0, 1], b alone at [1, 2] (a waits), a and b
+    # decode at [2, 3], c prefilled at [3, 4], then a and b decode again (c evicted) at
+    # [4, 5], c refilled [5, 6] and decoded [6, 7]: TPOTs (5-1)/2 = 2, (5-2)/2 = 1.5 and
+    # (7-4)/2 = 1.5, all > 1: attainment 0.
+    # gaps: vllm (1 - 0) / 1 = 100%, sarathi (1 - 1) / 1 = 0%; best sarathi.
+    out = tmp_path / "rep"
+    rc = main(["compare", str(GOOD), "--policies", "vllm,sarathi", "--ttft-slo", "1",
+               "--tpot-slo", "1", "--objective", "total-latency", "--no-gantt", "-o", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "SLO attainment" in text and "upper bound (B12)" in text
+    assert "goodput best: sarathi, attainment 1, gap 0.00%" in text
+    g = json.loads((out / "report.json").read_text())["goodput"]
+    assert g["upper_bound"] == 1.0 and g["bound"]["both"] == 3 and g["bound"]["with_slo"] == 3
+    rows = {r["label"]: r for r in g["rows"]}
+    assert rows["vllm"] == {"label": "vllm", "attainment": 0.0, "gap": 1.0}
+    assert rows["sarathi"] == {"label": "sarathi", "attainment": 1.0, "gap": 0.0}
+    assert g["best"]["label"] == "sarathi"
+    assert "## SLO goodput" in (out / "report.md").read_text()
+
+
+def test_bad_slo_default_exits_2_with_one_line(tmp_path, capsys):
+    rc = main(["compare", str(GOOD), "--policies", "vllm", "--ttft-slo", "-1",
+               "-o", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--ttft-slo" in err and len(err.strip().splitlines()) == 1

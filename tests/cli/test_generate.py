@@ -4,7 +4,9 @@ import csv
 import json
 
 import pytest
-from shared_data import SHARED_DATA  # noqa: E402
+from cli_helpers import one_line_error
+from paths import SHARED_DATA
+from trace_files import azure
 
 from optsched.cli import main
 from optsched.instance import Instance
@@ -102,3 +104,26 @@ def test_fit_and_kv_capacity(capsys):
     rc, out, _ = run(capsys, "kv-capacity", "--params", "70e9", "--layers", "80", "--hidden",
                      "8192", "--dtype-bytes", "2", "--gpu-mem-gb", "80", "--gpus", "2")
     assert rc == 0 and out.startswith("7629 tokens")
+
+
+@pytest.mark.parametrize("opt, value", [("--zero-tokens", "clamp"), ("--too-long", "drop")])
+def test_generate_family_refuses_trace_options(capsys, tmp_path, opt, value):
+    one_line_error(capsys, "generate", "fixed", "--n", 2, "--prompt", 3, "--output", 2,
+                   opt, value, "-o", tmp_path / "f.json", match=f"does not take {opt}")
+    assert not (tmp_path / "f.json").exists()
+
+
+def test_generate_refuses_to_write_zero_requests(capsys, tmp_path):
+    trace = azure(tmp_path, (3, 2), (4, 2))
+    out = tmp_path / "empty.json"
+    one_line_error(capsys, "generate", "azure", "--trace", trace, "--window", "100:200",
+                   "-o", out, match="no request left to write")
+    assert not out.exists()
+
+
+def test_poisson_trace_replacement_is_a_flag(capsys, tmp_path):
+    trace = azure(tmp_path, (3, 2), (4, 2))
+    base = ["generate", "poisson-trace", "--trace", trace, "--n", 5, "--rate", 1.0]
+    one_line_error(capsys, *base, "-o", tmp_path / "p.json", match="(--replace;")
+    assert main([str(a) for a in [*base, "--replace", "-o", tmp_path / "p.json"]]) == 0
+    assert len(json.loads((tmp_path / "p.json").read_text())["requests"]) == 5

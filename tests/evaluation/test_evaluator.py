@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
+from handworked import SWAP_ROUND_TRIP, hidden_instance, swap_instance
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from strategies import instances, valid_schedules
 
-from optsched.cost import LinearCost, UnitCost
+from optsched.cost import (
+    LinearCost,
+    UnitCost,
+)
 from optsched.evaluation import CODES, evaluate
 from optsched.instance import Instance, Limits, Request
+from optsched.policies import simulate
 from optsched.schedule import Schedule
+from optsched.testing import instances, valid_schedules
+from optsched.workloads.generators import infermax_mix
 
 
 def inst_of(reqs, M=16, C=4096, P=None, size=None, block=1, cost=None):
@@ -577,3 +584,169 @@ def test_cache_type_switch():
         {"batches": [{"entries": [["a", 4]]}, {"entries": [], "evict": ["a"]},
                      {"entries": [["a", 5, "hidden"]]}]}))
     assert ev.feasible, ev.violations
+
+
+def test_evaluator_charges_a_grouped_query_hidden_cache_by_its_ratio():
+    # a (I = 5, O = 1) prefilled on hidden cache, M = 8: 5 * 1/2 -> 3 fits; 5 * 2 = 10 > 8.
+    s = Schedule.from_batches([([("a", 5, "hidden")], [])])
+    for ratio, ok in ((0.5, True), (2.0, False)):
+        lim = Limits(kv_capacity=8, max_batch_tokens=8, hidden_cache=True, hidden_ratio=ratio)
+        ev = evaluate(Instance("h", lim, UnitCost(), (Request("a", 0, 5, 1),)), s)
+        assert ev.feasible is ok
+    # the ratio is part of the instance's JSON only when it is not the default
+    lim = Limits(kv_capacity=8, max_batch_tokens=8, hidden_cache=True, hidden_ratio=2.0)
+    assert lim.to_dict()["hidden_ratio"] == 2.0 and Limits.from_dict(lim.to_dict()) == lim
+    assert "hidden_ratio" not in Limits(kv_capacity=8, max_batch_tokens=8).to_dict()
+
+
+def _reference_rows(ev) -> list[dict]:
+    def num(v):
+        if isinstance(v, np.integer):
+            return int(v)
+        return None if not math.isfinite(v) else float(v)
+
+    return [{"id": rid, "first_token": num(ev.first_token[i]), "completion": num(ev.completion[i]),
+             "latency": num(ev.latency[i]), "ttft": num(ev.ttft[i]), "tpot": num(ev.tpot[i]),
+             "evictions": int(ev.evictions[i]), "recomputed_tokens": int(ev.recomputed_tokens[i])}
+            for i, rid in enumerate(ev.request_ids)]
+
+
+@pytest.mark.parametrize("policy", ["vllm", "sarathi", "fcfs"])
+@pytest.mark.parametrize("truncate", [False, True])
+def test_request_rows_equal_the_element_by_element_conversion(policy, truncate):
+    inst = infermax_mix("LILO", 30, seed=2)
+    s = simulate(inst, policy)
+    if truncate:  # the first half of the batches: some requests never finish
+        d = s.to_dict()
+        d["batches"] = d["batches"][: len(d["batches"]) // 2]
+        s = Schedule.from_dict(d)
+    ev = evaluate(inst, s)
+    rows = ev.to_dict()["requests"]
+    assert json.dumps(rows) == json.dumps(_reference_rows(ev))
+    if truncate:
+        assert any(r["completion"] is None for r in rows)
+        assert all(type(r["evictions"]) is int for r in rows)
+
+
+def test_hidden_memory_and_cost_by_hand():
+    # cost: k0 = 1 s per batch with entries, rho = 0.25 s per cached hidden token per batch.
+    # b0: a prefills 5 on hidden cache -> m_a = 5, charged ceil(5/2) = 3; b prefills 4 on KV -> 4.
+    #     memory 3 + 4 = 7; no cached tokens before the batch, so no extra: 1 s
+    # b1: a decodes (m = 5 before: extra 0.25 * 5 = 1.25 s), b decodes and finishes.
+    #     m_a = 6 -> 3, m_b = 5 -> 5: memory 8; 1 + 1.25 = 2.25 s
+    # b2: a decodes (m = 6: extra 1.5 s) and finishes: m_a = 7 -> 4 (b was freed): 2.5 s
+    s = Schedule.from_dict({"batches": [
+        {"entries": [["a", 5, "hidden"], ["b", 4]]},
+        {"entries": [["a", 1, "hidden"], ["b", 1]]},
+        {"entries": [["a", 1, "hidden"]]},
+    ]})
+    ev = evaluate(hidden_instance(), s)
+    assert ev.feasible, ev.violations
+    assert ev.batch_kv.tolist() == [7, 8, 4]
+    assert ev.batch_duration.tolist() == [1.0, 2.25, 2.5]
+    assert ev.batch_end.tolist() == [1.0, 3.25, 5.75]
+    assert ev.metrics["hidden_entries"] == 3 and ev.metrics["hidden_time"] == 2.75
+    # the same on KV cache: memory 5 + 4 = 9, 6 + 5 = 11, 7 and no extra time
+    kv = evaluate(hidden_instance(), Schedule.from_dict({"batches": [
+        {"entries": [["a", 5], ["b", 4]]}, {"entries": [["a", 1], ["b", 1]]},
+        {"entries": [["a", 1]]}]}))
+    assert kv.feasible and kv.batch_kv.tolist() == [9, 11, 7]
+    assert kv.batch_duration.tolist() == [1.0, 1.0, 1.0] and kv.metrics["hidden_time"] == 0.0
+
+
+def test_hidden_memory_in_whole_blocks():
+    # block_size 4: a block holds 4 KV tokens or 8 hidden tokens. a: 5 hidden tokens -> 1 block
+    # (4); after the decode 6 -> still 4; b: 4 KV -> 4, then 5 -> 8.
+    s = Schedule.from_dict({"batches": [
+        {"entries": [["a", 5, "hidden"], ["b", 4]]},
+        {"entries": [["a", 1, "hidden"], ["b", 1]]},
+    ]})
+    ev = evaluate(hidden_instance(block=4, reqs=(Request("a", 0, 5, 9), Request("b", 0, 4, 2))), s)
+    assert ev.batch_kv.tolist() == [8, 12]
+    lim = Limits(kv_capacity=64, max_batch_tokens=8, block_size=4, hidden_cache=True)
+    # 8 hidden tokens fill one block exactly, 9 need two; 1 hidden token takes a whole block
+    assert [lim.hidden_footprint(x) for x in (1, 8, 9, 16, 17)] == [4, 4, 8, 8, 12]
+
+
+def test_hidden_memory_lets_a_batch_fit_that_kv_cannot():
+    # M = 8: two 5-token prompts need 10 on KV (overflow), 3 + 3 = 6 on hidden cache
+    reqs = (Request("a", 0, 5, 1), Request("b", 0, 5, 1))
+    kv = evaluate(hidden_instance(M=8, reqs=reqs),
+                  Schedule.from_dict({"batches": [{"entries": [["a", 5], ["b", 5]]}]}))
+    assert [v.code for v in kv.violations] == ["KV_OVERFLOW"]
+    hid = evaluate(hidden_instance(M=8, reqs=reqs), Schedule.from_dict(
+        {"batches": [{"entries": [["a", 5, "hidden"], ["b", 5, "hidden"]]}]}))
+    assert hid.feasible and hid.batch_kv.tolist() == [6]
+
+
+def test_switch_discards_and_recomputes_by_hand():
+    # a (I = 5, O = 3) prefills on KV, is evicted (an eviction-only batch takes no time), and
+    # recomputes all S = 6 known tokens as hidden cache, then decodes on hidden cache.
+    # b0: prefill 5 on KV -> m 5, g 1; memory 5; 1 s
+    # b1: evict a (0 s); memory 0; 5 tokens recomputed
+    # b2: refill 6 hidden (m before 0: no extra) -> m 6, g 2; memory 3; 1 s
+    # b3: decode (extra 0.25 * 6 = 1.5) -> m 7, g 3 = O; memory ceil(7/2) = 4; 2.5 s
+    s = Schedule.from_dict({"batches": [
+        {"entries": [["a", 5]]}, {"entries": [], "evict": ["a"]},
+        {"entries": [["a", 6, "hidden"]]}, {"entries": [["a", 1, "hidden"]]}]})
+    ev = evaluate(hidden_instance(reqs=(Request("a", 0, 5, 3),)), s)
+    assert ev.feasible, ev.violations
+    assert ev.batch_kv.tolist() == [5, 0, 3, 4]
+    assert ev.batch_duration.tolist() == [1.0, 0.0, 1.0, 2.5]
+    assert ev.metrics["recomputed_tokens"] == 5 and ev.metrics["evictions"] == 1
+    assert ev.completion.tolist() == [4.5]
+
+
+def test_unit_time_prices_hidden_cache_only_with_a_stated_rho():
+    s = Schedule.from_dict({"batches": [{"entries": [["a", 4, "hidden"]]},
+                                        {"entries": [["a", 1, "hidden"]]}]})
+    reqs = (Request("a", 0, 4, 2),)
+    assert evaluate(hidden_instance(UnitCost(), reqs=reqs), s).batch_duration.tolist() == [1, 1]
+    # rho = 0.5 time units per cached token: the decode with m = 4 takes 1 + 2
+    assert evaluate(hidden_instance(UnitCost(rho=0.5), reqs=reqs), s).batch_duration.tolist() == [1, 3]
+
+
+def test_swap_out_and_in_priced_and_counted_by_hand():
+    # cost: k0 = 1 s per batch with entries, kswap = 0.5 s per token moved.
+    # b0: a prefill 4 -> m_a=4, g_a=1; GPU 4; 1 s
+    # b1: a's 4 tokens to host (h_a=4, GPU 0), b prefill 4 -> GPU 4, host 4; 1 + 0.5*4 = 3 s
+    # b2: b decodes -> m_b=5, g_b=2=O: GPU 5 (b counts in the batch that finishes it); 1 s
+    # b3: a's 4 tokens back (GPU 4 after b is freed), a decodes -> m_a=5; GPU 5; 1 + 2 = 3 s
+    # b4: a decodes -> m_a=6, g_a=3=O; GPU 6; 1 s
+    ev = evaluate(swap_instance(), Schedule.from_dict(SWAP_ROUND_TRIP))
+    assert ev.feasible, ev.violations
+    assert ev.batch_duration.tolist() == [1, 3, 1, 3, 1]
+    assert ev.batch_kv.tolist() == [4, 4, 5, 5, 6]
+    assert ev.batch_end.tolist() == [1, 4, 5, 8, 9]
+    assert ev.completion.tolist() == [9, 5]
+    assert ev.evictions.tolist() == [0, 0] and ev.metrics["recomputed_tokens"] == 0
+    assert ev.metrics["swap_out_tokens"] == 4 and ev.metrics["swap_in_tokens"] == 4
+    assert ev.metrics["peak_host_kv"] == 4
+    # the swapped-in decode is a decode entry (m = S - 1 again), not a refill
+    assert ev.entry_decode.tolist() == [False, False, True, True, True]
+
+
+def test_partial_swap_out_lazy_checkpoint_by_hand():
+    # Only 3 of a's 4 tokens go to the host (BROS's lazy checkpointing of overwritten slots).
+    # b0: a prefill 4: GPU 4. b1: swap out 3 -> GPU 1, host 3; b prefills 4 -> GPU 5; 1 + 1.5 s
+    # b2: b decodes, finishes: GPU 6. b3: swap in 3 -> a holds 4 on GPU, decodes -> 5; 1 + 1.5
+    d = {"batches": [dict(b) for b in SWAP_ROUND_TRIP["batches"]]}
+    d["batches"][1]["swap_out"] = [["a", 3]]
+    ev = evaluate(swap_instance(), Schedule.from_dict(d))
+    assert ev.feasible, ev.violations
+    assert ev.batch_kv.tolist() == [1 + 3, 1 + 4, 1 + 5, 5, 6]
+    assert ev.batch_duration.tolist() == [1, 2.5, 1, 2.5, 1]
+    assert ev.metrics["swap_out_tokens"] == 3 and ev.metrics["peak_host_kv"] == 3
+
+
+def test_swap_kv_counts_whole_blocks_on_the_gpu():
+    # block 4: a holds 6 tokens = 2 blocks; swapping out 2 leaves 4 = 1 block on the GPU
+    inst = Instance("t", Limits(kv_capacity=16, max_batch_tokens=16, host_capacity=8, block_size=4),
+                    UnitCost(), (Request("a", 0, 6, 2),))
+    ev = evaluate(inst, Schedule.from_dict({"batches": [
+        {"entries": [["a", 6]]}, {"entries": [], "swap_out": [["a", 2]]},
+        {"entries": [["a", 1]], "swap_in": ["a"]}]}))
+    assert ev.feasible, ev.violations
+    assert ev.batch_kv.tolist() == [8, 4, 8]
+    # unit time: swaps are free unless kswap is stated; the swap-only batch takes 0
+    assert ev.batch_duration.tolist() == [1, 0, 1]

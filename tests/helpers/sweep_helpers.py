@@ -45,7 +45,7 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 def run_json(*args: str) -> dict:
     r = cli(*args, "--json", "--quiet")
-    assert r.returncode in (0, 3), r.stderr  # 3: some cell failed (a failure, issue 30)
+    assert r.returncode in (0, 3), r.stderr  # 3: some cell failed (a failure)
     return json.loads(r.stdout)
 
 

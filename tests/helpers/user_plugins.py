@@ -1,9 +1,14 @@
-"""Plug-ins written the way a user writes them, outside optsched: a policy and a formulation,
-loaded by ``tests/test_plugins.py`` as ``tests/user_plugins.py:Name``, as
+"""Plug-ins written the way a user writes them, outside optsched: a policy, a formulation and a
+bound rung (``token_floor``, property-tested by ``tests/test_testing.py`` with the test kit),
+loaded by ``tests/test_plugins.py`` as ``tests/helpers/user_plugins.py:Name``, as
 ``user_plugins:Name`` and through an entry point."""
 
 from __future__ import annotations
 
+import math
+
+from optsched.bounds import BoundError, BoundResult
+from optsched.cost import UnitCost
 from optsched.evaluation import evaluate
 from optsched.formulations import RawSolution
 from optsched.plugins import ParamSpec
@@ -52,3 +57,17 @@ class NotAPolicy:
 
 
 BROKEN = 1 / 1  # a plain value: not loadable as a policy
+
+
+def token_floor(instance, objective, budget):
+    """A makespan rung: every request processes at least ``I + O - 1`` tokens, a batch at most
+    ``C``, and a batch with an entry takes at least ``k0`` (1 under unit time; every other term
+    of semantics section 5 is >= 0 per entry); batches do not overlap."""
+    if objective != "makespan":
+        raise BoundError("token-floor: a makespan bound only")
+    tokens = int((instance.prompt + instance.output - 1).sum())
+    cm = instance.cost_model
+    least = 1.0 if isinstance(cm, UnitCost) else cm.k0
+    return BoundResult(math.ceil(tokens / instance.limits.max_batch_tokens) * least, "token-floor",
+                       objective)
+

@@ -246,7 +246,7 @@ def test_progress_line_only_when_asked_or_on_a_terminal():
     p.update(incumbent=5, bound=4)
     p.close()
     assert buf.getvalue() == ""
-    p = make_progress("demo", True, buf)  # asked for, not a terminal: whole lines (issue 30)
+    p = make_progress("demo", True, buf)  # asked for, not a terminal: whole lines
     p.update(incumbent=5, bound=4, nodes=3, elapsed=1.5)
     p.close()
     text = buf.getvalue()

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from shared_data import SHARED_DATA
+from paths import SHARED_DATA
+from schedule_checks import COLUMNS
 
-from optsched.cost import LinearCost, UnitCost
+from optsched.cost import UnitCost
 from optsched.evaluation import evaluate
-from optsched.evaluation import fast as evaluate_fast
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, list_policies, simulate
 from optsched.policies.alpha import AlphaProtection
@@ -26,7 +26,7 @@ from optsched.policies.simulator import SimStats, SimView, _Sim, known_outputs
 from optsched.policies.svf import SVF
 from optsched.policies.unified import UnifiedScheduler
 from optsched.policies.wait import Wait
-from optsched.schedule import Schedule
+from optsched.testing import online_instances
 from optsched.workloads.generators import infermax_mix, poisson_trace
 from optsched.workloads.traces import read_trace, seeded_window, trace_to_instance
 
@@ -40,8 +40,6 @@ FAST = [s.name for s in list_policies()
                                         AlphaProtection)]
 #: the alpha-protection policies (parameters alpha, beta, seed; no watermark)
 ALPHA = [name for name in FAST if type(get_policy(name)) is AlphaProtection]
-COLUMNS = ("batch_ptr", "entry_req", "entry_tokens", "evict_ptr", "evict_req",
-           "swap_out_ptr", "swap_in_ptr", "entry_hidden")
 
 
 def _bound(inst: Instance, name: str, **params):
@@ -77,27 +75,6 @@ def test_every_unified_policy_has_a_kernel():
             "wait", "amin", "alpha-greedy", "alpha-beta-clearing"} <= set(FAST)
 
 
-@st.composite
-def online_instances(draw):
-    """Small online instances with tight memory (evictions) and either cost model."""
-    n = draw(st.integers(1, 14))
-    # predicted outputs (MC-SF ranks and plans by them; wrong ones trigger its safety net)
-    predict = draw(st.booleans())
-    reqs = [Request(f"r{i}", float(draw(st.integers(0, 12))), draw(st.integers(1, 40)),
-                    draw(st.integers(1, 12)),
-                    predicted_output=draw(st.integers(1, 15)) if predict else None)
-            for i in range(n)]
-    peak = max(r.prompt + r.output - 1 for r in reqs)
-    block = draw(st.sampled_from([1, 1, 4]))
-    M = -(-draw(st.integers(peak, 3 * peak)) // block) * block + block
-    C = draw(st.integers(max(1, peak // 3), 2 * peak))
-    P = draw(st.sampled_from([None, None, max(1, C // 2)]))
-    bs = draw(st.sampled_from([None, None, 3]))
-    cost = (LinearCost(k0=0.5, k1=0.01, kpq=1e-4, kpm=2e-4, kdm=1e-3, kpr=0.05, kdr=0.02,
-                       kpb=0.003, kdb=0.001)
-            if draw(st.booleans()) else UnitCost())
-    return Instance("fast", Limits(kv_capacity=M, max_batch_tokens=C, max_prefill_tokens=P,
-                                   block_size=block, max_batch_size=bs), cost, tuple(reqs))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
@@ -230,95 +207,16 @@ def _bound_obj(inst: Instance, p):
 
 # --- the one-pass compiled evaluator (optsched.evaluation.fast) -----------------------------
 
-EVAL_FIELDS = ("first_token", "completion", "latency", "ttft", "tpot", "evictions",
-               "recomputed_tokens", "batch_start", "batch_end", "batch_duration", "batch_kv",
-               "batch_tokens", "batch_prefill_tokens", "batch_prefill_entries",
-               "batch_decode_entries", "entry_decode", "entry_cached", "entry_generates")
 
 
-def assert_same_evaluation(inst: Instance, s: Schedule) -> bool:
-    """The compiled replay answers exactly what the vectorised one does, or defers to it;
-    returns whether it answered. It must answer for every feasible schedule it covers and
-    never for an infeasible one."""
-    import optsched.evaluation.evaluator as E
-
-    ref = E.evaluate(inst, s)  # vectorised: the schedule is below COMPILED_MIN_ENTRIES
-    got = E._compiled(inst, s)
-    if got is None:
-        assert not ref.feasible or not evaluate_fast.applies(inst, s)
-        return False
-    assert evaluate_fast.applies(inst, s)
-    assert ref.feasible and got.feasible and got.violations == ()
-    assert got.metrics == ref.metrics
-    for f in EVAL_FIELDS:
-        x, y = getattr(got, f), getattr(ref, f)
-        assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), f
-    return True
 
 
-def _mutate(s: Schedule, how: int, k: int) -> Schedule:
-    """A schedule with one rule broken at entry ``k`` (tokens, duplicate, dropped entry,
-    eviction of a request holding nothing, an early stated start)."""
-    tok, req = s.entry_tokens.copy(), s.entry_req.copy()
-    bptr, start = s.batch_ptr.copy(), s.start.copy()
-    vptr, vreq = s.evict_ptr.copy(), s.evict_req.copy()
-    j = int(np.searchsorted(bptr, k, side="right") - 1)
-    if how == 0:
-        tok[k] += 1  # TOKENS_OVER_AVAILABLE (or a request left with too few, INCOMPLETE...)
-    elif how == 1:
-        tok[k] = 0  # ZERO_TOKENS
-    elif how == 2:  # DUPLICATE_ENTRY: the entry again in its batch
-        req = np.insert(req, k, req[k])
-        tok = np.insert(tok, k, tok[k])
-        bptr[j + 1:] += 1
-    elif how == 3:  # a dropped entry: INCOMPLETE or later over-available entries
-        req, tok = np.delete(req, k), np.delete(tok, k)
-        bptr[j + 1:] -= 1
-    elif how == 4:  # evict the entry's request in its own batch: EVICT_AND_PROCESS
-        vreq = np.insert(vreq, vptr[j], req[k])
-        vptr[j + 1:] += 1
-    else:  # a stated start at 0 on the last batch: START_TOO_EARLY unless all ends are 0
-        start[-1] = 0.0
-    return Schedule(s.ids, bptr, req, tok, vptr, vreq, start)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
-@given(data=st.data())
-def test_compiled_evaluation_equals_vectorised(data):
-    from strategies import instances, valid_schedules
-
-    inst = data.draw(instances(max_requests=6))
-    trace = data.draw(valid_schedules(inst, stated_starts=data.draw(st.booleans())))
-    s = trace.schedule
-    # the kernel answers exactly for the feasible ones (the generator's stated starts
-    # under the linear cost can be early: START_TOO_EARLY, answered by the vectorised path)
-    assert assert_same_evaluation(inst, s) == evaluate(inst, s).feasible
-    if s.n_entries:
-        how = data.draw(st.integers(0, 5))
-        k = data.draw(st.integers(0, s.n_entries - 1))
-        assert_same_evaluation(inst, _mutate(s, how, k))
 
 
-@pytest.mark.parametrize("policy", ["vllm", "sarathi", "fcfs", "mcsf"])
-def test_compiled_evaluation_of_simulated_schedules(policy):
-    pool = infermax_mix("LILO", 60, seed=1)
-    inst = poisson_trace(pool, 40, rate=4.0, seed=0, replace=True,
-                         limits=Limits(kv_capacity=3_000, max_batch_tokens=1024, block_size=4,
-                                       max_prefill_tokens=768, max_batch_size=16))
-    assert assert_same_evaluation(inst, simulate(inst, policy))
 
 
-def test_large_schedules_take_the_compiled_evaluator(monkeypatch):
-    # evaluate() itself routes a schedule past COMPILED_MIN_ENTRIES to the kernel
-    import optsched.evaluation.evaluator as E
-
-    inst = infermax_mix("SISO", 30, seed=0)
-    s = simulate(inst, "vllm")
-    calls = []
-    real = E._compiled
-    monkeypatch.setattr(E, "_compiled", lambda i, x: calls.append(1) or real(i, x))
-    monkeypatch.setattr(E, "COMPILED_MIN_ENTRIES", 0)
-    assert E.evaluate(inst, s).feasible and calls == [1]
 
 
 def test_long_schedules_grow_the_kernel_buffers():

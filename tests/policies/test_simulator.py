@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from shared_data import SHARED_DATA  # noqa: E402
+from handworked import SWAP_ROUND_TRIP, swap_instance
+from paths import SHARED_DATA
 
 from optsched.cli import main
-from optsched.cost import PRESETS, LinearCost, UnitCost
+from optsched.cost import (
+    PRESETS,
+    LinearCost,
+    UnitCost,
+)
 from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import (
@@ -28,6 +29,7 @@ from optsched.policies import (
     simulate,
 )
 from optsched.policies.simulator import batch_pricer
+from optsched.schedule import Schedule
 
 TRACE = SHARED_DATA / "traces" / "AzureLLMInferenceTrace_conv.csv"
 
@@ -294,3 +296,124 @@ def test_simulator_clock_equals_evaluator_batch_starts(policy):
     ev = evaluate(i, simulate_policy(i, p))
     assert ev.feasible
     np.testing.assert_allclose(ev.batch_start, starts, rtol=1e-9, atol=1e-9)
+
+
+# -- a policy's plan is checked -----------------------------------------------------------
+class Greedy(Policy):
+    """Everything that has arrived, whole, in one batch (instances here fit in memory)."""
+
+    tokens_as = staticmethod(lambda c: c)
+
+    def bind(self, view):
+        super().bind(view)
+        self.live: list[int] = []
+
+    def on_arrivals(self, idx):
+        self.live += idx
+
+    def next_batch(self):
+        if not self.live:
+            return None
+        v = self.view
+        return Plan(self.live, [self.tokens_as(int(v.S[i] - v.m[i])) for i in self.live], [])
+
+    def on_batch_end(self, plan, finished):
+        self.live = [i for i in self.live if i not in set(finished.tolist())]
+
+
+class Fractional(Greedy):
+    tokens_as = staticmethod(lambda c: c + 0.5)
+
+
+class ReturnsTuple(Greedy):
+    def next_batch(self):
+        plan = super().next_batch()
+        return None if plan is None else (plan.req, plan.tokens, plan.evict)
+
+
+class ForgetsSuperBind(Greedy):
+    def bind(self, view):
+        self.live = []
+
+
+class NotSubclassed:
+    def bind(self, view):
+        self.view = view
+
+    def on_arrivals(self, idx):
+        pass
+
+    def next_batch(self):
+        return None
+
+    def on_batch_end(self, plan, finished):
+        pass
+
+
+def tiny_instance() -> Instance:
+    return Instance("t", Limits(64, 64), UnitCost(), (Request("a", 0.0, 16, 3),))
+
+
+@pytest.mark.parametrize("policy, match", [
+    (Fractional(), "batch 0: tokens of request 'a' must be integers, got 16.5"),
+    (ReturnsTuple(), "batch 0: next_batch returned a tuple, not a Plan"),
+    (ForgetsSuperBind(), "super().bind(view)"),
+])
+def test_policy_mistakes_are_one_line_errors(policy, match):
+    """Before: 16.5 tokens were floored to 16 without a word; a tuple or a forgotten
+    ``super().bind`` ended in a traceback inside the simulator."""
+    policy.name = "mine"
+    with pytest.raises(SimulationError, match="policy 'mine'") as e:
+        simulate(tiny_instance(), policy)
+    assert match in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_class_that_is_not_a_policy_is_refused():
+    with pytest.raises(PolicyError, match="not a Policy subclass"):
+        simulate(tiny_instance(), NotSubclassed())  # type: ignore[arg-type]
+
+
+def test_plan_with_numpy_integer_tokens_is_accepted():
+    """Integer-valued numpy arrays are integers: the check refuses only fractions."""
+    class NumpyTokens(Greedy):
+        tokens_as = staticmethod(lambda c: np.int32(c))
+
+    p = NumpyTokens()
+    p.name = "np"
+    assert simulate(tiny_instance(), p).n_batches >= 1
+
+
+class SwapOnce(Policy):
+    """a prefills, is swapped out while b runs to completion, comes back and finishes."""
+
+    def bind(self, view):
+        super().bind(view)
+        self.step = 0
+
+    def on_arrivals(self, idx):
+        pass
+
+    def next_batch(self):
+        self.step += 1
+        plans = {
+            1: Plan([0], [4], []),
+            2: Plan([1], [4], [], swap_out=[0], swap_out_tokens=[4]),
+            3: Plan([1], [1], []),
+            4: Plan([0], [1], [], swap_in=[0]),
+            5: Plan([0], [1], []),
+        }
+        return plans.get(self.step)
+
+    def on_batch_end(self, plan, finished):
+        pass
+
+
+def test_simulator_applies_swaps_like_the_evaluator():
+    s = simulate(swap_instance(), SwapOnce())
+    assert s == Schedule.from_dict(SWAP_ROUND_TRIP)
+    assert evaluate(swap_instance(), s).feasible
+
+
+def test_simulator_refuses_swaps_without_host_memory():
+    with pytest.raises(SimulationError, match="host KV 4 > host_capacity = 0"):
+        simulate(swap_instance(host=None), SwapOnce())

@@ -13,12 +13,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
 pytest.importorskip("importlinter", reason="import-linter is in the dev extra")
 grimp = pytest.importorskip("grimp")
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+CONFIG = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
 LINT = ("import sys; from importlinter.cli import lint_imports; "
         "sys.exit(lint_imports(config_filename='pyproject.toml', no_cache=True, no_logo=True))")
 
@@ -73,7 +73,7 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_the_layer_contract_holds():
-    res = _lint(ROOT)
+    res = _lint(REPO)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "2 kept, 0 broken" in res.stdout, res.stdout
 
@@ -124,9 +124,9 @@ def test_only_the_listed_type_only_ties_are_exempt():
 
 
 def test_a_planted_upward_import_and_circle_break_the_contract(tmp_path):
-    shutil.copytree(ROOT / "optsched", tmp_path / "optsched",
+    shutil.copytree(REPO / "optsched", tmp_path / "optsched",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    shutil.copy(REPO / "pyproject.toml", tmp_path)
     # metrics is below sweep, policies below solving; a -> b -> a is a circle inside search/
     with open(tmp_path / "optsched" / "metrics" / "serving.py", "a") as f:
         f.write("\nfrom ..sweep import spec  # noqa\n")

@@ -1,4 +1,4 @@
-"""The docs site and the README link only to files that exist (issue 27 item 6).
+"""The docs site and the README link only to files that exist.
 
 ``mkdocs build --strict`` (``make docs``) already fails on a broken link between pages; this test
 also runs without the docs packages and checks what mkdocs cannot see: links from README.md, the
@@ -12,9 +12,9 @@ import re
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / "docs"
+DOCS = REPO / "docs"
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 SNIPPET = re.compile(r'^--8<-- "([^"]+)"', re.M)
 # pages written in parallel on another branch, linked from here and expected at merge
@@ -22,7 +22,7 @@ PENDING = {DOCS / "results" / "serving.md"}
 
 
 def _pages() -> list[Path]:
-    return sorted(DOCS.rglob("*.md")) + [ROOT / "README.md"]
+    return sorted(DOCS.rglob("*.md")) + [REPO / "README.md"]
 
 
 def _target(page: Path, link: str) -> Path | None:
@@ -40,21 +40,21 @@ def _exists(path: Path) -> bool:
         return True
     # an executed notebook in docs/notebooks/ is made from notebooks/<same name>.py
     return path.suffix == ".ipynb" and path.parent == DOCS / "notebooks" \
-        and (ROOT / "notebooks" / f"{path.stem}.py").exists()
+        and (REPO / "notebooks" / f"{path.stem}.py").exists()
 
 
-@pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(REPO)))
 def test_every_link_and_include_of_a_page_exists(page):
     text = page.read_text(encoding="utf-8")
     missing = [link for link in LINK.findall(text)
                if (t := _target(page, link)) is not None and not _exists(t)]
-    missing += [inc for inc in SNIPPET.findall(text) if not (ROOT / inc).exists()]
-    assert not missing, f"{page.relative_to(ROOT)} links to missing files: {missing}"
+    missing += [inc for inc in SNIPPET.findall(text) if not (REPO / inc).exists()]
+    assert not missing, f"{page.relative_to(REPO)} links to missing files: {missing}"
 
 
 def test_every_nav_entry_of_mkdocs_yml_exists():
     nav = re.findall(r"^\s*- (?:[^:\n]+: )?([\w./-]+\.(?:md|ipynb))\s*$",
-                     (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
+                     (REPO / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
     assert len(nav) >= 20, nav  # the nav is read (home, guides, formulations, API, notebooks, results)
     assert not [p for p in nav if not _exists((DOCS / p).resolve())]
 
@@ -84,11 +84,11 @@ def test_make_docs_re_executes_only_stale_notebooks(tmp_path):
     import os
 
     ex = _executor()
-    src = ROOT / "notebooks" / "01-quickstart.py"
+    src = REPO / "notebooks" / "01-quickstart.py"
     out = tmp_path / "01-quickstart.ipynb"
     assert ex.stale(src, out)  # missing
     out.write_text("{}")
-    newest = max(src.stat().st_mtime, (ROOT / "notebooks" / "nbsetup.py").stat().st_mtime)
+    newest = max(src.stat().st_mtime, (REPO / "notebooks" / "nbsetup.py").stat().st_mtime)
     os.utime(out, (newest + 10, newest + 10))
     assert not ex.stale(src, out)  # written after its sources
     os.utime(out, (newest - 10, newest - 10))

@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
 nbformat = pytest.importorskip("nbformat")
 jupytext = pytest.importorskip("jupytext")
 
-ROOT = Path(__file__).resolve().parents[1]
-NB_DIR = ROOT / "notebooks"
+NB_DIR = REPO / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("[0-9]*.py"))
 KERNEL = "optsched-test-python"
 
@@ -85,7 +85,7 @@ def kernel_name(tmp_path_factory):
 def _save_for_docs(book, path: Path) -> None:
     """The executed notebook as the docs site renders it (docs/execute_notebooks.py's output),
     written whole and then renamed so that a concurrent ``make docs`` never reads half a file."""
-    out = ROOT / "docs" / "notebooks" / f"{path.stem}.ipynb"
+    out = REPO / "docs" / "notebooks" / f"{path.stem}.ipynb"
     tmp = out.with_name(f".{out.name}.{os.getpid()}")
     nbformat.write(book, tmp)
     tmp.replace(out)

@@ -1,12 +1,13 @@
 """The README's Python example (its first ```python block, under "In Python") runs as written
-and prints what the top-level API promises (issue 27 item 2)."""
+and prints what the top-level API promises."""
 
 import contextlib
 import io
 import re
-from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+from paths import REPO
+
+README = REPO / "README.md"
 
 
 def readme_example() -> str:

@@ -9,14 +9,14 @@ import re
 from pathlib import Path
 
 import numpy as np
+from paths import REPO
 
 from optsched.cost import _LINEAR_KEYS
 from optsched.evaluation import evaluator as evaluate_module
 from optsched.evaluation.evaluator import CODES, _time_tolerance
 from optsched.solve_types import OBJECTIVES
 
-ROOT = Path(__file__).resolve().parents[1]
-DOC = (ROOT / "docs" / "semantics.md").read_text(encoding="utf-8")
+DOC = (REPO / "docs" / "semantics.md").read_text(encoding="utf-8")
 SECTIONS = {int(m) for m in re.findall(r"^## (\d+)\. ", DOC, flags=re.M)}
 
 
@@ -71,9 +71,9 @@ def _cited_sections(text: str):
 
 def _cited_files():
     for base in ("optsched", "tests", "formulations", "benchmarks", "studies", "docs"):
-        yield from (ROOT / base).rglob("*.py")
-        yield from (ROOT / base).rglob("*.md")
-    yield ROOT / "README.md"
+        yield from (REPO / base).rglob("*.py")
+        yield from (REPO / base).rglob("*.md")
+    yield REPO / "README.md"
 
 
 def test_every_citation_points_at_an_existing_section():
@@ -84,7 +84,7 @@ def test_every_citation_points_at_an_existing_section():
             assert "DESIGN.md" not in text and "DESIGN section" not in text, path
         for n in _cited_sections(text):
             seen += 1
-            assert n in SECTIONS, f"{path.relative_to(ROOT)} cites semantics section {n}"
+            assert n in SECTIONS, f"{path.relative_to(REPO)} cites semantics section {n}"
     assert seen > 20  # the code does cite the page
 
 

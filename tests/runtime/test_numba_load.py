@@ -12,12 +12,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
 from optsched.policies.fast import HAVE_NUMBA
 
 pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed")
 
-ROOT = Path(__file__).resolve().parents[1]
 #: imported only by numba's ``CPUContext.load_additional_registries`` (the refresh), never by
 #: the environments of optsched's kernels: present after a refresh, absent without one
 REFRESH_ONLY = "numba.np.polynomial.polynomial_functions"
@@ -49,7 +49,7 @@ PROBE = textwrap.dedent("""
 
 
 def _probe(tmp_path: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
     out = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path)], env=env,
                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -100,7 +100,7 @@ SIMULATE = textwrap.dedent("""
 def test_the_simulator_and_evaluator_kernels_load_without_refresh():
     """With the kernels in the cache (``python -m optsched.cli.warm``, run here first), a fresh
     process loads both without numba's refresh and the schedule is the Python path's."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     subprocess.run([sys.executable, "-m", "optsched.cli.warm"], env=env, check=True,
                    capture_output=True, timeout=900)
     out = subprocess.run([sys.executable, "-c", SIMULATE], env=env, capture_output=True,

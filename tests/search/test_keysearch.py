@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fast_path import COLUMNS, online_instances
+from schedule_checks import COLUMNS
 
 from optsched.cost import LinearCost, preset
 from optsched.evaluation import evaluate
@@ -31,6 +31,7 @@ from optsched.search.keysearch import (
 )
 from optsched.search.lns import LNSOptions, improve, seed_keys
 from optsched.search.lns_decode import KeyedMCSF
+from optsched.testing import online_instances
 from optsched.workloads.generators import infermax_mix, poisson_trace
 
 pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed: no kernels")

@@ -7,7 +7,6 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import instances, valid_schedules
 
 from optsched.cli import main
 from optsched.evaluation import OBJECTIVES, evaluate
@@ -15,6 +14,7 @@ from optsched.formulations.exhaustive import search_between
 from optsched.instance import Instance, Limits, Request
 from optsched.schedule import Schedule
 from optsched.search.lns import LNSError, LNSOptions, improve
+from optsched.testing import instances, valid_schedules
 
 QUICK = dict(time_limit=5.0, max_iterations=30, window_time=0.2, max_states=2_000,
              progress=False)

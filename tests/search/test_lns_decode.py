@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import instances, valid_schedules
 
 from optsched.evaluation import OBJECTIVES, evaluate
 from optsched.policies import simulate
 from optsched.schedule import Schedule
 from optsched.search.lns import LNSOptions, _free_starts, _handover_points, improve
 from optsched.search.lns_decode import DECODERS, decode
+from optsched.testing import instances, valid_schedules
 
 SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
 

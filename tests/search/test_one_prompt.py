@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import instances
 
 from optsched.cost import preset
 from optsched.evaluation import evaluate
@@ -19,6 +18,7 @@ from optsched.instance import Instance, Limits, Request
 from optsched.policies.simulator import simulate_policy
 from optsched.search.keysearch import key_search, make_decoder, seed_keys
 from optsched.search.one_prompt import ONE_PROMPT, OnePromptDecoder, OnePromptRank
+from optsched.testing import instances
 
 SET = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -8,40 +8,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fast_path import online_instances
+from schedule_checks import assert_first_tokens_first
 
 from optsched.cost import UnitCost
 from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.search.prefill_phase import PrefillPhaseError, prefill_first_schedule
-
-
-def _token_order(inst: Instance, s) -> list[int]:
-    """The generated token's index (1 = first) of every token-generating entry, in schedule
-    order (semantics section 3 replayed by hand: evictions first, ``m = S`` generates)."""
-    m = np.zeros(inst.n, np.int64)
-    g = np.zeros(inst.n, np.int64)
-    out = []
-    for j in range(s.n_batches):
-        m[s.evict_req[s.evict_ptr[j]:s.evict_ptr[j + 1]]] = 0
-        a, b = s.batch_ptr[j], s.batch_ptr[j + 1]
-        for r, c in zip(s.entry_req[a:b].tolist(), s.entry_tokens[a:b].tolist()):
-            m[r] += c
-            if m[r] == inst.prompt[r] + g[r]:
-                g[r] += 1
-                out.append(int(g[r]))
-                if g[r] == inst.output[r]:
-                    m[r] = 0
-    return out
-
-
-def assert_first_tokens_first(inst, s) -> None:
-    """Every request's first token comes before any request's second or later token."""
-    order = _token_order(inst, s)
-    firsts = [k for k, t in enumerate(order) if t == 1]
-    later = [k for k, t in enumerate(order) if t > 1]
-    assert len(firsts) == inst.n
-    assert not later or max(firsts) < min(later)
+from optsched.testing import online_instances
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))

@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fast_path import online_instances
-from test_prefill_phase import assert_first_tokens_first
+from schedule_checks import assert_first_tokens_first
 
 from optsched.bounds import lower_bound
 from optsched.cost import LinearCost
@@ -16,6 +15,7 @@ from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.search.prefill_phase import PrefillPhaseError
 from optsched.search.prefill_srpt import prefill_srpt_schedule
+from optsched.testing import online_instances
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))

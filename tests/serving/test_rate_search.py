@@ -3,26 +3,37 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from optsched.cost import UnitCost
+from optsched.cost import LinearCost, UnitCost
 from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.metrics.serving import JctSlo, p99_tbt, serving_metrics
+from optsched.policies import simulate
 from optsched.schedule import Schedule
 from optsched.serving.rate_search import (
     METRICS,
     RateSearchError,
+    _plain,
     at_rate,
+    confirm,
+    min_busy_time,
     probe,
+    repeat_trace,
     search,
     trace_rate,
+    work_limit_rate,
 )
+from optsched.testing import instances
+from optsched.workloads.generators import infermax_mix
 
 
 def synthetic(n=40, M=64, C=16):
@@ -140,3 +151,75 @@ def test_cli_capacity_json_and_bad_input(tmp_path):
     # the KV-capacity calculator is a different command and still answers
     out = cli("kv-capacity", "--help")
     assert out.returncode == 0
+
+
+# -- rate claims: the work limit ------------------------------------------
+def test_work_limit_rate_by_hand_and_below_every_schedules_busy_time():
+    # a (I = 3, O = 2), b (I = 1, O = 4), C = 4: T = (3 + 2 - 1) + (1 + 4 - 1) = 8 tokens,
+    # B = max(ceil(8 / 4), max O = 4) = 4 batches. Unit time: 4, work limit 2 / 4 = 0.5.
+    # Linear k0 = 0.01, k1 = 0.001: 0.01 * 4 + 0.001 * 8 = 0.048 -> 2 / 0.048.
+    reqs = (Request("a", 0, 3, 2), Request("b", 0, 1, 4))
+    unit = Instance("h", Limits(kv_capacity=16, max_batch_tokens=4), UnitCost(), reqs)
+    lin = unit.replace(cost_model=LinearCost(k0=0.01, k1=0.001))
+    assert min_busy_time(unit) == 4.0 and work_limit_rate(unit) == 0.5
+    assert abs(min_busy_time(lin) - 0.048) < 1e-15
+    assert abs(work_limit_rate(lin) - 2 / 0.048) < 1e-9
+    for inst in (unit, lin):
+        for name in ("vllm", "sarathi", "fcfs"):
+            ev = evaluate(inst, simulate(inst, name))
+            assert ev.batch_duration.sum() >= min_busy_time(inst) - 1e-12
+
+
+@settings(max_examples=30, deadline=None)
+@given(inst=instances(max_requests=6, max_prompt=12, max_output=8))
+def test_min_busy_time_never_exceeds_a_policys_busy_time(inst):
+    for name in ("vllm", "sarathi"):
+        ev = evaluate(inst, simulate(inst, name))
+        assert ev.batch_duration.sum() >= min_busy_time(inst) - 1e-9
+
+
+def test_repeat_trace_keeps_the_mix_and_confirm_counts_only_rates_that_hold():
+    reqs = tuple(Request(f"r{k}", 0, 2, 3) for k in range(4))
+    inst = Instance("h", Limits(kv_capacity=64, max_batch_tokens=8), UnitCost(), reqs)
+    longer = repeat_trace(inst, 3)
+    assert longer.n == 12 and longer.ids[4] == "r0#1"
+    assert (longer.output == 3).all() and (longer.prompt == 2).all()
+    res = search(inst, "vllm", "mean-jct", 1e9, 0.1, 1.0, probes=2, progress=False)
+    # every rate meets an unbounded target: sustainable 1.0 and, on the 3x trace, it holds
+    res = confirm(res, inst, 3)
+    assert res.sustainable_rate == 1.0 and res.confirmation is not None
+    assert res.confirmation.meets and res.confirm_factor == 3
+    # 4 requests, I + O - 1 = 4 tokens each: T = 16, B = max(2, 3) = 3: limit 4 / 3 > 1.0,
+    # so the rate is below the work limit and, holding on the 3x trace, counted
+    assert res.work_limit == 4 / 3 and res.counted_rate == 1.0
+    d = res.to_dict()
+    assert d["holds_on_longer_trace"] is True and d["work_limit"] == 4 / 3
+
+
+def _rebuilt(instance, rate: float, seed: int):
+    """The probe as ``at_rate`` always built it: each request re-made with its arrival."""
+    gaps = np.random.default_rng(seed).standard_exponential(instance.n)
+    gaps[0] = 0.0
+    arrival = np.cumsum(gaps) / rate
+    return instance.replace(requests=tuple(
+        dataclasses.replace(r, arrival=float(a)) for r, a in zip(instance.requests, arrival)))
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 40), rate=st.floats(0.01, 1e4), seed=st.integers(0, 2**16))
+def test_plain_probe_from_columns_is_the_rebuilt_instance(n, rate, seed):
+    inst = infermax_mix("LILO", n, seed=seed % 7)
+    assert all(_plain(r) for r in inst.requests)  # the columns path is the one taken
+    got = at_rate(inst, rate, seed)
+    want = _rebuilt(inst, rate, seed)
+    assert got == want
+    assert np.array_equal(got.arrival, want.arrival)
+    assert got.ids == want.ids and got.content_hash == want.content_hash
+
+
+def test_requests_with_slos_keep_them():
+    inst = infermax_mix("LILO", 12, seed=1).with_default_slos(ttft_slo=2.0, tpot_slo=0.1)
+    assert not any(_plain(r) for r in inst.requests)  # the per-request path
+    got = at_rate(inst, 3.0, 5)
+    assert got == _rebuilt(inst, 3.0, 5)
+    assert all(r.ttft_slo == 2.0 and r.tpot_slo == 0.1 for r in got.requests)

@@ -6,14 +6,17 @@ import math
 import pytest
 
 from optsched.errors import InstanceError
+from optsched.instance import Limits
 from optsched.workloads.capacity import (
     GB,
     GIB,
     PAPER_INPUTS,
     PAPER_LLAMA2_70B_2XA100_TOKENS,
+    hidden_kv_ratio,
     kv_bytes_per_token,
     kv_capacity,
     kv_capacity_tokens,
+    preset_hidden_ratio,
 )
 
 
@@ -60,3 +63,22 @@ def test_bytes_per_token_and_errors():
     with pytest.raises(InstanceError, match="gpus must be"):
         kv_capacity(7e9, 32, 4096, 2, 80, 0)
     assert kv_capacity(7e9, 32, 4096, 2, 80, reserved_gb=10).tokens == int(56e9 // 524_288)
+
+
+# -- hidden-cache memory from the model's head counts -------------------
+def test_hidden_state_is_larger_than_the_kv_for_grouped_query_models():
+    # hidden / (2 * kv_heads * head_dim): Llama-2-7B 4096 / (2 * 32 * 128) = 1/2;
+    # Llama-3-8B 4096 / (2 * 8 * 128) = 2; Llama-2-70B 8192 / (2 * 8 * 128) = 4.
+    assert hidden_kv_ratio(4096, n_heads=32, kv_heads=32) == 0.5
+    assert hidden_kv_ratio(4096, n_heads=32, kv_heads=8) == 2.0
+    assert preset_hidden_ratio("infermax-llama2-7b-a100") == 0.5
+    assert preset_hidden_ratio("blis-llama3.1-8b-a100") == 2.0
+    assert preset_hidden_ratio("infermax-llama2-70b-4xa100") == 4.0
+    # charge = b * ceil(m * ratio / b): m = 10 -> 5 (1/2), 20 (2), 40 (4) with b = 1; with
+    # b = 16: 16 * ceil(5 / 16) = 16, 16 * ceil(20 / 16) = 32. Before the fix every model was
+    # charged half (5), whatever its heads.
+    for ratio, b, charge in ((0.5, 1, 5), (2.0, 1, 20), (4.0, 1, 40), (0.5, 16, 16),
+                             (2.0, 16, 32)):
+        lim = Limits(kv_capacity=64, max_batch_tokens=8, block_size=b, hidden_cache=True,
+                     hidden_ratio=ratio)
+        assert lim.hidden_footprint(10) == charge

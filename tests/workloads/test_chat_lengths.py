@@ -1,5 +1,5 @@
 """Synthetic ShareGPT / LMSYS-like lengths (optsched.workloads.chat_lengths, generator 'chat-like'):
-the drawn lengths match the statistics the papers report (issue 29 item 4)."""
+the drawn lengths match the statistics the papers report."""
 
 import math
 import subprocess

@@ -4,9 +4,9 @@ import csv
 
 import numpy as np
 import pytest
-from shared_data import SHARED_DATA  # noqa: E402
+from paths import SHARED_DATA
 
-from optsched.cost import PRESETS, LinearCost
+from optsched.cost import PRESETS, RHO_FITTED, LinearCost
 from optsched.errors import InputFileError
 from optsched.workloads.fit import fit_attention, fit_linear_cost, nnls
 
@@ -98,3 +98,20 @@ def test_vidur_preset_prices_small_decode_batches_above_infermax():
     im, vd = PRESETS["infermax-llama2-7b-a100"], PRESETS["vidur-llama2-7b-a100"]
     assert 1000 * im.batch_time([1] * 8, [1000] * 8, [True] * 8) == pytest.approx(5.548, abs=1e-3)
     assert 1000 * vd.batch_time([1] * 8, [1000] * 8, [True] * 8) == pytest.approx(9.789, abs=1e-3)
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "profiling").is_dir(),
+                    reason=f"needs {SHARED_DATA / 'profiling'}")
+def test_rho_presets_are_the_profiling_fit():
+    from optsched.workloads.fit import fit_rho
+
+    d = SHARED_DATA / "profiling"
+    for name, tp, key in (("mlp_a100_Llama-2-7b-hf.csv", 1, "llama2-7b-a100"),
+                          ("mlp_a100_Llama-2-70b-hf.csv", 4, "llama2-70b-4xa100"),
+                          ("mlp_a100_Meta-Llama-3-8B.csv", 1, "llama3-8b-a100")):
+        assert fit_rho(d / name, tp).rho == pytest.approx(RHO_FITTED[key], rel=1e-3), name
+    # a fitted cost model carries its own model's rho, not the default preset's
+    from optsched.workloads.fit import fit_linear_cost
+
+    fitted = fit_linear_cost(d, "Llama-2-7b-hf", "a100", 1).cost
+    assert fitted.rho == pytest.approx(RHO_FITTED["llama2-7b-a100"], rel=1e-3)

@@ -133,3 +133,19 @@ def test_registry():
         generate("fixed", n=2, prompt=3, output=4, bogus=1)
     with pytest.raises(InstanceError, match="fixes its own limits"):
         generate("online-paper", n=2, limits=Limits(kv_capacity=9, max_batch_tokens=9))
+
+
+def test_eviction_family_is_infermax_section_5_1():
+    # M = max(2I, I + O - 1): I = 16, O = 4 -> 32 (two prompts fit, a third only after an
+    # eviction); I = 1 -> max(2, 4) = 4. Four identical requests at 0 of the InferMax preset.
+    from optsched.cost import DEFAULT_PRESET, preset
+    from optsched.workloads.generators import eviction_family, infermax_fixed
+
+    inst = eviction_family(16)
+    assert inst.name == "evict-family-I16" and inst.limits.kv_capacity == 32
+    assert inst.limits.max_batch_tokens == 4096 and inst.cost_model == preset(DEFAULT_PRESET)
+    assert [(r.arrival, r.prompt, r.output) for r in inst.requests] == [(0.0, 16, 4)] * 4
+    assert eviction_family(1).limits.kv_capacity == 4
+    same = infermax_fixed(3, 8, 5, limits=eviction_family(8, n=3, output=5).limits)
+    assert eviction_family(8, n=3, output=5).requests == same.requests
+

@@ -4,11 +4,13 @@ batch arrives exactly when the previous one completes under the policy measured.
 import numpy as np
 import pytest
 
+from optsched.cost import UnitCost
 from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, simulate
+from optsched.schedule import Schedule
 from optsched.workloads.generators import generate
-from optsched.workloads.hybrid import bros_workload, closed_loop_be
+from optsched.workloads.hybrid import bros_workload, closed_loop_be, hybrid_metrics
 
 LIM = Limits(kv_capacity=4000, max_batch_tokens=1024)
 
@@ -47,3 +49,23 @@ def test_instance_without_be_batches_is_an_error():
                     (Request("r0", 0.0, 4, 2, cls="rt"),))
     with pytest.raises(Exception, match="no BE request"):
         closed_loop_be(inst, lambda: get_policy("vllm"))
+
+
+# -- BROS metrics -------------------------------------------------------
+def test_tpot_attainment_per_token_and_be_throughput_while_rt_requests_are_served():
+    # r (RT, I = 1, O = 4, TPOT SLO 2) and y (BE, I = 1, O = 1) at 0; z (BE, I = 1, O = 1)
+    # at 7. Unit time: B0 [0,1] r's prefill and y (y done at 1); B1 [1,2] r; B2 stated start
+    # 4 -> [4,5]; B3 [5,6] r's last token; B4 [7,8] z.  r's tokens at 1, 2, 5, 6: gaps 1, 3, 1
+    # -> 2 of 3 within 2 s; its mean TPOT (6 - 1) / 3 = 1.67 <= 2 meets the per-request
+    # reading. RT in the system over [0, 6]: one BE request (y) finished inside: 1 / 6 per s;
+    # over the makespan 8: 2 / 8.
+    inst = Instance("h", Limits(kv_capacity=16, max_batch_tokens=8), UnitCost(),
+                    (Request("r", 0, 1, 4, cls="rt", ttft_slo=10.0, tpot_slo=2.0),
+                     Request("y", 0, 1, 1, cls="be"), Request("z", 7, 1, 1, cls="be")))
+    s = Schedule.from_batches([([("r", 1), ("y", 1)], []), ([("r", 1)], []),
+                               ([("r", 1)], [], 4.0), ([("r", 1)], []), ([("z", 1)], [])])
+    ev = evaluate(inst, s)
+    assert ev.feasible, ev.violations
+    m = hybrid_metrics(inst, ev, s)
+    assert m["rt_tpot_attainment"] == 1.0 and m["rt_tpot_token_attainment"] == 2 / 3
+    assert m["be_throughput"] == 2 / 8 and m["be_throughput_coserving"] == 1 / 6

@@ -1,11 +1,15 @@
 """Trace loaders (optsched.workloads.traces): real traces from ../shared/data, malformed files, options."""
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
-from shared_data import SHARED_DATA  # noqa: E402
+from cli_helpers import run_cli
+from paths import SHARED_DATA
+from trace_files import azure_csv
 
+from optsched.cost import DEFAULT_PRESET, preset
 from optsched.errors import InputFileError, InstanceError
 from optsched.instance import Instance, Limits
 from optsched.workloads.traces import (
@@ -178,3 +182,41 @@ def test_azure_fractional_seconds(tmp_path):
         t = read_trace(p)
     assert t.arrival[1] == pytest.approx(0.3194101, abs=1e-9)
     assert select(t, rate_scale=0.5).arrival[1] == pytest.approx(0.6388202, abs=1e-9)
+
+
+# -- 1. one default everywhere ------------------------------------------------------------
+def test_trace_instance_from_python_has_the_cli_cost_model(tmp_path, capsys):
+    """Before: ``load_trace_instance`` without a cost model built a unit-cost instance (one
+    time unit per batch) while the CLI used the default preset on the same trace."""
+    csv = azure_csv(tmp_path / "t.csv", [("2023-11-16 18:15:46.0", 50, 5),
+                                          ("2023-11-16 18:15:46.5", 60, 4)])
+    lim = Limits(kv_capacity=1000, max_batch_tokens=512)
+    py = load_trace_instance(csv, lim)
+    assert py.cost_model == preset(DEFAULT_PRESET)
+    rc, _, err = run_cli(capsys, "generate", "azure", "--trace", csv, "--kv-capacity", 1000,
+                         "--max-batch-tokens", 512, "-o", tmp_path / "cli.json")
+    assert rc == 0, err
+    cli = Instance.load(tmp_path / "cli.json")
+    assert cli.cost_model == py.cost_model and cli.requests == py.requests
+
+
+def test_the_shared_data_rule(monkeypatch, tmp_path):
+    from optsched.errors import InputFileError
+    from optsched.workloads.traces import DATA_ENV, azure_trace, shared_data
+
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
+    assert shared_data() == tmp_path
+    assert azure_trace("conv") == tmp_path / "traces" / "AzureLLMInferenceTrace_conv.csv"
+    assert azure_trace("code", "/d") == Path("/d/traces/AzureLLMInferenceTrace_code.csv")
+    monkeypatch.delenv(DATA_ENV)
+    # without the variable: shared/data beside the checkout optsched runs from
+    assert shared_data() == Path(optsched_file()).resolve().parents[2] / "shared" / "data"
+    with pytest.raises(InputFileError, match="'conv' or 'code'"):
+        azure_trace("chat")
+
+
+def optsched_file() -> str:
+    import optsched
+
+    return optsched.__file__
+

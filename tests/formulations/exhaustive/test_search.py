@@ -356,7 +356,7 @@ def test_cli_solve_json(tmp_path):
     out = subprocess.run([sys.executable, "-m", "optsched", "solve", str(p), "--formulation",
                           "exhaustive", "--param", "max_states=2", "--json", "--warm-start", "none"],
                          capture_output=True, text=True)
-    # stopped at its state limit: no answer and no proof, a solver failure (exit 3; issue 30:
+    # stopped at its state limit: no answer and no proof, a solver failure (exit 3;
     # exit 1 is only "infeasible")
     assert out.returncode == 3
     assert "state limit 2" in json.loads(out.stdout)["message"]

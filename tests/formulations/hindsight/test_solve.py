@@ -5,12 +5,12 @@ schedule through the evaluator and fails loudly on any objective mismatch."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from paths import INSTANCES
 
 from optsched import milp
 from optsched.cli import main as cli_main
@@ -413,7 +413,7 @@ def test_serial_starts_places_each_request_at_its_earliest_fitting_slot(seed, C,
 def test_local_search_finds_the_mcsf_counterexample_optimum():
     """(H21) on the shipped counterexample (MC-SF 13, optimum 12, derived in README and
     instances/): the search starts from MC-SF and reaches 12; it never returns worse."""
-    inst = Instance.load(Path(__file__).parents[2] / "instances/mcsf-counterexample-I2-O3-1-3-1-M5.json")
+    inst = Instance.load(INSTANCES / "mcsf-counterexample-I2-O3-1-3-1-M5.json")
     g = greedy_starts(inst, "mcsf")
     assert objective_of_starts(inst, "total-latency", g) == 13
     found, iters = improve_starts(inst, "total-latency", g, time_limit=10, seed=0)

@@ -7,29 +7,25 @@ compared with the exhaustive search (no MILP) on tiny distinct-request instances
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from strategies import instances, valid_schedules  # noqa: E402
-
-from optsched.cost import PRESETS, LinearCost  # noqa: E402
-from optsched.evaluation import evaluate  # noqa: E402
-from optsched.formulations import Hypotheses, SolveOptions  # noqa: E402
-from optsched.formulations.infermax.fill import (  # noqa: E402
+from optsched.cost import PRESETS, LinearCost
+from optsched.evaluation import evaluate
+from optsched.formulations import Hypotheses, SolveOptions
+from optsched.formulations.infermax.fill import (
     FillModel,
     applicable,
     merge_prefills,
 )
-from optsched.formulations.infermax.flow import entry_batches  # noqa: E402
-from optsched.instance import Limits  # noqa: E402
-from optsched.solving import solve  # noqa: E402
-from optsched.workloads.generators import infermax_mix  # noqa: E402
+from optsched.formulations.infermax.flow import entry_batches
+from optsched.instance import Limits
+from optsched.solving import solve
+from optsched.testing import instances, valid_schedules
+from optsched.workloads.generators import infermax_mix
 
 SET = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -7,21 +7,14 @@ evaluator does. Optima are compared with the exhaustive search (no MILP) and pol
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from strategies import instances, valid_schedules  # noqa: E402
-
-from optsched.cost import PRESETS, LinearCost  # noqa: E402
-from optsched.evaluation import evaluate  # noqa: E402
-from optsched.formulations import Hypotheses, SolveOptions  # noqa: E402
-from optsched.formulations.infermax import canonical  # noqa: E402
-from optsched.formulations.infermax.flow import (  # noqa: E402
+from optsched.evaluation import evaluate
+from optsched.formulations import Hypotheses, SolveOptions
+from optsched.formulations.infermax import canonical
+from optsched.formulations.infermax.flow import (
     CHUNK,
     FlowModel,
     applicable,
@@ -29,30 +22,12 @@ from optsched.formulations.infermax.flow import (  # noqa: E402
     split_remainder,
     telescopes,
 )
-from optsched.instance import Limits  # noqa: E402
-from optsched.policies import simulate  # noqa: E402
-from optsched.solving import solve  # noqa: E402
-from optsched.workloads.generators import infermax_fixed  # noqa: E402
+from optsched.policies import simulate
+from optsched.solving import solve
+from optsched.testing import instances, linear_cost_models, valid_schedules
+from optsched.workloads.generators import eviction_family
 
 SET = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def family(I: int, n: int = 4, O: int = 4):
-    return infermax_fixed(n, I, O, limits=Limits(max(2 * I, I + O - 1), 4096),
-                          cost_model=PRESETS["infermax-llama2-7b-a100"])
-
-
-@st.composite
-def linear_costs(draw):
-    """Random linear cost models: ``kpm`` below, at and above ``2 kpq``, and ``kpq = 0``."""
-    kpq = draw(st.one_of(st.just(0.0), st.floats(1e-5, 1e-2)))
-    kpm = draw(st.one_of(st.just(2 * kpq), st.just(0.0), st.floats(1e-5, 3e-2),
-                         st.floats(0.1, 1.9).map(lambda r: r * kpq),
-                         st.floats(2.1, 10.0).map(lambda r: r * kpq)))
-    small = st.one_of(st.just(0.0), st.floats(1e-4, 1e-1))
-    return LinearCost(k0=draw(st.floats(0.01, 1.0)), k1=draw(small), kpq=kpq, kpm=kpm,
-                      kpl=draw(small), kpr=draw(small), kdm=draw(small), kdr=draw(small),
-                      kpb=draw(small), kdb=draw(small))
 
 
 @SET
@@ -61,7 +36,7 @@ def test_every_feasible_schedule_encodes_and_satisfies_every_cut(data, objective
     online = None if objective == "makespan" else False
     inst = data.draw(instances(max_requests=5, max_prompt=8, max_output=4, online=online))
     if random_cost:  # any linear cost model (infermax.md F2b), not only kpm = 2 kpq
-        inst = inst.replace(cost_model=data.draw(linear_costs()))
+        inst = inst.replace(cost_model=data.draw(linear_cost_models()))
     trace = data.draw(valid_schedules(inst))
     assume(len(trace.completion_batch) == inst.n)
     assert applicable(inst, objective, Hypotheses()) is None
@@ -105,7 +80,7 @@ def test_flow_optimum_equals_exhaustive_search(objective, data, random_cost):
     online = None if objective == "makespan" else False
     inst = data.draw(instances(max_requests=3, max_prompt=4, max_output=3, online=online))
     if random_cost:
-        inst = inst.replace(cost_model=data.draw(linear_costs()))
+        inst = inst.replace(cost_model=data.draw(linear_cost_models()))
     ex = _solve(inst, "exhaustive", objective, max_states=200_000)
     assume(ex.status == "optimal")
     fl = solve(inst, "infermax", objective,
@@ -132,7 +107,7 @@ def test_flow_optimum_equals_exhaustive_search(objective, data, random_cost):
 
 @pytest.mark.parametrize("I", [1, 2, pytest.param(4, marks=pytest.mark.slow)])
 def test_eviction_family_small_I_matches_exhaustive_and_beats_policies(I):
-    inst = family(I)
+    inst = eviction_family(I)
     fl = _solve(inst, "infermax", variant="flow")
     ex = _solve(inst, "exhaustive", max_states=400_000)
     assert fl.status == "optimal"
@@ -152,7 +127,7 @@ def test_eviction_family_small_I_matches_exhaustive_and_beats_policies(I):
 
 
 def test_at_most_below_the_optimum_is_infeasible():
-    inst = family(2)
+    inst = eviction_family(2)
     opt = _solve(inst, "infermax", variant="flow")
     r = solve(inst, "infermax", "makespan",
               hypotheses=Hypotheses(at_most=0.99 * opt.objective),
@@ -161,7 +136,7 @@ def test_at_most_below_the_optimum_is_infeasible():
 
 
 def test_online_arrivals_flow_matches_exhaustive_search():
-    inst = family(2, n=3, O=3)
+    inst = eviction_family(2, n=3, output=3)
     reqs = tuple(r if k == 0 else type(r)(r.id, 0.004 * k, r.prompt, r.output)
                  for k, r in enumerate(inst.requests))
     inst = inst.replace(requests=reqs)
@@ -172,7 +147,7 @@ def test_online_arrivals_flow_matches_exhaustive_search():
 
 
 def test_flow_refuses_what_it_cannot_model():
-    inst = family(1, n=2, O=2)
+    inst = eviction_family(1, n=2, output=2)
     assert applicable(inst, "makespan", Hypotheses(order=(("r0", "r1"),))) is not None
     assert applicable(inst, "makespan", Hypotheses(force=(("r0", 0),))) is not None
     # auto falls back to the tight Big-M model for hypotheses the flow model does not know

@@ -11,23 +11,16 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from strategies import instances, valid_schedules  # noqa: E402
-from test_infermax_flow import family, linear_costs  # noqa: E402
-
-from optsched.evaluation import evaluate  # noqa: E402
-from optsched.formulations import Hypotheses, SolveOptions  # noqa: E402
-from optsched.formulations.infermax import canonical  # noqa: E402
-from optsched.formulations.infermax.flow import FlowModel, applicable, entry_batches  # noqa: E402
-from optsched.formulations.infermax.flow_objectives import (  # noqa: E402
+from optsched.evaluation import evaluate
+from optsched.formulations import Hypotheses, SolveOptions
+from optsched.formulations.infermax import canonical
+from optsched.formulations.infermax.flow import FlowModel, applicable, entry_batches
+from optsched.formulations.infermax.flow_objectives import (
     complete,
     first_token_instance,
     first_token_prefix,
@@ -35,10 +28,12 @@ from optsched.formulations.infermax.flow_objectives import (  # noqa: E402
     whole_prefills,
     whole_prefills_apply,
 )
-from optsched.formulations.infermax.horizon import entry_batches_upper_bound  # noqa: E402
-from optsched.instance import Limits  # noqa: E402
-from optsched.policies import simulate  # noqa: E402
-from optsched.solving import solve  # noqa: E402
+from optsched.formulations.infermax.horizon import entry_batches_upper_bound
+from optsched.instance import Limits
+from optsched.policies import simulate
+from optsched.solving import solve
+from optsched.testing import instances, linear_cost_models, valid_schedules
+from optsched.workloads.generators import eviction_family
 
 SET = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -51,7 +46,7 @@ def test_every_feasible_schedule_is_priced_exactly(data, objective, random_cost,
     objective equals the evaluator's."""
     inst = data.draw(instances(max_requests=5, max_prompt=8, max_output=4))
     if random_cost:
-        inst = inst.replace(cost_model=data.draw(linear_costs()))
+        inst = inst.replace(cost_model=data.draw(linear_cost_models()))
     trace = data.draw(valid_schedules(inst))
     assume(len(trace.completion_batch) == inst.n)
     assert applicable(inst, objective, Hypotheses()) is None
@@ -88,7 +83,7 @@ def test_rank_form_prices_every_reduced_schedule_exactly(data, objective, random
     after relabelling identical requests into rank order; F15's transformation of a schedule
     is feasible and no worse."""
     inst = data.draw(instances(max_requests=5, max_prompt=8, max_output=4))
-    cost = data.draw(linear_costs()) if random_cost else inst.cost_model
+    cost = data.draw(linear_cost_models()) if random_cost else inst.cost_model
     if whole:
         if random_cost:
             cost = dataclasses.replace(cost, kpm=max(cost.kpm, 2 * cost.kpq))
@@ -126,7 +121,7 @@ def test_first_token_prefix_is_no_worse_and_completion_keeps_it(data, random_cos
     feasible schedule of the instance with exactly the prefix's first-token times."""
     inst = data.draw(instances(max_requests=5, max_prompt=8, max_output=4))
     if random_cost:
-        inst = inst.replace(cost_model=data.draw(linear_costs()))
+        inst = inst.replace(cost_model=data.draw(linear_cost_models()))
     trace = data.draw(valid_schedules(inst))
     assume(len(trace.completion_batch) == inst.n)
     ev = evaluate(inst, trace.schedule)
@@ -151,7 +146,7 @@ def test_batch_bound_holds_for_every_schedule(data, objective, no_evictions):
     """Eq. F13: a schedule with objective v has at most ``entry_batches_upper_bound(v)`` batches
     with entries (up to its last first token for mean TTFT)."""
     inst = data.draw(instances(max_requests=5, max_prompt=8, max_output=4))
-    inst = inst.replace(cost_model=data.draw(linear_costs()))
+    inst = inst.replace(cost_model=data.draw(linear_cost_models()))
     trace = data.draw(valid_schedules(inst, evict_prob=0.0 if no_evictions else 0.15))
     assume(len(trace.completion_batch) == inst.n)
     s = trace.schedule
@@ -180,7 +175,7 @@ def test_optimum_equals_exhaustive_search(objective, data, random_cost):
     objective = objective.removesuffix("-ef")
     inst = data.draw(instances(max_requests=3, max_prompt=4, max_output=3))
     if random_cost:
-        inst = inst.replace(cost_model=data.draw(linear_costs()))
+        inst = inst.replace(cost_model=data.draw(linear_cost_models()))
     ex = _solve(inst, "exhaustive", objective, hyp, max_states=200_000)
     assume(ex.status == "optimal")
     fl = _solve(inst, "infermax", objective, hyp, variant="flow")
@@ -202,7 +197,7 @@ def test_whole_prefill_optimum_equals_exhaustive_search(data, objective):
     """Eq. F15 does not cut the optimum: mean TTFT (reduced, whole prefills) and total latency
     of ``O = 1`` instances under its conditions, against the exhaustive search (which chunks)."""
     inst = data.draw(instances(max_requests=3, max_prompt=4, max_output=3))
-    cost = data.draw(linear_costs())
+    cost = data.draw(linear_cost_models())
     inst = _whole_prefill_case(inst, dataclasses.replace(cost, kpm=max(cost.kpm, 2 * cost.kpq)),
                                data.draw(st.integers(0, 3)))
     if objective == "total-latency":
@@ -218,7 +213,7 @@ def test_whole_prefill_optimum_equals_exhaustive_search(data, objective):
 
 @pytest.mark.parametrize("I", [1, 2, 8])
 def test_family_mean_ttft_is_below_every_policy(I):
-    inst = family(I)
+    inst = eviction_family(I)
     r = _solve(inst, "infermax", "mean-ttft")
     assert r.status == "optimal"
     assert any("first-token reduction" in n for n in r.notes)

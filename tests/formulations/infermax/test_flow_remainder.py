@@ -9,31 +9,26 @@ chunks of a (batch, level) have one size; the optimum equals the exhaustive sear
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from strategies import instances, valid_schedules  # noqa: E402
-
-from optsched.cost import LinearCost  # noqa: E402
-from optsched.evaluation import evaluate  # noqa: E402
-from optsched.formulations import SolveOptions  # noqa: E402
-from optsched.formulations.base import Hypotheses  # noqa: E402
-from optsched.formulations.infermax import canonical  # noqa: E402
-from optsched.formulations.infermax.flow import (  # noqa: E402
+from optsched.cost import LinearCost
+from optsched.evaluation import evaluate
+from optsched.formulations import SolveOptions
+from optsched.formulations.base import Hypotheses
+from optsched.formulations.infermax import canonical
+from optsched.formulations.infermax.flow import (
     FlowModel,
     entry_batches,
     split_remainder,
 )
-from optsched.instance import Limits  # noqa: E402
-from optsched.policies import simulate  # noqa: E402
-from optsched.solving import solve  # noqa: E402
-from optsched.workloads.generators import infermax_fixed  # noqa: E402
+from optsched.instance import Limits
+from optsched.policies import simulate
+from optsched.solving import solve
+from optsched.testing import instances, valid_schedules
+from optsched.workloads.generators import infermax_fixed
 
 
 @st.composite

@@ -9,30 +9,26 @@ exhaustive search's on tiny instances.
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from strategies import instances, valid_schedules  # noqa: E402
-
-from optsched.cost import LinearCost  # noqa: E402
-from optsched.evaluation import evaluate  # noqa: E402
-from optsched.formulations import Hypotheses, SolveOptions  # noqa: E402
-from optsched.formulations.infermax.remainder import (  # noqa: E402
+from optsched.cost import LinearCost
+from optsched.evaluation import evaluate
+from optsched.formulations import Hypotheses, SolveOptions
+from optsched.formulations.infermax.remainder import (
     applicable,
     build_remainder,
     cmax,
     initial_points,
     one_generator_per_batch,
 )
-from optsched.instance import Instance, Limits, Request  # noqa: E402
-from optsched.schedule import Schedule  # noqa: E402
-from optsched.solving import solve  # noqa: E402
+from optsched.instance import Instance, Limits, Request
+from optsched.schedule import Schedule
+from optsched.solving import solve
+from optsched.testing import instances, valid_schedules
 
 
 @st.composite

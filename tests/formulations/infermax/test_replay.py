@@ -4,19 +4,14 @@ step per batch with entries, and never processes more tokens than a request has 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from strategies import instances, valid_schedules  # noqa: E402
-
-from optsched.evaluation import evaluate  # noqa: E402
-from optsched.formulations.base import FormulationError  # noqa: E402
-from optsched.formulations.infermax.replay import folded_batches  # noqa: E402
+from optsched.evaluation import evaluate
+from optsched.formulations.base import FormulationError
+from optsched.formulations.infermax.replay import folded_batches
+from optsched.testing import instances, valid_schedules
 
 
 @st.composite

@@ -5,25 +5,21 @@ from __future__ import annotations
 
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from strategies import instances, valid_schedules  # noqa: E402
-
-from optsched import milp  # noqa: E402
-from optsched.cost import LinearCost, UnitCost, preset  # noqa: E402
-from optsched.evaluation import OBJECTIVES, evaluate  # noqa: E402
-from optsched.formulations import Hypotheses, SolveOptions  # noqa: E402
-from optsched.formulations import infermax as ix  # noqa: E402
-from optsched.instance import Instance, Limits, Request  # noqa: E402
-from optsched.schedule import Schedule  # noqa: E402
-from optsched.solving import solve  # noqa: E402
+from optsched import milp
+from optsched.cost import LinearCost, UnitCost, preset
+from optsched.evaluation import OBJECTIVES, evaluate
+from optsched.formulations import Hypotheses, SolveOptions
+from optsched.formulations import infermax as ix
+from optsched.instance import Instance, Limits, Request
+from optsched.schedule import Schedule
+from optsched.solving import solve
+from optsched.testing import instances, valid_schedules
 
 REL = 1e-6
 

@@ -1,5 +1,5 @@
-"""CBC ending without a solution file (issue 30 item 6: ``PulpSolverError`` at the time
-limit, 3 of 5 runs) is reported with CBC's own last words and the best objective its log
+"""CBC ending without a solution file (``PulpSolverError`` at the time limit, 3 of 5 runs
+once) is reported with CBC's own last words and the best objective its log
 showed, not as a bare PuLP exception. A stand-in ``cbc`` on PATH crashes the way CBC does
 in coin-or/pulp#670 (a ``CoinError`` after an incumbent was found)."""
 

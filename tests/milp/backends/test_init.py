@@ -1,4 +1,4 @@
-"""Issue 27 item 7: PuLP (CBC) and gurobipy are optional extras; a missing one is reported by the
+"""PuLP (CBC) and gurobipy are optional extras; a missing one is reported by the
 backend's ``is_available()`` with the extra to install, never by an ImportError."""
 
 import importlib.util
