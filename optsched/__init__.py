@@ -23,6 +23,12 @@ on first use, so ``import optsched`` and the CLI stay fast)::
   :mod:`optsched.bounds` with the one solve for its ``exact`` rung (``formulations/bounds.md``)
 - :func:`compare` -- :func:`optsched.comparison.compare`
 
+Every verb has one result type, importable from here to annotate with (``optsched.X``), each
+with a ``summary()`` that ``print`` shows: :func:`evaluate` returns an :class:`Evaluation`,
+:func:`solve` a :class:`SolveReport` (its :class:`Status`, and a :class:`Fallback` when the
+model was skipped), :func:`lower_bound` a :class:`BoundResult`, :func:`compare` a
+:class:`Comparison` of :class:`Row` s; :class:`Objective` names what is minimised.
+
 No submodule is named like a top-level function (``optsched.evaluate`` and
 ``optsched.compare`` are functions; their packages are ``evaluation`` and ``comparison``), so
 importing any module never rebinds one of these names.
@@ -36,13 +42,20 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # the names as type checkers see them; at run time __getattr__ imports them
-    from .comparison import compare
+    from .comparison import Comparison, Row, compare
     from .data import load_instance as load
-    from .evaluation import evaluate
+    from .evaluation import Evaluation, evaluate
     from .instance import Instance
     from .policies import Plan, Policy, simulate
     from .schedule import Schedule
-    from .solve_types import SolveOptions
+    from .solve_types import (
+        BoundResult,
+        Fallback,
+        Objective,
+        SolveOptions,
+        SolveReport,
+        Status,
+    )
     from .solving import lower_bound, solve
 
 #: public name -> (module, attribute)
@@ -58,11 +71,21 @@ _LAZY: dict[str, tuple[str, str]] = {
     "SolveOptions": ("optsched.solve_types", "SolveOptions"),
     "lower_bound": ("optsched.solving", "lower_bound"),
     "compare": ("optsched.comparison", "compare"),
+    # the result types of the verbs above, and the vocabulary they use
+    "Evaluation": ("optsched.evaluation", "Evaluation"),
+    "SolveReport": ("optsched.solve_types", "SolveReport"),
+    "Fallback": ("optsched.solve_types", "Fallback"),
+    "BoundResult": ("optsched.solve_types", "BoundResult"),
+    "Comparison": ("optsched.comparison", "Comparison"),
+    "Row": ("optsched.comparison", "Row"),
+    "Status": ("optsched.solve_types", "Status"),
+    "Objective": ("optsched.solve_types", "Objective"),
 }
 
 __all__ = [
-    "Instance", "Plan", "Policy", "Schedule", "SolveOptions", "__version__", "compare", "evaluate",
-    "load", "lower_bound", "simulate", "solve",
+    "BoundResult", "Comparison", "Evaluation", "Fallback", "Instance", "Objective", "Plan",
+    "Policy", "Row", "Schedule", "SolveOptions", "SolveReport", "Status", "__version__",
+    "compare", "evaluate", "load", "lower_bound", "simulate", "solve",
 ]
 
 

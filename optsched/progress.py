@@ -7,7 +7,8 @@ terminal, so a log of a non-interactive run shows where its time went. The solve
 improvements are reported by :class:`optsched.milp.progress.Progress`.
 
 The numbers in those lines, in the commands' tables and in their verdicts read the same way:
-:func:`fmt` (a table cell), :func:`value` (a time in user units), :func:`pct` (a ratio).
+:func:`fmt` (a table cell), :func:`value` (a time in user units), :func:`pct` (a ratio), and
+:func:`table` lays cells out as plain aligned text.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 #: phase lines are held back for this many seconds of a command (and dropped if it ends
@@ -105,3 +107,22 @@ def value(v: float, instance: Any) -> str:
 def pct(x: float) -> str:
     """A ratio minus one as a percentage: ``0.42`` -> ``42%``."""
     return f"{100 * x:.3g}%"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A plain aligned text table."""
+    rows = [[fmt(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    for r in rows:
+        out.append("  ".join(c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths)))
+    return "\n".join(out)
+
+
+def _numeric(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False

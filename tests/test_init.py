@@ -1,5 +1,6 @@
-"""The top-level API: every name resolves to the one object of its concept,
-``import optsched`` stays light, and the renamed backend warm start keeps a deprecated alias."""
+"""The top-level API: every name resolves to the one object of its concept, each verb returns
+its exported result type, ``import optsched`` stays light, and the renamed backend warm start
+keeps a deprecated alias."""
 
 import subprocess
 import sys
@@ -47,6 +48,25 @@ def test_evaluate_and_compare_are_functions_whatever_was_imported_first():
         optsched.evaluation.evaluator.evaluate(inst, sched).metrics
     rows = optsched.compare(inst, ["vllm"]).rows
     assert [r.label for r in rows] == ["vllm"]
+
+
+def test_every_verb_returns_its_exported_result_type():
+    from optsched.comparison import Comparison, Row
+    from optsched.evaluation import Evaluation
+    from optsched.solve_types import BoundResult, Fallback, Objective, SolveReport, Status
+
+    assert (optsched.Evaluation, optsched.SolveReport, optsched.BoundResult, optsched.Comparison,
+            optsched.Row, optsched.Fallback, optsched.Status, optsched.Objective) == \
+        (Evaluation, SolveReport, BoundResult, Comparison, Row, Fallback, Status, Objective)
+    inst = optsched.load("tiny")
+    assert isinstance(optsched.evaluate(inst, optsched.simulate(inst, "vllm")), optsched.Evaluation)
+    rep = optsched.solve(inst, "exhaustive", "makespan",
+                         options=optsched.SolveOptions(time_limit=30))
+    assert isinstance(rep, optsched.SolveReport) and rep.status is optsched.Status.OPTIMAL
+    assert rep.plan is not None and rep.lower_bound is None and rep.fallback is None
+    assert isinstance(optsched.lower_bound(inst, "makespan"), optsched.BoundResult)
+    for obj in (rep, optsched.lower_bound(inst, "makespan"), optsched.compare(inst, ["vllm"])):
+        assert str(obj) == obj.summary() and str(obj)
 
 
 def test_load_takes_a_file_or_a_shipped_name(tmp_path):

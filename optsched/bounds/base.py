@@ -1,4 +1,6 @@
-"""The bound-method contract: the result type, the registry, and :func:`lower_bound`.
+"""The bound-method contract: the registry and :func:`lower_bound` (the result type,
+:class:`~optsched.solve_types.BoundResult`, and :class:`~optsched.solve_types.BoundError` are
+defined with the other result types in :mod:`optsched.solve_types` and re-exported here).
 
 A *bound method* is a function ``fn(instance, objective, budget) -> BoundResult`` that
 returns a value never above the optimum of ``objective`` over all feasible schedules of
@@ -12,24 +14,16 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from ..errors import OptschedError
 from ..evaluation import OBJECTIVES
 from ..instance import Instance
 from ..plugins import BOUNDS
-from ..solve_types import Objective, SolveOptions
-
-if TYPE_CHECKING:
-    from ..formulations.base import SolveReport
+from ..solve_types import BoundError, BoundResult, Objective, SolveOptions, SolveReport
 
 #: every bound is lowered by this relative amount before it is reported, so float rounding
 #: in the closed forms cannot lift it above the optimum (bounds.md section 1)
 SAFETY = 1e-9
-
-
-class BoundError(OptschedError):
-    """A bound method cannot handle this instance/objective (say why)."""
 
 
 class ExactSolve(Protocol):
@@ -61,36 +55,6 @@ class Budget:
     @property
     def expired(self) -> bool:
         return self.left() <= 0.0
-
-
-@dataclass(frozen=True)
-class BoundResult:
-    """A certified lower bound: ``value <= optimum`` of ``objective`` on the instance."""
-
-    value: float
-    method: str  # the registered method that produced ``value``
-    objective: str
-    runtime: float = 0.0
-    #: other methods' values (``best``: every rung that ran), method -> value
-    ladder: dict[str, float] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-
-    def __post_init__(self):
-        if self.objective not in OBJECTIVES:
-            raise BoundError(f"unknown objective {self.objective!r}")
-        if not isinstance(self.value, (int, float)) or math.isnan(self.value):
-            raise BoundError(f"{self.method}: bound must be a number, got {self.value!r}")
-        object.__setattr__(self, "value", float(self.value))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "method": self.method, "objective": self.objective,
-                "runtime": self.runtime, "ladder": dict(self.ladder), "notes": list(self.notes)}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> BoundResult:
-        return cls(value=d["value"], method=d["method"], objective=d["objective"],
-                   runtime=d.get("runtime", 0.0), ladder=dict(d.get("ladder", {})),
-                   notes=tuple(d.get("notes", ())))
 
 
 BoundFn = Callable[[Instance, str, Budget], BoundResult]

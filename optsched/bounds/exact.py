@@ -50,7 +50,7 @@ MILP_SAFETY = 3.0
 class _Outcome:
     """What the rung reads of a solve (small enough to send back from a child process)."""
 
-    status: str
+    status: Status
     objective: float | None
     bound: float | None
     global_bound: float | None
@@ -107,7 +107,7 @@ def _solve_here(solve: ExactSolve, instance, formulation: str, objective: str, s
         rep = solve(instance, formulation, objective, options=opts, warm_start="auto")
     except OptschedError as e:
         raise BoundError(f"exact: {formulation}: {e}") from None
-    return _Outcome(str(rep.status), rep.objective, rep.bound, rep.global_bound, rep.message)
+    return _Outcome(rep.status, rep.objective, rep.bound, rep.global_bound, rep.message)
 
 
 @register_bound("exact", "the exhaustive search or the InferMax fill/flow MILP when they fit the "

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..cost import UnitCost
 from ..errors import InputFileError
 from ..instance import Instance
-from ..progress import fmt
+from ..progress import fmt, table
 from ..schedule import Schedule, instance_check
 from ..solve_types import finite_or_none
 
@@ -147,22 +146,3 @@ def print_violations(ev) -> None:
     shown = len(ev.violations)
     if shown < total:
         print(f"  ... and {total - shown} more (counts: {ev.violation_counts})")
-
-
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A plain aligned text table."""
-    rows = [[fmt(c) for c in r] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
-    out = [line, "  ".join("-" * w for w in widths)]
-    for r in rows:
-        out.append("  ".join(c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths)))
-    return "\n".join(out)
-
-
-def _numeric(s: str) -> bool:
-    try:
-        float(s)
-        return True
-    except ValueError:
-        return False

@@ -125,20 +125,20 @@ def run(args) -> int:
                         params=parse_assignments(args.param, error=CliInputError))
     # the limit counts from the command's start (imports included): what is left of it now
     opts = replace(opts, time_limit=command_seconds(args.time_limit))
-    done = solve_pipeline(inst, args.formulation, args.objective, options=opts, hypotheses=hyp,
-                          warm_start=ws, lower="combinatorial", fallback=True,
-                          improve_fallback=True)
-    rep, lb = done.report, done.lower_bound
+    rep = solve_pipeline(inst, args.formulation, args.objective, options=opts, hypotheses=hyp,
+                         warm_start=ws, lower="combinatorial", fallback=True,
+                         improve_fallback=True)
+    lb = rep.lower_bound
     assert lb is not None  # lower="combinatorial" always gives one
     # lazy: each subcommand imports what it runs (start-up time)
     from ..comparison.report import say, solve_verdict
 
-    verdict = solve_verdict(inst, args.objective, done, hyp,
+    verdict = solve_verdict(inst, args.objective, rep, hyp,
                             None if args.at_most is None else (args.at_most, args.than))
     if args.output and rep.schedule is not None:
         rep.schedule.save(args.output, inst)
     if args.json:
-        print_json({**done.to_dict(), "verdict": verdict})
+        print_json({**rep.to_dict(include_schedule=False), "verdict": verdict})
     else:
         # lazy: each subcommand imports what it runs (start-up time)
         from ..progress import unit
@@ -148,9 +148,9 @@ def run(args) -> int:
                 (f"bound ({u})", rep.bound),
                 ("gap", rep.gap), ("runtime (s)", rep.runtime), ("solver", rep.solver),
                 ("formulation", rep.formulation), ("objective kind", rep.objective_kind)]
-        if rep.warm_start:
-            ws_text = f"{rep.warm_start['policy']} ({fmt(rep.warm_start['objective'])})"
-            if rep.warm_start.get("feasible") is False:
+        if rep.warm_start is not None:
+            ws_text = f"{rep.warm_start.policy} ({fmt(rep.warm_start.objective)})"
+            if rep.warm_start.feasible is False:
                 ws_text += " - infeasible, so not used"
             rows.append(("warm start", ws_text))
         if hyp.any:
@@ -159,9 +159,10 @@ def run(args) -> int:
             rows.append(("evictions", rep.evaluation.metrics["evictions"]))
             rows.append(("batches", rep.evaluation.metrics["batches"]))
         rows.append((f"lower bound ({u})", f"{fmt(lb.value)} ({lb.method}; formulations/bounds.md)"))
-        if done.fallback is not None:
-            rows.append(("fallback", f"{done.fallback['policy']} ({fmt(done.fallback['objective'])})"))
-        rows.append(("gap to lower bound", None if done.gap is None else f"{100 * done.gap:.2f}%"))
+        if rep.fallback is not None:
+            rows.append(("fallback", f"{rep.fallback.policy} ({fmt(rep.fallback.objective)})"))
+        gap = rep.gap_to_lower_bound
+        rows.append(("gap to lower bound", None if gap is None else f"{100 * gap:.2f}%"))
         print(table(["", "result"], rows))
         for n in rep.notes:
             print(f"note: {n}")
@@ -170,10 +171,10 @@ def run(args) -> int:
         if args.output and rep.schedule is not None:
             print(f"schedule written to {args.output}")
     say(verdict)
-    return exit_code(rep.status, done.fallback is not None and not hyp.any)
+    return exit_code(rep.status, rep.fallback is not None and not hyp.any)
 
 
-def exit_code(status: str, fallback: bool) -> int:
+def exit_code(status: Status, fallback: bool) -> int:
     """The exit code of a solve (the command line's contract, ``optsched.cli``): 0 when an
     answer exists (a solution, or the best policy's schedule with the certified bound when the
     model was skipped), 1 when the model proved there is none (infeasible: no schedule meets

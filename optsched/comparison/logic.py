@@ -18,22 +18,21 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
-from ..bounds import BoundResult, Budget, lower_bound
+from ..bounds import Budget, lower_bound
 from ..bounds.goodput import goodput_bound
 from ..errors import OptschedError
 from ..evaluation import OBJECTIVES, evaluate
-from ..formulations.base import SolveReport, bound_is_global
 from ..instance import Instance
 from ..plugins import is_reference
 from ..policies import get_spec, list_policies, simulate
 from ..progress import phase
 from ..schedule import Schedule
 from ..search.lns import LNSOptions, improve
-from ..solve_types import SolveOptions, Status, WarmStart, finite_or_none, relative_gap
-from ..solving import Solved
+from ..solve_types import BoundResult, SolveOptions, SolveReport, Status, WarmStart, relative_gap
 from ..solving import run as solve_pipeline
-from .rows import Comparison, GoodputGap, GoodputGapError, GoodputRow, Row, objective_key
+from .rows import Comparison, GoodputGap, GoodputGapError, GoodputRow, Row, RowKind, objective_key
 
 
 class CompareInputError(OptschedError):
@@ -60,11 +59,11 @@ def policy_names(spec: str | Sequence[str]) -> list[str]:
 
 
 def evaluated_row(label: str, kind: str, inst: Instance, sched: Schedule, objective: str,
-                  runtime: float | None) -> Row:
+                  runtime: float | None, search_method: str | None = None) -> Row:
     """A row for ``sched``, replayed by the evaluator."""
     ev = evaluate(inst, sched)
-    status = "feasible" if ev.feasible else f"infeasible ({sum(ev.violation_counts.values())} violations)"
-    return Row(label, kind, status, sched, ev, ev.objective(objective), runtime)
+    return Row(label, RowKind(kind), Status.FEASIBLE if ev.feasible else Status.INFEASIBLE,
+               sched, ev, ev.objective(objective), runtime, search_method=search_method)
 
 
 def run_policies(inst: Instance, names: Sequence[str], objective: str = "makespan",
@@ -79,7 +78,8 @@ def run_policies(inst: Instance, names: Sequence[str], objective: str = "makespa
         try:
             sched = simulate(inst, name, deadline=deadline)
         except OptschedError as e:
-            rows.append(Row(name, "policy", "error", runtime=time.perf_counter() - t0, message=str(e)))
+            rows.append(Row(name, RowKind.POLICY, Status.ERROR, runtime=time.perf_counter() - t0,
+                            message=str(e)))
             continue
         rows.append(evaluated_row(name, "policy", inst, sched, objective, time.perf_counter() - t0))
     return rows
@@ -92,9 +92,9 @@ def run_optimum(inst: Instance, candidates: Sequence[Row], *, formulation: str =
     """Solve through the one pipeline (:func:`optsched.solving.pipeline.run`); the best feasible
     compared schedule is the warm start (else ``"auto"``)."""
     opts = SolveOptions(solver=solver, time_limit=time_limit, threads=threads, progress=False)
-    done = solve_pipeline(inst, formulation, objective, options=opts,
-                          warm_start=_warm_start_of(candidates))
-    return optimum_row(done.report, formulation, objective), done.report
+    rep = solve_pipeline(inst, formulation, objective, options=opts,
+                         warm_start=_warm_start_of(candidates))
+    return optimum_row(rep, formulation, objective), rep
 
 
 def _warm_start_of(rows: Sequence[Row]) -> WarmStart | str:
@@ -111,23 +111,12 @@ def _warm_start_of(rows: Sequence[Row]) -> WarmStart | str:
 
 def optimum_row(rep: SolveReport, formulation: str, objective: str) -> Row:
     """The optimum row of a solve's report (its schedule replayed by the pipeline)."""
-    extra = {"solver_status": rep.status, "bound": finite_or_none(rep.bound),
-             "solver_gap": finite_or_none(rep.gap),
-             "formulation": rep.formulation, "solver": rep.solver,
-             "bound_global": bound_is_global(rep), "restricted": rep.restricted}
-    solved = rep.status in (Status.OPTIMAL, Status.FEASIBLE)
-    if rep.status == Status.OPTIMAL:
-        label, status = f"optimal ({formulation})", "optimal"
-    elif rep.status == Status.FEASIBLE:
-        label, status = f"best found ({formulation})", "best found (not proven optimal)"
-    else:
-        label, status = f"{formulation}", rep.status
-    row = Row(label, "optimum", status, rep.schedule if solved else None,
-              rep.evaluation if solved else None, runtime=rep.runtime, message=rep.message,
-              extra=extra)
-    if row.evaluation is not None:
-        row.objective = row.evaluation.objective(objective)
-    return row
+    label = {Status.OPTIMAL: f"optimal ({formulation})",
+             Status.FEASIBLE: f"best found ({formulation})"}.get(rep.status, formulation)
+    ev = rep.evaluation if rep.status.has_solution else None
+    return Row(label, RowKind.OPTIMUM, rep.status, rep.schedule if ev is not None else None, ev,
+               None if ev is None else ev.objective(objective), rep.runtime,
+               message=rep.message, solve=rep)
 
 
 def reference(opt: Row | None, lower: BoundResult | None = None
@@ -137,17 +126,16 @@ def reference(opt: Row | None, lower: BoundResult | None = None
     The proven optimum when the solve proved one; else the largest *global* lower bound:
     the solver's bound unless its model was a restriction (:func:`bound_is_global`), or the
     certified bound of ``optsched.bounds``."""
-    if (opt is not None and opt.extra.get("solver_status") == Status.OPTIMAL
-            and opt.objective is not None
-            and not opt.extra.get("restricted")):
-        return opt.objective, "optimum", f"proven optimum ({opt.extra.get('formulation')})"
+    rep = None if opt is None else opt.solve
+    if rep is not None and opt is not None and rep.proven_optimal and opt.objective is not None:
+        return opt.objective, "optimum", f"proven optimum ({rep.formulation})"
     cands: list[tuple[float, str]] = []
     if lower is not None and math.isfinite(lower.value):
         cands.append((lower.value, f"certified lower bound ({lower.method}, "
                                    "formulations/bounds.md)"))
-    b = None if opt is None else opt.extra.get("bound")
-    if opt is not None and opt.extra.get("bound_global") and b is not None and math.isfinite(b):
-        cands.append((b, f"solver bound ({opt.extra.get('formulation')})"))
+    b = None if rep is None else rep.global_bound
+    if rep is not None and b is not None and math.isfinite(b):
+        cands.append((b, f"solver bound ({rep.formulation})"))
     if not cands:
         return None, None, None
     value, source = max(cands)
@@ -212,9 +200,9 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
         opt, rep = _optimum(done, formulation, objective, notes)
         rows += _skipped_lns_row(instance, done, objective, notes) + [opt]
     ref, ref_kind, source = reference(opt, lower)
-    for r in rows:
-        if r.evaluation is not None and r.evaluation.feasible:
-            r.gap = gap(r.objective, ref)
+    rows = [replace(r, gap=gap(r.objective, ref))
+            if r.evaluation is not None and r.evaluation.feasible else r for r in rows]
+    opt = next((r for r in rows if r.kind == RowKind.OPTIMUM), None)
     return Comparison(instance, objective, rows, opt, rep, ref_kind, ref, time_limit, solver,
                       lower, source, notes, goodput_gap(instance, rows))
 
@@ -244,15 +232,13 @@ def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float
                   LNSOptions(time_limit=seconds, seed=seed, progress=False))
     phase(f"large-neighbourhood search: {res.start_objective:.6g} -> {res.objective:.6g} "
           f"in {res.runtime:.1f} s")
-    row = evaluated_row(f"lns ({best.label})", "lns", instance, res.schedule, objective,
-                        res.runtime)
-    row.extra["method"] = f"lns: {res.method}"
-    return [row]
+    return [evaluated_row(f"lns ({best.label})", "lns", instance, res.schedule, objective,
+                          res.runtime, search_method=res.method)]
 
 
 def _optimum_within(instance: Instance, rows: list[Row], budget: Budget,
                     lower: BoundResult | None, *, formulation: str, objective: str,
-                    solver: str, threads: int | None, seed: int, search: bool) -> Solved:
+                    solver: str, threads: int | None, seed: int, search: bool) -> SolveReport:
     """The solve pipeline (:func:`optsched.solving.pipeline.run`) in what is left of the budget,
     from the best compared row: the same plan, warm start and fallback as ``optsched
     solve`` (with ``search``, the skipped model's time goes to LNS, as there)."""
@@ -266,34 +252,31 @@ def _optimum_within(instance: Instance, rows: list[Row], budget: Budget,
                           lower=lower, fallback=True, improve_fallback=search)
 
 
-def _optimum(done: Solved, formulation: str, objective: str,
+def _optimum(done: SolveReport, formulation: str, objective: str,
              notes: list[str]) -> tuple[Row, SolveReport | None]:
     """The optimum row: the solver's answer, or, when the model was skipped (estimated
-    before building, ``optsched.solving.budget``), a ``skipped`` row saying why, with the fallback
-    ``optsched solve`` reports."""
+    before building, ``optsched.solving.budget``), a ``skipped`` row saying why, with the
+    fallback ``optsched solve`` reports (the row's ``solve``; the comparison has no report)."""
     plan = done.plan
-    if plan.build:
-        notes.append(plan.note)
-        return optimum_row(done.report, formulation, objective), done.report
-    est = plan.estimate
-    return Row(f"{formulation} (skipped)", "optimum", "skipped", message=plan.note,
-               extra={"solver_status": "skipped", "formulation": formulation,
-                      "estimate": None if est is None else est.describe(),
-                      "fallback": done.fallback}), None
+    if plan is None or plan.build:
+        if plan is not None:
+            notes.append(plan.note)
+        return optimum_row(done, formulation, objective), done
+    return Row(f"{formulation} (skipped)", RowKind.OPTIMUM, done.status, message=plan.note,
+               solve=done), None
 
 
-def _skipped_lns_row(instance: Instance, done: Solved, objective: str,
+def _skipped_lns_row(instance: Instance, done: SolveReport, objective: str,
                      notes: list[str]) -> list[Row]:
     """The ``lns`` row of the search the pipeline ran in the skipped model's time."""
-    res, ws = done.lns, done.warm_start
-    if res is None or ws is None:
+    fb = done.fallback
+    if fb is None or fb.search is None:
         return []
-    notes.append(f"the exact model was skipped; its {res.runtime:.0f} s went to "
+    res = fb.search
+    notes.append(f"the exact model was skipped; its {res.seconds:.0f} s went to "
                  "large-neighbourhood search (the lns row)")
-    row = evaluated_row(f"lns ({ws.source or 'schedule'})", "lns", instance, res.schedule,
-                        objective, res.runtime)
-    row.extra["method"] = f"lns: {res.method}"
-    return [row]
+    return [evaluated_row(f"lns ({fb.source})", "lns", instance, res.schedule, objective,
+                          res.seconds, search_method=res.method)]
 
 
 # -- SLO goodput (rows.py's module docstring: the gap of a maximisation objective) --

@@ -26,9 +26,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..formulations.base import Hypotheses
+from ..instance import Instance
 from ..objectives import OBJECTIVE_WORDS
 from ..progress import fmt, pct, phase, unit, value
-from ..solve_types import Status, above_optimum, finite_or_none
+from ..solve_types import BoundResult, SolveReport, Status, above_optimum, finite_or_none
 from .rows import Comparison, GoodputGap, Row, compare_verdict
 
 
@@ -38,30 +40,32 @@ def say(verdict: str) -> str:
     return verdict
 
 
-def solve_verdict(instance: Any, objective: str, done: Any, hyp: Any,
-                  than: tuple[float, str] | None = None) -> str:
-    """The sentence for ``optsched solve`` (``done`` a :class:`optsched.solving.pipeline.Solved`;
-    ``than`` the ``--at-most K --than X`` pair as (K, X) when given)."""
-    rep, lb = done.report, done.lower_bound.value
+def solve_verdict(instance: Instance, objective: str, rep: SolveReport,
+                  hyp: Hypotheses | None, than: tuple[float, str] | None = None) -> str:
+    """The sentence for ``optsched solve`` (``rep`` the pipeline's report, with its certified
+    lower bound; ``than`` the ``--at-most K --than X`` pair as (K, X) when given)."""
+    if rep.lower_bound is None:
+        raise ValueError("solve_verdict: the report has no certified lower bound")
+    lb = rep.lower_bound.value
     what = OBJECTIVE_WORDS.get(objective, objective)
     if hyp is not None and hyp.any:
         return _hypothesis_verdict(instance, objective, rep, hyp, than)
-    if rep.status == Status.OPTIMAL and rep.objective is not None and not rep.restricted:
-        ws = rep.warm_start or {}
+    if rep.proven_optimal and rep.objective is not None:
+        ws = rep.warm_start
         tail = ""
-        if ws.get("objective") and ws.get("policy") not in (None, "schedule"):
-            tail = (f"; {ws['policy']} is {pct(ws['objective'] / rep.objective - 1)} "
+        if ws is not None and ws.objective and ws.policy not in (None, "schedule"):
+            tail = (f"; {ws.policy} is {pct(ws.objective / rep.objective - 1)} "
                     "above it")
         return f"The optimal {what} is {value(rep.objective, instance)} (proven){tail}."
     if rep.objective is not None:
         return (f"The best schedule found has {what} {value(rep.objective, instance)}, "
                 f"{above_optimum(rep.objective, lb, None, False)} "
                 f"(lower bound {value(lb, instance)}).")
-    fb = done.fallback
+    fb = rep.fallback
     if fb is not None:
         return (f"The exact model did not fit the time limit; the best schedule found "
-                f"({fb['policy']}) has {what} {value(fb['objective'], instance)}, "
-                f"{above_optimum(fb['objective'], lb, None, False)} "
+                f"({fb.policy}) has {what} {value(fb.objective, instance)}, "
+                f"{above_optimum(fb.objective, lb, None, False)} "
                 f"(lower bound {value(lb, instance)}).")
     if rep.status == Status.ERROR:
         return (f"The solver failed ({rep.message or 'no message'}); every schedule has {what} "
@@ -70,7 +74,7 @@ def solve_verdict(instance: Any, objective: str, done: Any, hyp: Any,
             f"{value(lb, instance)} (certified lower bound).")
 
 
-def _hypothesis_verdict(instance: Any, objective: str, rep: Any, hyp: Any,
+def _hypothesis_verdict(instance: Instance, objective: str, rep: SolveReport, hyp: Hypotheses,
                         than: tuple[float, str] | None) -> str:
     what = OBJECTIVE_WORDS.get(objective, objective)
     kind = "eviction-free schedule" if hyp.no_evictions else "schedule"
@@ -98,7 +102,7 @@ def _hypothesis_verdict(instance: Any, objective: str, rep: Any, hyp: Any,
             f"({rep.status}).")
 
 
-def bound_verdict(instance: Any, objective: str, res: Any) -> str:
+def bound_verdict(instance: Instance, objective: str, res: BoundResult) -> str:
     """The sentence for ``optsched bound``."""
     what = OBJECTIVE_WORDS.get(objective, objective)
     return (f"Every schedule of these {instance.n} requests has {what} at least "
@@ -127,7 +131,7 @@ def table_rows(rows: Sequence[Row]) -> list[list[Any]]:
     out = []
     for r in rows:
         g = None if r.gap is None else f"{100 * r.gap:+.2f}%"
-        out.append([r.label, r.status, r.objective, g, r.metric("evictions"), r.metric("mean_ttft"),
+        out.append([r.label, r.status_text, r.objective, g, r.metric("evictions"), r.metric("mean_ttft"),
                     r.metric("mean_tpot"), None if r.runtime is None else f"{r.runtime:.3g}",
                     r.method])
     return out
@@ -169,7 +173,7 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
         "verdict": verdict,
         "best": _best_dict(cmp),
         "goodput": None if cmp.goodput is None else cmp.goodput.to_dict(),
-        "solve": None if rep is None else rep.to_dict(include_schedule=False),
+        "solve": None if rep is None else rep.to_dict(include_schedule=False, pipeline=False),
         "rows": [r.to_dict() for r in cmp.rows],
         "figures": {**{k: v for k, v in files.items() if k != "report"}, "gantt": gantts},
     }

@@ -22,55 +22,102 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-from ..bounds import BoundResult
 from ..bounds.goodput import GoodputBound
 from ..errors import OptschedError
 from ..evaluation import Evaluation
-from ..formulations.base import SolveReport
+from ..formulations.base import bound_is_global
 from ..instance import Instance
 from ..objectives import OBJECTIVE_WORDS
-from ..progress import value
+from ..progress import fmt, table, value
 from ..schedule import Schedule
-from ..solve_types import above_optimum, finite_or_none
+from ..solve_types import BoundResult, SolveReport, Status, above_optimum, finite_or_none
 
 
-@dataclass
+class RowKind(StrEnum):
+    """What a compared row holds: a simulated policy's schedule, a schedule file's, the
+    schedule large-neighbourhood search found, or the solve's."""
+
+    POLICY = "policy"
+    SCHEDULE = "schedule"
+    LNS = "lns"
+    OPTIMUM = "optimum"
+
+
+@dataclass(frozen=True, eq=False)
 class Row:
-    """One compared schedule (or a failed attempt to get one)."""
+    """One compared schedule (or a failed attempt to get one).
+
+    ``status`` is the :class:`~optsched.solve_types.Status` of getting it: a policy's,
+    a file's or a search's schedule is ``feasible`` or ``infeasible`` as the evaluator finds
+    it, and ``error`` when the policy failed; the optimum row's is the solve's.
+    :attr:`status_text` is how tables and ``report.json`` write it. ``objective`` is
+    ``Evaluation.objective`` of the row's schedule, ``gap`` its gap to the comparison's
+    reference. ``solve`` is the report behind the optimum row (also when the model was
+    skipped: then :attr:`skipped`, and its ``fallback``); ``search_method`` the neighbourhood
+    that found an ``lns`` row's schedule (:attr:`optsched.search.lns.LNSResult.method`).
+    """
 
     label: str
-    kind: str  # "policy", "schedule", "lns" or "optimum"
-    status: str  # feasible / infeasible / optimal / best found / error / no_solution ...
+    kind: RowKind
+    status: Status
     schedule: Schedule | None = None
     evaluation: Evaluation | None = None
-    objective: float | None = None  # Evaluation.objective(kind) of this row's schedule
+    objective: float | None = None
     runtime: float | None = None
     gap: float | None = None
     message: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    solve: SolveReport | None = None
+    search_method: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", RowKind(self.kind))
+        object.__setattr__(self, "status", Status(self.status))
+        if (self.solve is not None) != (self.kind == RowKind.OPTIMUM):
+            raise ValueError(f"row {self.label!r}: a solve report belongs to the optimum row, "
+                             "and the optimum row has one")
 
     def metric(self, key: str) -> Any:
         return None if self.evaluation is None else self.evaluation.metrics.get(key)
 
     @property
+    def skipped(self) -> bool:
+        """The optimum row of a solve whose model was skipped (it did not fit the budget)."""
+        return self.solve is not None and self.solve.plan is not None and not self.solve.plan.build
+
+    @property
+    def status_text(self) -> str:
+        """The status as the tables write it: ``feasible``, ``infeasible (N violations)``,
+        ``error``; for the optimum row ``optimal``, ``best found (not proven optimal)``,
+        ``skipped`` or the solve's status."""
+        if self.skipped:
+            return "skipped"
+        if self.kind == RowKind.OPTIMUM:
+            return {Status.OPTIMAL: "optimal",
+                    Status.FEASIBLE: "best found (not proven optimal)"}.get(self.status,
+                                                                            str(self.status))
+        if self.status == Status.INFEASIBLE and self.evaluation is not None:
+            return f"infeasible ({sum(self.evaluation.violation_counts.values())} violations)"
+        return str(self.status)
+
+    @property
     def method(self) -> str:
         """What produced this row's schedule: ``policy``, ``schedule file``, ``solver
-        (FORMULATION)`` or, for an ``lns`` row, ``lns: NEIGHBOURHOOD`` (the one that found
-        the result, :attr:`optsched.search.lns.LNSResult.method`)."""
-        if "method" in self.extra:
-            return str(self.extra["method"])
-        if self.kind == "optimum":
-            return f"solver ({self.extra.get('formulation', '?')})"
-        return {"schedule": "schedule file"}.get(self.kind, self.kind)
+        (FORMULATION)`` or, for an ``lns`` row, ``lns: NEIGHBOURHOOD``."""
+        if self.search_method is not None:
+            return f"lns: {self.search_method}"
+        if self.solve is not None:
+            return f"solver ({self.solve.formulation})"
+        return {RowKind.SCHEDULE: "schedule file"}.get(self.kind, str(self.kind))
 
     def to_dict(self) -> dict[str, Any]:
         ev = self.evaluation
         return {
             "label": self.label,
-            "kind": self.kind,
-            "status": self.status,
+            "kind": str(self.kind),
+            "status": self.status_text,
             "feasible": None if ev is None else ev.feasible,
             "violations": None if ev is None else int(sum(ev.violation_counts.values())),
             "objective": finite_or_none(self.objective),
@@ -80,14 +127,31 @@ class Row:
             "mean_tpot": finite_or_none(self.metric("mean_tpot")),
             "runtime": finite_or_none(self.runtime),
             "message": self.message,
-            **self.extra,
+            **self._solve_dict(),
             "method": self.method,
         }
+
+    def _solve_dict(self) -> dict[str, Any]:
+        """The optimum row's solve in ``report.json``."""
+        rep = self.solve
+        if rep is None:
+            return {}
+        if self.skipped:
+            est = None if rep.plan is None else rep.plan.estimate
+            return {"solver_status": "skipped", "formulation": rep.formulation,
+                    "estimate": None if est is None else est.describe(),
+                    "fallback": None if rep.fallback is None else rep.fallback.to_dict()}
+        return {"solver_status": str(rep.status), "bound": finite_or_none(rep.bound),
+                "solver_gap": finite_or_none(rep.gap), "formulation": rep.formulation,
+                "solver": rep.solver, "bound_global": bound_is_global(rep),
+                "restricted": rep.restricted}
 
 
 @dataclass
 class Comparison:
-    """The rows of one comparison, the solve behind the optimum row and the gap reference."""
+    """The rows of one comparison, the solve behind the optimum row and the gap reference
+    (what ``optsched.compare`` returns). ``report`` is the solve's report when its model was
+    built (None when it was skipped: the optimum row's ``solve`` then holds the fallback)."""
 
     instance: Instance
     objective: str
@@ -119,6 +183,27 @@ class Comparison:
     def all_feasible(self) -> bool:
         """Every row has a feasible schedule (the CLI's exit 0)."""
         return all(r.evaluation is not None and r.evaluation.feasible for r in self.rows)
+
+    def summary(self) -> str:
+        """The comparison in a few lines (``print(comparison)``): a row per schedule, what
+        the gaps are measured against, the certified lower bound, the notes and the verdict."""
+        gap_head = {"optimum": "gap to optimum", "bound": "gap to bound"}.get(
+            self.reference_kind or "", "gap")
+        rows = [(r.label, r.status_text, r.objective,
+                 None if r.gap is None else f"{100 * r.gap:+.2f}%", r.method) for r in self.rows]
+        lines = [f"{self.instance.name or 'instance'} ({self.instance.n} requests): "
+                 f"{OBJECTIVE_WORDS.get(self.objective, self.objective)}",
+                 table(["schedule", "status", "objective", gap_head, "method"], rows)]
+        if self.reference_kind is not None:
+            lines.append(f"gaps to the {self.reference_source} {fmt(self.reference)}")
+        if self.lower_bound is not None:
+            lines.append(f"certified lower bound: {fmt(self.lower_bound.value)} "
+                         f"({self.lower_bound.method})")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines + [compare_verdict(self)])
+
+    def __str__(self) -> str:
+        return self.summary()
 
 
 def objective_key(row: Row) -> float:
@@ -210,5 +295,5 @@ def compare_verdict(cmp: Any) -> str:
             f"on {what} ({value(best.objective, inst)}).")
 
 
-__all__ = ["Comparison", "GoodputGap", "GoodputGapError", "GoodputRow", "Row", "compare_verdict",
-           "objective_key"]
+__all__ = ["Comparison", "GoodputGap", "GoodputGapError", "GoodputRow", "Row", "RowKind",
+           "compare_verdict", "objective_key"]

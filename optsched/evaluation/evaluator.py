@@ -47,6 +47,7 @@ import numpy as np
 from ..instance import Instance, Limits
 from ..jsonio import finite_or_none
 from ..objectives import OBJECTIVES  # the one list of objective names
+from ..progress import fmt
 from ..schedule import Schedule
 
 #: Violation codes, each with the rule of semantics sections 3-4 it enforces (the table there).
@@ -145,6 +146,24 @@ class Evaluation:
             raise ValueError(f"unknown objective {kind!r}; choose one of {', '.join(OBJECTIVES)}")
         v = self.metrics[key[kind]]
         return math.nan if v is None else float(v)
+
+    def summary(self) -> str:
+        """The verdict in a few lines (``print(evaluation)``): feasible with the objectives and
+        the preemptions, or infeasible with its violation counts and the first violations."""
+        m = self.metrics
+        if self.feasible:
+            return (f"feasible: {m.get('batches')} batches, makespan {fmt(m.get('makespan'))}, "
+                    f"total latency {fmt(m.get('total_latency'))}, mean TTFT "
+                    f"{fmt(m.get('mean_ttft'))}, {m.get('evictions')} evictions")
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(self.violation_counts.items()))
+        lines = [f"infeasible: {sum(self.violation_counts.values())} violations ({counts})"]
+        lines += [f"  {v}" for v in self.violations[:5]]
+        if len(self.violations) > 5:
+            lines.append(f"  ... and {sum(self.violation_counts.values()) - 5} more")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
 
     def to_dict(self, *, requests: bool = True, batches: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {

@@ -13,6 +13,6 @@ A package named ``solving`` (not ``solve``): a submodule ``optsched.solve`` woul
 
 from __future__ import annotations
 
-from .pipeline import AUTO_POLICIES, Solved, lower_bound, pick_warm_start, run, solve
+from .pipeline import AUTO_POLICIES, lower_bound, pick_warm_start, run, solve
 
-__all__ = ["AUTO_POLICIES", "Solved", "lower_bound", "pick_warm_start", "run", "solve"]
+__all__ = ["AUTO_POLICIES", "lower_bound", "pick_warm_start", "run", "solve"]

@@ -22,12 +22,14 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import dataclass
 
 from ..formulations.base import FORMULATIONS, Hypotheses, SizeHint
 from ..instance import Instance
 from ..progress import elapsed
-from ..solve_types import SolveOptions, relative_gap
+from ..solve_types import ModelEstimate, SolveOptions, SolvePlan, upper_gap
+
+# ModelEstimate, SolvePlan (the plan a solve reports) and upper_gap (the gap vocabulary) are
+# defined in optsched.solve_types with the result types and re-exported here
 
 #: fixed seconds beyond the solver limit for any MILP (imports, warm start, decode, replay)
 OVERHEAD_SECONDS = 3.0
@@ -36,31 +38,6 @@ OVERHEAD_SECONDS = 3.0
 SECONDS_PER_VARIABLE = 5e-5
 #: the solver gets at most this share of what is left; the rest is the estimate's margin
 MIN_SOLVER_SECONDS = 1.0
-
-
-@dataclass(frozen=True)
-class ModelEstimate:
-    """Predicted size and overhead of a formulation's model on one instance."""
-
-    formulation: str
-    variables: int
-    constraints: int
-    seconds: float  # beyond the solver's own time limit
-    detail: str
-
-    def describe(self) -> str:
-        return (f"{self.detail}: ~{self.variables:,} variables, ~{self.constraints:,} rows; "
-                f"building and handing it to the solver takes ~{self.seconds:.0f} s")
-
-
-@dataclass(frozen=True)
-class SolvePlan:
-    """Whether to build the model, and the solver's seconds if so."""
-
-    build: bool
-    solver_seconds: float | None
-    estimate: ModelEstimate | None
-    note: str
 
 
 def estimate_model(instance: Instance, formulation: str, objective: str, params: dict,
@@ -119,18 +96,6 @@ def plan_solve(estimate: ModelEstimate | None, seconds_left: float) -> SolvePlan
                      f"{estimate.describe()}; the solver gets {solver:.0f} s")
 
 
-def upper_gap(upper: float | None, lower: float | None) -> float | None:
-    """How far above a lower bound a schedule can be at most: the one gap formula
-    (:func:`optsched.solve_types.relative_gap`, ``(upper - lower) / |upper|``) of its
-    objective against the bound, 0 when the bound reaches the objective (it cannot exceed
-    the optimum: a bound above is tolerance) and for a zero objective a zero bound allows."""
-    if upper is None or lower is None or not math.isfinite(upper) or not math.isfinite(lower):
-        return None
-    if upper == 0:
-        return 0.0 if lower <= 0 else None
-    return relative_gap(upper, lower) if lower < upper else 0.0
-
-
 #: the warm start's share of the budget: its policies stop there (the rest goes to the bound,
 #: the model or, when the model is skipped, to large-neighbourhood search)
 WARM_SHARE = 0.5
@@ -164,3 +129,10 @@ def command_seconds(time_limit: float) -> float:
     (interpreter start-up and imports are part of the wall time a user sees,
     :func:`optsched.progress.process_age`); at least a tenth of a second."""
     return max(0.1, float(time_limit) - elapsed())
+
+
+__all__ = ["MIN_LNS_SECONDS", "MIN_SOLVER_SECONDS", "OVERHEAD_SECONDS", "RESERVE_SECONDS",
+           "RUN_SLACK_SECONDS", "RUN_SLACK_SHARE", "SECONDS_PER_VARIABLE", "SMALL_MIN_SECONDS",
+           "SMALL_MODEL_VARIABLES", "SMALL_OVERHEAD_SECONDS", "WARM_SHARE", "ModelEstimate",
+           "SolvePlan", "command_seconds", "estimate_model", "overrun_note", "plan_solve",
+           "upper_gap"]

@@ -17,7 +17,8 @@ formulation cells and the ``exact`` bound rung all call :func:`run`, which, in t
    (:func:`optsched.formulations.base.solve_model`), or, when the model does not fit, reports
    ``no_solution`` with the warm start as the fallback, improved by large-neighbourhood
    search (:mod:`optsched.search.lns`) in the time left;
-6. returns one :class:`Solved`: the report, the lower bound, the plan and the fallback.
+6. returns one :class:`~optsched.solve_types.SolveReport`: the model's checked answer, the
+   lower bound, the plan and the fallback.
 
 ``--time-limit`` is the whole command's budget (``tests/solving/test_budget.py``): the caller
 gives the deadline (a ``time.perf_counter()`` value) or ``options.time_limit`` counts from
@@ -36,7 +37,6 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from typing import Any
 
@@ -48,7 +48,6 @@ from ..formulations.base import (
     FORMULATIONS,
     FormulationError,
     Hypotheses,
-    SolveReport,
     arrival_origin,
     bound_is_global,
     prepare_solve,
@@ -61,7 +60,15 @@ from ..policies.registry import PolicyWarning
 from ..progress import phase, value
 from ..schedule import Schedule
 from ..search.lns import LNSError, LNSOptions, LNSResult, improve
-from ..solve_types import SolveOptions, WarmStart, finite_or_none
+from ..solve_types import (
+    Fallback,
+    SearchRun,
+    SolveOptions,
+    SolveReport,
+    Status,
+    WarmStart,
+    WarmStartInfo,
+)
 from .budget import (
     MIN_LNS_SECONDS,
     RESERVE_SECONDS,
@@ -77,65 +84,18 @@ from .budget import (
 AUTO_POLICIES = ("vllm", "sarathi", "fcfs", "mcsf", "infermax", "vllm-ef", "sarathi-ef")
 
 
-@dataclass(frozen=True, eq=False)
-class Solved:
-    """The one result of a solve: the formulation's report, the certified lower bound (None
-    when not asked for), the budget plan, the warm start, and, when the model was skipped,
-    the fallback answer (``{"policy", "objective", "gap"}``; the LNS schedule when it
-    improved on the warm start, with its ``start_objective`` and ``lns_seconds``)."""
-
-    report: SolveReport
-    lower_bound: BoundResult | None
-    plan: SolvePlan
-    fallback: dict[str, Any] | None
-    warm_start: WarmStart | None = None
-    lns: LNSResult | None = None
-
-    @property
-    def gap(self) -> float | None:
-        """(objective - lower bound) / objective of the answer (the solver's, else the
-        fallback's); an upper bound on its distance to the optimum (eq. of
-        :func:`optsched.solving.budget.upper_gap`)."""
-        v = self.report.objective if self.report.objective is not None else \
-            (self.fallback or {}).get("objective")
-        return upper_gap(v, None if self.lower_bound is None else self.lower_bound.value)
-
-    @property
-    def fallback_schedule(self) -> Schedule | None:
-        """The fallback's schedule: LNS's when it improved, else the warm start's."""
-        if self.fallback is None:
-            return None
-        if self.lns is not None and "lns_seconds" in self.fallback:
-            return self.lns.schedule
-        return None if self.warm_start is None else self.warm_start.schedule
-
-    def to_dict(self) -> dict[str, Any]:
-        """``optsched solve --json`` (the report without its schedule, plus the bound, the
-        gap to it, the budget and the fallback)."""
-        d = self.report.to_dict(include_schedule=False)
-        d["lower_bound"] = None if self.lower_bound is None else self.lower_bound.to_dict()
-        d["gap_to_lower_bound"] = self.gap
-        d["budget"] = {"model_built": self.plan.build, "note": self.plan.note,
-                       "estimate": None if self.plan.estimate is None else {
-                           "variables": self.plan.estimate.variables,
-                           "constraints": self.plan.estimate.constraints,
-                           "seconds": self.plan.estimate.seconds}}
-        d["fallback"] = self.fallback
-        return d
-
-
 def solve(instance: Instance, formulation: str = "infermax", objective: str = "makespan", *,
           options: SolveOptions | None = None, hypotheses: Hypotheses | None = None,
           warm_start: Any = "auto") -> SolveReport:
-    """Solve ``instance`` with a registered formulation, decode, replay and check: the
-    report of :func:`run` (the top-level ``optsched.solve``).
+    """Solve ``instance`` with a registered formulation, decode, replay and check:
+    :func:`run` without a lower bound or a fallback (the top-level ``optsched.solve``).
 
     With a time limit (the default 60 s) the limit is the whole call's budget, as for the
     CLI: the warm start stops at its share, the model is sized before it is built and
     skipped (``no_solution``, saying so in the notes) when it cannot fit, and a call that
     still overruns says so in its notes and on stderr."""
     return run(instance, formulation, objective, options=options, hypotheses=hypotheses,
-               warm_start=warm_start).report
+               warm_start=warm_start)
 
 
 def lower_bound(instance: Instance, objective: str = "makespan", method: str = "best",
@@ -150,7 +110,7 @@ def run(instance: Instance, formulation: str = "infermax", objective: str = "mak
         options: SolveOptions | None = None, hypotheses: Hypotheses | None = None,
         warm_start: Any = "auto", deadline: float | None = None,
         lower: BoundResult | str | None = None, fallback: bool = False,
-        improve_fallback: bool = False) -> Solved:
+        improve_fallback: bool = False) -> SolveReport:
     """The one solve (module docstring, steps 1-6).
 
     ``warm_start``: None/False, a policy name, ``"auto"``, a :class:`Schedule` or an
@@ -178,14 +138,13 @@ def run(instance: Instance, formulation: str = "infermax", objective: str = "mak
                                   t_ws + WARM_SHARE * (deadline - t_ws))
     plan = _plan(instance, formulation, objective, options, hyp, ws, deadline)
     rep = _model(instance, formulation, objective, options, hyp, ws, ws_info, plan, t0)
-    rep = _with_notes(rep, list((ws_info or {}).get("stopped", ())),
+    rep = _with_notes(rep, list(ws_info.stopped if ws_info is not None else ()),
                       overrun_note(f"solve ({formulation})", t0,
                                    total if math.isfinite(total) else None))
-    answer, lns = None, None
     if fallback and not plan.build and ws is not None and ws.feasible:
-        answer, lns, rep = _fallback(instance, objective, ws, bound, budget, rep,
-                                     improve_fallback, options.seed or 0)
-    return Solved(rep, _with_solver_bound(bound, rep, formulation), plan, answer, ws, lns)
+        rep = _fallback(instance, objective, ws, bound, budget, rep, improve_fallback,
+                        options.seed or 0)
+    return dc_replace(rep, lower_bound=_with_solver_bound(bound, rep, formulation), plan=plan)
 
 
 def _lower_bound(instance: Instance, objective: str, lower: BoundResult | str | None,
@@ -216,7 +175,7 @@ def _plan(instance: Instance, formulation: str, objective: str, options: SolveOp
 
 
 def _model(instance: Instance, formulation: str, objective: str, options: SolveOptions,
-           hyp: Hypotheses, ws: WarmStart | None, ws_info: dict[str, Any] | None,
+           hyp: Hypotheses, ws: WarmStart | None, ws_info: WarmStartInfo | None,
            plan: SolvePlan, t0: float) -> SolveReport:
     """Step 5: build, solve and check the model with the plan's solver seconds, or the
     ``no_solution`` report saying why it was skipped."""
@@ -226,7 +185,7 @@ def _model(instance: Instance, formulation: str, objective: str, options: SolveO
             dc_replace(options, time_limit=plan.solver_seconds)
         return solve_model(instance, formulation, objective, options=opts, hypotheses=hyp,
                            warm_start=ws, warm_info=ws_info)
-    return SolveReport(status="no_solution", objective=None, bound=None, gap=None,
+    return SolveReport(status=Status.NO_SOLUTION, objective=None, bound=None, gap=None,
                        runtime=time.perf_counter() - t0, solver=options.solver,
                        formulation=formulation, objective_kind=objective,
                        warm_start=ws_info, evaluation=None, schedule=None,
@@ -251,7 +210,7 @@ def _with_solver_bound(bound: BoundResult | None, rep: SolveReport,
 # -- step 3: the warm start ----------------------------------------------------------------
 def pick_warm_start(instance: Instance, objective: str, warm_start: Any, hyp: Hypotheses,
                     deadline: float | None = None
-                    ) -> tuple[WarmStart | None, dict[str, Any] | None]:
+                    ) -> tuple[WarmStart | None, WarmStartInfo | None]:
     """Resolve the warm start: an evaluated :class:`WarmStart` (kept as is), a Schedule, a
     policy name, or "auto" (best of :data:`AUTO_POLICIES`), each simulated and evaluated
     here once. Past ``deadline`` (a ``time.perf_counter()`` value: the command's budget) no
@@ -261,9 +220,8 @@ def pick_warm_start(instance: Instance, objective: str, warm_start: Any, hyp: Hy
     if isinstance(warm_start, Schedule):
         warm_start = WarmStart(warm_start, evaluate(instance, warm_start))
     if isinstance(warm_start, WarmStart):
-        return warm_start, {"policy": warm_start.source or "schedule",
-                            "objective": finite_or_none(warm_start.objective(objective)),
-                            "feasible": warm_start.feasible}
+        return warm_start, WarmStartInfo(warm_start.source or "schedule",
+                                         warm_start.objective(objective), warm_start.feasible)
     names = _candidates(warm_start, hyp)
     best: tuple[WarmStart, float] | None = None
     stopped: list[str] = []
@@ -282,11 +240,8 @@ def pick_warm_start(instance: Instance, objective: str, warm_start: Any, hyp: Hy
         if best is None or v < best[1]:
             best = (ws, v)
     if best is None:
-        return None, ({"policy": None, "objective": None, "stopped": stopped} if stopped else None)
-    info: dict[str, Any] = {"policy": best[0].source, "objective": finite_or_none(best[1])}
-    if stopped:
-        info["stopped"] = stopped
-    return best[0], info
+        return None, (WarmStartInfo(None, None, stopped=tuple(stopped)) if stopped else None)
+    return best[0], WarmStartInfo(best[0].source, best[1], stopped=tuple(stopped))
 
 
 def _candidates(warm_start: str, hyp: Hypotheses) -> list[str]:
@@ -321,27 +276,26 @@ def _simulated(instance: Instance, name: str, deadline: float | None,
 
 # -- step 5: the fallback when the model is skipped --------------------------------------------
 def _fallback(instance: Instance, objective: str, ws: WarmStart, bound: BoundResult | None,
-              budget: Budget, rep: SolveReport, search: bool, seed: int
-              ) -> tuple[dict[str, Any], LNSResult | None, SolveReport]:
-    """The warm start as the answer, and with ``search``, large-neighbourhood search from it
-    in what is left of the budget (its schedule when it is better)."""
+              budget: Budget, rep: SolveReport, search: bool, seed: int) -> SolveReport:
+    """The report with the warm start as its answer (:class:`~optsched.solve_types.Fallback`),
+    and with ``search``, large-neighbourhood search from it in what is left of the budget
+    (its schedule when it is better)."""
     lb = None if bound is None else bound.value
     ws_obj = ws.objective(objective)
-    answer: dict[str, Any] = {"policy": ws.source or "schedule", "objective": ws_obj,
-                              "gap": upper_gap(ws_obj, lb)}
+    start = Fallback(ws.source or "schedule", ws_obj, ws.schedule, upper_gap(ws_obj, lb))
     better = _improve(instance, ws, objective, budget, seed) if search else None
     if better is None:
-        return answer, None, rep
-    if better.objective < ws_obj:
-        answer = {"policy": f"lns ({answer['policy']})", "objective": better.objective,
-                  "gap": upper_gap(better.objective, lb), "start_objective": ws_obj,
-                  "lns_seconds": better.runtime}
+        return dc_replace(rep, fallback=start)
+    answer = dc_replace(start, search=SearchRun(better.schedule, better.objective,
+                                                better.runtime, better.method))
+    if answer.improved:
+        answer = dc_replace(answer, gap=upper_gap(better.objective, lb))
         note = (f"the {budget.left() + better.runtime:.0f} s left went to large-neighbourhood "
                 f"search (optsched/search/lns.py): {ws_obj:.6g} -> {better.objective:.6g}")
     else:
         note = (f"the {better.runtime:.0f} s left went to large-neighbourhood search "
                 f"(optsched/search/lns.py), which found nothing better than {ws_obj:.6g}")
-    return answer, better, dc_replace(rep, notes=tuple(rep.notes) + (note,))
+    return dc_replace(rep, notes=tuple(rep.notes) + (note,), fallback=answer)
 
 
 def _improve(instance: Instance, ws: WarmStart, objective: str, budget: Budget,
@@ -362,4 +316,4 @@ def _improve(instance: Instance, ws: WarmStart, objective: str, budget: Budget,
         return None
 
 
-__all__ = ["AUTO_POLICIES", "Solved", "lower_bound", "pick_warm_start", "run", "solve"]
+__all__ = ["AUTO_POLICIES", "lower_bound", "pick_warm_start", "run", "solve"]

@@ -98,10 +98,12 @@ def test_compare_optimum_row_is_solves_answer(capsys):
     d = _solve_json(capsys, "--time-limit", "60")
     cmp = compare(load_instance("tiny"), "vllm", optimal=True, time_limit=60)
     row = cmp.optimum
-    assert row is not None and d["status"] == "optimal" and row.extra["solver_status"] == "optimal"
+    assert row is not None and row.solve is not None
+    assert d["status"] == "optimal" and row.solve.status == "optimal"
     # the same model from the same warm start (vllm): the same optimum, priced by evaluate
     assert row.objective == pytest.approx(d["objective"], rel=1e-9)
-    assert cmp.report is not None and cmp.report.warm_start["policy"] == "vllm"
+    assert cmp.report is not None and cmp.report.warm_start is not None
+    assert cmp.report.warm_start.policy == "vllm"
 
 
 def test_compare_optimum_row_carries_solves_fallback_when_the_model_is_skipped(monkeypatch,
@@ -121,12 +123,13 @@ def test_compare_optimum_row_carries_solves_fallback_when_the_model_is_skipped(m
     assert d["status"] == "no_solution" and d["budget"]["model_built"] is False
     cmp = compare(load_instance("tiny"), "vllm", optimal=True, time_limit=30)
     row = cmp.optimum
-    assert row is not None and row.status == "skipped" and cmp.report is None
-    fb = row.extra["fallback"]
-    assert fb["policy"] == d["fallback"]["policy"] == "vllm"
+    assert row is not None and row.status_text == "skipped" and cmp.report is None
+    assert row.skipped and row.solve is not None and row.solve.fallback is not None
+    fb = row.solve.fallback
+    assert fb.policy == d["fallback"]["policy"] == "vllm"
     # both are evaluate(tiny, vllm's schedule): the same number
-    assert fb["objective"] == d["fallback"]["objective"] == cmp.rows[0].objective
-    assert fb["gap"] == pytest.approx(d["fallback"]["gap"], rel=1e-12)
+    assert fb.objective == d["fallback"]["objective"] == cmp.rows[0].objective
+    assert fb.gap == pytest.approx(d["fallback"]["gap"], rel=1e-12)
 
 
 def _arriving(n: int = 4) -> Instance:

@@ -119,7 +119,7 @@ class SearchOptions:
 class SearchResult:
     """Outcome of :func:`search`. ``objective`` is the search's own path cost (objective units)."""
 
-    status: str  # "optimal", "infeasible" (no schedule under the restrictions) or "no_solution"
+    status: Status  # OPTIMAL, INFEASIBLE (no schedule under the restrictions) or NO_SOLUTION
     objective: float | None
     schedule: Schedule | None
     expanded: int

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ...plugins import Registry
+from ...solve_types import Status
 from ..errors import UnknownSolverError
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ class ColumnStart:
 class BackendOutput:
     """What a backend returns; :func:`optsched.milp.solve` turns it into a SolveResult."""
 
-    status: str
+    status: Status
     objective: float | None = None
     bound: float | None = None
     runtime: float | None = None

@@ -191,7 +191,8 @@ def test_optimum_below_every_policy_and_bound_below_optimum(inst):
     rep = solve(inst, "infermax", "makespan", options=opts(time_limit=20))
     assert rep.status in ("optimal", "feasible"), rep.message
     assert rep.bound <= rep.objective * (1 + REL) + 1e-9
-    ws = rep.warm_start["objective"]
+    assert rep.warm_start is not None and rep.warm_start.objective is not None
+    ws = rep.warm_start.objective
     assert rep.objective <= ws * (1 + REL) + 1e-9
     if rep.status != "optimal":
         return
