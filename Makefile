@@ -55,13 +55,13 @@ demo: $(STAMP)
 # clone), so that no test with a short --time-limit pays for the compilation
 test: $(STAMP)
 	$(BIN)/python -m compileall -q optsched > /dev/null
-	$(BIN)/python -m optsched.warm
+	$(BIN)/python -m optsched.cli.warm
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # pytest exits 5 when it collects nothing: no slow test is not a failure
 test-slow: $(STAMP)
 	$(BIN)/python -m compileall -q optsched > /dev/null
-	$(BIN)/python -m optsched.warm
+	$(BIN)/python -m optsched.cli.warm
 	$(BIN)/python -m pytest $(PYTEST_ARGS) -m slow || [ $$? -eq 5 ]
 
 # the docs site into site/ (git-ignored), warnings as errors: the notebooks are executed in FAST

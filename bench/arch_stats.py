@@ -7,7 +7,9 @@ Reads every ``.py`` file with :mod:`ast` (nothing is imported) and prints:
 - the import graph between optsched modules: module count, edges, and the strongly connected
   components with more than one module (import circles). Edges count imports at module top
   *and* inside functions (an import moved into a function still makes a circle, it only hides
-  it from the interpreter); imports under ``if TYPE_CHECKING:`` are left out (never run);
+  it from the interpreter); imports under ``if TYPE_CHECKING:`` are left out (never run), and
+  counted separately: the edges, circles and upward imports with them included (the layer
+  contract counts them too);
 - function-local imports, split into those marked as deliberate (a ``# lazy`` comment on the
   import, or a ``# lazy`` comment line heading its block of imports: an optional or heavy
   dependency, or CLI start-up time, issue 31)
@@ -35,12 +37,11 @@ from pathlib import Path
 LAYERS: list[list[str]] = [
     ["optsched.cli", "optsched.__main__", "optsched.warm"],
     ["optsched.sweep"],
-    ["optsched.compare"],
+    ["optsched.comparison", "optsched.compare"],
     ["optsched.plot"],
     ["optsched.serving", "optsched.rate_search", "optsched.ceiling"],
     ["optsched.checks"],
-    ["optsched.pipeline"],
-    ["optsched.budget"],
+    ["optsched.solving", "optsched.pipeline", "optsched.budget"],
     ["optsched.search", "optsched.lns", "optsched.lns_decode", "optsched.keysearch",
      "optsched.prefill_phase"],
     ["optsched.oracles", "optsched.bros_ip", "optsched.manifest"],
@@ -55,7 +56,8 @@ LAYERS: list[list[str]] = [
      "optsched.cost", "optsched.evaluate", "optsched.evaluate_fast", "optsched.solve_types",
      "optsched.objectives",
      "optsched.jsonio", "optsched.errors", "optsched.progress", "optsched.stdout_guard",
-     "optsched.plugins", "optsched._api", "optsched.numba_load"],
+     "optsched.plugins", "optsched._api", "optsched.numba_load", "optsched.evaluation",
+     "optsched.runtime"],
 ]
 
 BUCKETS = [(1, 10), (11, 25), (26, 50), (51, 100), (101, 200), (201, 10**9)]
@@ -73,6 +75,8 @@ class ModuleInfo:
     local_unmarked_internal: int = 0
     local_unmarked_external: int = 0
     upward: list[str] = field(default_factory=list)
+    #: the targets of imports under ``if TYPE_CHECKING:`` (not in ``edges``)
+    type_edges: set[str] = field(default_factory=set)
 
 
 def module_name(root: Path, path: Path) -> tuple[str, bool]:
@@ -123,21 +127,24 @@ def marked_lazy(lines: list[str], node: ast.stmt) -> bool:
     return k >= 0 and lines[k].strip().startswith("# lazy")
 
 
-def walk_imports(tree: ast.AST):
-    """Yield (import node, inside a function) for every import not under TYPE_CHECKING."""
-    def visit(node: ast.AST, in_func: bool):
+def walk_imports(tree: ast.AST, type_checking: bool = False):
+    """Yield (import node, inside a function) for every import not under TYPE_CHECKING, or,
+    with ``type_checking``, for every import under it."""
+    def visit(node: ast.AST, in_func: bool, under: bool = False):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.If) and is_type_checking(child):
+                for sub in child.body:
+                    yield from visit_one(sub, in_func, True)
                 for sub in child.orelse:
-                    yield from visit_one(sub, in_func)
+                    yield from visit_one(sub, in_func, under)
                 continue
-            yield from visit_one(child, in_func)
+            yield from visit_one(child, in_func, under)
 
-    def visit_one(child: ast.AST, in_func: bool):
-        if isinstance(child, ast.Import | ast.ImportFrom):
+    def visit_one(child: ast.AST, in_func: bool, under: bool):
+        if isinstance(child, ast.Import | ast.ImportFrom) and under == type_checking:
             yield child, in_func
         inner = in_func or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-        yield from visit(child, inner)
+        yield from visit(child, inner, under)
 
     yield from visit(tree, False)
 
@@ -166,6 +173,8 @@ def scan(root: Path) -> tuple[dict[str, ModuleInfo], list[tuple[str, Path, int, 
         src = info.path.read_text()
         tree = ast.parse(src)
         lines = src.splitlines()
+        for node, _ in walk_imports(tree, type_checking=True):
+            info.type_edges.update(t for t in resolve(info, node, known) if t != info.name)
         for node, in_func in walk_imports(tree):
             targets = [t for t in resolve(info, node, known) if t != info.name]
             info.edges.update(targets)
@@ -229,14 +238,16 @@ def sccs(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(out)
 
 
-def upward_imports(mods: dict[str, ModuleInfo]) -> list[tuple[str, str]]:
-    """Imports from a lower layer to a higher one (smaller index in :data:`LAYERS`)."""
+def upward_imports(mods: dict[str, ModuleInfo], type_checking: bool = False
+                   ) -> list[tuple[str, str]]:
+    """Imports from a lower layer to a higher one (smaller index in :data:`LAYERS`); with
+    ``type_checking``, those under ``if TYPE_CHECKING:`` too."""
     out = []
     for info in mods.values():
         la = layer_of(info.name)
         if la is None:
             continue
-        for t in sorted(info.edges):
+        for t in sorted(info.edges | (info.type_edges if type_checking else set())):
             lb = layer_of(t)
             if lb is not None and lb < la:
                 out.append((info.name, t))
@@ -264,6 +275,9 @@ def report(root: Path) -> str:
     ignores = contract_ignores(root)
     left = sccs({m: {t for t in e if (m, t) not in ignores} for m, e in graph.items()})
     up = upward_imports(mods)
+    full = {m: mods[m].edges | mods[m].type_edges for m in mods}
+    full_left = sccs({m: {t for t in e if (m, t) not in ignores} for m, e in full.items()})
+    up_full = upward_imports(mods, type_checking=True)
     top = [m for m in mods if m.count(".") == 1 and not mods[m].is_package]
     out = [f"# optsched architecture numbers (bench/arch_stats.py, root {root})", ""]
     out.append(f"modules                         {len(mods)}")
@@ -280,6 +294,14 @@ def report(root: Path) -> str:
     marked = sum(i.local_marked for i in mods.values())
     internal = sum(i.local_unmarked_internal for i in mods.values())
     external = sum(i.local_unmarked_external for i in mods.values())
+    out.append(f"with TYPE_CHECKING imports counted: edges {sum(len(e) for e in full.values())}, "
+               f"circles {len(sccs(full))}, without the ignored imports {len(full_left)}, "
+               f"upward imports {len(up_full)}")
+    for c in full_left:
+        out.append(f"  [{len(c)}] " + " ".join(c))
+    for a, b in up_full:
+        if (a, b) not in up:
+            out.append(f"  upward (TYPE_CHECKING): {a} -> {b}")
     out.append(f"function-local imports          {marked + internal + external}")
     out.append(f"  marked '# lazy' (deliberate)  {marked}")
     out.append(f"  unmarked, of optsched modules {internal}")

@@ -59,7 +59,7 @@ sys.path.insert(0, str(REPO))
 
 from optsched.bounds import bound_methods, lower_bound  # noqa: E402
 from optsched.cost import preset  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
+from optsched.evaluation import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits, Request  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
 from optsched.search.lns import LNSOptions, improve  # noqa: E402
@@ -414,7 +414,7 @@ def part_rungs(args) -> list[dict]:
         opt = opt_ms / 1000
         if args.prove:
             from optsched.formulations import SolveOptions
-            from optsched.pipeline import solve
+            from optsched.solving import solve
 
             rep = solve(inst, "infermax", "makespan",
                         options=SolveOptions(time_limit=120, progress=False))

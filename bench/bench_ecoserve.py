@@ -40,7 +40,7 @@ def main(argv=None) -> int:
         print(f"skipped: trace {args.trace} not found (../shared/data missing)")
         return 0
     from optsched.cost import PRESETS
-    from optsched.evaluate import evaluate
+    from optsched.evaluation import evaluate
     from optsched.instance import Limits
     from optsched.policies import SimStats, simulate
     from optsched.serving.rate_search import at_rate

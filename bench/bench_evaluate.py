@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from optsched.cost import PRESETS
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.schedule import Schedule
 

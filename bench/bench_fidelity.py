@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Limits
 from optsched.policies import get_policy, simulate
 from optsched.policies.registry import PolicyError

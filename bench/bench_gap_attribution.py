@@ -89,7 +89,7 @@ sys.path.insert(0, str(REPO))
 from optsched.bounds import lower_bound  # noqa: E402
 from optsched.cost import LinearCost, preset  # noqa: E402
 from optsched.errors import OptschedError  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
+from optsched.evaluation import evaluate  # noqa: E402
 from optsched.formulations.exhaustive.search import SearchOptions, search  # noqa: E402
 from optsched.instance import Instance, Limits, Request  # noqa: E402
 from optsched.policies import list_policies, simulate  # noqa: E402

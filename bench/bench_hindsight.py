@@ -23,7 +23,7 @@ from pathlib import Path
 
 from optsched.formulations import SolveOptions
 from optsched.formulations.hindsight import greedy_starts, objective_of_starts
-from optsched.pipeline import solve
+from optsched.solving import solve
 from optsched.workloads.generators import online_paper_random
 
 DEFAULT_NS = (4, 6, 8, 12, 16, 20, 24, 32, 40, 48, 56, 64)

@@ -31,11 +31,11 @@ import statistics
 import time
 from pathlib import Path
 
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations import SolveOptions
 from optsched.instance import Instance
-from optsched.pipeline import solve
 from optsched.policies import simulate
+from optsched.solving import solve
 from optsched.workloads.generators import online_paper_horizon, online_paper_random
 
 OBJ = "total-latency"

@@ -33,7 +33,7 @@ from optsched.formulations.hindsight import (
     objective_of_starts,
 )
 from optsched.milp.backends.highs import _load_arrays
-from optsched.pipeline import solve
+from optsched.solving import solve
 from optsched.workloads.generators import online_paper_random
 
 OBJ = "total-latency"

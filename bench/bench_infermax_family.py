@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 
 from optsched.cost import preset
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations import Hypotheses, SolveOptions
 from optsched.instance import Limits
-from optsched.pipeline import solve
 from optsched.policies import simulate
+from optsched.solving import solve
 from optsched.workloads.fit import fit_linear_cost
 from optsched.workloads.generators import infermax_fixed
 

@@ -27,10 +27,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_infermax_family import family  # noqa: E402
 
-from optsched.evaluate import evaluate  # noqa: E402
+from optsched.evaluation import evaluate  # noqa: E402
 from optsched.formulations import SolveOptions  # noqa: E402
-from optsched.pipeline import solve  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
+from optsched.solving import solve  # noqa: E402
 
 
 def with_arrivals(inst, gap: float):

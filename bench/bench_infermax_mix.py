@@ -33,7 +33,7 @@ from optsched.formulations import SolveOptions
 from optsched.formulations.infermax import flow as fl
 from optsched.formulations.infermax.solve import FLOW_MAX_ARCS
 from optsched.instance import Limits
-from optsched.pipeline import solve
+from optsched.solving import solve
 from optsched.workloads.generators import LONG, SHORT, infermax_mix
 
 
@@ -53,7 +53,7 @@ def before_variant(inst, objective: str) -> str:
     from optsched.formulations.infermax.horizon import _horizon, entry_batches_upper_bound
     from optsched.formulations.infermax.model import DEFAULT_SLACK
     from optsched.formulations.infermax.solve import _flow_warm_start
-    from optsched.pipeline import pick_warm_start
+    from optsched.solving import pick_warm_start
 
     hyp = Hypotheses()
     ws, _ = pick_warm_start(inst, objective, "auto", hyp)

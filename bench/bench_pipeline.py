@@ -2,7 +2,7 @@
 policy and replays (``evaluate``) the schedule it simulated, on shipped instances and seeded
 Azure windows (:func:`optsched.workloads.traces.seeded_window`, Llama-2-7B preset, M = 30,000).
 
-Only the command line and ``optsched.compare.compare`` are called, so the same script runs
+Only the command line and ``optsched.compare`` are called, so the same script runs
 against an older checkout for the "before" column::
 
     OPTSCHED_TRACES=/work/shared/data/traces PYTHONPATH=$PWD python bench/bench_pipeline.py
@@ -32,17 +32,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))
 
-import optsched.evaluate as E  # noqa: E402
+import optsched.evaluation.evaluator as E  # noqa: E402
 import optsched.policies as P  # noqa: E402
+from optsched import compare  # noqa: E402
 from optsched.cli import main  # noqa: E402
-from optsched.compare import compare  # noqa: E402
 from optsched.cost import preset  # noqa: E402
 from optsched.data import load_instance  # noqa: E402
 from optsched.instance import Instance, Limits  # noqa: E402
 
-MODULES = ("optsched.cli.solve", "optsched.compare", "optsched.budget", "optsched.search.lns",
-           "optsched.formulations.base", "optsched.formulations.infermax.solve",
-           "optsched.formulations.infermax.flow_objectives", "optsched.pipeline")
+MODULES = ("optsched.cli.solve", "optsched.comparison.logic", "optsched.solving.budget",
+           "optsched.search.lns", "optsched.formulations.base",
+           "optsched.formulations.infermax.solve",
+           "optsched.formulations.infermax.flow_objectives", "optsched.solving.pipeline")
 
 
 class Counts:

@@ -21,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 from optsched import plot  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
+from optsched.evaluation import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits, Request  # noqa: E402
 from optsched.schedule import ScheduleBuilder  # noqa: E402
 

@@ -9,13 +9,13 @@ Windows: ``--windows`` consecutive requests of each trace from a start row drawn
 SLO ``--ttft-slo`` and mean TPOT SLO ``--tpot-slo``.
 
 Per window and policy (vLLM, SARATHI, EcoServe, Apt-Serve's scheduler and the extra
-``--best-of`` policies; every schedule replayed by ``optsched.evaluate.evaluate``):
+``--best-of`` policies; every schedule replayed by ``optsched.evaluate``):
 
 * total latency and mean TTFT beside the certified lower bound
   ``lower_bound(inst, objective, "best")`` (its rung: the method that gave it) and the gap
-  ``(value - bound) / bound`` (:func:`optsched.compare.gap`);
+  ``(value - bound) / bound`` (:func:`optsched.comparison.gap`);
 * SLO attainment (``slo_attainment``) beside the certified upper bound (bounds.md B12) and
-  the gap ``(bound - attainment) / bound`` (:mod:`optsched.serving.goodput_gap`);
+  the gap ``(bound - attainment) / bound`` (:mod:`optsched.comparison`);
 * the best policy of the window ("best") for each objective.
 
 With ``--ceiling`` (notebook 08's setting, ``bench_ceiling.py``'s instance): the certified
@@ -44,13 +44,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from optsched.bounds.goodput import goodput_bound  # noqa: E402
-from optsched.compare import gap  # noqa: E402
+from optsched.comparison import gap, goodput_gap_value  # noqa: E402
 from optsched.cost import preset  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
+from optsched.evaluation import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits  # noqa: E402
-from optsched.pipeline import lower_bound  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
-from optsched.serving.goodput_gap import goodput_gap_value  # noqa: E402
+from optsched.solving import lower_bound  # noqa: E402
 from optsched.workloads.traces import read_trace, window_start  # noqa: E402
 from optsched.workloads.traces import window_instance as trace_window  # noqa: E402
 

@@ -143,7 +143,7 @@ def _startup_rows(src: Path, cache: Path | None) -> None:
     code = (
         "import time;t=time.perf_counter();import numba;a=time.perf_counter()-t\n"
         "from optsched.instance import Instance,Limits,Request;from optsched.cost import PRESETS\n"
-        "from optsched.policies import simulate;from optsched import evaluate as E\n"
+        "from optsched.policies import simulate;from optsched.evaluation import evaluator as E\n"
         "i=Instance('x',Limits(kv_capacity=1000,max_batch_tokens=64),"
         "PRESETS['infermax-llama2-7b-a100'],tuple(Request(f'r{k}',k*0.01,5,3) for k in range(50)))\n"
         "t=time.perf_counter();s=simulate(i,'vllm',fast=True);b=time.perf_counter()-t\n"
@@ -229,7 +229,7 @@ def vidur_bench(args) -> None:
     import json
 
     from optsched.cost import PRESETS
-    from optsched.evaluate import evaluate
+    from optsched.evaluation import evaluate
     from optsched.instance import Limits
     from optsched.policies import simulate
     from optsched.workloads.traces import load_azure
@@ -339,8 +339,8 @@ def main(argv=None) -> int:
             args.policies = "vllm,sarathi"
         vidur_bench(args)
         return 0
-    from optsched import evaluate as E
     from optsched.cost import PRESETS
+    from optsched.evaluation import evaluator as E
     from optsched.instance import Limits
     from optsched.policies import simulate
     from optsched.workloads.traces import load_azure

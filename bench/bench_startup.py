@@ -12,7 +12,7 @@ numba's cached-code load, the simulation, the evaluation with its kernel's load,
 ``.npz`` write; for evaluate the instance JSON, the ``.npz`` read, the instance check,
 the report), so the steps sum to about the command's CPU (``bench_simulate.py --process``
 measures the command itself). Both trees need a warm numba cache (``python -m
-optsched.warm`` with the tree first on PYTHONPATH). Prints the minimum over ``--repeat``
+optsched.cli.warm`` with the tree first on PYTHONPATH). Prints the minimum over ``--repeat``
 runs of each step (the machine is shared: the least disturbed run of each). Skips with a
 message when the trace is missing.
 """
@@ -57,7 +57,7 @@ with warnings.catch_warnings():
     simulate_policy(inst.replace(requests=inst.requests[:20]), get_policy("vllm"), fast=True)
     mark("kernel first call (cache load)")
     s = simulate_policy(inst, policy, fast=True); mark("simulate 19,366 requests")
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 ev = evaluate(inst, s); mark("evaluate (+ its kernel load)")
 s.save(sys.argv[2], inst); mark("write .npz")
 inst.save(sys.argv[3])
@@ -74,7 +74,7 @@ from optsched.schedule import Schedule, instance_check
 s = Schedule.load(sys.argv[2]); mark("read .npz")
 check = instance_check(s, inst); mark("instance check (content hash)")
 import numba; mark("import numba")
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 ev = evaluate(inst, s); mark("evaluate (+ kernel load)")
 text = V.table(["metric", "value"], [(label, ev.metrics[k]) for k, label in V.METRIC_ROWS
                                      if k in ev.metrics]); mark("report (table)")

@@ -33,10 +33,10 @@ sys.path.insert(0, str(REPO))
 
 from optsched.checks.claims import RATIO_CLAIMS, check_claim  # noqa: E402
 from optsched.cost import preset  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
+from optsched.evaluation import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits  # noqa: E402
-from optsched.pipeline import lower_bound  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
+from optsched.solving import lower_bound  # noqa: E402
 from optsched.workloads.traces import window_instance as trace_window  # noqa: E402
 
 TRACES = Path(os.environ.get("OPTSCHED_TRACES", REPO.parent / "shared" / "data" / "traces"))

@@ -44,7 +44,7 @@ from optsched.bounds import lower_bound  # noqa: E402
 from optsched.bounds.floors import Floors  # noqa: E402
 from optsched.bounds.srpt import srpt_completions  # noqa: E402
 from optsched.cost import preset  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
+from optsched.evaluation import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits  # noqa: E402
 from optsched.search.prefill_phase import prefill_first_schedule  # noqa: E402
 from optsched.search.prefill_srpt import prefill_srpt_schedule  # noqa: E402

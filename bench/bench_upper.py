@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 
 from optsched.bounds import lower_bound  # noqa: E402
 from optsched.cost import preset  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
+from optsched.evaluation import evaluate  # noqa: E402
 from optsched.instance import Instance, Limits  # noqa: E402
 from optsched.policies import list_policies, simulate  # noqa: E402
 from optsched.search.lns import LNSOptions, improve  # noqa: E402

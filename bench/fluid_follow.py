@@ -41,7 +41,7 @@ from bench_bounds import window_instance  # noqa: E402
 from bench_fluid_ceiling import RECORDED_BEST, relaxation  # noqa: E402
 
 from optsched.bounds import lower_bound  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
+from optsched.evaluation import evaluate  # noqa: E402
 from optsched.schedule import Schedule  # noqa: E402
 
 

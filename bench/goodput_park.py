@@ -36,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from optsched.evaluate import evaluate  # noqa: E402
+from optsched.evaluation import evaluate  # noqa: E402
 from optsched.instance import Instance  # noqa: E402
 from optsched.metrics.serving import serving_metrics  # noqa: E402
 from optsched.schedule import Schedule  # noqa: E402

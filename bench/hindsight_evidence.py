@@ -20,10 +20,10 @@ import argparse
 import json
 from pathlib import Path
 
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations import SolveOptions
-from optsched.pipeline import solve
 from optsched.policies import simulate
+from optsched.solving import solve
 from optsched.workloads.generators import online_paper_horizon, online_paper_random
 
 OUT = Path(__file__).resolve().parent.parent / "instances" / "evidence"

@@ -39,11 +39,11 @@ EXHAUSTIVE_MAX_I = 2  # the state search proves tiny cases that HiGHS cannot clo
 print("I values:", I_VALUES, "| solver time limit:", TIME_LIMIT, "s per solve")
 
 # %%
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations import Hypotheses, SolveOptions
 from optsched.instance import Limits
-from optsched.pipeline import solve
 from optsched.policies import simulate
+from optsched.solving import solve
 from optsched.workloads.generators import infermax_fixed
 
 

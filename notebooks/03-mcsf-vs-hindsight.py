@@ -38,10 +38,10 @@ CLAIM_TRIALS = 30 if FAST else 300
 print(f"n = {N_REQUESTS}, {len(SEEDS)} seeds per setting, rate {RATE}, IP limit {TIME_LIMIT} s")
 
 # %%
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations import SolveOptions
-from optsched.pipeline import solve
 from optsched.policies import simulate
+from optsched.solving import solve
 from optsched.workloads.generators import online_paper_random
 
 runs = []

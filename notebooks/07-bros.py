@@ -24,7 +24,7 @@ import time
 from IPython.display import Markdown, display
 from nbsetup import FAST, md_table, trace_path
 
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Limits
 from optsched.policies import get_policy, simulate
 from optsched.workloads.hybrid import bros_workload, hybrid_metrics

@@ -45,7 +45,7 @@ CODE = CONV.with_name("AzureLLMInferenceTrace_code.csv")
 # %%
 from optsched.bounds import lower_bound
 from optsched.cost import preset
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Limits
 from optsched.policies import get_spec, simulate
 from optsched.workloads.generators import generate

@@ -2,7 +2,7 @@
 
 Storage is columnar (CSR-like numpy arrays), so a schedule with millions of
 entries costs a few arrays. A schedule knows nothing about feasibility; that is
-:func:`optsched.evaluate.evaluate`'s job. Constructing one only checks its
+:func:`optsched.evaluate`'s job. Constructing one only checks its
 *format* (array shapes, pointer monotonicity) and raises
 :class:`~optsched.errors.ScheduleFormatError` when it is malformed.
 

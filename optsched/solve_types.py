@@ -25,9 +25,10 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from .errors import OptschedError
-from .evaluate import Evaluation
+from .evaluation import Evaluation
 from .jsonio import finite_or_none  # noqa: F401  (re-exported: the one _num)
 from .objectives import OBJECTIVES, Objective
+from .progress import pct
 
 if TYPE_CHECKING:
     from .schedule import Schedule
@@ -123,10 +124,26 @@ def relative_gap(objective: float | None, bound: float | None, *,
     return (objective - bound) / abs(bound)
 
 
+def above_optimum(v: float, lower: float | None, upper: float | None, proven: bool) -> str:
+    """How far a schedule of value ``v`` is above the optimum, in words. With a proven
+    optimum ``OPT = upper``, ``v / OPT - 1`` above it; otherwise ``OPT`` lies in ``[L, U]``
+    (``L = lower`` the largest lower bound, ``U = upper`` the best schedule known), so ``v``
+    is at least ``v / U - 1`` and at most ``v / L - 1`` above it."""
+    if proven and upper is not None and upper > 0:
+        return f"{pct(v / upper - 1)} above optimal"
+    lo = None if upper is None or upper <= 0 else max(0.0, v / upper - 1)
+    hi = None if lower is None or not lower > 0 else v / lower - 1
+    if lo is not None and hi is not None:
+        return f"at least {pct(lo)} and at most {pct(hi)} above optimal"
+    if hi is not None:
+        return f"at most {pct(hi)} above optimal"
+    return "of unknown distance to the optimum (no positive lower bound)"
+
+
 @dataclass(frozen=True, eq=False)
 class WarmStart:
-    """A warm-start schedule and its replay by :func:`optsched.evaluate.evaluate`
-    (evaluated once, by :func:`optsched.pipeline.run`; formulations read ``evaluation``
+    """A warm-start schedule and its replay by :func:`optsched.evaluate`
+    (evaluated once, by :func:`optsched.solving.pipeline.run`; formulations read ``evaluation``
     instead of replaying the schedule again). ``source`` names where it came from (a policy,
     a compared row's label); None for a schedule given as such."""
 
@@ -143,4 +160,4 @@ class WarmStart:
 
 
 __all__ = ["MILP_DEFAULTS", "OBJECTIVES", "STATUSES", "Objective", "OptionsError", "SolveOptions",
-           "Status", "WarmStart", "finite_or_none", "relative_gap"]
+           "Status", "WarmStart", "above_optimum", "finite_or_none", "relative_gap"]

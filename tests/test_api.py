@@ -12,10 +12,10 @@ import optsched
 def test_names_resolve_to_their_modules_objects():
     from optsched.data import load_instance
     from optsched.instance import Instance
-    from optsched.pipeline import lower_bound, solve
     from optsched.policies import Plan, Policy, simulate
     from optsched.schedule import Schedule
     from optsched.solve_types import SolveOptions
+    from optsched.solving import lower_bound, solve
 
     expected = {"load": load_instance, "Instance": Instance, "Schedule": Schedule,
                 "simulate": simulate, "Policy": Policy, "Plan": Plan, "solve": solve,
@@ -25,14 +25,26 @@ def test_names_resolve_to_their_modules_objects():
     assert set(optsched.__all__) >= set(expected) | {"evaluate", "compare"}
 
 
-def test_evaluate_and_compare_are_the_modules_and_call_their_functions():
-    import optsched.compare as compare_module
-    import optsched.evaluate as evaluate_module
+def test_no_submodule_is_named_like_a_top_level_name():
+    """Python binds a submodule on its package when it is imported, so a module
+    ``optsched/evaluate.py`` would replace the function ``optsched.evaluate``."""
+    import pkgutil
 
-    assert optsched.evaluate is evaluate_module and optsched.compare is compare_module
+    clash = {m.name for m in pkgutil.iter_modules(optsched.__path__)} & set(optsched.__all__)
+    assert clash == set()
+
+
+def test_evaluate_and_compare_are_functions_whatever_was_imported_first():
+    import optsched.comparison.logic
+    import optsched.evaluation.evaluator
+    from optsched.comparison import compare
+    from optsched.evaluation import evaluate
+
+    assert optsched.evaluate is evaluate and optsched.compare is compare
     inst = optsched.load("tiny")
     sched = optsched.simulate(inst, "vllm")
-    assert optsched.evaluate(inst, sched).metrics == evaluate_module.evaluate(inst, sched).metrics
+    assert optsched.evaluate(inst, sched).metrics == \
+        optsched.evaluation.evaluator.evaluate(inst, sched).metrics
     rows = optsched.compare(inst, ["vllm"]).rows
     assert [r.label for r in rows] == ["vllm"]
 
@@ -49,7 +61,7 @@ def test_load_takes_a_file_or_a_shipped_name(tmp_path):
 
 
 def test_import_optsched_imports_no_api_module():
-    code = ("import sys, optsched; heavy = [m for m in ('numpy', 'optsched.evaluate', "
+    code = ("import sys, optsched; heavy = [m for m in ('numpy', 'optsched.evaluation', "
             "'optsched.formulations', 'optsched.policies') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

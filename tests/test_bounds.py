@@ -147,7 +147,7 @@ def test_the_exact_rung_solves_with_the_solve_it_is_handed():
     """The bounds sit below the pipeline and import no solve (issue 27): without one the exact
     rung says so and ``best`` notes it; handed one (as ``optsched.lower_bound`` hands the
     pipeline's) it calls that solve, and its bound is the exhaustive search's optimum."""
-    from optsched.pipeline import solve
+    from optsched.solving import solve
 
     inst = Instance.load(REPO / "instances" / "seq-unit-3.json")
     with pytest.raises(BoundError, match="no solve was handed down"):

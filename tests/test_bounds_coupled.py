@@ -12,7 +12,7 @@ from optsched.bounds.coupled import frontier, other_entry_rate, srpt_count
 from optsched.bounds.dual import next_smaller, piece_floor
 from optsched.bounds.srpt import srpt_completions
 from optsched.cost import LinearCost, preset
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import simulate
 

@@ -14,7 +14,7 @@ from optsched.bounds import Budget, Floors, lower_bound
 from optsched.bounds.mbt import pswf_mean_busy_sum
 from optsched.bounds.spread import N_BUCKETS, Tradeoff, dual_value, pswf_prices, tradeoff
 from optsched.cost import LinearCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import simulate
 

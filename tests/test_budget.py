@@ -9,11 +9,11 @@ import json
 import numpy as np
 
 import optsched.plot  # noqa: F401 - loaded up front: compare's budget counts its import
-from optsched.budget import ModelEstimate, estimate_model, plan_solve, upper_gap
 from optsched.cli import main
 from optsched.cost import preset
 from optsched.instance import Instance, Limits, Request
 from optsched.solve_types import relative_gap
+from optsched.solving.budget import ModelEstimate, estimate_model, plan_solve, upper_gap
 
 
 def _trace_like(n=20, seed=0) -> Instance:

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from optsched.cost import UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.metrics.serving import serving_metrics
 from optsched.policies import simulate

@@ -21,7 +21,7 @@ from optsched.checks.claims import (
     paper_instance,
     write_counterexample,
 )
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance
 from optsched.policies import simulate

@@ -166,7 +166,7 @@ def test_exhaustive_stops_inside_one_huge_expansion():
     notices the limit while enumerating (it used to finish the expansion first, for minutes)."""
     from optsched.formulations import SolveOptions
     from optsched.instance import Instance
-    from optsched.pipeline import solve
+    from optsched.solving import solve
 
     rep = solve(Instance.load(N40), "exhaustive", "total-latency",
                 options=SolveOptions(time_limit=1, progress=False), warm_start=None)

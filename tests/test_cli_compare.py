@@ -12,7 +12,7 @@ import json
 import pytest
 
 from optsched.cli import main
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations import base
 from optsched.formulations.base import RawSolution, register_formulation
 from optsched.instance import Instance, Limits, Request

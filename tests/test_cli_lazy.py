@@ -1,5 +1,5 @@
-"""The CLI imports only the module of the subcommand it runs (issue 31: lazy imports), and
-every subcommand is still reachable that way."""
+"""The CLI imports only the module of the subcommand it runs (lazy imports), every
+subcommand is still reachable that way, and each lives in the module named like it."""
 
 from __future__ import annotations
 
@@ -28,6 +28,12 @@ def test_every_command_resolves_to_the_module_that_registers_it():
             .get_default("func").__name__  # noqa: SLF001
 
 
+def test_each_command_lives_in_the_module_named_like_it():
+    parser = build_parser()
+    for cmd, sub in parser._subparsers._group_actions[0].choices.items():  # noqa: SLF001
+        assert sub.get_default("func").__module__ == f"optsched.cli.{cmd.replace('-', '_')}", cmd
+
+
 def test_simulate_does_not_import_the_other_commands():
     code = ("import sys; from optsched.cli import build_parser; build_parser(['simulate']); "
             "print(sorted(m for m in sys.modules if m.startswith('optsched.cli.')))")
@@ -37,14 +43,14 @@ def test_simulate_does_not_import_the_other_commands():
 
 
 def test_the_shared_helpers_do_not_import_the_solvers_or_numba():
-    """``evaluate`` and ``simulate`` start without :mod:`optsched.compare` (the solvers, the
-    search) and without numba, which the compiled paths import when they run (issue 31:
-    the table formatter ``fmt`` used to come from compare and brought them all in)."""
+    """``evaluate`` and ``simulate`` start without :mod:`optsched.comparison` (the solvers,
+    the search) and without numba, which the compiled paths import when they run (the table
+    formatter ``fmt`` once came from the comparison module and brought them all in)."""
+    heavy = ("numba", "optsched.comparison", "optsched.solving", "optsched.search")
     code = ("import sys; from optsched.cli import build_parser\n"
             "for cmd in ('evaluate', 'simulate'):\n"
             "    build_parser([cmd])\n"
-            "print(sorted(m for m in ('numba', 'optsched.compare', 'optsched.pipeline',\n"
-            "                         'optsched.search') if m in sys.modules))")
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout
     assert out.strip() == "[]"

@@ -7,7 +7,7 @@ from test_cli_bad_input import GOOD
 
 from optsched.cli import main
 from optsched.cli import simulate as sim_cli
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance
 from optsched.schedule import Schedule
 

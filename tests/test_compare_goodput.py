@@ -1,6 +1,6 @@
 """``optsched compare`` with SLOs: each schedule's SLO attainment beside the certified upper
 bound (formulations/bounds.md B12) and the gap ``(bound - attainment) / bound``
-(``optsched/serving/goodput_gap.py``)."""
+(``optsched/comparison/``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from optsched.cli import main
-from optsched.compare import compare
+from optsched.comparison import GoodputGap, GoodputGapError, GoodputRow, compare, goodput_gap_value
 from optsched.instance import Instance
-from optsched.serving.goodput_gap import GoodputGap, GoodputGapError, GoodputRow, goodput_gap_value
 
 SHIPPED = Path(__file__).resolve().parents[1] / "instances" / "arrivals-unit-3.json"
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from strategies import instances, valid_schedules
 
 from optsched.cost import LinearCost, UnitCost
-from optsched.evaluate import CODES, evaluate
+from optsched.evaluation import CODES, evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.schedule import Schedule
 

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.policies import simulate
 from optsched.schedule import Schedule
 from optsched.workloads.generators import infermax_mix

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations.hindsight import starts_from_schedule
 from optsched.instance import Instance
 from optsched.policies import simulate

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from optsched.checks.claims import PAPER_MODEL, RATIO_CLAIMS
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.formulations.hindsight import starts_from_schedule
 from optsched.instance import Instance

@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from optsched.cost import LinearCost, UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations import Hypotheses, SolveOptions
 from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance, Limits, Request
-from optsched.pipeline import solve
 from optsched.policies import list_policies, simulate
+from optsched.solving import solve
 
 OBJS = ("makespan", "total-latency", "mean-ttft")
 

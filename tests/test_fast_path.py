@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shared_data import SHARED_DATA
 
-from optsched import evaluate_fast
 from optsched.cost import LinearCost, UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
+from optsched.evaluation import fast as evaluate_fast
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, list_policies, simulate
 from optsched.policies.fast import HAVE_NUMBA, KERNELS, fast_config, simulate_fast
@@ -233,7 +233,7 @@ def _bound_obj(inst: Instance, p):
     return p
 
 
-# --- the one-pass compiled evaluator (optsched.evaluate_fast) -----------------------------
+# --- the one-pass compiled evaluator (optsched.evaluation.fast) -----------------------------
 
 EVAL_FIELDS = ("first_token", "completion", "latency", "ttft", "tpot", "evictions",
                "recomputed_tokens", "batch_start", "batch_end", "batch_duration", "batch_kv",
@@ -245,7 +245,7 @@ def assert_same_evaluation(inst: Instance, s: Schedule) -> bool:
     """The compiled replay answers exactly what the vectorised one does, or defers to it;
     returns whether it answered. It must answer for every feasible schedule it covers and
     never for an infeasible one."""
-    import optsched.evaluate as E
+    import optsched.evaluation.evaluator as E
 
     ref = E.evaluate(inst, s)  # vectorised: the schedule is below COMPILED_MIN_ENTRIES
     got = E._compiled(inst, s)
@@ -315,7 +315,7 @@ def test_compiled_evaluation_of_simulated_schedules(policy):
 
 def test_large_schedules_take_the_compiled_evaluator(monkeypatch):
     # evaluate() itself routes a schedule past COMPILED_MIN_ENTRIES to the kernel
-    import optsched.evaluate as E
+    import optsched.evaluation.evaluator as E
 
     inst = infermax_mix("SISO", 30, seed=0)
     s = simulate(inst, "vllm")

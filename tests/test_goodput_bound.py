@@ -10,7 +10,7 @@ import pytest
 
 from optsched.bounds.goodput import GoodputError, counting_misses, goodput_bound
 from optsched.cost import UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import list_policies, simulate
 

@@ -16,7 +16,7 @@ from optsched.bounds.floors import Floors
 from optsched.bounds.goodput import goodput_bound
 from optsched.bounds.goodput_memory import ChargeFloors, rule_works
 from optsched.cost import UnitCost, preset
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import list_policies, simulate
 from optsched.schedule import Schedule

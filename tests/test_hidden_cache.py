@@ -10,7 +10,7 @@ from shared_data import SHARED_DATA  # noqa: E402
 
 from optsched.cost import RHO_DEFAULT, RHO_FITTED, LinearCost, UnitCost, cost_model_from_dict
 from optsched.errors import ScheduleFormatError
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.schedule import Schedule
 
@@ -154,7 +154,7 @@ def _two(hidden=True):
 
 def test_formulations_refuse_hidden_instances_and_schedules():
     from optsched.formulations.base import FormulationError
-    from optsched.pipeline import solve
+    from optsched.solving import solve
 
     for name in ("infermax", "hindsight", "exhaustive"):
         with pytest.raises(FormulationError, match=f"{name}: cannot represent hidden cache"):
@@ -204,7 +204,7 @@ def test_cli_refuses_hidden_cache_with_exit_2(tmp_path):
 
 
 def test_compare_runs_policies_on_a_hidden_cache_instance_without_a_bound(tmp_path):
-    from optsched.compare import CompareInputError, compare
+    from optsched.comparison import CompareInputError, compare
 
     inst = Instance("pair", Limits(kv_capacity=10, max_batch_tokens=64, hidden_cache=True),
                     UnitCost(rho=0.01), (Request("a", 0.0, 6, 2), Request("b", 0.0, 6, 3)))

@@ -4,7 +4,7 @@ batch arrives exactly when the previous one completes under the policy measured.
 import numpy as np
 import pytest
 
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, simulate
 from optsched.workloads.generators import generate

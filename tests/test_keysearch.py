@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from test_fast_path import COLUMNS, online_instances
 
 from optsched.cost import LinearCost, preset
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Limits
 from optsched.policies import simulate
 from optsched.policies.fast import HAVE_NUMBA

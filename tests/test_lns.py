@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from strategies import instances, valid_schedules
 
 from optsched.cli import main
-from optsched.evaluate import OBJECTIVES, evaluate
+from optsched.evaluation import OBJECTIVES, evaluate
 from optsched.formulations.exhaustive import search_between
 from optsched.instance import Instance, Limits, Request
 from optsched.schedule import Schedule
@@ -103,7 +103,7 @@ def test_cli_improve_bad_from(capsys):
 
 
 def test_compare_adds_an_lns_row(tmp_path):
-    from optsched.compare import compare
+    from optsched.comparison import compare
 
     inst, sched = _three_singletons()
     cmp = compare(inst, schedules=[("singletons", sched)], time_limit=5, improve_seconds=2)
@@ -117,7 +117,7 @@ def test_compare_adds_an_lns_row(tmp_path):
 
 
 def test_compare_report_names_the_best_method(tmp_path):
-    from optsched.compare import compare, write_report
+    from optsched.comparison import compare, write_report
 
     inst, sched = _three_singletons()
     cmp = compare(inst, schedules=[("singletons", sched)], time_limit=5)

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import instances, valid_schedules
 
-from optsched.evaluate import OBJECTIVES, evaluate
+from optsched.evaluation import OBJECTIVES, evaluate
 from optsched.policies import simulate
 from optsched.schedule import Schedule
 from optsched.search.decoder import resumable_decoders

@@ -1,4 +1,4 @@
-"""optsched.numba_load: a cached kernel is loaded without numba's registry refresh, the result
+"""optsched.runtime.numba_load: a cached kernel is loaded without numba's registry refresh, the result
 is the kernel's own, and anything else (no cache entry, no numba dispatcher) falls back to
 numba's usual path. Each case runs in a fresh process: the refresh is once per process."""
 
@@ -40,7 +40,7 @@ PROBE = textwrap.dedent("""
     import json, sys
     import numpy as np
     sys.path.insert(0, sys.argv[1])
-    from optsched import numba_load
+    from optsched.runtime import numba_load
     import kern
     out = numba_load.call(kern.cumulate, np.arange(5, dtype=np.int64))
     print(json.dumps({"out": out.tolist(), "loaded": numba_load.LOADED,
@@ -76,15 +76,15 @@ def test_a_stale_cache_falls_back_to_compiling(tmp_path):
 
 
 def test_plain_functions_are_called_as_they_are():
-    from optsched import numba_load
+    from optsched.runtime import numba_load
 
     assert numba_load.call(lambda a, b: a + b, 2, 3) == 5
 
 
 SIMULATE = textwrap.dedent("""
     import json, sys
-    from optsched import numba_load
-    from optsched.evaluate import _compiled
+    from optsched.runtime import numba_load
+    from optsched.evaluation.evaluator import _compiled
     from optsched.workloads.generators import infermax_mix
     from optsched.policies import simulate
     inst = infermax_mix("LILO", 12, seed=3)
@@ -98,10 +98,10 @@ SIMULATE = textwrap.dedent("""
 
 
 def test_the_simulator_and_evaluator_kernels_load_without_refresh():
-    """With the kernels in the cache (``python -m optsched.warm``, run here first), a fresh
+    """With the kernels in the cache (``python -m optsched.cli.warm``, run here first), a fresh
     process loads both without numba's refresh and the schedule is the Python path's."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-m", "optsched.warm"], env=env, check=True,
+    subprocess.run([sys.executable, "-m", "optsched.cli.warm"], env=env, check=True,
                    capture_output=True, timeout=900)
     out = subprocess.run([sys.executable, "-c", SIMULATE], env=env, capture_output=True,
                          text=True, timeout=300)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from strategies import instances
 
 from optsched.cost import preset
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies.simulator import simulate_policy
 from optsched.search.keysearch import key_search, make_decoder, seed_keys

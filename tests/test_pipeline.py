@@ -17,21 +17,22 @@ from collections import Counter
 import numpy as np
 import pytest
 
-import optsched.evaluate as evaluate_module
+import optsched.evaluation.evaluator as evaluate_module
 import optsched.policies as policies_module
 from optsched.cli import main
-from optsched.compare import compare
+from optsched.comparison import compare
 from optsched.cost import preset
 from optsched.data import load_instance
 from optsched.formulations import FORMULATIONS, FormulationError, SizeHint, SolveOptions
 from optsched.instance import Instance, Limits, Request
-from optsched.pipeline import run, solve
+from optsched.solving import run, solve
 
 #: every module on the solve path that may bind ``evaluate`` or ``simulate`` at import
-SOLVE_PATH = ("optsched.cli.solve", "optsched.compare", "optsched.budget", "optsched.search.lns",
-              "optsched.formulations.base", "optsched.formulations.infermax.solve",
+SOLVE_PATH = ("optsched.cli.solve", "optsched.comparison.logic", "optsched.solving.budget",
+              "optsched.search.lns", "optsched.formulations.base",
+              "optsched.formulations.infermax.solve",
               "optsched.formulations.infermax.flow_objectives", "optsched.bounds.exact",
-              "optsched.pipeline", "optsched.verdict")
+              "optsched.solving.pipeline", "optsched.comparison.report")
 
 
 @pytest.fixture
@@ -103,13 +104,14 @@ def test_compare_optimum_row_is_solves_answer(capsys):
 
 def test_compare_optimum_row_carries_solves_fallback_when_the_model_is_skipped(monkeypatch,
                                                                                capsys):
-    import optsched.budget as budget
+    import optsched.solving.budget as budget
 
     # every model "needs" 1000 s per variable, so it is skipped at any time limit; no LNS
     # (its result depends on the time it gets), so the fallback is the warm start itself
     monkeypatch.setattr(budget, "SECONDS_PER_VARIABLE", 1e3)
     monkeypatch.setattr(budget, "SMALL_MODEL_VARIABLES", 0)
-    for name in ("optsched.budget", "optsched.pipeline", "optsched.compare"):
+    for name in ("optsched.solving.budget", "optsched.solving.pipeline",
+                 "optsched.comparison.logic"):
         if importlib.util.find_spec(name) is not None:
             monkeypatch.setattr(importlib.import_module(name), "MIN_LNS_SECONDS", float("inf"),
                                 raising=False)

@@ -7,7 +7,7 @@ import pytest
 
 from optsched import plot
 from optsched.cli import main
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.schedule import Schedule
 

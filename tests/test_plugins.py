@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from optsched.cli import main
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations import FormulationError
 from optsched.instance import Instance, Limits, Request
-from optsched.pipeline import solve
 from optsched.plugins import (
     ParamSpec,
     PluginError,
@@ -27,6 +26,7 @@ from optsched.plugins import (
     positive,
 )
 from optsched.policies import POLICIES, PolicyError, get_policy, list_policies, simulate
+from optsched.solving import solve
 
 HERE = Path(__file__).resolve().parent
 USER = HERE / "user_plugins.py"

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from test_fast_path import online_instances
 
 from optsched.cost import UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.search.prefill_phase import PrefillPhaseError, prefill_first_schedule
 

@@ -12,7 +12,7 @@ from test_prefill_phase import assert_first_tokens_first
 
 from optsched.bounds import lower_bound
 from optsched.cost import LinearCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.search.prefill_phase import PrefillPhaseError
 from optsched.search.prefill_srpt import prefill_srpt_schedule

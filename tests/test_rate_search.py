@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from optsched.cost import UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.metrics.serving import JctSlo, p99_tbt, serving_metrics
 from optsched.schedule import Schedule

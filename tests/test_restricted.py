@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from optsched.compare import bound_is_global, compare
+from optsched.comparison import compare
 from optsched.formulations import SolveOptions
+from optsched.formulations.base import bound_is_global
 from optsched.instance import Instance
-from optsched.pipeline import solve
+from optsched.solving import solve
 
 ROOT = Path(__file__).resolve().parents[1]
 SEQ = Instance.load(ROOT / "instances" / "seq-unit-3.json")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from optsched import evaluate as evaluate_module
 from optsched.cost import _LINEAR_KEYS
-from optsched.evaluate import CODES, _time_tolerance
+from optsched.evaluation import evaluator as evaluate_module
+from optsched.evaluation.evaluator import CODES, _time_tolerance
 from optsched.solve_types import OBJECTIVES
 
 ROOT = Path(__file__).resolve().parents[1]

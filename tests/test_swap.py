@@ -8,12 +8,12 @@ import pytest
 
 from optsched.cost import KSWAP_DEFAULT, LinearCost, UnitCost, cost_model_from_dict, kswap_from_hardware
 from optsched.errors import ScheduleFormatError
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations.base import FormulationError
 from optsched.instance import Instance, Limits, Request
-from optsched.pipeline import solve
 from optsched.policies import Plan, Policy, SimulationError, simulate
 from optsched.schedule import Schedule
+from optsched.solving import solve
 
 
 def _inst(cost=None, host=8, M=8, block=1):

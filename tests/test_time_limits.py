@@ -160,7 +160,7 @@ def test_python_solve_sizes_the_model_like_the_cli():
     would have ~1.3e8 variables (47 per request and batch slot, J ~ 13,900); it is skipped
     and the report says so, instead of being built (126 s at 4.5M variables before)."""
     from optsched.formulations import SolveOptions
-    from optsched.pipeline import solve
+    from optsched.solving import solve
 
     inst = trace_like(200)
     took, most, rep = timed_call(solve, inst, "infermax", "total-latency", limit=5,

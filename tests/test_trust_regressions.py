@@ -17,7 +17,7 @@ import pytest
 from optsched.cli import main
 from optsched.cost import DEFAULT_PRESET, KSWAP_DEFAULT, RHO_DEFAULT, LinearCost, UnitCost, preset
 from optsched.errors import InstanceError, ScheduleFormatError
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import Plan, Policy, simulate
 from optsched.policies.registry import PolicyError, SimulationError
@@ -131,7 +131,7 @@ def test_epoch_arrivals_solve_like_shifted_ones(objective):
     by the offset, is the optimum (every constraint is invariant under a common shift of
     arrivals and starts; makespan moves by the offset, latencies not at all)."""
     from optsched.formulations import SolveOptions
-    from optsched.pipeline import solve
+    from optsched.solving import solve
 
     base = Instance.load(GOOD).replace(cost_model=preset(DEFAULT_PRESET))
     off = 1.7e9
@@ -406,7 +406,7 @@ def test_epoch_arrivals_keep_the_bound_tight():
     """Before: the bound's relative safety margin (1e-9) was taken of the epoch time itself,
     1.7 s below the optimum at t = 1.7e9 while the whole schedule lasts 0.04 s. Shifted, the
     bound is the shifted instance's plus the offset, and still below the optimum."""
-    from optsched.pipeline import lower_bound
+    from optsched.solving import lower_bound
 
     base = Instance.load(GOOD).replace(cost_model=preset(DEFAULT_PRESET))
     off = 1.7e9

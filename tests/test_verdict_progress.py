@@ -7,7 +7,7 @@ import json
 
 from optsched.cli import main
 from optsched.milp.progress import HEARTBEAT_SECONDS, Progress
-from optsched.verdict import above_optimum
+from optsched.solve_types import above_optimum
 
 
 def _verdict_line(err: str) -> str:

@@ -29,7 +29,7 @@ def test_normalized_latency_over_finished_requests():
 
 
 def test_one_gap_formula_per_objective_and_per_bound():
-    from optsched.compare import gap
+    from optsched.comparison import gap
     from optsched.solve_types import relative_gap
 
     # per objective (the MIP gap): |110 - 100| / 110 = 1/11

@@ -1,7 +1,7 @@
-"""``python -m optsched.warm`` (run by ``make test`` before the suite) runs every kernel."""
+"""``python -m optsched.cli.warm`` (run by ``make test`` before the suite) runs every kernel."""
 
+from optsched.cli.warm import warm
 from optsched.policies.fast import HAVE_NUMBA
-from optsched.warm import warm
 
 
 def test_warm_runs_the_kernels():

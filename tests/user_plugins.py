@@ -4,7 +4,7 @@ loaded by ``tests/test_plugins.py`` as ``tests/user_plugins.py:Name``, as
 
 from __future__ import annotations
 
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations import RawSolution
 from optsched.plugins import ParamSpec
 from optsched.policies import Plan, Policy, simulate

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import OptschedError
-from ..evaluate import OBJECTIVES
+from ..evaluation import OBJECTIVES
 from ..instance import Instance
 from ..plugins import BOUNDS
 from ..solve_types import Objective, SolveOptions
@@ -37,7 +37,7 @@ class BoundError(OptschedError):
 
 
 class ExactSolve(Protocol):
-    """The one solve as the ``exact`` rung calls it: :func:`optsched.pipeline.solve`, handed
+    """The one solve as the ``exact`` rung calls it: :func:`optsched.solving.pipeline.solve`, handed
     down by the layer above (this package may not import the pipeline, which imports it)."""
 
     def __call__(self, instance: Instance, formulation: str, objective: str, *,
@@ -49,7 +49,7 @@ class Budget:
     """What the methods of one command may spend: wall-clock time (``--time-limit``) and, for
     the ``exact`` rung, a solve (``exact_solve``; None: that rung says it cannot run).
 
-    The solve is injected, not imported: :func:`optsched.pipeline.lower_bound` (the top-level
+    The solve is injected, not imported: :func:`optsched.solving.pipeline.lower_bound` (the top-level
     ``optsched.lower_bound``, ``optsched bound``) passes the pipeline's ``solve``."""
 
     deadline: float | None = None  # time.perf_counter() value, None = unlimited
@@ -173,7 +173,7 @@ def lower_bound(instance: Instance, objective: str = "makespan", method: str = "
     """A certified lower bound on the optimum of ``objective`` (``formulations/bounds.md``).
 
     ``exact_solve``: the solve the ``exact`` rung (and so ``best``) may use; without one (here
-    or in ``budget``) that rung reports that it cannot run. :func:`optsched.pipeline.lower_bound`
+    or in ``budget``) that rung reports that it cannot run. :func:`optsched.solving.pipeline.lower_bound`
     -- the top-level ``optsched.lower_bound`` -- supplies the pipeline's."""
     if objective not in OBJECTIVES:
         raise BoundError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")

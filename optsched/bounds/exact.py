@@ -12,7 +12,7 @@
 
 Which model applies and how big it is are the registered formulation's ``applicable`` and
 ``estimate`` hooks (``optsched.formulations.base.FormulationInfo``); every solve goes through
-the one pipeline (:func:`optsched.pipeline.solve`), which the caller hands down in the budget
+the one pipeline (:func:`optsched.solving.pipeline.solve`), which the caller hands down in the budget
 (:attr:`Budget.exact_solve <optsched.bounds.base.Budget>`): the pipeline imports this package,
 so this package does not import it (issue 27: no upward import). Without it the rung says so.
 
@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import OptschedError
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from ..formulations.base import FORMULATIONS, SizeHint
 from ..policies import simulate
 from ..solve_types import SolveOptions, Status
@@ -118,7 +118,7 @@ def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
     if solve is None:
         raise BoundError("exact: no solve was handed down (optsched.lower_bound and `optsched "
                          "bound` pass the pipeline's; optsched.bounds.lower_bound takes "
-                         "exact_solve=optsched.pipeline.solve)")
+                         "exact_solve=optsched.solving.pipeline.solve)")
     left = budget.left()
     if left < MIN_SECONDS:
         raise BoundError(f"exact: {left:.2g} s left, not started")

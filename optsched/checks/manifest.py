@@ -29,11 +29,11 @@ from typing import Any
 from ..cost import UnitCost
 from ..data import embedded_instance_names, embedded_instance_path
 from ..errors import OptschedError
-from ..evaluate import OBJECTIVES
+from ..evaluation import OBJECTIVES
 from ..formulations import SolveOptions
 from ..instance import Instance
-from ..pipeline import solve
 from ..solve_types import Status
+from ..solving import solve
 
 REPO = Path(__file__).resolve().parents[2]
 INSTANCES = REPO / "instances"

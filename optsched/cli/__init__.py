@@ -1,8 +1,10 @@
 """The ``optsched`` command line.
 
-Each subcommand lives in its own module in this package and defines
-``register(subparsers)``, which adds its parser and sets ``func`` to a callable
-``func(args) -> int`` (the exit code). Adding a command touches one file.
+Each subcommand lives in its own module in this package, named like the command
+(``kv-capacity`` in ``kv_capacity.py``), and defines ``register(subparsers)``, which adds its
+parser and sets ``func`` to a callable ``func(args) -> int`` (the exit code). Adding a command
+touches one file. Modules starting with ``_`` are shared helpers; ``warm.py`` (``python -m
+optsched.cli.warm``) registers no command.
 
 Exit codes mean one thing in every command: 0 an answer exists (a feasible schedule, an
 optimum, or the best schedule found with a certified bound); 1 a negative answer (an
@@ -23,14 +25,10 @@ import threading
 import warnings
 
 from ..errors import OptschedError
-from ..stdout_guard import stdout_for_python_only
+from ..runtime.stdout_guard import stdout_for_python_only
 
 EXIT_OK, EXIT_NO, EXIT_INPUT, EXIT_SOLVER_ERROR = 0, 1, 2, 3
 
-
-#: subcommands registered by a module of another name (the others live in ``<name>.py``)
-_HOSTS = {"policies": "simulate", "evaluate": "validate", "info": "generate",
-          "fit": "generate", "kv-capacity": "generate"}
 
 
 def _command_module(argv: list[str]) -> str | None:
@@ -39,7 +37,7 @@ def _command_module(argv: list[str]) -> str | None:
     words = [a for a in argv if not a.startswith("-")]
     if not words or any(a in ("-h", "--help", "--version") for a in argv[: argv.index(words[0])]):
         return None
-    name = _HOSTS.get(words[0], words[0].replace("-", "_"))
+    name = words[0].replace("-", "_")
     if name.startswith("_") or not any(m.name == name for m in pkgutil.iter_modules(__path__)):
         return None
     return name

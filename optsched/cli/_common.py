@@ -9,14 +9,23 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..cost import UnitCost
 from ..errors import InputFileError
 from ..instance import Instance
+from ..progress import fmt
 from ..schedule import Schedule, instance_check
 from ..solve_types import finite_or_none
-from ..verdict import fmt
 
-__all__ = ["checked_schedule", "fmt", "image_file", "load_instance", "load_schedule",
-           "output_dir", "output_file", "print_json", "seed_arg", "table"]
+__all__ = ["checked_schedule", "cost_name", "fmt", "image_file", "load_instance", "load_schedule",
+           "output_dir", "output_file", "print_json", "print_violations", "seed_arg", "table"]
+
+
+def cost_name(inst: Instance) -> str:
+    """The cost model's preset name, ``unit``, or its kind (``info``, ``generate``)."""
+    cm = inst.cost_model
+    if isinstance(cm, UnitCost):
+        return "unit"
+    return getattr(cm, "preset", None) or cm.to_dict().get("kind", "?")
 
 
 def seed_arg(text: str) -> int:
@@ -127,6 +136,17 @@ def _default(o):
     if isinstance(o, np.ndarray):
         return o.tolist()
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def print_violations(ev) -> None:
+    """The violations of an infeasible evaluation, one a line (``validate``, ``evaluate``)."""
+    total = sum(ev.violation_counts.values())
+    print(f"infeasible: {total} violation(s)")
+    for v in ev.violations:
+        print(f"  {v}")
+    shown = len(ev.violations)
+    if shown < total:
+        print(f"  ... and {total - shown} more (counts: {ev.violation_counts})")
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:

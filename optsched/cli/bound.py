@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..evaluate import OBJECTIVES
+from ..evaluation import OBJECTIVES
 from . import EXIT_OK
 from ._common import load_instance, print_json, table
 
@@ -41,15 +41,14 @@ def run(args) -> int:
                          f"{', '.join(methods)}")
     inst = load_instance(args.instance)
     # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..budget import command_seconds
-
     # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..pipeline import lower_bound  # the ladder with the one solve for its exact rung
+    from ..solving import lower_bound  # the ladder with the one solve for its exact rung
+    from ..solving.budget import command_seconds
 
     res = lower_bound(inst, args.objective, args.method,
                       time_limit=command_seconds(args.time_limit))
     # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..verdict import bound_verdict, say
+    from ..comparison.report import bound_verdict, say
 
     verdict = bound_verdict(inst, args.objective, res)
     if args.json:
@@ -58,7 +57,7 @@ def run(args) -> int:
         say(verdict)
         return EXIT_OK
     # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..verdict import unit
+    from ..progress import unit
 
     rows = [(f"lower bound ({unit(inst)})", res.value), ("method", res.method),
             ("objective", res.objective),

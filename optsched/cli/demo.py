@@ -62,7 +62,7 @@ def run(args) -> int:
     # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..formulations import Hypotheses, SolveOptions
     from ..instance import Instance
-    from ..pipeline import solve
+    from ..solving import solve
 
     report = json.loads((Path(args.output) / "report.json").read_text())
     best = next((r for r in report["rows"] if r["kind"] == "optimum"

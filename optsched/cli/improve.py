@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..evaluate import OBJECTIVES, evaluate
+from ..evaluation import OBJECTIVES, evaluate
 from . import EXIT_OK, EXIT_SOLVER_ERROR
 from ._common import checked_schedule, load_instance, output_file, print_json, seed_arg, table
 
@@ -59,8 +59,8 @@ def _start_schedule(inst, start: str, deadline: float):
 
 def run(args) -> int:
     # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..budget import command_seconds
     from ..search.lns import LNSOptions, improve
+    from ..solving.budget import command_seconds
 
     t0 = time.perf_counter()
     limit = command_seconds(args.time_limit)  # the budget counts from the command's start

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from . import EXIT_OK
 from ._common import image_file, load_instance, load_schedule
 

@@ -7,7 +7,7 @@ import sys
 from dataclasses import replace
 
 from ..errors import OptschedError
-from ..evaluate import OBJECTIVES, evaluate
+from ..evaluation import OBJECTIVES, evaluate
 from ..plugins import parse_assignments
 from ..solve_types import Status
 from . import EXIT_NO, EXIT_OK, EXIT_SOLVER_ERROR
@@ -95,9 +95,9 @@ def resolve_than(instance, than: str, objective: str) -> float:
 
 def run(args) -> int:
     # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..budget import command_seconds
     from ..formulations import Hypotheses, SolveOptions
-    from ..pipeline import run as solve_pipeline
+    from ..solving import run as solve_pipeline
+    from ..solving.budget import command_seconds
 
     output_file(args.output)
     output_file(args.log, "--log")
@@ -131,7 +131,7 @@ def run(args) -> int:
     rep, lb = done.report, done.lower_bound
     assert lb is not None  # lower="combinatorial" always gives one
     # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..verdict import say, solve_verdict
+    from ..comparison.report import say, solve_verdict
 
     verdict = solve_verdict(inst, args.objective, done, hyp,
                             None if args.at_most is None else (args.at_most, args.than))
@@ -141,7 +141,7 @@ def run(args) -> int:
         print_json({**done.to_dict(), "verdict": verdict})
     else:
         # lazy: each subcommand imports what it runs (start-up time, issue 31)
-        from ..verdict import unit
+        from ..progress import unit
 
         u = unit(inst)
         rows = [("status", rep.status), (f"objective ({u})", rep.objective),

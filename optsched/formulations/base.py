@@ -5,20 +5,20 @@ hindsight IP, exhaustive search...). Every formulation registers a function
 
     run(instance, objective, hypotheses, options, warm_start) -> RawSolution
 
-and, optionally, two hooks the solve pipeline (:mod:`optsched.pipeline`) asks before any
+and, optionally, two hooks the solve pipeline (:mod:`optsched.solving.pipeline`) asks before any
 model is built: ``applicable(instance, objective, options, hypotheses)`` (None, or why the
 requested model cannot represent the instance) and ``estimate(instance, objective, options,
 hint, hypotheses)`` (the :class:`ModelSize` it would build). :func:`solve_model` runs the
 formulation on an already evaluated warm start and :func:`_check` replays its answer:
 
 1. calls the formulation (on arrivals shifted to start at 0, :func:`arrival_origin`);
-2. replays the decoded schedule through :func:`optsched.evaluate.evaluate`;
+2. replays the decoded schedule through :func:`optsched.evaluate`;
 3. checks that the solver's objective equals the evaluator's within 1e-6
    relative (else the report's status is ``error``: it fails loudly);
 4. returns a :class:`SolveReport` with the JSON contract of ``optsched solve --json``.
 
 Picking the warm start, sizing the model against the budget and the fallback live one floor
-up, in :func:`optsched.pipeline.run`.
+up, in :func:`optsched.solving.pipeline.run`.
 
 A formulation that builds a MILP hands the solve path a :class:`BuiltModel` (the InferMax
 Big-M and flow models, the hindsight model): the model, its variable blocks, the time scale,
@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import OptschedError
-from ..evaluate import Evaluation, evaluate
+from ..evaluation import Evaluation, evaluate
 from ..instance import Instance
 from ..plugins import ParamSpec, Registry, describe_object, parse_params
 from ..schedule import Schedule
@@ -276,7 +276,7 @@ class SizeHint:
 class ModelSize:
     """The model a formulation would build (its ``estimate`` hook): which ``variant``, its
     ``columns`` and ``rows``, and ``build_units``, the count its build and hand-over time
-    grows with (:func:`optsched.budget.estimate_model` prices it in seconds)."""
+    grows with (:func:`optsched.solving.budget.estimate_model` prices it in seconds)."""
 
     variant: str
     columns: int
@@ -458,7 +458,7 @@ def solve_model(instance: Instance, formulation: str, objective: str, *,
                 options: SolveOptions, hypotheses: Hypotheses, warm_start: WarmStart | None,
                 warm_info: dict[str, Any] | None = None) -> SolveReport:
     """Build, solve, decode, replay and check, from a warm start the caller has picked and
-    evaluated (:func:`optsched.pipeline.run` does both, once) and with the solver's time
+    evaluated (:func:`optsched.solving.pipeline.run` does both, once) and with the solver's time
     already sized; arguments as checked by :func:`prepare_solve`."""
     info = FORMULATIONS.get(formulation)
     t0 = time.perf_counter()

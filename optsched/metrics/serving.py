@@ -1,5 +1,5 @@
 """Serving metrics of the EcoServe and Apt-Serve evaluations, computed from the one
-evaluator's replay (:class:`~optsched.evaluate.Evaluation`) -- never from a policy's own
+evaluator's replay (:class:`~optsched.evaluation.Evaluation`) -- never from a policy's own
 bookkeeping -- plus the policy's decision time measured by the simulator
 (:class:`~optsched.policies.SimStats`).
 
@@ -15,7 +15,7 @@ bookkeeping -- plus the policy's decision time measured by the simulator
 * **TTFT / P99 TBT SLOs** (Apt-Serve's effective throughput): a request meets them when its
   TTFT is at most ``ttft_slo`` and the 99th percentile (nearest rank) of its time between
   tokens is at most ``tbt_slo``. Token times are the batch ends of *every* entry that
-  generated a token (:attr:`~optsched.evaluate.Evaluation.entry_generates`): the first
+  generated a token (:attr:`~optsched.evaluation.Evaluation.entry_generates`): the first
   token, every decode, and the token a refill produces after an eviction (semantics
   section 3, step 2), so a preemption shows as the gap before the refill's token. (Counting
   decodes only, as before issue 29, skipped refill tokens: a request whose later tokens all
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import OptschedError
-from ..evaluate import Evaluation
+from ..evaluation import Evaluation
 from ..instance import Instance
 from ..schedule import Schedule
 

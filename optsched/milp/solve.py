@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from ..runtime.stdout_guard import c_stdout_to_stderr
 from ..solve_types import MILP_DEFAULTS, SolveOptions, Status
-from ..stdout_guard import c_stdout_to_stderr
 from .backends import BackendOutput, ColumnStart, backend_names, get_backend
 from .backends.base import Backend
 from .backends.highs import _load_arrays, new_highs, run_highs

@@ -1148,7 +1148,7 @@ def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int
         idx_of_rank = np.lexsort((np.arange(instance.n), arr))
         rank_of = np.empty(instance.n, np.int64)
         rank_of[idx_of_rank] = np.arange(instance.n)
-    from ..numba_load import call
+    from ..runtime.numba_load import call
 
     out = call(simulate_unified, arr, arr[order], order,
                            np.ascontiguousarray(instance.prompt, np.int64),

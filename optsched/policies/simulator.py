@@ -1,6 +1,6 @@
 """The simulator: runs a policy over an :class:`~optsched.instance.Instance` and returns a
 :class:`~optsched.schedule.Schedule`. It computes **no metrics**; callers judge the
-schedule with :func:`optsched.evaluate.evaluate` (the one validator/evaluator).
+schedule with :func:`optsched.evaluate` (the one validator/evaluator).
 
 The loop (InferMax Algorithm 1, lines 3-7; Vidur's "the scheduler produces the next
 batch" hook):
@@ -292,7 +292,7 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     """Run ``policy`` over ``instance``; return the schedule (no metrics). ``stats``, if
     given, receives the policy's decision time. ``deadline`` (a ``time.perf_counter()``
     value) stops the run with :class:`SimulationTimeout` once passed, checked every
-    :data:`DEADLINE_EVERY` decisions (a command's ``--time-limit``, optsched/budget.py).
+    :data:`DEADLINE_EVERY` decisions (a command's ``--time-limit``, optsched/solving/budget.py).
 
     A built-in policy that has a compiled kernel (:mod:`optsched.policies.fast`) can run
     there: the same schedule, batch for batch (``tests/test_fast_path.py``); its ``stats``

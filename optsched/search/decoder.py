@@ -2,7 +2,7 @@
 
 A *key decoder* turns a priority key -- one number per request, smallest first (ties by
 arrival, then instance order, as the policies rank) -- into a whole schedule of one instance.
-Its schedules are judged like any other by :func:`optsched.evaluate.evaluate`, so a decoder
+Its schedules are judged like any other by :func:`optsched.evaluate`, so a decoder
 only has to build feasible schedules; how good they are is the search's business.
 
 * :class:`Decoder`: bound to one instance, ``decode(key)`` is the schedule (or None when it

@@ -39,7 +39,7 @@ around the best (key, decoder) with accept-if-strictly-better moves, each named:
 * ``block``: the keys of a block of consecutive arrivals multiplied by random factors;
 * ``decoder``: the best key decoded by another decoder.
 
-Every candidate is judged by :func:`optsched.evaluate.evaluate` (the one evaluator), so the
+Every candidate is judged by :func:`optsched.evaluate` (the one evaluator), so the
 objective the search compares is the evaluator's; the kernel's schedules are those of the
 Python path batch for batch (``tests/test_keysearch.py``). Seeded (one
 ``numpy.random.Generator``); with ``max_iterations`` a run is reproducible whatever the
@@ -57,7 +57,7 @@ import numpy as np
 
 from ..bounds.floors import Floors
 from ..bounds.srpt import job_works
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from ..instance import Instance
 from ..objectives import OBJECTIVES
 from ..policies.fast import HAVE_NUMBA, fast_config, simulate_fast

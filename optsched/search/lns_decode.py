@@ -12,7 +12,7 @@ after a replayed prefix (:class:`PolicyDecoder`, a
   tries it first for mean TTFT.
 
 Both read the true output lengths (hypothetical): a decoded schedule is a schedule like any
-other, judged by :func:`optsched.evaluate.evaluate`; it bounds the optimum from above.
+other, judged by :func:`optsched.evaluate`; it bounds the optimum from above.
 
 **Resuming** (:class:`Resume`): the schedule's first ``j0`` batches are replayed as they are
 (a batch waits for the arrivals of the requests it touches, which is the evaluator's "as

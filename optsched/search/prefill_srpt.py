@@ -16,7 +16,7 @@ tokens is shorter than what would remain), the running chunk is cut to end at th
 ``min_chunk`` tokens is not worth a batch's fixed time, so the server waits for the arrival
 instead. Without a cut the prompt runs in chunks of ``C`` tokens. KV of finished prompts is
 kept until memory is needed (evicted oldest first, like the other prefill-first decoders).
-Like every schedule, the result is judged by :func:`optsched.evaluate.evaluate` (no stated
+Like every schedule, the result is judged by :func:`optsched.evaluate` (no stated
 starts: each batch runs as early as possible, semantics section 4).
 """
 

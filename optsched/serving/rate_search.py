@@ -30,7 +30,7 @@ import numpy as np
 
 from ..cost import LinearCost, UnitCost
 from ..errors import OptschedError
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from ..instance import Instance, Request
 from ..metrics.registry import METRICS, RateMetric, register_metric
 from ..metrics.serving import JctSlo, serving_metrics

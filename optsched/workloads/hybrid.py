@@ -37,7 +37,7 @@ import numpy as np
 
 from ..cost import CostModel
 from ..errors import InstanceError
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from ..instance import Instance, Limits, Request
 from ..metrics.serving import normalized_latency
 from .defaults import check_int, check_rate, default_cost, default_limits
@@ -271,7 +271,7 @@ def _coserving_throughput(instance: Instance, evaluation: Any, rt: np.ndarray,
 def _token_attainment(instance: Instance, evaluation: Any, schedule: Any,
                       rt: np.ndarray) -> float | None:
     """Share of RT inter-token gaps within the request's TPOT SLO (every entry that
-    generated a token: :attr:`~optsched.evaluate.Evaluation.entry_generates`)."""
+    generated a token: :attr:`~optsched.evaluation.Evaluation.entry_generates`)."""
     gen = evaluation.entry_generates
     req = schedule.entry_req[gen]
     t = evaluation.batch_end[schedule.batch_of_entry[gen]]

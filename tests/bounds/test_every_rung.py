@@ -34,7 +34,7 @@ from test_bounds import _assert_below, instances, larger_instances
 
 import optsched
 from optsched.bounds import BoundError, bound_methods
-from optsched.evaluate import OBJECTIVES, evaluate
+from optsched.evaluation import OBJECTIVES, evaluate
 from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance
 from optsched.policies import list_policies, simulate

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from optsched import milp
 from optsched.cli import main as cli_main
 from optsched.cost import LinearCost, UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations import FormulationError, Hypotheses, SolveOptions
 from optsched.formulations.hindsight import (
     HindsightParams,
@@ -31,8 +31,8 @@ from optsched.formulations.hindsight import (
 )
 from optsched.formulations.hindsight.floors import separation_intervals
 from optsched.instance import Instance, Limits, Request
-from optsched.pipeline import solve
 from optsched.schedule import Schedule
+from optsched.solving import solve
 
 OPTS = SolveOptions(time_limit=30, threads=1, progress=False)
 

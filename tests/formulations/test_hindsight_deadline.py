@@ -28,7 +28,7 @@ from optsched.formulations.hindsight.deadline import (
 )
 from optsched.instance import Instance, Limits, Request
 from optsched.milp import lp_relaxation_value
-from optsched.pipeline import solve
+from optsched.solving import solve
 from optsched.workloads.generators import online_paper_random
 
 

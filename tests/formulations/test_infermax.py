@@ -18,12 +18,12 @@ from strategies import instances, valid_schedules  # noqa: E402
 
 from optsched import milp  # noqa: E402
 from optsched.cost import LinearCost, UnitCost, preset  # noqa: E402
-from optsched.evaluate import OBJECTIVES, evaluate  # noqa: E402
+from optsched.evaluation import OBJECTIVES, evaluate  # noqa: E402
 from optsched.formulations import Hypotheses, SolveOptions  # noqa: E402
 from optsched.formulations import infermax as ix  # noqa: E402
 from optsched.instance import Instance, Limits, Request  # noqa: E402
-from optsched.pipeline import solve  # noqa: E402
 from optsched.schedule import Schedule  # noqa: E402
+from optsched.solving import solve  # noqa: E402
 
 REL = 1e-6
 

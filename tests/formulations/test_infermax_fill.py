@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from strategies import instances, valid_schedules  # noqa: E402
 
 from optsched.cost import PRESETS, LinearCost  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
+from optsched.evaluation import evaluate  # noqa: E402
 from optsched.formulations import Hypotheses, SolveOptions  # noqa: E402
 from optsched.formulations.infermax.fill import (  # noqa: E402
     FillModel,
@@ -28,7 +28,7 @@ from optsched.formulations.infermax.fill import (  # noqa: E402
 )
 from optsched.formulations.infermax.flow import entry_batches  # noqa: E402
 from optsched.instance import Limits  # noqa: E402
-from optsched.pipeline import solve  # noqa: E402
+from optsched.solving import solve  # noqa: E402
 from optsched.workloads.generators import infermax_mix  # noqa: E402
 
 SET = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from strategies import instances, valid_schedules  # noqa: E402
 
 from optsched.cost import PRESETS, LinearCost  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
+from optsched.evaluation import evaluate  # noqa: E402
 from optsched.formulations import Hypotheses, SolveOptions  # noqa: E402
 from optsched.formulations.infermax import canonical  # noqa: E402
 from optsched.formulations.infermax.flow import (  # noqa: E402
@@ -30,8 +30,8 @@ from optsched.formulations.infermax.flow import (  # noqa: E402
     telescopes,
 )
 from optsched.instance import Limits  # noqa: E402
-from optsched.pipeline import solve  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
+from optsched.solving import solve  # noqa: E402
 from optsched.workloads.generators import infermax_fixed  # noqa: E402
 
 SET = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from strategies import instances, valid_schedules  # noqa: E402
 from test_infermax_flow import family, linear_costs  # noqa: E402
 
-from optsched.evaluate import evaluate  # noqa: E402
+from optsched.evaluation import evaluate  # noqa: E402
 from optsched.formulations import Hypotheses, SolveOptions  # noqa: E402
 from optsched.formulations.infermax import canonical  # noqa: E402
 from optsched.formulations.infermax.flow import FlowModel, applicable, entry_batches  # noqa: E402
@@ -37,8 +37,8 @@ from optsched.formulations.infermax.flow_objectives import (  # noqa: E402
 )
 from optsched.formulations.infermax.horizon import entry_batches_upper_bound  # noqa: E402
 from optsched.instance import Limits  # noqa: E402
-from optsched.pipeline import solve  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
+from optsched.solving import solve  # noqa: E402
 
 SET = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from strategies import instances, valid_schedules  # noqa: E402
 
 from optsched.cost import LinearCost  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
+from optsched.evaluation import evaluate  # noqa: E402
 from optsched.formulations import SolveOptions  # noqa: E402
 from optsched.formulations.base import Hypotheses  # noqa: E402
 from optsched.formulations.infermax import canonical  # noqa: E402
@@ -31,8 +31,8 @@ from optsched.formulations.infermax.flow import (  # noqa: E402
     split_remainder,
 )
 from optsched.instance import Limits  # noqa: E402
-from optsched.pipeline import solve  # noqa: E402
 from optsched.policies import simulate  # noqa: E402
+from optsched.solving import solve  # noqa: E402
 from optsched.workloads.generators import infermax_fixed  # noqa: E402
 
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from strategies import instances, valid_schedules  # noqa: E402
 
 from optsched.cost import LinearCost  # noqa: E402
-from optsched.evaluate import evaluate  # noqa: E402
+from optsched.evaluation import evaluate  # noqa: E402
 from optsched.formulations import Hypotheses, SolveOptions  # noqa: E402
 from optsched.formulations.infermax.remainder import (  # noqa: E402
     applicable,
@@ -31,8 +31,8 @@ from optsched.formulations.infermax.remainder import (  # noqa: E402
     one_generator_per_batch,
 )
 from optsched.instance import Instance, Limits, Request  # noqa: E402
-from optsched.pipeline import solve  # noqa: E402
 from optsched.schedule import Schedule  # noqa: E402
+from optsched.solving import solve  # noqa: E402
 
 
 @st.composite

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from strategies import instances, valid_schedules  # noqa: E402
 
-from optsched.evaluate import evaluate  # noqa: E402
+from optsched.evaluation import evaluate  # noqa: E402
 from optsched.formulations.base import FormulationError  # noqa: E402
 from optsched.formulations.infermax.replay import folded_batches  # noqa: E402
 

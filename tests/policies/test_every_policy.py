@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from test_sim_properties import instances
 
 from optsched.cost import UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, list_policies, simulate
 

@@ -16,7 +16,7 @@ from shared_data import SHARED_DATA  # noqa: E402
 
 from optsched.cli import main
 from optsched.cost import PRESETS, LinearCost, UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import (
     Plan,

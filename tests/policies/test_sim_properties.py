@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from optsched.checks.manifest import shipped_instance_files
 from optsched.cost import LinearCost, UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import list_policies, simulate
 

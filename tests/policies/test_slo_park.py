@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from optsched.cost import PRESETS, UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.metrics.serving import p99_tbt, serving_metrics
 from optsched.policies import PolicyError, get_policy, get_spec, simulate

@@ -9,7 +9,7 @@ import pytest
 from shared_data import SHARED_DATA  # noqa: E402
 
 from optsched.cost import UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import PolicyError, get_spec, simulate
 from optsched.policies.nested_wait import Segment, nested_segments

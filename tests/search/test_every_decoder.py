@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from strategies import instances
 
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.schedule import Schedule
 from optsched.search.decoder import DECODERS, DecoderError, get_decoder
 from optsched.search.lns import _handover_points

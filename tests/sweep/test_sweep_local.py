@@ -12,7 +12,7 @@ pytest.importorskip("pyarrow", reason="sweeps need pyarrow (pip install 'optsche
 
 
 def test_local_tiny_spec_matches_the_library(tmp_path):
-    from optsched.evaluate import evaluate
+    from optsched.evaluation import evaluate
     from optsched.policies import simulate
     from optsched.workloads.generators import online_paper_random
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...runtime.stdout_guard import c_stdout_to_stderr, silenced_c_stdout
 from ...solve_types import Status
-from ...stdout_guard import c_stdout_to_stderr, silenced_c_stdout
 from .base import Backend, BackendOutput, ColumnStart, Features, register
 
 if TYPE_CHECKING:

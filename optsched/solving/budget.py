@@ -5,7 +5,7 @@ seconds it takes to build it and hand it to the solver (everything a solver time
 not cover), from the warm start's batch count, by asking the formulation's ``estimate``
 hook (:class:`optsched.formulations.base.FormulationInfo`). :func:`plan_solve` decides,
 before anything is built, whether the model fits the time left and how many seconds the
-solver may use; when it does not fit, the solve pipeline (:func:`optsched.pipeline.run`)
+solver may use; when it does not fit, the solve pipeline (:func:`optsched.solving.pipeline.run`)
 says so and falls back to bounds and heuristics.
 
 The per-variable figures were measured on the 20-request Azure conversation slice
@@ -24,10 +24,10 @@ import sys
 import time
 from dataclasses import dataclass
 
-from .formulations.base import FORMULATIONS, Hypotheses, SizeHint
-from .instance import Instance
-from .progress import elapsed
-from .solve_types import SolveOptions, relative_gap
+from ..formulations.base import FORMULATIONS, Hypotheses, SizeHint
+from ..instance import Instance
+from ..progress import elapsed
+from ..solve_types import SolveOptions, relative_gap
 
 #: fixed seconds beyond the solver limit for any MILP (imports, warm start, decode, replay)
 OVERHEAD_SECONDS = 3.0
@@ -81,7 +81,7 @@ def estimate_model(instance: Instance, formulation: str, objective: str, params:
 
 #: models below this many variables (columns plus rows in :func:`plan_solve`) take
 #: :data:`SMALL_OVERHEAD_SECONDS` fixed instead of :data:`OVERHEAD_SECONDS`: the warm start,
-#: which the 3 s covered, is now timed on its own (:func:`optsched.pipeline.run` runs it first), and a
+#: which the 3 s covered, is now timed on its own (:func:`optsched.solving.pipeline.run` runs it first), and a
 #: small model is built, decoded and replayed in well under a second, so a short time limit
 #: still solves a small instance
 SMALL_MODEL_VARIABLES, SMALL_OVERHEAD_SECONDS = 20_000, 1.0

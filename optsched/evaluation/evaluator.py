@@ -44,10 +44,10 @@ from typing import Any
 
 import numpy as np
 
-from .instance import Instance, Limits
-from .jsonio import finite_or_none
-from .objectives import OBJECTIVES  # the one list of objective names
-from .schedule import Schedule
+from ..instance import Instance, Limits
+from ..jsonio import finite_or_none
+from ..objectives import OBJECTIVES  # the one list of objective names
+from ..schedule import Schedule
 
 #: Violation codes, each with the rule of semantics sections 3-4 it enforces (the table there).
 CODES = {
@@ -630,7 +630,7 @@ def _check_complete(g_final: np.ndarray, O: np.ndarray, V: _Violations) -> None:
 # --- the evaluator ------------------------------------------------------------------------
 
 #: schedules with at least this many entries are first replayed by the compiled one-pass
-#: kernel (:mod:`optsched.evaluate_fast`), which answers only when it finds no violation;
+#: kernel (:mod:`optsched.evaluation.fast`), which answers only when it finds no violation;
 #: below it the vectorised replay is faster than loading the kernel
 COMPILED_MIN_ENTRIES = 100_000
 
@@ -639,8 +639,8 @@ def _compiled(inst: Instance, s: Schedule) -> Evaluation | None:
     """The evaluation of a feasible schedule by the one-pass kernel, or None (a broken rule,
     or a case the kernel does not cover): then the vectorised replay below answers."""
     # lazy: numba loads only when the compiled replay runs
-    from . import evaluate_fast as fast
-    from .numba_load import call
+    from ..runtime.numba_load import call
+    from . import fast
 
     if not fast.applies(inst, s):
         return None
@@ -1029,8 +1029,3 @@ def _totals(inst, g_final, completion, latency, ttft, tpot, n_evict, recomputed,
         m["slo_attainment"] = float(met[has_slo].mean())
     return m
 
-
-# ``optsched.evaluate(instance, schedule)`` is this module's evaluate() (the top-level API)
-from ._api import make_callable  # noqa: E402  (after evaluate() is defined)
-
-make_callable(__name__)

@@ -1,4 +1,4 @@
-"""One-pass compiled replay for :func:`optsched.evaluate.evaluate` (an implementation detail).
+"""One-pass compiled replay for :func:`optsched.evaluate` (an implementation detail).
 
 The kernel walks a schedule once, batch by batch and entry by entry, with the state of
 semantics section 3 per request (``S``, ``m``, ``g``): evictions first, then entries; KV
@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from .cost import LinearCost, UnitCost
-from .instance import Instance
-from .schedule import Schedule
+from ..cost import LinearCost, UnitCost
+from ..instance import Instance
+from ..schedule import Schedule
 
 try:
     from numba import njit

@@ -9,10 +9,10 @@ formulation cells and the ``exact`` bound rung all call :func:`run`, which, in t
    inside the budget;
 3. picks the warm start -- a policy, a schedule, the best of a few policies, or a compared
    row already evaluated -- simulating each candidate once and replaying it once through
-   :func:`optsched.evaluate.evaluate` (:func:`pick_warm_start`), stopping at
-   :data:`~optsched.budget.WARM_SHARE` of the budget;
+   :func:`optsched.evaluate` (:func:`pick_warm_start`), stopping at
+   :data:`~optsched.solving.budget.WARM_SHARE` of the budget;
 4. sizes the model with the formulation's ``estimate`` hook and plans the solver's seconds
-   (:func:`optsched.budget.plan_solve`);
+   (:func:`optsched.solving.budget.plan_solve`);
 5. builds, solves and checks the answer through the one evaluator
    (:func:`optsched.formulations.base.solve_model`), or, when the model does not fit, reports
    ``no_solution`` with the warm start as the fallback, improved by large-neighbourhood
@@ -27,10 +27,8 @@ the call.
 handed to the ``exact`` rung (the bounds sit below the pipeline and may not import it): the
 top-level ``optsched.lower_bound``, ``optsched bound`` and the sweep's bound cells.
 
-This module sits above formulations, policies, bounds and LNS and below the CLI and
-``compare``; it is a top-level module rather than ``optsched/solve/`` because a package
-named ``solve`` would be bound on ``optsched`` as soon as it is imported and hide the
-top-level ``optsched.solve`` function.
+This package sits above formulations, policies, bounds and LNS and below the CLI and
+``optsched.comparison`` (the layer contract in ``pyproject.toml``).
 """
 
 from __future__ import annotations
@@ -42,21 +40,11 @@ from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from typing import Any
 
-from . import bounds
-from .bounds import BoundResult, Budget
-from .budget import (
-    MIN_LNS_SECONDS,
-    RESERVE_SECONDS,
-    WARM_SHARE,
-    SolvePlan,
-    estimate_model,
-    overrun_note,
-    plan_solve,
-    upper_gap,
-)
-from .errors import OptschedError
-from .evaluate import evaluate
-from .formulations.base import (
+from .. import bounds
+from ..bounds import BoundResult, Budget
+from ..errors import OptschedError
+from ..evaluation import evaluate
+from ..formulations.base import (
     FORMULATIONS,
     FormulationError,
     Hypotheses,
@@ -67,14 +55,23 @@ from .formulations.base import (
     shift_instance,
     solve_model,
 )
-from .instance import Instance
-from .policies import SimulationTimeout, list_policies, simulate
-from .policies.registry import PolicyWarning
-from .progress import phase
-from .schedule import Schedule
-from .search.lns import LNSError, LNSOptions, LNSResult, improve
-from .solve_types import SolveOptions, WarmStart, finite_or_none
-from .verdict import value
+from ..instance import Instance
+from ..policies import SimulationTimeout, list_policies, simulate
+from ..policies.registry import PolicyWarning
+from ..progress import phase, value
+from ..schedule import Schedule
+from ..search.lns import LNSError, LNSOptions, LNSResult, improve
+from ..solve_types import SolveOptions, WarmStart, finite_or_none
+from .budget import (
+    MIN_LNS_SECONDS,
+    RESERVE_SECONDS,
+    WARM_SHARE,
+    SolvePlan,
+    estimate_model,
+    overrun_note,
+    plan_solve,
+    upper_gap,
+)
 
 #: the policies ``warm_start="auto"`` tries, best objective wins
 AUTO_POLICIES = ("vllm", "sarathi", "fcfs", "mcsf", "infermax", "vllm-ef", "sarathi-ef")
@@ -98,7 +95,7 @@ class Solved:
     def gap(self) -> float | None:
         """(objective - lower bound) / objective of the answer (the solver's, else the
         fallback's); an upper bound on its distance to the optimum (eq. of
-        :func:`optsched.budget.upper_gap`)."""
+        :func:`optsched.solving.budget.upper_gap`)."""
         v = self.report.objective if self.report.objective is not None else \
             (self.fallback or {}).get("objective")
         return upper_gap(v, None if self.lower_bound is None else self.lower_bound.value)

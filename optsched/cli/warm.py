@@ -1,26 +1,30 @@
-"""Compile and cache the numba kernels once (``python -m optsched.warm``).
+"""Compile and cache the numba kernels once (``python -m optsched.cli.warm``).
 
 The compiled simulator (:mod:`optsched.policies.fast`) and evaluator
-(:mod:`optsched.evaluate_fast`) are cached on disk (``cache=True``) after their first
+(:mod:`optsched.evaluation.fast`) are cached on disk (``cache=True``) after their first
 compilation, which takes tens of CPU seconds. A process that meets them first inside a short
 ``--time-limit`` would spend its budget compiling; ``make test`` runs this module first so
-that no test does (CI starts from a fresh clone with no cache)."""
+that no test does (CI starts from a fresh clone with no cache).
+
+A module of the command-line package but not a subcommand (it has no ``register``); its
+imports are in :func:`warm`, so that building the full parser, which imports every module
+here, does not load the policies for it."""
 
 from __future__ import annotations
 
 import sys
 import time
 
-from .cost import UnitCost, preset
-from .evaluate import _compiled
-from .policies import simulate
-from .policies.fast import HAVE_NUMBA
-from .workloads.generators import infermax_mix
-
 
 def warm() -> float:
     """Run every kernel once on a small instance (both cost models); returns the seconds
     taken. Without numba there is nothing to compile and it returns at once."""
+    # lazy: the full parser imports this module (module docstring)
+    from ..cost import UnitCost, preset
+    from ..evaluation.evaluator import _compiled
+    from ..policies import simulate
+    from ..policies.fast import HAVE_NUMBA
+    from ..workloads.generators import infermax_mix
 
     t0 = time.perf_counter()
     if not HAVE_NUMBA:
