@@ -7,6 +7,7 @@ example; ``tests/test_testing.py`` runs one):
 * **strategies** for instances -- :func:`instances` (small, online or offline, unit or linear
   cost), :func:`constrained_instances` (every limit varied: prefill budget, batch size, KV
   blocks, random cost models), :func:`online_instances` (tight memory, predicted outputs),
+  :func:`policy_instances` (every limit and hidden cache, for a policy's validity),
   :func:`large_instances` (up to 200 requests) -- and :func:`valid_schedules`: random *feasible*
   schedules of an instance, built by a deliberately naive step-by-step replay of the rules
   (``docs/semantics.md`` section 3), independent of the evaluator they are meant to check;
@@ -142,6 +143,34 @@ def online_instances(draw: Any) -> Instance:
             if draw(st.booleans()) else UnitCost())
     return Instance("fast", Limits(kv_capacity=M, max_batch_tokens=C, max_prefill_tokens=P,
                                    block_size=block, max_batch_size=bs), cost, tuple(reqs))
+
+
+@st.composite
+def policy_instances(draw: Any, predictions: bool = True) -> Instance:
+    """Instances on which every policy must give a feasible schedule: up to 8 requests, online
+    or not, predicted outputs half the time (``predictions``), KV blocks of 1-4 tokens, a
+    prefill budget and a batch-size cap or none, unit or a fixed linear cost, and hidden cache
+    on or off (only a policy that uses it may; the others must ignore it)."""
+    n = draw(st.integers(1, 8))
+    online = draw(st.booleans())
+    reqs = []
+    for i in range(n):
+        arrival = draw(st.integers(0, 10)) if online else 0
+        prompt, output = draw(st.integers(1, 20)), draw(st.integers(1, 10))
+        pred = draw(st.one_of(st.none(), st.integers(1, 10))) if predictions else None
+        reqs.append(Request(f"q{i}", float(arrival), prompt, output, predicted_output=pred))
+    peak = max(r.prompt + r.output - 1 for r in reqs)
+    b = draw(st.sampled_from([1, 1, 1, 2, 4]))
+    M = draw(st.integers(peak, 3 * peak))
+    M = -(-M // b) * b + (b if peak % b else 0)  # whole blocks, room for the largest
+    C = draw(st.integers(1, 2 * peak))
+    P = draw(st.one_of(st.none(), st.integers(1, C)))
+    bs = draw(st.one_of(st.none(), st.integers(1, 6)))
+    cost = draw(st.sampled_from([
+        UnitCost(), LinearCost(k0=0.5, k1=0.01, kpq=1e-4, kpm=2e-4, kdm=1e-3, kpr=0.05, kdr=0.02),
+    ]))
+    hidden = draw(st.booleans())
+    return Instance("hyp", Limits(M, C, P, bs, b, hidden_cache=hidden), cost, tuple(reqs))
 
 
 @st.composite
@@ -371,5 +400,5 @@ def wave_schedule(n: int, wave: int = 200, prompt: int = 10, output: int = 50
 __all__ = [
     "DRAIN_AFTER", "DrawnSchedule", "assert_bound_valid", "assert_feasible", "constrained_instances",
     "cost_models", "exhaustive_optimum", "instances", "large_instances", "linear_cost_models",
-    "online_instances", "valid_schedules", "wave_schedule",
+    "online_instances", "policy_instances", "valid_schedules", "wave_schedule",
 ]

@@ -128,7 +128,7 @@ def queue_prices(a: np.ndarray, done: np.ndarray, edges: np.ndarray) -> np.ndarr
 
 @register_bound("dual", "Lagrangian dual of an interval-indexed relaxation with a completion "
                 "and a batching choice per request (B11), subgradient on the interval prices",
-                objectives=("total-latency", "mean-ttft"), rung=5)
+                objectives=("total-latency", "mean-ttft"), rank=140)
 def dual_bound(instance, objective: str, budget: Budget) -> BoundResult:
     f = Floors.of(instance)
     a = instance.arrival.astype(np.float64)

@@ -113,7 +113,7 @@ def job_works(f: Floors, objective: str, mix) -> np.ndarray:
 
 @register_bound("srpt", "preemptive shortest-remaining-work on one server with per-request "
                 "work from shared batch time (B7), O(n log n)",
-                objectives=("total-latency", "mean-ttft"), rung=2)
+                objectives=("total-latency", "mean-ttft"), rank=30, cheap=True)
 def srpt_bound(instance, objective: str, budget: Budget) -> BoundResult:
     from .request import request_floors
 

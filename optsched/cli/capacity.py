@@ -34,7 +34,7 @@ def register(sub) -> None:
                    help="policy name; repeat or comma-separate for several")
     p.add_argument("--metric", required=True, choices=sorted(METRICS),
                    help="; ".join(f"{m.name}: {m.help} ({m.better} is better)"
-                              for m in METRICS.values()))
+                              for m in METRICS.entries()))
     p.add_argument("--target", type=float, required=True,
                    help="the metric's bound (upper bound if lower is better, else lower bound)")
     p.add_argument("--rates", help="LO:HI requests per second (default: 1/4 to 4 times the "

@@ -76,6 +76,9 @@ _USED, _NRES, _TOK, _PRE, _NB, _PHASE, _END, _NCUR, _NEV, _NADM, _NPRE, _HN, _LO
 _BIG = 1 << 62
 _ORDER_CODES = {"prefill-first": 0, "decode-first": 1, "single": 2}
 _RESERVE_CODES = {"input": 0, "full": 1, "histogram": 2}
+#: the compiled twins a policy class may declare as its ``fast_kernel`` (:func:`fast_config`;
+#: ``PolicySpec.compiled`` lists the declarations)
+KERNELS = ("unified", "mcsf", "svf", "wait", "amin", "alpha")
 #: kernel exit codes: 0 = done; anything else = give up, the Python path reports the error
 OK, STALLED, LIVELOCK, BROKEN = 0, 1, 2, 3
 
@@ -1082,7 +1085,7 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
     # _wait_gate and the _mq_* helpers); A_min is MC-SF with a queue keyed by its moving
     # estimates and its own victim order (_amin_victim)
     kernel = vars(type(policy)).get("fast_kernel")
-    if not HAVE_NUMBA or kernel not in ("unified", "mcsf", "svf", "wait", "amin", "alpha"):
+    if not HAVE_NUMBA or kernel not in KERNELS:
         return None
     if getattr(policy, "predictor", None) is not None:
         return None

@@ -1,14 +1,11 @@
-"""The ``coupled`` and ``dual`` rungs (bounds.md B10, B11): below the exhaustive optimum on
-random small instances (arrivals, evictions, chunking, blocks), below every registered policy
-on random instances up to 200 requests, and their pieces (the trade-off frontier, the SRPT
-count, the dual's piece floors) checked by hand."""
+"""The ``coupled`` and ``dual`` rungs (bounds.md B10, B11): their pieces (the trade-off
+frontier, the SRPT count, the dual's piece floors) checked by hand. Their validity (below the
+exhaustive optimum, below every policy) is ``tests/bounds/test_every_rung.py``."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from optsched.bounds import Floors, lower_bound
 from optsched.bounds.coupled import frontier, other_entry_rate, srpt_count
@@ -16,58 +13,10 @@ from optsched.bounds.dual import next_smaller, piece_floor
 from optsched.bounds.srpt import srpt_completions
 from optsched.cost import LinearCost, preset
 from optsched.evaluation import evaluate
-from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance, Limits, Request
-from optsched.policies import list_policies, simulate
-from optsched.testing import assert_bound_valid, constrained_instances, large_instances
+from optsched.policies import simulate
 
 OBJS = ("total-latency", "mean-ttft")
-
-
-def _coupled(inst, objective):
-    return {m: lower_bound(inst, objective, m).value for m in ("coupled", "dual")}
-
-
-def _check_against_search(inst, objective, max_states):
-    res = search(inst, objective, SearchOptions(max_states=max_states, time_limit=5))
-    if res.status != "optimal":
-        return  # too large for the oracle within the limit: nothing is claimed
-    opt = evaluate(inst, res.schedule).objective(objective)
-    assert_bound_valid(_coupled(inst, objective), opt, "the exhaustive optimum", inst)
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(inst=constrained_instances(max_requests=3, max_prompt=6, max_output=3),
-       objective=st.sampled_from(OBJS))
-def test_coupled_below_exhaustive_optimum(inst, objective):
-    _check_against_search(inst, objective, 3_000)
-
-
-@pytest.mark.slow
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(inst=constrained_instances(), objective=st.sampled_from(OBJS))
-def test_coupled_below_exhaustive_optimum_more(inst, objective):
-    _check_against_search(inst, objective, 20_000)
-
-
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(inst=large_instances(), objective=st.sampled_from(OBJS))
-def test_coupled_below_three_policies(inst, objective):
-    bound = _coupled(inst, objective)
-    for name in ("vllm", "sarathi", "mcsf"):
-        ev = evaluate(inst, simulate(inst, name))
-        assert_bound_valid(bound, ev.objective(objective), f"policy {name}'s objective", inst)
-
-
-@pytest.mark.slow
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(inst=large_instances(), objective=st.sampled_from(OBJS))
-def test_coupled_below_every_policy(inst, objective):
-    bound = _coupled(inst, objective)
-    for spec in list_policies():
-        ev = evaluate(inst, simulate(inst, spec.name))
-        assert ev.feasible, f"policy {spec.name} gave an infeasible schedule"
-        assert_bound_valid(bound, ev.objective(objective), f"policy {spec.name}'s objective", inst)
 
 
 # --- the pieces, by hand -----------------------------------------------------------------

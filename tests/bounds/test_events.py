@@ -1,6 +1,6 @@
 """Bound ``events`` (optsched/bounds/events.py, formulations/bounds.md B14) by hand: the
 ordered completion events of a pair, the busy-period split, and never below ``srpt``. Its
-validity against exhaustive optima and every policy is in tests/bounds/test_base.py (``CHEAP``)."""
+validity against exhaustive optima and every policy is in tests/bounds/test_every_rung.py."""
 
 from __future__ import annotations
 

@@ -18,28 +18,23 @@ from optsched.cost import UnitCost
 from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, list_policies, simulate
-from optsched.policies.alpha import AlphaProtection
-from optsched.policies.amin import AMin
-from optsched.policies.fast import HAVE_NUMBA, fast_config, simulate_fast
-from optsched.policies.mcsf import MCSF
+from optsched.policies.fast import HAVE_NUMBA, KERNELS, fast_config, simulate_fast
 from optsched.policies.simulator import SimStats, SimView, _Sim, known_outputs
 from optsched.policies.svf import SVF
 from optsched.policies.unified import UnifiedScheduler
-from optsched.policies.wait import Wait
 from optsched.testing import online_instances
 from optsched.workloads.generators import infermax_mix, poisson_trace
 from optsched.workloads.traces import read_trace, seeded_window, trace_to_instance
 
 pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed: no fast path")
 
-#: every registered policy that is a UnifiedScheduler configuration (vLLM, SARATHI, their
-#: variants, -ef, ranking, InferMax, FCFS), MC-SF, SVF, WAIT, A_min and the
-#: alpha-protection policies: each must have a kernel
-FAST = [s.name for s in list_policies()
-        if type(get_policy(s.name)) in (UnifiedScheduler, MCSF, SVF, Wait, AMin,
-                                        AlphaProtection)]
+#: every registered policy whose class declares a compiled twin (``PolicySpec.compiled``: the
+#: UnifiedScheduler configurations -- vLLM, SARATHI, their variants, -ef, ranking, InferMax,
+#: FCFS --, MC-SF, SVF, WAIT, A_min and the alpha-protection policies): each is held to its
+#: Python path below
+FAST = [s.name for s in list_policies() if s.compiled]
 #: the alpha-protection policies (parameters alpha, beta, seed; no watermark)
-ALPHA = [name for name in FAST if type(get_policy(name)) is AlphaProtection]
+ALPHA = [s.name for s in list_policies() if s.compiled == "alpha"]
 
 
 def _bound(inst: Instance, name: str, **params):
@@ -73,6 +68,16 @@ def test_every_unified_policy_has_a_kernel():
     # the registry's vLLM family, SARATHI, FCFS, ranking and InferMax policies
     assert {"vllm", "sarathi", "fcfs", "infermax", "vllm-ef", "rank-o", "mcsf", "svf",
             "wait", "amin", "alpha-greedy", "alpha-beta-clearing"} <= set(FAST)
+
+
+def test_every_declared_twin_is_a_kernel():
+    """A policy declares a compiled twin by naming one of the kernels (``KERNELS``) as its
+    class's ``fast_kernel``; the declaration is the class's own (a subclass, which may change
+    the rules, declares none and runs the Python path)."""
+    declared = {s.name: s.compiled for s in list_policies() if s.compiled}
+    assert set(declared.values()) <= set(KERNELS), declared
+    for name, kernel in declared.items():
+        assert vars(type(get_policy(name))).get("fast_kernel") == kernel, name
 
 
 

@@ -7,6 +7,7 @@ import pytest
 from handworked import entries, theory_instance, total
 
 from optsched.cost import UnitCost
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import simulate
 from optsched.policies.nested_wait import Segment, nested_segments
@@ -47,3 +48,17 @@ def test_nested_wait_last_prefill_chunk_counts_against_P():
     s = simulate(i, "nested-wait", types=1)
     assert entries(s) == [[("a", 1)], [("a", 1)], [("a", 1), ("b", 1)], [("b", 1)]]
     assert total(i, s) == (7, 0)
+
+
+def test_nested_wait_guard_never_starves_the_oldest_holder():
+    # six requests at t=0, P = 5 < every prompt, M = 30 in blocks of 2: the request at the
+    # earlier stage took the prefill budget ahead of the oldest holder, grew until the guard
+    # evicted it and took the budget again -- a livelock (over 7,300 batches) before the guard
+    # fed the oldest holder in a batch it left with evictions only
+    reqs = [(17, 4), (8, 5), (14, 9), (10, 6), (20, 9), (19, 5)]
+    i = Instance("livelock", Limits(kv_capacity=30, max_batch_tokens=43, max_prefill_tokens=5,
+                                    block_size=2), UnitCost(),
+                 tuple(Request(f"q{k}", 0.0, p, o) for k, (p, o) in enumerate(reqs)))
+    ev = evaluate(i, simulate(i, "nested-wait"))
+    assert ev.feasible and bool((ev.latency < float("inf")).all())
+

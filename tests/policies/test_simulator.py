@@ -206,18 +206,6 @@ def test_get_policy_is_fresh_and_checks_params():
         get_policy("nope")
 
 
-@pytest.mark.parametrize("name", [s.name for s in list_policies()])
-def test_same_policy_object_state_is_per_run(name):
-    """One policy object run over two instances in turn: ``bind`` resets all its state, so the
-    second run on ``i`` repeats the first exactly."""
-    i = inst([Request("a", 0, 3, 4), Request("b", 1, 2, 3)], M=8)
-    j = inst([Request(f"r{k}", k % 3, 2 + k % 4, 1 + k % 5) for k in range(9)], M=20)
-    p = get_policy(name)
-    first = simulate(i, p)
-    simulate(j, p)
-    assert simulate(i, p) == first
-
-
 def test_unified_scheduler_rejects_unknown_settings():
     from optsched.policies.unified import UnifiedScheduler
 

@@ -21,11 +21,10 @@ from optsched.policies.fast import HAVE_NUMBA
 from optsched.policies.simulator import simulate_policy
 from optsched.search.keysearch import (
     CONFIGS,
-    DEFAULT_DECODERS,
-    TTFT_DECODERS,
     KernelDecoder,
     KeyedRank,
     KeySearchError,
+    default_decoders,
     key_search,
     make_decoder,
 )
@@ -89,7 +88,7 @@ def test_search_result_is_the_evaluators_and_beats_every_seed_key(objective):
     assert ev.objective(objective) == res.objective  # the compared value is the evaluator's
     # the result is at most every seed key decoded by every decoder (its starting points)
     seeds = {**seed_keys(inst, objective), "prompt": inst.prompt.astype(np.float64)}
-    for kind in TTFT_DECODERS if objective == "mean-ttft" else DEFAULT_DECODERS:
+    for kind in default_decoders(objective, "key"):
         dec = make_decoder(inst, kind)
         for key in seeds.values():
             assert res.objective <= evaluate(inst, dec.decode(key)).objective(objective)

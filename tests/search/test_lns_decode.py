@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from optsched.evaluation import OBJECTIVES, evaluate
 from optsched.policies import simulate
 from optsched.schedule import Schedule
+from optsched.search.decoder import resumable_decoders
 from optsched.search.lns import LNSOptions, _free_starts, _handover_points, improve
-from optsched.search.lns_decode import DECODERS, decode
+from optsched.search.lns_decode import decode
 from optsched.testing import instances, valid_schedules
 
 SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
@@ -26,7 +27,7 @@ def _batches(s: Schedule) -> list:
 
 
 @settings(max_examples=40, **SETTINGS)
-@given(data=st.data(), dec=st.sampled_from(DECODERS))
+@given(data=st.data(), dec=st.sampled_from(resumable_decoders()))
 def test_a_whole_prefix_is_replayed_with_the_evaluators_timing(data, dec):
     """Resuming after every batch of a feasible schedule gives back its non-empty batches,
     and (free starts, semantics section 4) the same objectives."""
@@ -43,7 +44,7 @@ def test_a_whole_prefix_is_replayed_with_the_evaluators_timing(data, dec):
 
 @settings(max_examples=30, **SETTINGS)
 @given(inst=instances(max_requests=5, max_prompt=8, max_output=4),
-       dec=st.sampled_from(DECODERS), seed=st.integers(0, 9))
+       dec=st.sampled_from(resumable_decoders()), seed=st.integers(0, 9))
 def test_resuming_a_decoder_on_its_own_schedule_changes_nothing(inst, dec, seed):
     """At a handover point no (re)fill is under way, so the state a decoder rebuilds (running,
     waiting, evicted, reservations) is the state it had: the same key gives the same batches."""

@@ -80,3 +80,26 @@ def test_cli_capacity_ceiling_column_json_and_bad_metric(tmp_path):
               "--target", "5", "--ceiling")
     assert bad.returncode == 2 and "--ceiling" in bad.stderr
     assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_ceiling_takes_any_goodput_upper_bound():
+    """The ceiling reads its bound through the ``GoodputUpperBound`` interface: the trivial
+    bound "every request may meet its SLOs" allows every rate, and B12 (the default) is the
+    bound the probes report otherwise."""
+    from optsched.bounds.goodput import GoodputBound, goodput_bound
+
+    calls = []
+
+    def everyone(instance, ttft=None, tpot=None, tbt=None):
+        calls.append((ttft, tpot, tbt))
+        n = instance.n
+        return GoodputBound(n=n, with_slo=n, ttft_own=n, ttft=n, both=n)
+
+    inst = synthetic()
+    c = ceiling(inst, 0.9, 0.05, 20.0, probes=4, ttft_slo=TTFT, tbt_slo=TBT, upper=everyone)
+    assert c.allowed_rate == 20.0 and c.ruled_out_rate is None and len(c.probes) == 2
+    assert calls == [(TTFT, None, TBT)] * 2
+    share, gb = bound_share(at_rate(inst, 20.0, 0), TTFT, TBT, upper=everyone)
+    assert share == 1.0 and gb.both == inst.n
+    assert bound_share(at_rate(inst, 20.0, 0), TTFT, TBT)[1] == \
+        goodput_bound(at_rate(inst, 20.0, 0), ttft=TTFT, tbt=TBT)
