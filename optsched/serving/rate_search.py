@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from ..cost import LinearCost, UnitCost
 from ..errors import OptschedError
 from ..evaluate import evaluate
 from ..instance import Instance, Request
 from ..metrics.serving import JctSlo, serving_metrics
 from ..policies import SimStats, get_spec, simulate_policy
+from .load import arrival_rate, certified_rate
 
 
 class RateSearchError(OptschedError, ValueError):
@@ -140,40 +140,21 @@ def _plain(r: Request) -> bool:
 
 
 def trace_rate(instance: Instance) -> float:
-    """The instance's own mean arrival rate (requests per time unit; 0 if all at once)."""
-    a = instance.arrival
-    span = float(a.max() - a.min()) if a.size > 1 else 0.0
-    return (instance.n - 1) / span if span > 0 else 0.0
-
-
-def min_busy_time(instance: Instance) -> float | None:
-    """A lower bound on the engine time any schedule of ``instance`` spends in batches
-    (semantics sections 3 and 5), or None for a cost model it does not know. Every request
-    processes at least its ``I + O - 1`` tokens (a refill after an eviction only adds work)
-    and needs at least ``O`` batches (one token per batch), so there are at least
-    ``B = max(ceil(T / C), max O)`` batches with ``T = sum (I + O - 1)`` tokens. A unit-time
-    batch costs 1: ``B``. A :class:`~optsched.cost.LinearCost` batch costs at least
-    ``k0 + k1 * tokens`` (every other term is >= 0): ``k0 B + k1 T``."""
-
-    if instance.n == 0:
-        return 0.0
-    T = int((instance.prompt + instance.output - 1).sum())
-    B = max(-(-T // instance.limits.max_batch_tokens), int(instance.output.max()))
-    cm = instance.cost_model
-    if isinstance(cm, UnitCost):
-        return float(B)
-    if isinstance(cm, LinearCost):
-        return cm.k0 * B + cm.k1 * T
-    return None
+    """The instance's own mean arrival rate (requests per time unit; 0 if all at once):
+    :func:`optsched.serving.load.arrival_rate`."""
+    return arrival_rate(instance) or 0.0
 
 
 def work_limit_rate(instance: Instance) -> float | None:
-    """The rate total work allows: ``n / min_busy_time``. Over a long trace a policy cannot
-    finish requests faster than this, so a "sustainable" rate above it only reflects a
-    trace too short for the queue to build up (issue 29). None when the bound is unknown
-    or zero."""
-    w = min_busy_time(instance)
-    return instance.n / w if w else None
+    """The rate total work allows: the certified side of the mix's saturated throughput,
+    ``mu_cert = n / W`` (:func:`optsched.serving.load.certified_rate`, docs/semantics.md
+    section 4, offered load). Over a long trace of this mix no schedule finishes requests
+    faster, so a "sustainable" rate above it only reflects a trace too short for the queue
+    to build up. It replaced ``n / (k0 max(ceil(T / C), max O) + k1 T)``, which counted no
+    decode attention (``kdm m``), charged decode tokens ``k1`` even when ``kdr < 0`` (the
+    BLIS presets: not a bound there) and a ``max O`` term that a longer trace does not
+    repeat. None when the floor is unknown or zero."""
+    return certified_rate(instance)
 
 
 def repeat_trace(instance: Instance, times: int) -> Instance:
@@ -356,4 +337,4 @@ def slo_from_reference(instance: Instance, policy: str = "vllm", scale: float = 
 
 __all__ = ["METRICS", "RateMetric", "RateSearchError", "RateSearchResult", "Probe", "Run",
            "at_rate", "trace_rate", "probe", "search", "register_metric", "slo_from_reference",
-           "resolve_metric", "min_busy_time", "work_limit_rate", "repeat_trace", "confirm"]
+           "resolve_metric", "work_limit_rate", "repeat_trace", "confirm"]
