@@ -6,7 +6,7 @@ import sys
 
 from ..evaluate import evaluate
 from . import EXIT_NO, EXIT_OK
-from ._common import checked_schedule, fmt, load_instance, print_json, table
+from ._common import checked_schedule, command_load, fmt, load_instance, print_json, say_load, table
 
 
 def register(sub) -> None:
@@ -74,9 +74,11 @@ METRIC_ROWS = [
 def run_evaluate(args) -> int:
     inst = load_instance(args.instance)
     sched, check = checked_schedule(args.schedule, inst, "evaluate")
+    load = command_load(inst)
     ev = evaluate(inst, sched)
+    say_load(load, "evaluate")
     if args.json:
-        print_json({**ev.to_dict(), "instance_check": check})
+        print_json({**ev.to_dict(), "instance_check": check, "offered_load": load.to_dict()})
         return EXIT_OK if ev.feasible else EXIT_NO
     if not ev.feasible:
         _print_violations(ev)

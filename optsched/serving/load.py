@@ -24,6 +24,7 @@ instance scaled to 0.7 has a certified load of at most 0.7.
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,10 +37,18 @@ from ..cost import UnitCost
 from ..errors import OptschedError
 from ..evaluate import evaluate
 from ..instance import Instance
+from ..policies.simulator import FAST_MIN_OUTPUT_TOKENS
 
-#: reference policies of the achievable side (the best one is kept): compiled kernels, no
-#: eviction storms when everything is queued (``svf``, ``mcsf`` reserve their peaks)
-REFERENCES = ("vllm", "sarathi", "mcsf", "svf")
+#: reference policies of the achievable side, run in this order while the time allows (the
+#: best one is kept): ``svf`` and ``mcsf`` reserve their peaks, so no eviction storm when
+#: everything is queued (the best on the Azure windows), ``vllm`` where memory is ample
+REFERENCES = ("svf", "mcsf", "sarathi", "vllm")
+#: the references of a queued mix small enough for the Python simulator (fewer than
+#: ``FAST_MIN_OUTPUT_TOKENS`` output tokens, ~0.1-0.3 ms a batch): the two that were best on
+#: small instances (``svf``; ``sarathi`` when chunking pays)
+SMALL_REFERENCES = ("svf", "sarathi")
+#: the share of a command's --time-limit its load may use (:func:`load_deadline`)
+LOAD_SHARE = 0.05
 #: above this many simulated requests only :data:`LARGE_REFERENCE` runs (the full Azure
 #: trace: ~0.3-0.5 s CPU a policy); within 3% of the best of :data:`REFERENCES` on both
 #: full traces at M = 30,000 and 100,000
@@ -47,10 +56,10 @@ LARGE = 5_000
 LARGE_REFERENCE = "mcsf"
 #: copies of a small mix are simulated until at least this many requests are queued, so the
 #: drain at the end (a few long requests decoding alone) weighs little ...
-MIN_QUEUED = 200
+MIN_QUEUED = 100
 #: ... but no more copies than hold this many output tokens (a small mix runs in the Python
-#: simulator, ~60 us a batch: the load of a 4-request instance costs ~0.1 s, not seconds)
-MAX_COPY_TOKENS = 20_000
+#: simulator: the load of a 4-request instance costs ~0.1 s, not seconds)
+MAX_COPY_TOKENS = 5_000
 #: a load above this (certified, or on the achievable side) is reported as overloaded
 OVERLOAD = 1.0
 #: what commands print when an instance is overloaded
@@ -130,26 +139,36 @@ def copies_for(instance: Instance) -> int:
     return max(1, min(want, cap))
 
 
-def achievable_rate(instance: Instance, references: tuple[str, ...] | None = None
-                    ) -> tuple[float | None, str | None, int]:
+def load_deadline(time_limit: float | None) -> float | None:
+    """A ``time.perf_counter()`` deadline for a load computed within a command's budget of
+    ``time_limit`` seconds: :data:`LOAD_SHARE` of it (None: no limit)."""
+    return None if time_limit is None else time.perf_counter() + LOAD_SHARE * time_limit
+
+
+def achievable_rate(instance: Instance, references: tuple[str, ...] | None = None,
+                    deadline: float | None = None) -> tuple[float | None, str | None, int]:
     """``(mu_ach, policy, copies)``: the best saturated throughput of the reference
     policies on ``copies`` queued copies of the mix, each schedule judged by the evaluator
-    (a reference that fails or is infeasible is skipped; None when none runs)."""
+    (a reference that fails, is infeasible or passes ``deadline``, a ``time.perf_counter()``
+    value, is skipped; None when none runs)."""
     from ..policies import simulate  # lazy: the policies load only when a load is asked for
 
     if instance.n == 0:
         return None, None, 1
     k = copies_for(instance)
-    if references is None:
-        references = REFERENCES if k * instance.n <= LARGE else (LARGE_REFERENCE,)
     q = queued(instance, k)
+    if references is None:
+        references = SMALL_REFERENCES if int(q.output.sum()) < FAST_MIN_OUTPUT_TOKENS else \
+            REFERENCES if q.n <= LARGE else (LARGE_REFERENCE,)
     best: tuple[float | None, str | None] = (None, None)
     for name in references:
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # e.g. vLLM's "prompt longer than C" note
-                ev = evaluate(q, simulate(q, name))
-        except (OptschedError, ValueError):
+                ev = evaluate(q, simulate(q, name, deadline=deadline))
+        except (OptschedError, ValueError):  # SimulationTimeout is one
             continue
         span = ev.metrics["makespan"]
         if ev.feasible and span > 0 and (best[0] is None or q.n / span > best[0]):
@@ -287,16 +306,19 @@ def _f(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3g}"
 
 
-def offered_load(instance: Instance, references: tuple[str, ...] | None = None
-                 ) -> OfferedLoad:
+def offered_load(instance: Instance, references: tuple[str, ...] | None = None,
+                 deadline: float | None = None) -> OfferedLoad:
     """The offered load of ``instance`` (module docstring), computed once per instance and
-    kept with it (instances are immutable) for the default references."""
+    kept with it (instances are immutable) for the default references; the references run
+    until ``deadline`` (a ``time.perf_counter()`` value, :func:`load_deadline`)."""
     cached = instance.__dict__.get("_offered_load") if references is None else None
     if isinstance(cached, OfferedLoad):
         return cached
     lam = arrival_rate(instance)
     mu_c = certified_rate(instance)
-    mu_a, ref, k = achievable_rate(instance, references)
+    # an offline instance has no load: its reference runs would only cost time
+    mu_a, ref, k = (achievable_rate(instance, references, deadline) if lam is not None
+                    else (None, None, 1))
     unit = "step" if isinstance(instance.cost_model, UnitCost) else "s"
     load = OfferedLoad(instance.n, lam, mu_c, mu_a, ref, k, unit)
     if references is None:
@@ -341,5 +363,5 @@ def _plain(r: Any) -> bool:
 
 
 __all__ = ["LoadError", "OfferedLoad", "OVERLOAD_HINT", "REFERENCES", "achievable_rate",
-           "arrival_rate", "certified_rate", "copies_for", "offered_load", "queued",
-           "scale_to_load", "steady_busy"]
+           "arrival_rate", "certified_rate", "copies_for", "load_deadline", "offered_load",
+           "queued", "scale_to_load", "steady_busy"]

@@ -38,11 +38,11 @@ def _inst(reqs, M, C, cost=None):
 def test_one_token_requests_both_sides_by_hand():
     # I = 1, O = 1, C = 4, M = 4, unit time: a request is one token in one batch holding 1 KV,
     # so a batch serves at most 4 (C and M both bind at 4): mu_cert = 4 a step (tokens 2 / 4
-    # = 0.5 batches a copy of 2 requests). Queued, every reference packs 4 a batch: 200
-    # requests (100 copies) in 50 steps, mu_ach = 4. Arrivals 0 and 1: lambda = 1.
+    # = 0.5 batches a copy of 2 requests). Queued, every reference packs 4 a batch: 100
+    # requests (50 copies) in 25 steps, mu_ach = 4. Arrivals 0 and 1: lambda = 1.
     inst = _inst([Request("a", 0, 1, 1), Request("b", 1, 1, 1)], M=4, C=4)
     load = offered_load(inst)
-    assert load.arrival_rate == 1.0 and load.copies == 100
+    assert load.arrival_rate == 1.0 and load.copies == 50
     assert math.isclose(load.certified_rate, 4.0, rel_tol=1e-8)
     assert load.achievable_rate == 4.0
     assert math.isclose(load.lower, 0.25, rel_tol=1e-8) and load.upper == 0.25
@@ -77,6 +77,7 @@ def test_offline_instance_has_no_load_and_cannot_be_scaled():
     inst = _inst([Request("a", 0, 2, 2), Request("b", 0, 2, 2)], M=8, C=8)
     load = offered_load(inst)
     assert load.arrival_rate is None and load.point is None and load.status == "offline"
+    assert load.achievable_rate is None and load.certified_rate is not None
     assert "offline" in load.describe() and not load.overloaded
     with pytest.raises(LoadError, match="at once"):
         scale_to_load(inst, 0.7)
