@@ -78,6 +78,24 @@ def arrival_rate(instance: Instance) -> float | None:
     return (instance.n - 1) / span if span > 0 else None
 
 
+#: the busiest stretch reported beside the average: this share of the requests, consecutive
+#: in arrival order (at least two)
+PEAK_SHARE = 0.1
+
+
+def peak_arrival_rate(instance: Instance) -> tuple[float | None, int]:
+    """``(rate, m)``: the highest arrival rate over ``m = max(2, ceil(PEAK_SHARE n))``
+    requests consecutive in arrival order, ``(m - 1) / (a_(k+m-1) - a_(k))`` (None: fewer
+    than two requests per stretch, fewer than 20 requests, or ``m`` of them at one time)."""
+    n = instance.n
+    m = max(2, math.ceil(PEAK_SHARE * n - 1e-9))
+    if n < 20:
+        return None, m
+    a = np.sort(instance.arrival)
+    span = float((a[m - 1:] - a[:n - m + 1]).min())
+    return ((m - 1) / span if span > 0 else None), m
+
+
 def _floors(instance: Instance) -> Floors:
     """The per-request floors; with hidden cache the KV area is charged at the smaller of
     the KV and hidden footprints (B12e, ``optsched.bounds.goodput_memory``)."""
@@ -155,6 +173,10 @@ def achievable_rate(instance: Instance, references: tuple[str, ...] | None = Non
 
     if instance.n == 0:
         return None, None, 1
+    keep = references is None and deadline is None  # the default: kept with the instance
+    cached = instance.__dict__.get("_achievable_rate") if keep else None
+    if cached is not None:
+        return cached
     k = copies_for(instance)
     q = queued(instance, k)
     if references is None:
@@ -173,6 +195,8 @@ def achievable_rate(instance: Instance, references: tuple[str, ...] | None = Non
         span = ev.metrics["makespan"]
         if ev.feasible and span > 0 and (best[0] is None or q.n / span > best[0]):
             best = (q.n / span, name)
+    if keep:
+        instance.__dict__["_achievable_rate"] = (best[0], best[1], k)
     return best[0], best[1], k
 
 
@@ -194,10 +218,14 @@ class OfferedLoad:
     copies: int = 1
     #: the time unit of the rates: ``s`` (a linear cost model) or ``step`` (unit time)
     unit: str = "s"
+    #: the busiest stretch: the highest arrival rate over ``peak_requests`` consecutive
+    #: requests (:func:`peak_arrival_rate`; None: too few requests)
+    peak_arrival_rate: float | None = None
+    peak_requests: int = 2
     definition: str = field(default="docs/semantics.md section 4, offered load", repr=False)
 
     def __post_init__(self) -> None:
-        for name in ("arrival_rate", "certified_rate", "achievable_rate"):
+        for name in ("arrival_rate", "certified_rate", "achievable_rate", "peak_arrival_rate"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v)
                                       and v > 0):
@@ -228,6 +256,14 @@ class OfferedLoad:
         if self.arrival_rate is None or self.achievable_rate is None:
             return None
         return self.arrival_rate / self.achievable_rate
+
+    @property
+    def peak(self) -> float | None:
+        """The busiest stretch's load against ``mu_ach`` (the upper side, as ``point``): a
+        window at an average load below 1 may hold bursts above it."""
+        if self.peak_arrival_rate is None or self.achievable_rate is None:
+            return None
+        return self.peak_arrival_rate / self.achievable_rate
 
     @property
     def point(self) -> float | None:
@@ -272,7 +308,11 @@ class OfferedLoad:
                    "overloaded-achievable": f"overloaded against {self.reference}'s rate "
                                             "(not certified)",
                    "stable": "stable", "unknown": "unknown"}[self.status]
-        return " ".join(parts) + f": {verdict}"
+        burst = ""
+        if self.peak is not None and self.peak > OVERLOAD:
+            burst = (f"; its busiest {self.peak_requests} consecutive requests arrive at load "
+                     f"{_f(self.peak)}")
+        return " ".join(parts) + f": {verdict}{burst}"
 
     def warning(self) -> str | None:
         """The stderr warning of an overloaded instance (None otherwise)."""
@@ -288,6 +328,8 @@ class OfferedLoad:
                 "arrival_rate": self.arrival_rate, "certified_rate": self.certified_rate,
                 "achievable_rate": self.achievable_rate, "reference": self.reference,
                 "copies": self.copies, "requests": self.requests, "unit": self.unit,
+                "peak": self.peak, "peak_arrival_rate": self.peak_arrival_rate,
+                "peak_requests": self.peak_requests,
                 "point_is": "upper", "definition": self.definition}
 
     @classmethod
@@ -295,7 +337,7 @@ class OfferedLoad:
         if not isinstance(d, dict):
             raise LoadError(f"offered load: expected an object, got {type(d).__name__}")
         keys = ("requests", "arrival_rate", "certified_rate", "achievable_rate", "reference",
-                "copies", "unit")
+                "copies", "unit", "peak_arrival_rate", "peak_requests")
         missing = [k for k in keys if k not in d]
         if missing:
             raise LoadError(f"offered load: missing field {missing[0]!r}")
@@ -320,7 +362,8 @@ def offered_load(instance: Instance, references: tuple[str, ...] | None = None,
     mu_a, ref, k = (achievable_rate(instance, references, deadline) if lam is not None
                     else (None, None, 1))
     unit = "step" if isinstance(instance.cost_model, UnitCost) else "s"
-    load = OfferedLoad(instance.n, lam, mu_c, mu_a, ref, k, unit)
+    peak, m = peak_arrival_rate(instance)
+    load = OfferedLoad(instance.n, lam, mu_c, mu_a, ref, k, unit, peak, m)
     if references is None:
         instance.__dict__["_offered_load"] = load
     return load
@@ -364,4 +407,5 @@ def _plain(r: Any) -> bool:
 
 __all__ = ["LoadError", "OfferedLoad", "OVERLOAD_HINT", "REFERENCES", "achievable_rate",
            "arrival_rate", "certified_rate", "copies_for", "load_deadline", "offered_load",
+           "peak_arrival_rate",
            "queued", "scale_to_load", "steady_busy"]

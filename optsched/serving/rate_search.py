@@ -32,7 +32,7 @@ from ..evaluate import evaluate
 from ..instance import Instance, Request
 from ..metrics.serving import JctSlo, serving_metrics
 from ..policies import SimStats, get_spec, simulate_policy
-from .load import arrival_rate, certified_rate
+from .load import achievable_rate, arrival_rate, certified_rate
 
 
 class RateSearchError(OptschedError, ValueError):
@@ -108,9 +108,9 @@ def _slo_attainment(run: Run):
     return run.metrics()["slo_attainment"]
 
 
-@register_metric("ttft-tbt-attainment", "share of requests with TTFT <= --ttft-slo and P99 "
-                 "TBT <= --tbt-slo (Apt-Serve's effective throughput)", "higher",
-                 needs=("ttft_slo", "tbt_slo"))
+@register_metric("ttft-tbt-attainment", "share of requests with TTFT <= --ttft-slo and every "
+                 "gap between tokens (max TBT) <= --tbt-slo (Apt-Serve's effective throughput)",
+                 "higher", needs=("ttft_slo", "tbt_slo"))
 def _ttft_tbt(run: Run):
     return run.metrics()["ttft_tbt_attainment"]
 
@@ -168,6 +168,14 @@ def repeat_trace(instance: Instance, times: int) -> Instance:
     return instance.replace(requests=reqs)
 
 
+#: the stability check (:func:`confirm`): a sustainable rate counts only if, on the trace
+#: repeated ``CONFIRM_FACTOR`` times at the same rate, the target is still met and the mean
+#: latency is at most ``LATENCY_GROWTH`` times what it was. A stable queue's mean latency
+#: converges as the trace grows (the longer run only adds a little warm-up); an overloaded
+#: one grows about in proportion to the trace (~3x here)
+CONFIRM_FACTOR, LATENCY_GROWTH = 3, 1.5
+
+
 @dataclass(frozen=True)
 class Probe:
     rate: float
@@ -175,10 +183,13 @@ class Probe:
     meets: bool
     seconds: float
     metrics: dict[str, Any] = field(repr=False, default_factory=dict)
+    #: the probed workload's offered load (its arrival rate over the mix's saturated rate,
+    #: docs/semantics.md section 4; None: unknown)
+    load: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"rate": self.rate, "value": self.value, "meets": self.meets,
-                "seconds": self.seconds, "metrics": self.metrics}
+                "seconds": self.seconds, "load": self.load, "metrics": self.metrics}
 
 
 @dataclass(frozen=True)
@@ -197,22 +208,47 @@ class RateSearchResult:
     confirm_factor: int = 0
 
     @property
-    def throughput(self) -> float | None:
-        """Requests per time unit finished at the sustainable rate (its probe's
-        ``throughput_rps``)."""
+    def at_rate(self) -> Probe | None:
+        """The probe at the sustainable rate."""
         for p in self.probes:
             if p.rate == self.sustainable_rate:
-                return p.metrics.get("throughput_rps")
+                return p
         return None
+
+    @property
+    def throughput(self) -> float | None:
+        """Requests per time unit finished at the sustainable rate (its probe's
+        ``completion_rate``: finished requests over the makespan)."""
+        p = self.at_rate
+        return None if p is None else p.metrics.get("completion_rate")
+
+    @property
+    def latency_growth(self) -> float | None:
+        """Mean latency on the longer trace over mean latency at the sustainable rate
+        (None: not checked, or a mean is missing)."""
+        p, c = self.at_rate, self.confirmation
+        if p is None or c is None:
+            return None
+        a, b = p.metrics.get("mean_jct"), c.metrics.get("mean_jct")
+        return None if a is None or b is None or a <= 0 else b / a
+
+    @property
+    def holds(self) -> bool | None:
+        """The stability check (:data:`LATENCY_GROWTH`): on the longer trace the target is
+        met and the mean latency grew at most ``LATENCY_GROWTH`` times (None: not checked)."""
+        if self.confirmation is None:
+            return None
+        g = self.latency_growth
+        return bool(self.confirmation.meets and g is not None and g <= LATENCY_GROWTH)
 
     @property
     def counted_rate(self) -> float | None:
         """The sustainable rate if it may be claimed: at most the work limit and, when
-        checked, still met on the longer trace; else None."""
+        checked, holding on the longer trace (:attr:`holds`); else None."""
         r = self.sustainable_rate
         if r is None or (self.work_limit is not None and r > self.work_limit):
             return None
-        if self.confirmation is not None and not self.confirmation.meets:
+        if self.holds is False:
             return None
         return r
 
@@ -224,14 +260,20 @@ class RateSearchResult:
                 "confirm_factor": self.confirm_factor or None,
                 "holds_on_longer_trace": None if self.confirmation is None
                 else self.confirmation.meets,
+                "latency_growth": self.latency_growth, "stable": self.holds,
+                "load": None if self.at_rate is None else self.at_rate.load,
+                "confirmation": None if self.confirmation is None
+                else self.confirmation.to_dict(),
                 "counted_rate": self.counted_rate,
                 "probes": [p.to_dict() for p in self.probes]}
 
 
 def probe(instance: Instance, policy: str, rate: float, metric: RateMetric, target: float,
           *, seed: int = 0, params: dict[str, Any] | None = None,
-          settings: dict[str, Any] | None = None) -> Probe:
-    """Simulate ``policy`` at ``rate``, evaluate, and judge ``metric`` against ``target``."""
+          settings: dict[str, Any] | None = None, saturated: float | None = None) -> Probe:
+    """Simulate ``policy`` at ``rate``, evaluate, and judge ``metric`` against ``target``;
+    ``saturated``: the mix's saturated rate (``OfferedLoad.achievable_rate``) for the
+    probe's load."""
     t0 = time.perf_counter()
     inst = at_rate(instance, rate, seed)
     stats = SimStats()
@@ -243,8 +285,10 @@ def probe(instance: Instance, policy: str, rate: float, metric: RateMetric, targ
     run = Run(inst, schedule, ev, stats, dict(settings or {}))
     value = metric.fn(run)
     value = None if value is None else float(value)
+    lam = arrival_rate(inst)
+    load = None if lam is None or not saturated else lam / saturated
     return Probe(rate, value, metric.meets(value, target), time.perf_counter() - t0,
-                 run.metrics())
+                 run.metrics(), load)
 
 
 def resolve_metric(metric: str, settings: dict[str, Any]) -> str:
@@ -270,8 +314,11 @@ def check_settings(metric: str, settings: dict[str, Any]) -> RateMetric:
 
 def search(instance: Instance, policy: str, metric: str, target: float, lo: float, hi: float,
            *, probes: int = 8, seed: int = 0, params: dict[str, Any] | None = None,
-           settings: dict[str, Any] | None = None, progress: bool = True) -> RateSearchResult:
-    """The highest probed rate in ``[lo, hi]`` meeting ``target`` (module docstring)."""
+           settings: dict[str, Any] | None = None, progress: bool = True,
+           confirm_factor: int = CONFIRM_FACTOR) -> RateSearchResult:
+    """The highest probed rate in ``[lo, hi]`` meeting ``target`` (module docstring), then
+    the stability check on the trace repeated ``confirm_factor`` times (:func:`confirm`; 0
+    skips it, and the rate is then not checked)."""
     if not (math.isfinite(target)):
         raise RateSearchError(f"target must be a finite number, got {target!r}")
     if not (0 < lo < hi and math.isfinite(hi)):
@@ -281,11 +328,14 @@ def search(instance: Instance, policy: str, metric: str, target: float, lo: floa
     settings = dict(settings or {})
     m = check_settings(metric, settings)
     get_spec(policy).make(**(params or {}))  # bad policy or parameters fail before any work
+    if confirm_factor < 0:
+        raise RateSearchError(f"confirm_factor must be >= 0, got {confirm_factor!r}")
     done: list[Probe] = []
+    saturated = achievable_rate(instance)[0]  # the mix's: arrivals are redrawn anyway
 
     def run(rate: float) -> Probe:
         p = probe(instance, policy, rate, m, target, seed=seed, params=params,
-                  settings=settings)
+                  settings=settings, saturated=saturated)
         done.append(p)
         if progress:
             val = "n/a" if p.value is None else f"{p.value:.6g}"
@@ -309,22 +359,38 @@ def search(instance: Instance, policy: str, metric: str, target: float, lo: floa
             good = mid
         else:
             bad = mid
-    return RateSearchResult(policy, m.name, float(target), good, bad, tuple(done),
-                            work_limit=work_limit_rate(instance))
+    res = RateSearchResult(policy, m.name, float(target), good, bad, tuple(done),
+                           work_limit=work_limit_rate(instance))
+    if confirm_factor:
+        res = confirm(res, instance, confirm_factor, seed=seed, params=params,
+                      settings=settings)
+        if progress and res.confirmation is not None:
+            g = res.latency_growth
+            print(f"  {policy} rate {res.sustainable_rate:.6g} on the trace x{confirm_factor}: "
+                  f"{metric} {_fmt(res.confirmation.value)}, mean latency x{_fmt(g)}: "
+                  f"{'holds' if res.holds else 'does not hold'}", file=sys.stderr, flush=True)
+    return res
 
 
-def confirm(result: RateSearchResult, instance: Instance, factor: int = 3, *, seed: int = 0,
-            params: dict[str, Any] | None = None,
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4g}"
+
+
+def confirm(result: RateSearchResult, instance: Instance, factor: int = CONFIRM_FACTOR, *,
+            seed: int = 0, params: dict[str, Any] | None = None,
             settings: dict[str, Any] | None = None) -> RateSearchResult:
     """``result`` with its sustainable rate probed again on ``factor`` x the trace
-    (:func:`repeat_trace`): a rate is counted only if it still meets the target there
-    (:attr:`RateSearchResult.counted_rate`; issue 29)."""
+    (:func:`repeat_trace`, the same rate): a rate is counted only if the target is still met
+    there and the mean latency grew at most :data:`LATENCY_GROWTH` times
+    (:attr:`RateSearchResult.holds`, :attr:`~RateSearchResult.counted_rate`)."""
     if result.sustainable_rate is None:
         return result
     settings = dict(settings or {})
     m = check_settings(result.metric, settings)
-    p = probe(repeat_trace(instance, factor), result.policy, result.sustainable_rate, m,
-              result.target, seed=seed, params=params, settings=settings)
+    longer = repeat_trace(instance, factor)
+    p = probe(longer, result.policy, result.sustainable_rate, m, result.target, seed=seed,
+              params=params, settings=settings,
+              saturated=achievable_rate(instance)[0])
     return dataclasses.replace(result, confirmation=p, confirm_factor=factor)
 
 
@@ -337,4 +403,5 @@ def slo_from_reference(instance: Instance, policy: str = "vllm", scale: float = 
 
 __all__ = ["METRICS", "RateMetric", "RateSearchError", "RateSearchResult", "Probe", "Run",
            "at_rate", "trace_rate", "probe", "search", "register_metric", "slo_from_reference",
-           "resolve_metric", "work_limit_rate", "repeat_trace", "confirm"]
+           "resolve_metric", "work_limit_rate", "repeat_trace", "confirm", "CONFIRM_FACTOR",
+           "LATENCY_GROWTH"]
