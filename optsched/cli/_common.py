@@ -55,7 +55,7 @@ def say_load(load: Any, command: str) -> dict[str, Any]:
 def command_load(inst: Instance, time_limit: float | None = None) -> Any:
     """The offered load of ``inst``, its references run within 5% of ``time_limit``
     (seconds; None: no limit) so that a command's --time-limit still holds."""
-    # lazy: the load runs reference policies (start-up time, issue 31)
+    # lazy: the load runs reference policies (start-up time)
     from ..serving.load import load_deadline, offered_load
 
     return offered_load(inst, deadline=load_deadline(time_limit))

@@ -227,8 +227,8 @@ def run_capacity(args) -> int:
               "a longer trace: the trace is too short for the queue to build up")
     print("completed req/s: requests finished per second of the run at that rate; load: its "
           "arrival rate over the mix's saturated rate (docs/semantics.md section 4); counted: "
-          "the rate if it is below the work limit and holds on the longer trace (target met, "
-          "mean latency at most 1.5x)")
+          "the highest checked rate at most the work limit that holds on the longer trace "
+          "(target met, mean latency at most 1.5x)")
     if ceil is not None:
         _print_ceiling(ceil, results, lo, hi)
     if plot:
@@ -241,8 +241,12 @@ def _stability(r) -> str:
     if r.confirmation is None:
         return "not checked"
     g = r.latency_growth
-    return (f"{'holds' if r.holds else 'fails'} ({fmt(r.confirmation.value, 3)}, latency "
+    text = (f"{'holds' if r.holds else 'fails'} ({fmt(r.confirmation.value, 3)}, latency "
             f"x{'n/a' if g is None else fmt(g, 3)})")
+    if not r.holds:
+        text += ("; none below holds" if r.stable_rate is None
+                 else f"; holds at {fmt(r.stable_rate, 4)}")
+    return text
 
 
 def _ceiling(args, inst, lo: float, hi: float):

@@ -282,7 +282,7 @@ def _family_at_load(g, target: float, limits, cost, name, params) -> Instance:
     round reaches; a generator whose mix moves with the rate (a horizon of rounds, BE
     batches that follow the RT work) gets up to :data:`LOAD_ROUNDS` rounds, and the load it
     reached is printed either way."""
-    # lazy: the load runs reference policies (start-up time, issue 31)
+    # lazy: the load runs reference policies (start-up time)
     from ..serving.load import LoadError, offered_load
 
     accepted = {p.name for p in g.params}
@@ -338,7 +338,7 @@ def _generate_trace(args, kind: str) -> Instance:
         rate_scale=args.rate_scale, zero_tokens=args.zero_tokens or "drop", rate=args.rate,
     )
     if args.load is not None and inst.n:
-        # lazy: the load runs reference policies (start-up time, issue 31)
+        # lazy: the load runs reference policies (start-up time)
         from ..serving.load import scale_to_load
 
         inst = scale_to_load(inst, args.load)
@@ -381,7 +381,7 @@ def instance_info(inst: Instance) -> dict:
 
 
 def _load(inst: Instance):
-    # lazy: the load runs reference policies (start-up time, issue 31)
+    # lazy: the load runs reference policies (start-up time)
     from ..serving.load import offered_load
 
     return offered_load(inst)

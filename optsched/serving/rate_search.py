@@ -115,6 +115,14 @@ def _ttft_tbt(run: Run):
     return run.metrics()["ttft_tbt_attainment"]
 
 
+@register_metric("ttft-p99tbt-attainment", "as ttft-tbt-attainment with the per-request P99 "
+                 "(nearest rank) of the gaps instead of the longest: the old reading, kept for "
+                 "comparison; it lets a request with over 100 tokens have one gap of any "
+                 "length", "higher", needs=("ttft_slo", "tbt_slo"))
+def _ttft_p99tbt(run: Run):
+    return run.metrics()["ttft_p99tbt_attainment"]
+
+
 def at_rate(instance: Instance, rate: float, seed: int = 0) -> Instance:
     """``instance`` with Poisson arrivals of ``rate`` per time unit (module docstring)."""
     if not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
@@ -174,6 +182,8 @@ def repeat_trace(instance: Instance, times: int) -> Instance:
 #: converges as the trace grows (the longer run only adds a little warm-up); an overloaded
 #: one grows about in proportion to the trace (~3x here)
 CONFIRM_FACTOR, LATENCY_GROWTH = 3, 1.5
+#: checks at most, when the sustainable rate does not hold (the rates below it are bisected)
+CONFIRM_TRIES = 5
 
 
 @dataclass(frozen=True)
@@ -193,6 +203,44 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class Check:
+    """The stability check at one rate: the probe on the trace (``probe``) and on the trace
+    repeated ``factor`` times at the same rate (``longer``; None when ``probe`` missed the
+    target and the longer run was not needed)."""
+
+    probe: Probe
+    longer: Probe | None
+    factor: int
+
+    @property
+    def rate(self) -> float:
+        return self.probe.rate
+
+    @property
+    def latency_growth(self) -> float | None:
+        """Mean latency on the longer trace over the trace's (None: not run, or no mean)."""
+        if self.longer is None:
+            return None
+        a, b = self.probe.metrics.get("mean_jct"), self.longer.metrics.get("mean_jct")
+        return None if a is None or b is None or a <= 0 else b / a
+
+    @property
+    def holds(self) -> bool:
+        """The target met on both traces and the mean latency grown at most
+        :data:`LATENCY_GROWTH` times."""
+        g = self.latency_growth
+        return bool(self.probe.meets and self.longer is not None and self.longer.meets
+                    and g is not None and g <= LATENCY_GROWTH)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rate": self.rate, "factor": self.factor, "holds": self.holds,
+                "latency_growth": self.latency_growth,
+                "value": self.probe.value, "longer_value": None if self.longer is None
+                else self.longer.value, "load": self.probe.load,
+                "longer": None if self.longer is None else self.longer.to_dict()}
+
+
+@dataclass(frozen=True)
 class RateSearchResult:
     policy: str
     metric: str
@@ -202,10 +250,9 @@ class RateSearchResult:
     probes: tuple[Probe, ...]
     #: :func:`work_limit_rate` of the searched trace (None: unknown cost model)
     work_limit: float | None = None
-    #: the probe at the sustainable rate repeated on a ``confirm_factor`` x longer trace
-    #: (:func:`confirm`); None when not checked
-    confirmation: Probe | None = None
-    confirm_factor: int = 0
+    #: stability checks (:func:`confirm`), the sustainable rate's first, then the rates below
+    #: it probed for one that holds; empty when not checked
+    checks: tuple[Check, ...] = ()
 
     @property
     def at_rate(self) -> Probe | None:
@@ -223,34 +270,52 @@ class RateSearchResult:
         return None if p is None else p.metrics.get("completion_rate")
 
     @property
+    def confirm_factor(self) -> int:
+        return self.checks[0].factor if self.checks else 0
+
+    @property
+    def confirmation(self) -> Probe | None:
+        """The sustainable rate on the longer trace (None: not checked)."""
+        c = self._check_at_sustainable
+        return None if c is None else c.longer
+
+    @property
+    def _check_at_sustainable(self) -> Check | None:
+        for c in self.checks:
+            if c.rate == self.sustainable_rate:
+                return c
+        return None
+
+    @property
     def latency_growth(self) -> float | None:
-        """Mean latency on the longer trace over mean latency at the sustainable rate
-        (None: not checked, or a mean is missing)."""
-        p, c = self.at_rate, self.confirmation
-        if p is None or c is None:
-            return None
-        a, b = p.metrics.get("mean_jct"), c.metrics.get("mean_jct")
-        return None if a is None or b is None or a <= 0 else b / a
+        """Mean latency on the longer trace over the trace's, at the sustainable rate."""
+        c = self._check_at_sustainable
+        return None if c is None else c.latency_growth
 
     @property
     def holds(self) -> bool | None:
-        """The stability check (:data:`LATENCY_GROWTH`): on the longer trace the target is
-        met and the mean latency grew at most ``LATENCY_GROWTH`` times (None: not checked)."""
-        if self.confirmation is None:
-            return None
-        g = self.latency_growth
-        return bool(self.confirmation.meets and g is not None and g <= LATENCY_GROWTH)
+        """The stability check at the sustainable rate (None: not checked)."""
+        c = self._check_at_sustainable
+        return None if c is None else c.holds
+
+    @property
+    def stable_rate(self) -> float | None:
+        """The highest checked rate that holds (None: none, or not checked)."""
+        held = [c.rate for c in self.checks if c.holds]
+        return max(held) if held else None
 
     @property
     def counted_rate(self) -> float | None:
-        """The sustainable rate if it may be claimed: at most the work limit and, when
-        checked, holding on the longer trace (:attr:`holds`); else None."""
-        r = self.sustainable_rate
-        if r is None or (self.work_limit is not None and r > self.work_limit):
-            return None
-        if self.holds is False:
-            return None
-        return r
+        """The rate that may be claimed: the highest checked rate that holds on the longer
+        trace and is at most the work limit (a rate near saturation can pass the latency
+        check on a short trace; above the work limit it is not sustainable); unchecked, the
+        sustainable rate if at most the work limit."""
+        lim = math.inf if self.work_limit is None else self.work_limit
+        if not self.checks:
+            r = self.sustainable_rate
+            return r if r is not None and r <= lim else None
+        ok = [c.rate for c in self.checks if c.holds and c.rate <= lim]
+        return max(ok) if ok else None
 
     def to_dict(self) -> dict[str, Any]:
         return {"policy": self.policy, "metric": self.metric, "target": self.target,
@@ -262,9 +327,8 @@ class RateSearchResult:
                 else self.confirmation.meets,
                 "latency_growth": self.latency_growth, "stable": self.holds,
                 "load": None if self.at_rate is None else self.at_rate.load,
-                "confirmation": None if self.confirmation is None
-                else self.confirmation.to_dict(),
-                "counted_rate": self.counted_rate,
+                "stable_rate": self.stable_rate, "counted_rate": self.counted_rate,
+                "checks": [c.to_dict() for c in self.checks],
                 "probes": [p.to_dict() for p in self.probes]}
 
 
@@ -315,10 +379,12 @@ def check_settings(metric: str, settings: dict[str, Any]) -> RateMetric:
 def search(instance: Instance, policy: str, metric: str, target: float, lo: float, hi: float,
            *, probes: int = 8, seed: int = 0, params: dict[str, Any] | None = None,
            settings: dict[str, Any] | None = None, progress: bool = True,
-           confirm_factor: int = CONFIRM_FACTOR) -> RateSearchResult:
+           confirm_factor: int = CONFIRM_FACTOR,
+           confirm_tries: int = CONFIRM_TRIES) -> RateSearchResult:
     """The highest probed rate in ``[lo, hi]`` meeting ``target`` (module docstring), then
-    the stability check on the trace repeated ``confirm_factor`` times (:func:`confirm`; 0
-    skips it, and the rate is then not checked)."""
+    the stability check on the trace repeated ``confirm_factor`` times, at most
+    ``confirm_tries`` checks (:func:`confirm`; ``confirm_factor = 0`` skips it, and the rate
+    is then not checked)."""
     if not (math.isfinite(target)):
         raise RateSearchError(f"target must be a finite number, got {target!r}")
     if not (0 < lo < hi and math.isfinite(hi)):
@@ -363,12 +429,7 @@ def search(instance: Instance, policy: str, metric: str, target: float, lo: floa
                            work_limit=work_limit_rate(instance))
     if confirm_factor:
         res = confirm(res, instance, confirm_factor, seed=seed, params=params,
-                      settings=settings)
-        if progress and res.confirmation is not None:
-            g = res.latency_growth
-            print(f"  {policy} rate {res.sustainable_rate:.6g} on the trace x{confirm_factor}: "
-                  f"{metric} {_fmt(res.confirmation.value)}, mean latency x{_fmt(g)}: "
-                  f"{'holds' if res.holds else 'does not hold'}", file=sys.stderr, flush=True)
+                      settings=settings, lo=lo, tries=confirm_tries, progress=progress)
     return res
 
 
@@ -376,22 +437,63 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.4g}"
 
 
+def _check(instance: Instance, result: RateSearchResult, rate: float, factor: int,
+           m: RateMetric, saturated: float | None, **kw: Any) -> Check:
+    """The probe at ``rate`` (the search's, when it ran one there) and, if it meets the
+    target, the same rate on the trace repeated ``factor`` times."""
+    p = next((q for q in result.probes if q.rate == rate), None)
+    if p is None:
+        p = probe(instance, result.policy, rate, m, result.target, saturated=saturated, **kw)
+    if not p.meets:
+        return Check(p, None, factor)
+    longer = probe(repeat_trace(instance, factor), result.policy, rate, m, result.target,
+                   saturated=saturated, **kw)
+    return Check(p, longer, factor)
+
+
 def confirm(result: RateSearchResult, instance: Instance, factor: int = CONFIRM_FACTOR, *,
             seed: int = 0, params: dict[str, Any] | None = None,
-            settings: dict[str, Any] | None = None) -> RateSearchResult:
-    """``result`` with its sustainable rate probed again on ``factor`` x the trace
-    (:func:`repeat_trace`, the same rate): a rate is counted only if the target is still met
-    there and the mean latency grew at most :data:`LATENCY_GROWTH` times
-    (:attr:`RateSearchResult.holds`, :attr:`~RateSearchResult.counted_rate`)."""
-    if result.sustainable_rate is None:
+            settings: dict[str, Any] | None = None, lo: float | None = None,
+            tries: int = CONFIRM_TRIES, progress: bool = False) -> RateSearchResult:
+    """``result`` with the stability check: its sustainable rate probed again on ``factor`` x
+    the trace (:func:`repeat_trace`, the same rate); a rate holds if the target is met there
+    too and the mean latency grew at most :data:`LATENCY_GROWTH` times. When the sustainable
+    rate does not hold, rates below it (down to ``lo``, geometric bisection) are checked, at
+    most ``tries`` checks in all, and the highest that holds is
+    :attr:`RateSearchResult.stable_rate` (what :attr:`~RateSearchResult.counted_rate`
+    counts)."""
+    good_rate = result.sustainable_rate
+    if good_rate is None:
         return result
     settings = dict(settings or {})
     m = check_settings(result.metric, settings)
-    longer = repeat_trace(instance, factor)
-    p = probe(longer, result.policy, result.sustainable_rate, m, result.target, seed=seed,
-              params=params, settings=settings,
-              saturated=achievable_rate(instance)[0])
-    return dataclasses.replace(result, confirmation=p, confirm_factor=factor)
+    saturated = achievable_rate(instance)[0]
+    kw: dict[str, Any] = {"seed": seed, "params": params, "settings": settings}
+    checks: list[Check] = []
+
+    def run(rate: float) -> bool:
+        c = _check(instance, result, rate, factor, m, saturated, **kw)
+        checks.append(c)
+        if progress:
+            longer = "not run (misses on the trace)" if c.longer is None else \
+                f"{result.metric} {_fmt(c.longer.value)}, mean latency x{_fmt(c.latency_growth)}"
+            print(f"  {result.policy} rate {rate:.6g} on the trace x{factor}: {longer}: "
+                  f"{'holds' if c.holds else 'does not hold'}", file=sys.stderr, flush=True)
+        return c.holds
+
+    if not run(good_rate):
+        bad: float = good_rate
+        held: float | None = None
+        low = lo if lo is not None else good_rate / 4
+        if low < bad and len(checks) < tries and run(low):
+            held = low
+        while held is not None and len(checks) < tries:
+            mid = math.sqrt(held * bad)
+            if run(mid):
+                held = mid
+            else:
+                bad = mid
+    return dataclasses.replace(result, checks=tuple(checks))
 
 
 def slo_from_reference(instance: Instance, policy: str = "vllm", scale: float = 2.0) -> JctSlo:
@@ -404,4 +506,4 @@ def slo_from_reference(instance: Instance, policy: str = "vllm", scale: float = 
 __all__ = ["METRICS", "RateMetric", "RateSearchError", "RateSearchResult", "Probe", "Run",
            "at_rate", "trace_rate", "probe", "search", "register_metric", "slo_from_reference",
            "resolve_metric", "work_limit_rate", "repeat_trace", "confirm", "CONFIRM_FACTOR",
-           "LATENCY_GROWTH"]
+           "CONFIRM_TRIES", "LATENCY_GROWTH", "Check"]

@@ -4,7 +4,8 @@ offered load; feeds docs/results/load.md).
 For seeded windows of both Azure traces (``optsched generate azure --consecutive N --seed S``:
 the same start row, 600 / 1,200 / 2,400 requests), ``M = 30,000``, ``C = 8,192``, the
 Llama-2-7B preset: the window's offered load (both sides) at its own arrival rate and
-stretched to loads 0.5, 0.7, 0.9 (``scale_to_load``), and vLLM's total latency and mean
+stretched to loads 0.5, 0.7, 0.9 (``scale_to_load``), the load of its busiest tenth (the
+tenth of its requests, consecutive, that arrive fastest), and vLLM's total latency and mean
 latency against the certified lower bound ``lower_bound(inst, "total-latency", "best")``
 within ``--bound-seconds``. At a load above 1 the multiple grows with the window's length; at
 a stable load it does not.
@@ -58,12 +59,13 @@ def row(trace: str, seed: int, size: int, target: float | None, bound_seconds: f
 
 
 def text(rows: list[dict]) -> str:
-    out = ["trace seed  setting       requests  load (lower-upper)  status                 "
-           "vLLM mean lat (s)  bound (rung)        vLLM/bound  cpu s  loadavg"]
+    out = ["trace seed  setting       requests  load (lower-upper)  busiest tenth  status     "
+           "            vLLM mean lat (s)  bound (rung)        vLLM/bound  cpu s  loadavg"]
     for r in rows:
         ld = r["load"]
         out.append(f"{r['trace']:5} {r['seed']:4}  {r['setting']:12}  {r['requests']:8}  "
                    f"{ld['point']:5.3f} ({ld['lower']:.3f}-{ld['upper']:.3f})  "
+                   f"{ld['peak']:13.2f}  "
                    f"{ld['status']:21}  {r['vllm_mean_latency']:17.2f}  "
                    f"{r['bound']:10.1f} ({r['rung']:6})  {r['multiple']:10.2f}  "
                    f"{r['cpu_seconds']:5.1f}  {r['loadavg']:5.1f}")
