@@ -1,10 +1,12 @@
 """The offline *park* construction: an upper-side diagnostic for the capacity ceiling, **not**
 a policy (``formulations/bounds.md`` B12, "What it leaves out"; the ``slo-park`` policy,
 ``optsched/policies/slo_park.py``, is its online form). It schedules a whole instance knowing
-every arrival; ``studies/serving/goodput_park.py`` measures its sustainable rate.
+every arrival; ``studies/serving/goodput_park.py`` measures its sustainable rate. It targets
+the OLD per-request P99 reading of the TBT SLO (``ttft_p99tbt_attainment``); under the
+longest-gap rule (docs/semantics.md section 4, ``max_tbt``) parking fails the SLO.
 
 Under a P99 TBT SLO (nearest rank) a request with 100 or more gaps between its tokens may have
-one gap in a hundred longer than the SLO (docs/semantics.md section 4). The construction:
+one gap in a hundred longer than the SLO. The construction:
 
 * **arrivals**: each prompt is prefilled as soon as the server is free (whole prompts packed
   up to ``C`` tokens per batch, the head of the queue chunked when it does not fit); a request

@@ -206,7 +206,7 @@ def mutate_trace(rng: random.Random) -> str:
 
 
 
-def _commands(tmp: Path, inst: Path, sched: Path) -> list[tuple[list[str], bool]]:
+def _reading_commands(tmp: Path, inst: Path, sched: Path) -> list[tuple[list[str], bool]]:
     """Every command that reads an instance or a schedule (argv, may the solver fail)."""
     return [
         (["info", str(inst)], False),
@@ -250,7 +250,7 @@ def fuzz(tmp_path: Path, capsys, seed: int, rounds: int, expensive_every: int) -
             for argv in runs:
                 fuzz_check(*fuzz_run(capsys, argv), argv)
             continue
-        for argv, solver in _commands(tmp_path, inst, sched):
+        for argv, solver in _reading_commands(tmp_path, inst, sched):
             if argv[0] not in _CHEAP and k % expensive_every:
                 continue
             fuzz_check(*fuzz_run(capsys, argv), argv, solver)
@@ -284,7 +284,7 @@ CORPUS: dict[str, Callable[[], str]] = {
 def test_bad_instance_corpus(tmp_path, capsys, name):
     inst = fuzz_write(tmp_path / "i.json", CORPUS[name]())
     sched = fuzz_write(tmp_path / "s.json", json.dumps(SCHEDULE))
-    for argv, _ in _commands(tmp_path, inst, sched):
+    for argv, _ in _reading_commands(tmp_path, inst, sched):
         rc, out, err = fuzz_run(capsys, argv)
         fuzz_check(rc, out, err, argv)
         assert rc == 2 and len(err.strip().splitlines()) == 1, (argv, err)
