@@ -21,6 +21,10 @@ from ..instance import Instance
 from ..plugins import BOUNDS
 from ..solve_types import BoundError, BoundResult, Objective, SolveOptions, SolveReport
 
+#: the rank of a plain function registered without one (an entry point, a ``module:Name``
+#: reference): after ``exact``, before ``best``
+PLAIN_RANK = 500
+
 #: every bound is lowered by this relative amount before it is reported, so float rounding
 #: in the closed forms cannot lift it above the optimum (bounds.md section 1)
 SAFETY = 1e-9
@@ -62,21 +66,40 @@ BoundFn = Callable[[Instance, str, Budget], BoundResult]
 
 @dataclass(frozen=True)
 class BoundMethod:
+    """A registered bound method and its place on the ladder (``formulations/bounds.md``
+    section 3). ``rank``: the order of the ladder, cheapest first (ties by name).
+    ``cheap``: an O(n log n) closed form; ``combinatorial`` takes the largest of the cheap
+    rungs, in rank order, and ``best`` climbs every other rung ranked below it, in rank order,
+    within the time limit (``combinatorial`` first). A rung declares both at registration
+    (:func:`register_bound`), so a new rung is one new module: climbed, listed
+    (:func:`bound_methods`) and validity-tested (``tests/bounds/test_every_rung.py``)."""
+
     name: str
     fn: BoundFn
     description: str
     objectives: tuple[str, ...] = OBJECTIVES
-    #: position on the ladder (cheapest first); ``best`` runs them in this order
-    rung: int = 0
+    rank: int = PLAIN_RANK
+    cheap: bool = False
+
+    def __post_init__(self) -> None:
+        unknown = [o for o in self.objectives if o not in OBJECTIVES]
+        if not self.objectives or unknown:
+            raise BoundError(f"bound method {self.name!r}: objectives must be some of "
+                             f"{', '.join(OBJECTIVES)}, got {self.objectives!r}")
+        if isinstance(self.rank, bool) or not isinstance(self.rank, int):
+            raise BoundError(f"bound method {self.name!r}: rank must be an integer, "
+                             f"got {self.rank!r}")
 
 
-def register_bound(name: str, description: str, objectives=OBJECTIVES, rung: int = 0):
-    """Decorator: ``@register_bound("request", "...")`` on a bound function registers it in
-    :data:`optsched.plugins.BOUNDS` (a new method is one new module in this package, or an
-    entry point of the group ``optsched.bounds``)."""
+def register_bound(name: str, description: str, objectives=OBJECTIVES, *, rank: int,
+                   cheap: bool = False):
+    """Decorator: ``@register_bound("request", "...", rank=10, cheap=True)`` on a bound
+    function registers it in :data:`optsched.plugins.BOUNDS` with its place on the ladder
+    (:class:`BoundMethod`); a new method is one new module in this package, or an entry
+    point of the group ``optsched.bounds`` (``docs/add-a-bound-rung.md``)."""
 
     def deco(fn: BoundFn) -> BoundFn:
-        BOUNDS.add(name, BoundMethod(name, fn, description, tuple(objectives), rung), fn)
+        BOUNDS.add(name, BoundMethod(name, fn, description, tuple(objectives), rank, cheap), fn)
         return fn
 
     return deco
@@ -84,19 +107,28 @@ def register_bound(name: str, description: str, objectives=OBJECTIVES, rung: int
 
 def _as_method(name: str, entry: Any) -> BoundMethod:
     """A registry entry as a BoundMethod: a plain function loaded from an entry point or a
-    ``module:Name`` reference supports every objective, on the last rung before ``best``."""
+    ``module:Name`` reference supports every objective, ranked after ``exact``, before
+    ``best`` (:data:`PLAIN_RANK`)."""
     if isinstance(entry, BoundMethod):
         return entry
     if callable(entry):
         return BoundMethod(name, entry, (entry.__doc__ or name).strip().splitlines()[0],
-                           OBJECTIVES, 50)
+                           OBJECTIVES, PLAIN_RANK)
     raise BoundError(f"bound method {name!r} is not a function")
 
 
 def bound_methods() -> dict[str, BoundMethod]:
-    """Every registered method, cheapest rung first."""
+    """Every registered method, in ladder order (rank, then name)."""
     methods = [_as_method(n, BOUNDS.get(n)) for n in BOUNDS.names()]
-    return {m.name: m for m in sorted(methods, key=lambda m: (m.rung, m.name))}
+    return {m.name: m for m in sorted(methods, key=lambda m: (m.rank, m.name))}
+
+
+def rungs(*, cheap: bool, below: int | None = None) -> list[BoundMethod]:
+    """The registered methods with this ``cheap`` flag ranked below ``below`` (all when
+    None), in ladder order: what ``combinatorial`` (the cheap ones) and ``best`` (the others
+    below it) climb."""
+    return [m for m in bound_methods().values()
+            if m.cheap == cheap and (below is None or m.rank < below)]
 
 
 def lower_bound(instance: Instance, objective: str = "makespan", method: str = "best",

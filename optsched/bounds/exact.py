@@ -111,7 +111,7 @@ def _solve_here(solve: ExactSolve, instance, formulation: str, objective: str, s
 
 
 @register_bound("exact", "the exhaustive search or the InferMax fill/flow MILP when they fit the "
-                "budget and prove a global bound (B8)", rung=10)
+                "budget and prove a global bound (B8)", rank=200)
 def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
     """The rung (module docstring), solved by ``budget.exact_solve``."""
     solve = budget.exact_solve

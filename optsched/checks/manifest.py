@@ -13,7 +13,7 @@ methods that agree on it. Methods are independent routes to the same number:
   as disagreement.
 
 Regenerate with ``python -m optsched.checks.manifest --update`` (slow); the test suite re-proves
-the entries whose proof took under a few seconds (``tests/test_manifest.py``).
+the entries whose proof took under a few seconds (``tests/checks/test_manifest.py``).
 """
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ def run() -> None:
 
     Tearing down a process that has loaded numpy, numba's run-time and a 4M-entry schedule
     (freeing every object and module) took ~0.1 s of a 1.0 s ``optsched simulate`` of the full
-    trace (``bench/bench_simulate.py --process``). It buys nothing: every file a
+    trace (``benchmarks/simulate.py --process``). It buys nothing: every file a
     command writes is closed by then. So the program flushes stdout and stderr, runs the
     ``atexit`` handlers (``weakref.finalize`` clean-ups, ``logging``, ``multiprocessing``)
     and leaves with ``os._exit``. Only when another non-daemon thread is alive does it exit

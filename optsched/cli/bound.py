@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..evaluation import OBJECTIVES
 from . import EXIT_OK
-from ._common import load_instance, print_json, table
+from ._common import command_load, load_instance, print_json, say_load, table
 
 
 def register(sub) -> None:
@@ -18,8 +18,8 @@ def register(sub) -> None:
     p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
     p.add_argument("--objective", default="makespan", choices=OBJECTIVES)
     p.add_argument("--method", default="best",
-                   help="request, work, srpt, mbt, combinatorial, spread, coupled, dual, exact "
-                        "or best (default: best), or path/file.py:Name of your own")
+                   help="a registered bound method (default: best, the whole ladder; an unknown "
+                        "name lists them), or path/file.py:Name of your own")
     p.add_argument("--time-limit", type=float, default=10.0,
                    help="seconds for the whole command (default 10)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -40,7 +40,7 @@ def run(args) -> int:
         raise BoundError(f"--method: unknown bound method {args.method!r}; choose one of "
                          f"{', '.join(methods)}")
     inst = load_instance(args.instance)
-    # lazy: each subcommand imports what it runs (start-up time)
+    load = command_load(inst, args.time_limit)
     # lazy: each subcommand imports what it runs (start-up time)
     from ..solving import lower_bound  # the ladder with the one solve for its exact rung
     from ..solving.budget import command_seconds
@@ -51,9 +51,10 @@ def run(args) -> int:
     from ..comparison.report import bound_verdict, say
 
     verdict = bound_verdict(inst, args.objective, res)
+    say_load(load, "bound")
     if args.json:
         print_json({"instance": inst.name, "requests": inst.n, **res.to_dict(),
-                    "verdict": verdict})
+                    "verdict": verdict, "offered_load": load.to_dict()})
         say(verdict)
         return EXIT_OK
     # lazy: each subcommand imports what it runs (start-up time)

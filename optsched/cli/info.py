@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import sys
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..instance import Instance
 from . import EXIT_OK
 from ._common import cost_name, fmt, load_instance, print_json, table
+
+if TYPE_CHECKING:
+    from ..serving.load import OfferedLoad
 
 
 def register(sub) -> None:
@@ -16,8 +22,9 @@ def register(sub) -> None:
     p.set_defaults(func=run_info)
 
 
-def instance_info(inst: Instance) -> dict:
-    """Descriptive statistics of an instance (what ``optsched info`` prints)."""
+def instance_info(inst: Instance, load: OfferedLoad | None = None) -> dict:
+    """Descriptive statistics of an instance (what ``optsched info`` prints), with its offered
+    load (docs/semantics.md section 4; computed unless given)."""
     def stats(a: np.ndarray) -> dict:
         if a.size == 0:
             return {"min": None, "mean": None, "max": None, "total": 0}
@@ -39,12 +46,24 @@ def instance_info(inst: Instance) -> dict:
         "arrival": {**stats(arr), "span": span,
                     "rate": (inst.n - 1) / span if span > 0 else None},
         "total_tokens": int(inst.prompt.sum() + inst.output.sum()),
+        "offered_load": (load if load is not None else _load(inst)).to_dict(),
     }
+
+
+def _load(inst: Instance) -> OfferedLoad:
+    # lazy: the load runs reference policies (start-up time)
+    from ..serving.load import offered_load
+
+    return offered_load(inst)
 
 
 def run_info(args) -> int:
     inst = load_instance(args.instance)
-    d = instance_info(inst)
+    load = _load(inst)
+    d = instance_info(inst, load)
+    warning = load.warning()
+    if warning:
+        print(f"optsched info: warning: {warning}", file=sys.stderr)
     if args.json:
         print_json(d)
         return EXIT_OK
@@ -61,6 +80,7 @@ def run_info(args) -> int:
     rate = a["rate"]
     print(f"total tokens (prompt + output): {d['total_tokens']}; arrival span {fmt(a['span'])}"
           + (f", mean rate {fmt(rate)} per time unit" if rate else ""))
+    print(load.describe() + " (docs/semantics.md section 4)")
     return EXIT_OK
 
 

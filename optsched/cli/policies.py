@@ -23,6 +23,7 @@ def run_policies(args) -> int:
                 "description": s.description,
                 "source": s.source,
                 "hypothetical": s.hypothetical,
+                "compiled": s.compiled,
                 "params": {p.name: {"type": p.type.__name__,
                                     "default": dict(s.defaults).get(p.name, p.default),
                                     "help": p.help} for p in s.params},
@@ -35,6 +36,8 @@ def run_policies(args) -> int:
         print(f"{s.name}{hyp}")
         print(f"    {s.description}")
         print(f"    source: {s.source}")
+        if s.compiled:
+            print(f"    compiled twin: the {s.compiled} kernel (optsched/policies/fast.py)")
         if s.params:
             d = dict(s.defaults)
             ps = ", ".join(f"{p.name}={d.get(p.name, p.default)}" for p in s.params)

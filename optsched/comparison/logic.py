@@ -30,6 +30,7 @@ from ..policies import get_spec, list_policies, simulate
 from ..progress import phase
 from ..schedule import Schedule
 from ..search.lns import LNSOptions, improve
+from ..serving.load import load_deadline, offered_load
 from ..solve_types import BoundResult, SolveOptions, SolveReport, Status, WarmStart, relative_gap
 from ..solving import run as solve_pipeline
 from .rows import Comparison, GoodputGap, GoodputGapError, GoodputRow, Row, RowKind, objective_key
@@ -172,6 +173,7 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
         raise CompareInputError(f"row label {twice[0]!r} is given twice (policies and --schedule "
                                 "labels name the rows; each must be unique)")
     budget = Budget.seconds(time_limit)
+    load = offered_load(instance, deadline=load_deadline(time_limit))
     # the policies may use at most POLICY_SHARE of the budget: the rest is for the bound, the
     # model (or LNS in its place) and the report
     policy_deadline = None if budget.deadline is None else \
@@ -204,7 +206,7 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
             if r.evaluation is not None and r.evaluation.feasible else r for r in rows]
     opt = next((r for r in rows if r.kind == RowKind.OPTIMUM), None)
     return Comparison(instance, objective, rows, opt, rep, ref_kind, ref, time_limit, solver,
-                      lower, source, notes, goodput_gap(instance, rows))
+                      lower, source, notes, goodput_gap(instance, rows), load)
 
 
 #: the policies' share of the budget (the rest: the bound, the pipeline's model or its LNS

@@ -173,6 +173,7 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
         "verdict": verdict,
         "best": _best_dict(cmp),
         "goodput": None if cmp.goodput is None else cmp.goodput.to_dict(),
+        "offered_load": None if cmp.offered_load is None else cmp.offered_load.to_dict(),
         "solve": None if rep is None else rep.to_dict(include_schedule=False, pipeline=False),
         "rows": [r.to_dict() for r in cmp.rows],
         "figures": {**{k: v for k, v in files.items() if k != "report"}, "gantt": gantts},
@@ -295,6 +296,11 @@ def _markdown(cmp: Comparison, files: dict[str, str], gantts: dict[str, str],
           + f"; cost model: {inst.cost_model.kind}",
           f"- objective: {cmp.objective} (from `Evaluation.objective`; every schedule replayed by "
           "`optsched.evaluate`)"]
+    if cmp.offered_load is not None:
+        md.append(f"- {cmp.offered_load.describe()} (docs/semantics.md section 4)")
+        warning = cmp.offered_load.warning()
+        if warning:
+            md.append(f"- **warning:** {warning}")
     if rep is not None:
         limit = "none" if cmp.time_limit is None else f"{cmp.time_limit:g} s"
         md.append(f"- solver: formulation `{rep.formulation}`, {rep.solver or cmp.solver}, status "

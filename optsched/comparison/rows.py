@@ -33,6 +33,7 @@ from ..instance import Instance
 from ..objectives import OBJECTIVE_WORDS
 from ..progress import fmt, table, value
 from ..schedule import Schedule
+from ..serving.load import OfferedLoad
 from ..solve_types import BoundResult, SolveReport, Status, above_optimum, finite_or_none
 
 
@@ -171,6 +172,8 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     #: SLO attainment of every row beside its certified upper bound (None: no SLO)
     goodput: GoodputGap | None = None
+    #: the instance's offered load (docs/semantics.md section 4)
+    offered_load: OfferedLoad | None = None
 
     @property
     def best(self) -> Row | None:

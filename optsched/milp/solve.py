@@ -212,7 +212,7 @@ def solve(model: Model, solver: str = "highs", options: SolveOptions | None = No
 
 def lp_relaxation_value(model: Model) -> float:
     """Optimum of ``model``'s LP relaxation (integrality dropped), by HiGHS: the root bound a
-    branch-and-bound starts from, for comparing formulations (``bench/bench_hindsight_root.py``).
+    branch-and-bound starts from, for comparing formulations (``studies/hindsight/root_lp.py``).
     Raises :class:`MilpError` when the relaxation has no optimum (infeasible or unbounded)."""
 
     # lazy: the solver library loads only when a solve runs (start-up time)

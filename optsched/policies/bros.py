@@ -33,7 +33,7 @@
   (recompute: Algorithm 1 never swaps an RT request in). It is tried only for an entry that
   generates a token (``c = S - m``), so every plan that drops makes progress (point 1 of the
   progress guarantee below). Off by default because it hurts on our model: on notebook 07's
-  full setting at RT 4 req/s (60 RT requests; ``bench/bench_fidelity.py --rt 60``) it made
+  full setting at RT 4 req/s (60 RT requests; ``studies/claims/fidelity.py --rt 60``) it made
   3,085 drops and raised RT normalised latency from 0.025 to 1.0 s/token (BE throughput
   4.69 -> 0.60 req/s): the Azure prompts are long, and each dropped RT request is
   recomputed. When nothing can run, a whole BE request is swapped out (host

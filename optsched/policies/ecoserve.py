@@ -20,7 +20,7 @@ What exactly is simulated
   prompt KV stays with it as a waiting GT and counts against the GTs' cap: once prompts
   pass the cap, the waiting GTs hold the memory and cannot start while a few run (measured:
   1-6 GTs running, 80-96 waiting on ~95% of the KV; a 3-request instance in
-  ``tests/test_fidelity_regressions.py``). Under this rule the reserve is the headroom an
+  ``tests/policies/test_ecoserve.py``). Under this rule the reserve is the headroom an
   under-predicted GT grows into first (section 3.2.2, "it first tries to use the reserved
   KVC"), and prompts never take memory a waiting GT needs.
 * **Length bins** (``length_bin``, default 16 tokens = one KV block of the paper's vLLM

@@ -259,7 +259,7 @@ def batch_pricer(cost_model):
     Every batch is priced by the cost model: ``batch_times`` (the evaluator's definition),
     or for decode-only batches under :class:`~optsched.cost.LinearCost` its
     ``decode_batch_time`` fast path (equal up to float rounding;
-    ``tests/policies/test_sim_core.py`` checks it). Only the clock, i.e. arrival gating,
+    ``tests/policies/test_simulator.py`` checks it). Only the clock, i.e. arrival gating,
     depends on this; the evaluator re-prices every batch.
     """
     bt = cost_model.batch_times
@@ -282,7 +282,7 @@ def batch_pricer(cost_model):
 DEADLINE_EVERY = 64
 #: output tokens from which ``simulate_policy(fast=None)`` runs a built-in policy's compiled
 #: kernel: below it the Python loop (~60 us a batch) finishes before numba is imported and
-#: its cached kernels loaded (~1-2 s); bench/bench_simulate.py measures both paths
+#: its cached kernels loaded (~1-2 s); benchmarks/simulate.py measures both paths
 FAST_MIN_OUTPUT_TOKENS = 50_000
 
 
@@ -295,7 +295,7 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     :data:`DEADLINE_EVERY` decisions (a command's ``--time-limit``, optsched/solving/budget.py).
 
     A built-in policy that has a compiled kernel (:mod:`optsched.policies.fast`) can run
-    there: the same schedule, batch for batch (``tests/test_fast_path.py``); its ``stats``
+    there: the same schedule, batch for batch (``tests/policies/test_fast.py``); its ``stats``
     time the whole compiled run, an upper bound on the decision time
     (:func:`~optsched.policies.fast.simulate_fast`). ``fast=True`` asks for the kernel,
     ``fast=False`` for this Python loop (the reference, and the only path for user

@@ -12,7 +12,7 @@ numba whose internals moved) it does nothing and numba's own path runs (refreshi
 need be, compiling), so the result never depends on which path loaded the code.
 
 It uses numba internals (``Dispatcher._cache``,
-``_load_overload``), pinned by the lock file (numba 0.68.1); ``tests/test_fast_path.py``
+``_load_overload``), pinned by the lock file (numba 0.68.1); ``tests/policies/test_fast.py``
 checks that the load happens without the refresh and that a missing cache falls back.
 """
 

@@ -77,6 +77,7 @@ from ..instance import Instance, Request
 from ..policies.registry import SimulationTimeout
 from ..schedule import Batch, Schedule
 from ..solve_types import Objective, Status
+from .decoder import default_decoders
 from .keysearch import KeySearchError, key_search, seed_keys
 from .lns_decode import decode, in_instance_order
 from .prefill_phase import PrefillPhaseError
@@ -455,8 +456,10 @@ class _LNS:
         return min(0.95, max(0.5, crowded))
 
     def _decoders(self) -> tuple[str, ...]:
-        """TTFT-first's decoder evicts for arrivals: tried first for mean TTFT only."""
-        return ("ttft", "mcsf") if self.obj == Objective.MEAN_TTFT else ("mcsf",)
+        """The registered decoders LNS tries for the objective, in rank order
+        (:func:`optsched.search.decoder.default_decoders`): TTFT-first's, which evicts for
+        arrivals, first for mean TTFT only, then MC-SF's."""
+        return default_decoders(self.obj, "lns")
 
     def _move(self, s: Schedule, nprng, key: np.ndarray, seeds: dict[str, np.ndarray],
               handover: np.ndarray, ev):

@@ -17,7 +17,7 @@ after. :func:`prefill_first_schedule` builds, from a key (smallest first):
    and first token, in chunks, generating the second token) and the group decodes together,
    one token each per batch, the others evicted first.
 
-Phase 1 is the packed prefill-first construction that ``bench/bench_bounds.py`` measured
+Phase 1 is the packed prefill-first construction that ``studies/bounds/trace_bounds.py`` measured
 beating TTFT-first on the seeded windows, with the order and packing as parameters; the
 schedule is hypothetical (it reads output lengths, like the key decoders) and, like every
 schedule, judged by :func:`optsched.evaluate` (no stated starts: each batch runs

@@ -158,7 +158,7 @@ def _first_tokens_srpt(
 
 
 #: the (margin, pack) pairs ``optsched improve`` tries for mean TTFT, most useful first (the
-#: grid of ``bench/bench_ttft_side.py``, ``min_chunk`` = :data:`GRID_MIN_CHUNK`; its best cells
+#: grid of ``studies/bounds/ttft_side.py``, ``min_chunk`` = :data:`GRID_MIN_CHUNK`; its best cells
 #: on the seeded windows: margin 0-1000, pack 0-2)
 GRID = tuple((m, p) for p in (0.0, 1.0, 2.0, 4.0) for m in (0, 200, 1000, 2000, 3000))
 GRID_MIN_CHUNK = 32

@@ -20,7 +20,7 @@ formulation cells and the ``exact`` bound rung all call :func:`run`, which, in t
 6. returns one :class:`~optsched.solve_types.SolveReport`: the model's checked answer, the
    lower bound, the plan and the fallback.
 
-``--time-limit`` is the whole command's budget (``tests/test_time_limits.py``): the caller
+``--time-limit`` is the whole command's budget (``tests/solving/test_budget.py``): the caller
 gives the deadline (a ``time.perf_counter()`` value) or ``options.time_limit`` counts from
 the call.
 

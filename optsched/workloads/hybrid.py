@@ -190,7 +190,7 @@ def closed_loop_be(instance: Instance, make_policy: Callable[[], Any]) -> Closed
     completion, submit batch ``k + 1`` then and simulate again (one run per batch). The
     returned instance is an ordinary one -- the evaluator judges its schedule as any other
     -- and every batch's arrival equals the previous batch's completion in that schedule
-    (``tests/test_hybrid_closed_loop.py`` checks it)."""
+    (``tests/workloads/test_hybrid.py`` checks it)."""
     from ..policies import simulate  # lazy: start-up time of `optsched generate`
 
     rt = [r for r in instance.requests if r.cls != "be"]

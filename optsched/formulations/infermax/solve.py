@@ -60,7 +60,7 @@ def fill_fits(inst: Instance) -> bool:
     requests take it too: on the eviction family (preset cost) it proves every I = 1 ... 1024
     in <= 0.2 s (makespan) and <= 5 s (total latency), where the flow model of section 9
     needs up to 30 s and leaves I >= 128 (makespan) and I >= 16 (total latency) open in 30 s
-    (``bench/results/infermax-family-costs.txt``)."""
+    (``studies/offline_optima/results/infermax-family-costs.txt``)."""
     return fill.size_estimate(inst, _sequential_batches(inst)) <= FILL_MAX_ARCS
 
 
