@@ -342,7 +342,7 @@ def test_single_engine_code_refuses_a_cluster_in_one_line():
 def test_instance_json_without_cost_model_is_refused():
     """Before: a missing ``cost_model`` silently meant unit time (semantics section 2:
     missing fields are refused)."""
-    d = json.loads(GOOD.read_text())
+    d = json.loads(json.dumps(GOOD))
     del d["cost_model"]
     with pytest.raises(InstanceError, match="missing field 'cost_model'"):
         Instance.from_dict(d)

@@ -48,6 +48,7 @@ from .evaluator import (
     _evaluation,
     _replay,
     _Violations,
+    token_gaps,
 )
 from .evaluator import evaluate as evaluate_engine
 
@@ -185,8 +186,9 @@ def _reference(inst: Instance, s: Schedule) -> ClusterEvaluation:
     n_evict = np.bincount(ev.req[evicted], minlength=n)
     recomputed = np.bincount(ev.req[evicted], weights=ev.m_before[evicted],
                              minlength=n).astype(np.int64)
+    gaps = token_gaps(n, s, entries.req, ent_gen, end)  # section 4's max_tbt, over engines
     base = _evaluation(inst, V, n_evict, recomputed, first_token, completion, g_final, end, dur,
-                       kv, totals, ent_decode, ent_cached, ent_gen=ent_gen)
+                       kv, totals, ent_decode, ent_cached, ent_gen=ent_gen, gaps=gaps)
     v = np.flatnonzero(tr.valid)
     moved = (tr.batch[v], tr.req[v], eng[tr.batch[v]], tr.dest[v], tr.tokens[v], tr.start[v],
              tr.end[v])
@@ -288,7 +290,8 @@ def _merge(inst: Instance, s: Schedule, eng, e_req, parts) -> ClusterEvaluation:
     base = _evaluation(inst, _Violations(inst.ids), n_evict, recomputed,
                        req_cols["first_token"], req_cols["completion"], inst.output.copy(),
                        bat_cols["batch_end"], bat_cols["batch_duration"], kv, totals,
-                       ent_decode, ent_cached, ent_gen=ent_gen)
+                       ent_decode, ent_cached, ent_gen=ent_gen,
+                       gaps=token_gaps(n, s, e_req, ent_gen, bat_cols["batch_end"]))
     z = np.zeros(0, np.int64)
     moved = (z, z, z, z, z, np.zeros(0), np.zeros(0))
     return _cluster_evaluation(inst, base, eng, s.batch_of_entry, e_req, moved)
