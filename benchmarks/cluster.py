@@ -20,7 +20,7 @@ import os
 import time
 import warnings
 
-from benchmarks.setting import C, M, PRESET, TRACE
+from benchmarks.setting import PRESET, TRACE, C, M
 from optsched.bounds.cluster import cluster_makespan_floor
 from optsched.cluster import simulate
 from optsched.cost import preset
