@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import OptschedError
 from .evaluate import Evaluation
 from .jsonio import finite_or_none  # noqa: F401  (re-exported: the one _num)
-from .objectives import OBJECTIVES, Objective
+from .objectives import MODELLED, OBJECTIVES, Objective
 
 if TYPE_CHECKING:
     from .schedule import Schedule
@@ -142,5 +142,5 @@ class WarmStart:
         return self.evaluation.objective(objective)
 
 
-__all__ = ["MILP_DEFAULTS", "OBJECTIVES", "STATUSES", "Objective", "OptionsError", "SolveOptions",
+__all__ = ["MILP_DEFAULTS", "MODELLED", "OBJECTIVES", "STATUSES", "Objective", "OptionsError", "SolveOptions",
            "Status", "WarmStart", "finite_or_none", "relative_gap"]

@@ -22,6 +22,7 @@ from optsched.cost import LinearCost, UnitCost
 from optsched.evaluate import OBJECTIVES, evaluate
 from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance, Limits, Request
+from optsched.objectives import MODELLED
 from optsched.policies import list_policies, simulate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -101,14 +102,14 @@ def _check_against_search(inst, objective, max_states):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=instances(max_requests=3, max_prompt=6, max_output=3),
-       objective=st.sampled_from(OBJECTIVES))
+       objective=st.sampled_from(MODELLED))
 def test_bounds_below_exhaustive_optimum(inst, objective):
     _check_against_search(inst, objective, 3_000)
 
 
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(inst=instances(), objective=st.sampled_from(OBJECTIVES))
+@given(inst=instances(), objective=st.sampled_from(MODELLED))
 def test_bounds_below_exhaustive_optimum_more(inst, objective):
     _check_against_search(inst, objective, 20_000)
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..errors import OptschedError
 from ..evaluate import OBJECTIVES
 from ..instance import Instance
+from ..objectives import MODELLED
 from ..plugins import BOUNDS
 from ..solve_types import Objective, SolveOptions
 
@@ -101,12 +102,12 @@ class BoundMethod:
     name: str
     fn: BoundFn
     description: str
-    objectives: tuple[str, ...] = OBJECTIVES
+    objectives: tuple[str, ...] = MODELLED
     #: position on the ladder (cheapest first); ``best`` runs them in this order
     rung: int = 0
 
 
-def register_bound(name: str, description: str, objectives=OBJECTIVES, rung: int = 0):
+def register_bound(name: str, description: str, objectives=MODELLED, rung: int = 0):
     """Decorator: ``@register_bound("request", "...")`` on a bound function registers it in
     :data:`optsched.plugins.BOUNDS` (a new method is one new module in this package, or an
     entry point of the group ``optsched.bounds``)."""
@@ -120,12 +121,12 @@ def register_bound(name: str, description: str, objectives=OBJECTIVES, rung: int
 
 def _as_method(name: str, entry: Any) -> BoundMethod:
     """A registry entry as a BoundMethod: a plain function loaded from an entry point or a
-    ``module:Name`` reference supports every objective, on the last rung before ``best``."""
+    ``module:Name`` reference supports the modelled objectives, on the last rung before ``best``."""
     if isinstance(entry, BoundMethod):
         return entry
     if callable(entry):
         return BoundMethod(name, entry, (entry.__doc__ or name).strip().splitlines()[0],
-                           OBJECTIVES, 50)
+                           MODELLED, 50)
     raise BoundError(f"bound method {name!r} is not a function")
 
 

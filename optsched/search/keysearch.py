@@ -308,7 +308,7 @@ def key_search(inst: Instance, objective: str, *, deadline: float, seed: int = 0
     no candidate decoded in time. Raises :class:`KeySearchError` when no kernel applies."""
 
     se = _Search(inst, objective, seed, deadline, max_iterations,
-                 decoders or (TTFT_DECODERS if objective == "mean-ttft" else DEFAULT_DECODERS),
+                 decoders or (TTFT_DECODERS if ttft_objective(objective) else DEFAULT_DECODERS),
                  progress)
     decs = tuple(se.dec)
     keys = _distinct({**seed_keys(inst, objective), "prompt": inst.prompt.astype(np.float64),
@@ -351,6 +351,12 @@ __all__ = ["CONFIGS", "DEFAULT_DECODERS", "KernelDecoder", "KeySearchError",
            "key_ranks", "key_search", "make_decoder"]
 
 
+def ttft_objective(objective: str) -> bool:
+    """Mean and P99 TTFT depend only on the batches that complete prompts: the prefill-first
+    decoders and the prompts' works serve both."""
+    return objective in (Objective.MEAN_TTFT, Objective.P99_TTFT)
+
+
 def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
     """The first priority keys tried (smallest first): remaining work -- each request's fluid
     work under three sharing rules (bounds.md B7; prefill work only for mean TTFT) and its
@@ -358,7 +364,7 @@ def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
     TTFT), MC-SF's rule (output length) and arrival (FCFS)."""
 
     f = Floors.of(inst)
-    kind = "mean-ttft" if objective == Objective.MEAN_TTFT else "total-latency"
+    kind = "mean-ttft" if ttft_objective(objective) else "total-latency"
     keys = {f"work{mix}": job_works(f, kind, mix)
             for mix in ((1.0, 0.0, 0.0), (0.5, 0.0, 0.5), (0.0, 0.0, 1.0))}
     keys["entry"] = f.prefill_entry_cost if kind == Objective.MEAN_TTFT else f.entry_cost
