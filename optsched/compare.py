@@ -40,6 +40,7 @@ from .schedule import Schedule
 from .search.lns import LNSOptions, improve
 from .serving.goodput_gap import HEADERS as GOODPUT_HEADERS
 from .serving.goodput_gap import GoodputGap, goodput_gap, goodput_lines, goodput_table_rows
+from .serving.load import OfferedLoad, load_deadline, offered_load
 from .solve_types import SolveOptions, Status, WarmStart, finite_or_none, relative_gap
 from .verdict import compare_verdict, fmt, unit
 
@@ -119,6 +120,8 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     #: SLO attainment of every row beside its certified upper bound (None: no SLO)
     goodput: GoodputGap | None = None
+    #: the instance's offered load (docs/semantics.md section 4)
+    offered_load: OfferedLoad | None = None
 
     @property
     def best(self) -> Row | None:
@@ -285,6 +288,7 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
         raise CompareInputError(f"row label {twice[0]!r} is given twice (policies and --schedule "
                                 "labels name the rows; each must be unique)")
     budget = Budget.seconds(time_limit)
+    load = offered_load(instance, deadline=load_deadline(time_limit))
     # the policies may use at most POLICY_SHARE of the budget: the rest is for the bound, the
     # model (or LNS in its place) and the report
     policy_deadline = None if budget.deadline is None else \
@@ -317,7 +321,7 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
         if r.evaluation is not None and r.evaluation.feasible:
             r.gap = gap(r.objective, ref)
     return Comparison(instance, objective, rows, opt, rep, ref_kind, ref, time_limit, solver,
-                      lower, source, notes, goodput_gap(instance, rows))
+                      lower, source, notes, goodput_gap(instance, rows), load)
 
 
 #: the policies' share of the budget (the rest: the bound, the pipeline's model or its LNS
@@ -457,6 +461,7 @@ def write_report(out: Path, cmp: Comparison, *, gantt_charts: bool = True, max_r
         "verdict": verdict,
         "best": _best_dict(cmp),
         "goodput": None if cmp.goodput is None else cmp.goodput.to_dict(),
+        "offered_load": None if cmp.offered_load is None else cmp.offered_load.to_dict(),
         "solve": None if rep is None else rep.to_dict(include_schedule=False),
         "rows": [r.to_dict() for r in cmp.rows],
         "figures": {**{k: v for k, v in files.items() if k != "report"}, "gantt": gantts},
@@ -579,6 +584,11 @@ def _markdown(cmp: Comparison, files: dict[str, str], gantts: dict[str, str],
           + f"; cost model: {inst.cost_model.kind}",
           f"- objective: {cmp.objective} (from `Evaluation.objective`; every schedule replayed by "
           "`optsched.evaluate.evaluate`)"]
+    if cmp.offered_load is not None:
+        md.append(f"- {cmp.offered_load.describe()} (docs/semantics.md section 4)")
+        warning = cmp.offered_load.warning()
+        if warning:
+            md.append(f"- **warning:** {warning}")
     if rep is not None:
         limit = "none" if cmp.time_limit is None else f"{cmp.time_limit:g} s"
         md.append(f"- solver: formulation `{rep.formulation}`, {rep.solver or cmp.solver}, status "

@@ -170,6 +170,33 @@ def replay(bptr, e_req, e_tok, vptr, v_req, stated, arr, prompt, output, M, C, P
             ent_cached, first_b, done_b, g, n_evict, recomputed, ent_gen)
 
 
+@njit(cache=True)
+def token_gaps(e_req, bptr, ent_gen, end, n):
+    """Per request the longest gap between its consecutive generated tokens (0 with fewer
+    than two) and every gap of the run in schedule order: one pass over the entries, whose
+    batches are in order (semantics section 4, ``max_tbt`` / ``p99_tbt``)."""
+    last = np.full(n, -1.0)
+    seen = np.zeros(n, np.bool_)
+    longest = np.zeros(n, np.float64)
+    gaps = np.empty(bptr[-1], np.float64)
+    ng = 0
+    for j in range(bptr.size - 1):
+        t = end[j]
+        for k in range(bptr[j], bptr[j + 1]):
+            if not ent_gen[k]:
+                continue
+            i = e_req[k]
+            if seen[i]:
+                gap = t - last[i]
+                gaps[ng] = gap
+                ng += 1
+                if gap > longest[i]:
+                    longest[i] = gap
+            seen[i] = True
+            last[i] = t
+    return longest, gaps[:ng]
+
+
 def applies(inst: Instance, s: Schedule) -> bool:
     """Whether the compiled replay may answer for ``s`` (module docstring)."""
     lim = inst.limits
@@ -186,4 +213,4 @@ def cost_params(inst: Instance) -> tuple[int, np.ndarray]:
     return 0, np.zeros(10)
 
 
-__all__ = ["replay", "applies", "cost_params", "HAVE_NUMBA"]
+__all__ = ["replay", "applies", "cost_params", "token_gaps", "HAVE_NUMBA"]

@@ -577,3 +577,57 @@ def test_cache_type_switch():
         {"batches": [{"entries": [["a", 4]]}, {"entries": [], "evict": ["a"]},
                      {"entries": [["a", 5, "hidden"]]}]}))
     assert ev.feasible, ev.violations
+
+
+# -- time between tokens (semantics section 4: max_tbt, p99_tbt) -------------------------------
+def test_max_tbt_and_p99_tbt_by_hand():
+    # unit time; a (I = 1, O = 4) and b (I = 1, O = 1) at 0. B0 [0,1] a's prefill and b
+    # (a's first token at 1, b done); B1 [1,2] a's token 2; B2 stated start 30 -> [30,31]
+    # token 3; B3 [31,32] token 4. a's gaps 1, 29, 1: max_tbt 29; b has no gap (0).
+    # p99 over the run's gaps [1, 1, 29] (linear): h = 0.99 * 2 = 1.98 -> 1 + 0.98 * 28.
+    inst = Instance("h", Limits(kv_capacity=16, max_batch_tokens=8), UnitCost(),
+                    (Request("a", 0, 1, 4), Request("b", 0, 1, 1)))
+    s = Schedule.from_batches([([("a", 1), ("b", 1)], []), ([("a", 1)], []),
+                               ([("a", 1)], [], 30.0), ([("a", 1)], [])])
+    ev = evaluate(inst, s)
+    assert ev.feasible, ev.violations
+    assert ev.max_tbt.tolist() == [29.0, 0.0]
+    m = ev.metrics
+    assert m["max_tbt"] == 29.0 and m["mean_max_tbt"] == 29.0
+    assert m["p99_tbt"] == pytest.approx(1 + 0.98 * 28) == np.percentile([1, 1, 29], 99)
+    assert ev.to_dict()["requests"][0]["max_tbt"] == 29.0
+
+
+def test_a_refill_token_counts_as_a_gap_and_unfinished_requests_have_none():
+    # a (I = 2, O = 3): B0 prefill (token 1 at 1), B1 evicts a and refills its S = 3 tokens
+    # (token 2 at 2), B2 decode (token 3 at 3): gaps 1, 1. Cut after B1: a unfinished -> NaN.
+    inst = Instance("h", Limits(kv_capacity=16, max_batch_tokens=8), UnitCost(),
+                    (Request("a", 0, 2, 3),))
+    full = Schedule.from_batches([([("a", 2)], []), ([], ["a"]), ([("a", 3)], []),
+                                  ([("a", 1)], [])])
+    ev = evaluate(inst, full)
+    assert ev.feasible and ev.max_tbt.tolist() == [1.0] and ev.metrics["p99_tbt"] == 1.0
+    cut = evaluate(inst, Schedule.from_batches([([("a", 2)], []), ([], ["a"]),
+                                                ([("a", 3)], [])]))
+    assert math.isnan(cut.max_tbt[0]) and cut.metrics["max_tbt"] is None
+
+
+def test_compiled_token_gaps_equal_the_sorted_ones():
+    from optsched import evaluate_fast as fast
+    from optsched.evaluate import token_gaps
+    from optsched.policies import simulate
+    from optsched.workloads.generators import infermax_mix
+
+    inst = infermax_mix("LILO", 40, seed=3)
+    inst = inst.replace(limits=Limits(kv_capacity=4096, max_batch_tokens=4096))  # evictions
+    for policy in ("vllm", "sarathi"):
+        s = simulate(inst, policy)
+        ev = evaluate(inst, s)
+        assert ev.evictions.sum() > 0 or policy == "sarathi"
+        e_req = np.array([inst.index[x] for x in s.ids])[s.entry_req]
+        longest, gaps = token_gaps(inst.n, s, e_req, ev.entry_generates, ev.batch_end)
+        k_longest, k_gaps = fast.token_gaps(e_req, s.batch_ptr, ev.entry_generates,
+                                            ev.batch_end, inst.n)
+        assert np.array_equal(longest, k_longest)
+        assert np.array_equal(np.sort(gaps), np.sort(k_gaps))
+        assert gaps.size == int((inst.output - 1).sum())

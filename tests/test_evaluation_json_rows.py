@@ -25,7 +25,8 @@ def _reference_rows(ev) -> list[dict]:
 
     return [{"id": rid, "first_token": num(ev.first_token[i]), "completion": num(ev.completion[i]),
              "latency": num(ev.latency[i]), "ttft": num(ev.ttft[i]), "tpot": num(ev.tpot[i]),
-             "evictions": int(ev.evictions[i]), "recomputed_tokens": int(ev.recomputed_tokens[i])}
+             "max_tbt": num(ev.max_tbt[i]), "evictions": int(ev.evictions[i]),
+             "recomputed_tokens": int(ev.recomputed_tokens[i])}
             for i, rid in enumerate(ev.request_ids)]
 
 

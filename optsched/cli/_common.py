@@ -15,8 +15,9 @@ from ..schedule import Schedule, instance_check
 from ..solve_types import finite_or_none
 from ..verdict import fmt
 
-__all__ = ["checked_schedule", "fmt", "image_file", "load_instance", "load_schedule",
-           "output_dir", "output_file", "print_json", "seed_arg", "table"]
+__all__ = ["checked_schedule", "command_load", "fmt", "image_file", "load_instance",
+           "load_schedule", "output_dir", "output_file", "print_json",
+           "say_load", "seed_arg", "table"]
 
 
 def seed_arg(text: str) -> int:
@@ -38,6 +39,26 @@ def load_instance(path: str) -> Instance:
     from ..data import load_instance as load
 
     return load(path)
+
+
+def say_load(load: Any, command: str) -> dict[str, Any]:
+    """Print an :class:`~optsched.serving.load.OfferedLoad` on stderr (one line, and the
+    overload warning when it is overloaded: docs/semantics.md section 4, offered load);
+    return its JSON for the command's output."""
+    print(f"optsched {command}: {load.describe()}", file=sys.stderr)
+    warning = load.warning()
+    if warning:
+        print(f"optsched {command}: warning: {warning}", file=sys.stderr)
+    return load.to_dict()
+
+
+def command_load(inst: Instance, time_limit: float | None = None) -> Any:
+    """The offered load of ``inst``, its references run within 5% of ``time_limit``
+    (seconds; None: no limit) so that a command's --time-limit still holds."""
+    # lazy: the load runs reference policies (start-up time)
+    from ..serving.load import load_deadline, offered_load
+
+    return offered_load(inst, deadline=load_deadline(time_limit))
 
 
 def load_schedule(path: str) -> Schedule:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..evaluate import OBJECTIVES
 from . import EXIT_OK
-from ._common import load_instance, print_json, table
+from ._common import command_load, load_instance, print_json, say_load, table
 
 
 def register(sub) -> None:
@@ -40,6 +40,7 @@ def run(args) -> int:
         raise BoundError(f"--method: unknown bound method {args.method!r}; choose one of "
                          f"{', '.join(methods)}")
     inst = load_instance(args.instance)
+    load = command_load(inst, args.time_limit)
     # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..budget import command_seconds
 
@@ -52,9 +53,10 @@ def run(args) -> int:
     from ..verdict import bound_verdict, say
 
     verdict = bound_verdict(inst, args.objective, res)
+    say_load(load, "bound")
     if args.json:
         print_json({"instance": inst.name, "requests": inst.n, **res.to_dict(),
-                    "verdict": verdict})
+                    "verdict": verdict, "offered_load": load.to_dict()})
         say(verdict)
         return EXIT_OK
     # lazy: each subcommand imports what it runs (start-up time, issue 31)

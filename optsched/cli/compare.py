@@ -18,7 +18,7 @@ from ..compare import CompareInputError, compare, headers_in, policy_names, tabl
 from ..evaluate import OBJECTIVES
 from ..solve_types import Status
 from . import EXIT_INPUT, EXIT_NO, EXIT_OK, EXIT_SOLVER_ERROR
-from ._common import checked_schedule, load_instance, output_dir, table
+from ._common import checked_schedule, load_instance, output_dir, say_load, table
 
 
 def register(sub) -> None:
@@ -91,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
                   objective=args.objective, solver=args.solver, time_limit=limit,
                   threads=args.threads, improve_seconds=args.improve)
     cmp.notes.extend(mismatched)
+    if cmp.offered_load is not None:
+        say_load(cmp.offered_load, "compare")
     out = Path(args.output)
     write_report(out, cmp, gantt_charts=not args.no_gantt, max_rows=args.max_rows or None,
                  title=args.instance, deadline=end - CHART_SECONDS)

@@ -63,6 +63,11 @@ def register(sub) -> None:
     t.add_argument("--window", help="time window START:END in seconds (either may be empty)")
     t.add_argument("--rate-scale", type=float, default=1.0,
                    help="divide arrivals by this factor (2 = twice the rate)")
+    g.add_argument("--load", type=float, metavar="RHO",
+                   help="target offered load (0.7 = 70%%: arrivals stretched, or the generator's "
+                   "rate chosen, so that the load against the best reference schedule of the "
+                   "queued mix is RHO; docs/semantics.md section 4). Traces and every kind "
+                   "with arrivals; not with --rate-scale or --rate")
     t.add_argument("--zero-tokens", choices=("drop", "clamp", "error"),
                    help="rows with 0 prompt/output tokens (default drop, with a count)")
     t.add_argument("--too-long", choices=("error", "drop", "clip"),
@@ -130,7 +135,7 @@ def _print_list() -> None:
         rows.append((name, k.summary, ps + ("" if k.takes_limits else " (own limits)")))
     for name in sorted(TRACE_KINDS):
         rows.append((name, f"{name} trace CSV -> instance",
-                     "--trace, --limit|--sample|--consecutive, --seed, --window, --rate-scale"
+                     "--trace, --limit|--sample|--consecutive, --seed, --window, --rate-scale|--load"
                      + (", --rate" if name == "arxiv" else "")))
     print(table(["kind", "what", "parameters"], rows))
 
@@ -190,6 +195,7 @@ def run_generate(args) -> int:
     if not args.out:
         raise InstanceError("give the output file with -o FILE")
     kind = args.kind
+    _check_load_args(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if kind in TRACE_KINDS:
@@ -213,8 +219,13 @@ def run_generate(args) -> int:
         from ..errors import InputFileError
 
         raise InputFileError(f"{args.out}: cannot write: {e.strerror or e}") from None
+    load = _load(inst)
     print(f"wrote {args.out}: {inst.n} requests, M={inst.limits.kv_capacity}, "
-          f"C={inst.limits.max_batch_tokens}, cost model {_cost_name(inst)}")
+          f"C={inst.limits.max_batch_tokens}, cost model {_cost_name(inst)}; "
+          + load.describe())
+    warning = load.warning()
+    if warning:
+        print(f"optsched generate: warning: {warning}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -240,10 +251,65 @@ def _generate_family(args, g) -> Instance:
             raise InstanceError(f"kind {g.name!r} fixes its own limits and cost model; "
                                 f"drop --{', --'.join(x.replace('_', '-') for x in given)}")
         limits = cost = None
-    inst = g.call(limits=limits, cost_model=cost, name=args.name, **params)
+    if args.load is not None:
+        inst = _family_at_load(g, args.load, limits, cost, args.name, params)
+    else:
+        inst = g.call(limits=limits, cost_model=cost, name=args.name, **params)
     if "ttft_slo" in accepted:  # the generator sets its own SLOs (bros: RT requests only)
         return inst
     return inst.with_default_slos(args.ttft_slo, args.tpot_slo)
+
+
+def _check_load_args(args) -> None:
+    if args.load is None:
+        return
+    if not (args.load > 0 and np.isfinite(args.load)):
+        raise InstanceError(f"--load must be a finite number > 0, got {args.load!r}")
+    if args.rate_scale != 1.0:
+        raise InstanceError("--load sets the arrival rate; drop --rate-scale")
+    if args.rate is not None and args.kind not in TRACE_KINDS:
+        raise InstanceError("--load chooses the generator's --rate; drop --rate")
+
+
+#: rounds of the rate search of :func:`_family_at_load` and the tolerance it stops at
+#: (and the miss beyond which the load reached is said in a warning)
+LOAD_ROUNDS, LOAD_TOL, LOAD_MISS = 8, 0.005, 0.02
+
+
+def _family_at_load(g, target: float, limits, cost, name, params) -> Instance:
+    """A generator's instance at offered load ``target``: its ``rate`` chosen so. The load is
+    linear in the rate when the mix does not depend on it (a Poisson draw scaled), which one
+    round reaches; a generator whose mix moves with the rate (a horizon of rounds, BE
+    batches that follow the RT work) gets up to :data:`LOAD_ROUNDS` rounds, and the load it
+    reached is printed either way."""
+    # lazy: the load runs reference policies (start-up time)
+    from ..serving.load import LoadError, offered_load
+
+    accepted = {p.name for p in g.params}
+    if "rate" not in accepted or params.get("arrival") == "offline" or \
+            ("arrival" in accepted and params.get("arrival") is None):
+        raise InstanceError(f"kind {g.name!r} has no arrival rate to set: --load needs arrivals "
+                            "spread in time" + (" (give --arrival poisson)"
+                                                if "arrival" in accepted else ""))
+    rate, best = 1.0, None
+    for _ in range(LOAD_ROUNDS):
+        inst = g.call(limits=limits, cost_model=cost, name=name, **{**params, "rate": rate})
+        load = offered_load(inst)
+        if load.point is None:
+            raise LoadError(f"kind {g.name!r} at rate {rate:g}: no load (every request at once, "
+                            "or no reference ran)")
+        miss = abs(load.point - target) / target
+        if best is None or miss < best[0]:
+            best = (miss, inst, rate)
+        if miss <= LOAD_TOL:
+            break
+        rate *= target / load.point
+    assert best is not None  # LOAD_ROUNDS >= 1
+    if best[0] > LOAD_MISS:
+        warnings.warn(f"--load {target:g}: kind {g.name!r} redraws its arrivals with the rate, "
+                      f"so the load reached is {offered_load(best[1]).point:.3g} (rate "
+                      f"{best[2]:.4g}); give --rate to choose it yourself", stacklevel=2)
+    return best[1]
 
 
 def _generate_trace(args, kind: str) -> Instance:
@@ -263,12 +329,19 @@ def _generate_trace(args, kind: str) -> Instance:
     from ..cost import DEFAULT_PRESET
 
     cost = _cost(args.cost_model) or preset(DEFAULT_PRESET)
+    if args.load is not None and args.rate is not None:
+        raise InstanceError("--load sets the arrival rate; drop --rate")
     inst = load_trace_instance(
         args.trace, _limits(args), cost, name=args.name, too_long=args.too_long or "error",
         format=kind, limit=args.limit, sample=args.sample, consecutive=args.consecutive,
         seed=args.seed if args.seed is not None else 0, start=start, end=end,
         rate_scale=args.rate_scale, zero_tokens=args.zero_tokens or "drop", rate=args.rate,
     )
+    if args.load is not None and inst.n:
+        # lazy: the load runs reference policies (start-up time)
+        from ..serving.load import scale_to_load
+
+        inst = scale_to_load(inst, args.load)
     return inst.with_default_slos(args.ttft_slo, args.tpot_slo)
 
 
@@ -303,12 +376,23 @@ def instance_info(inst: Instance) -> dict:
         "arrival": {**stats(arr), "span": span,
                     "rate": (inst.n - 1) / span if span > 0 else None},
         "total_tokens": int(inst.prompt.sum() + inst.output.sum()),
+        "offered_load": _load(inst).to_dict(),
     }
+
+
+def _load(inst: Instance):
+    # lazy: the load runs reference policies (start-up time)
+    from ..serving.load import offered_load
+
+    return offered_load(inst)
 
 
 def run_info(args) -> int:
     inst = load_instance(args.instance)
     d = instance_info(inst)
+    warning = _load(inst).warning()
+    if warning:
+        print(f"optsched info: warning: {warning}", file=sys.stderr)
     if args.json:
         print_json(d)
         return EXIT_OK
@@ -325,6 +409,7 @@ def run_info(args) -> int:
     rate = a["rate"]
     print(f"total tokens (prompt + output): {d['total_tokens']}; arrival span {fmt(a['span'])}"
           + (f", mean rate {fmt(rate)} per time unit" if rate else ""))
+    print(_load(inst).describe() + " (docs/semantics.md section 4)")
     return EXIT_OK
 
 

@@ -15,7 +15,7 @@ from ..instance import HIDDEN_RATIO_MHA, Limits
 from ..policies import get_spec, list_policies, parse_param_args, simulate_policy
 from ..workloads.capacity import preset_hidden_ratio
 from . import EXIT_NO, EXIT_OK
-from ._common import load_instance, output_file, print_json, table
+from ._common import command_load, load_instance, output_file, print_json, say_load, table
 
 #: ``--json`` leaves the schedule out above this many entries unless ``--with-schedule``
 JSON_SCHEDULE_LIMIT = 10_000
@@ -133,6 +133,7 @@ def run_simulate(args) -> int:
     policy = spec.make(**parse_param_args(args.param))  # bad params fail before loading
     output_file(args.output)
     inst = _instance(args).with_default_slos(args.ttft_slo, args.tpot_slo)
+    load = command_load(inst)
     # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..progress import phase
 
@@ -144,7 +145,8 @@ def run_simulate(args) -> int:
     if written:
         schedule.save(written, inst)
     if args.json:
-        out: dict[str, Any] = {"policy": spec.name, "evaluation": ev.to_dict()}
+        out: dict[str, Any] = {"policy": spec.name, "evaluation": ev.to_dict(),
+                               "offered_load": load.to_dict()}
         if schedule.n_entries <= JSON_SCHEDULE_LIMIT or args.with_schedule:
             out["schedule"] = schedule.to_dict()
         else:
@@ -163,6 +165,7 @@ def run_simulate(args) -> int:
         print(table(["metric", "value"], rows))
         if written:
             print(f"schedule written to {written}")
+    say_load(load, "simulate")
     if not ev.feasible:
         print(f"optsched simulate: policy {spec.name!r} produced an infeasible schedule "
               f"(a bug): {ev.violation_counts}", file=sys.stderr)

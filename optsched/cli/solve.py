@@ -11,7 +11,7 @@ from ..evaluate import OBJECTIVES, evaluate
 from ..plugins import parse_assignments
 from ..solve_types import Status
 from . import EXIT_NO, EXIT_OK, EXIT_SOLVER_ERROR
-from ._common import fmt, load_instance, load_schedule, output_file, print_json, table
+from ._common import command_load, fmt, load_instance, load_schedule, output_file, print_json, say_load, table
 
 
 def register(sub) -> None:
@@ -102,6 +102,7 @@ def run(args) -> int:
     output_file(args.output)
     output_file(args.log, "--log")
     inst = load_instance(args.instance)
+    load = command_load(inst, args.time_limit)
     at_most = None
     if (args.at_most is None) != (args.than is None):
         raise CliInputError("--at-most K and --than POLICY|VALUE go together")
@@ -137,8 +138,9 @@ def run(args) -> int:
                             None if args.at_most is None else (args.at_most, args.than))
     if args.output and rep.schedule is not None:
         rep.schedule.save(args.output, inst)
+    say_load(load, "solve")
     if args.json:
-        print_json({**done.to_dict(), "verdict": verdict})
+        print_json({**done.to_dict(), "verdict": verdict, "offered_load": load.to_dict()})
     else:
         # lazy: each subcommand imports what it runs (start-up time, issue 31)
         from ..verdict import unit

@@ -6,7 +6,7 @@ import sys
 
 from ..evaluate import evaluate
 from . import EXIT_NO, EXIT_OK
-from ._common import checked_schedule, fmt, load_instance, print_json, table
+from ._common import checked_schedule, command_load, fmt, load_instance, print_json, say_load, table
 
 
 def register(sub) -> None:
@@ -58,12 +58,16 @@ METRIC_ROWS = [
     ("mean_tpot", "mean TPOT"),
     ("p50_tpot", "p50 TPOT"),
     ("p99_tpot", "p99 TPOT"),
+    ("max_tbt", "max TBT (longest gap)"),
+    ("mean_max_tbt", "mean longest gap"),
+    ("p99_tbt", "p99 TBT (all gaps)"),
     ("tokens_per_second", "tokens / time unit"),
     ("evictions", "evictions"),
     ("recomputed_tokens", "recomputed tokens"),
     ("peak_kv", "peak KV"),
     ("kv_utilisation", "KV utilisation"),
     ("slo_attainment", "SLO attainment"),
+    ("completion_rate", "completions / time unit"),
     ("hidden_entries", "hidden-cache entries"),
     ("hidden_time", "hidden-cache time"),
     ("batches", "batches"),
@@ -74,9 +78,11 @@ METRIC_ROWS = [
 def run_evaluate(args) -> int:
     inst = load_instance(args.instance)
     sched, check = checked_schedule(args.schedule, inst, "evaluate")
+    load = command_load(inst)
     ev = evaluate(inst, sched)
+    say_load(load, "evaluate")
     if args.json:
-        print_json({**ev.to_dict(), "instance_check": check})
+        print_json({**ev.to_dict(), "instance_check": check, "offered_load": load.to_dict()})
         return EXIT_OK if ev.feasible else EXIT_NO
     if not ev.feasible:
         _print_violations(ev)
