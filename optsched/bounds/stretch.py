@@ -35,15 +35,15 @@ from .base import BoundResult, Budget, register_bound
 from .floors import Floors
 
 #: pieces of the lower envelope of ``c_e`` (decode) and of the prefill pass's usage
-PIECES = 12
+PIECES = 10
 PREFILL_PIECES = 4
 #: grid step as a share of the median request chain (F5)
-GRID_PER_CHAIN = 80
+GRID_PER_CHAIN = 50
 #: first-token buckets per request (offsets 0, 1, 2, 4, ... grid steps, the last unbounded)
-BUCKETS = 14
+BUCKETS = 9
 #: a request's first window: this many chains, plus this many grid steps; doubled while
 #: its subproblem ends past it
-WINDOW_CHAINS = 3.0
+WINDOW_CHAINS = 2.5
 WINDOW_STEPS = 20
 #: the grid ends this many (longest) chains after the last arrival, at least this share of
 #: the arrival span later (past it nothing is priced: still valid, only weaker)
@@ -190,9 +190,12 @@ class Dual:
     uncertified: int
 
 
-def dual_bound(f: Floors, budget: Budget, max_iterations: int = MAX_ITERATIONS) -> Dual:
+def dual_bound(f: Floors, budget: Budget, max_iterations: int = MAX_ITERATIONS,
+               target_value: float | None = None) -> Dual:
     """Weak duality over interval prices (module docstring): every iteration's value is a
-    lower bound; a projected supergradient step towards an adaptive target moves the prices."""
+    lower bound; a projected supergradient step moves the prices towards ``target_value``
+    (an objective of some schedule, when the caller knows one: Polyak's step) or towards an
+    adaptive share above the best value seen. Neither changes validity, only speed."""
     from ._stretch_kernel import subproblems  # lazy: numba is imported when the rung runs
 
     rq = requests(f)
@@ -222,7 +225,10 @@ def dual_bound(f: Floors, budget: Budget, max_iterations: int = MAX_ITERATIONS) 
         norm = float(g @ g)
         if norm <= 0.0:
             break
-        step = (best + target * abs(best) - value) / norm
+        goal = best + target * abs(best)
+        if target_value is not None:
+            goal = best + target / TARGET * max(target_value - best, 0.0)
+        step = (goal - value) / norm
         pi = np.maximum(0.0, pi + step * g)
     return Dual(best, it, T, unc)
 

@@ -18,8 +18,9 @@ def register(sub) -> None:
     p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
     p.add_argument("--objective", default="makespan", choices=OBJECTIVES)
     p.add_argument("--method", default="best",
-                   help="request, work, srpt, mbt, combinatorial, spread, coupled, dual, exact "
-                        "or best (default: best), or path/file.py:Name of your own")
+                   help="request, work, srpt, mbt, combinatorial, events, spread, coupled, dual, "
+                        "stretch, tail (p99-ttft), exact or best (default: best), or "
+                        "path/file.py:Name of your own")
     p.add_argument("--time-limit", type=float, default=10.0,
                    help="seconds for the whole command (default 10)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -13,6 +13,9 @@ then instance order, as the policies rank) by one of the compiled kernels of
   requests ranked after it -- a memory-aware *preemptive* key-first scheduler;
 * ``rank-pc``: the same with ``P = C`` (whole prompts per batch);
 * ``rank-ef``: the same reserving ``I + O - 1`` at admission (eviction-free);
+* ``rank-cap4`` / ``rank-cap8``: ``rank`` with at most 4 / 8 requests holding KV (vLLM's
+  ``max_num_seqs``): shorter decode batches (code seed 1 at 0.3 of its arrival rate: the
+  ``rank-i`` policy 2,296 s uncapped, 1,984 s capped at 4, 2,135 s at 8);
 * for mean TTFT, ``prefill-first`` / ``prefill-pack2`` / ``prefill-packed``
   (:mod:`optsched.search.prefill_phase`, Python): every first token in key order as the arrivals
   come, 1, 2 or any number of prompts per batch, then the remaining tokens in groups; and
@@ -76,6 +79,11 @@ CONFIGS: dict[str, dict | None] = {
     "rank": {**_RANK, "P": 512},
     "rank-pc": {**_RANK, "P": 0},
     "rank-ef": {**_RANK, "P": 512, "reserve": "full"},
+    # residency caps (vLLM's max_num_seqs): at most this many requests hold KV, so decode
+    # batches stay short; on the code windows at light load they cut total latency (B15's
+    # study, docs/results/bounds.md "Stable loads")
+    "rank-cap4": {**_RANK, "P": 512, "max_num_seqs": 4},
+    "rank-cap8": {**_RANK, "P": 512, "max_num_seqs": 8},
 }
 #: the prefill-first decoders (:mod:`optsched.search.prefill_phase`): (prompts packed per batch,
 #: preemptive chunk size or 0)
@@ -84,7 +92,7 @@ PREFILL_PACK = {"prefill-first": (1, 0), "prefill-chunk2048": (1, 2048),
                 "prefill-packed": (1 << 30, 0)}
 #: decoders tried, the seed keys with each in turn; ``rank-pc`` is left out by default: on
 #: the bench's trace windows it was 1.3-1.7x worse than ``rank`` on total latency
-DEFAULT_DECODERS = ("mcsf", "rank", "rank-ef")
+DEFAULT_DECODERS = ("mcsf", "rank", "rank-ef", "rank-cap4", "rank-cap8")
 #: for mean TTFT the prefill-first shape first (every first token before the other tokens)
 TTFT_DECODERS = ("prefill-first", "prefill-chunk2048", "prefill-chunk1024", "prefill-pack2",
                  "prefill-packed", "mcsf")

@@ -87,10 +87,10 @@ def test_stretch_below_every_policy(inst):
         _below(b, ev.objective(OBJ), spec.name, inst)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(inst=larger(max_requests=80))
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=larger(max_requests=60))
 def test_stretch_below_two_policies_and_above_the_chains(inst):
-    b = _stretch(inst, 40)
+    b = _stretch(inst, 25)
     for name in ("vllm", "svf"):
         _below(b, evaluate(inst, simulate(inst, name)).objective(OBJ), name, inst)
     # the first iteration prices nothing: every request at its own chain (B3)

@@ -84,7 +84,7 @@ def online(draw, max_requests=200):
     n = draw(st.integers(1, max_requests))
     rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
     arr = rng.exponential(draw(st.sampled_from([0.005, 0.05, 0.5])), n).cumsum()
-    reqs = tuple(Request(f"r{i}", float(arr[i]), int(rng.integers(1, 1500)),
+    reqs = tuple(Request(f"r{i}", float(arr[i]), int(rng.integers(1, 600)),
                          int(rng.integers(1, 60))) for i in range(n))
     peak = max(r.prompt + r.output - 1 for r in reqs)
     from optsched.cost import preset
