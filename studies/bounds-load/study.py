@@ -112,6 +112,24 @@ def run_window(trace: str, seed: int, size: int, load: str, iterations: int) -> 
     return row
 
 
+def tail_schedules(row: dict, size: int) -> dict:
+    """The prefill-first decoder (``optsched.search.prefill_phase``) keyed by arrival (every
+    prompt first come first served: the tail's natural order) and by prompt length, scored on
+    the window of ``row`` (added after the main run: ``--tails``)."""
+    from optsched.evaluate import evaluate
+    from optsched.search.keysearch import make_decoder
+
+    inst = instance(row["trace"], int(row["seed"]), size, str(row["load"]))
+    dec = make_decoder(inst, "prefill-first")
+    for label, key in (("prefill-first fcfs", inst.arrival), ("prefill-first prompt", inst.prompt)):
+        t = time.process_time()
+        ev = evaluate(inst, dec.decode(np.asarray(key, np.float64)))
+        row["schedules"][label] = {o: ev.objective(o) for o in OBJS} | {
+            "busy": float(ev.batch_duration.sum()), "cpu": round(time.process_time() - t, 2),
+            "feasible": ev.feasible}
+    return row
+
+
 def _key(r: dict) -> tuple:
     return (r["trace"], int(r["seed"]), str(r["load"]))
 
@@ -168,10 +186,18 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     ap.add_argument("--summary", action="store_true")
+    ap.add_argument("--tails", action="store_true",
+                    help="add the prefill-first schedules to every window of OUT.jsonl")
     a = ap.parse_args()
     out = Path(a.out + ".jsonl")
     if a.summary:
         summary(out)
+        return
+    if a.tails:
+        rows = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
+        rows = [r if "prefill-first fcfs" in r["schedules"] else tail_schedules(r, a.size)
+                for r in rows]
+        out.write_text("".join(json.dumps(r, default=float) + "\n" for r in rows))
         return
     done = {_key(json.loads(x)) for x in out.read_text().splitlines() if x.strip()} \
         if out.exists() else set()
