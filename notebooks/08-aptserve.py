@@ -47,7 +47,7 @@ TRACE, HAVE_DATA = trace_path()
 
 # %%
 from optsched.cost import PRESETS
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.metrics.serving import serving_metrics
 from optsched.policies import get_policy, simulate_policy
@@ -336,7 +336,7 @@ display(Markdown("\n".join(lines)))
 # Apt-Serve's chatbot workload is ShareGPT (section 6.1); its Fig. 7 gives no number to match, so
 # we use BROS's ShareGPT statistics (prompts 223 +- 256, outputs 235 +- 269 tokens; **synthetic**,
 # `optsched generate chat-like --dataset sharegpt`), the memory setting above, and the SLO
-# attainment at two rates. `bench/bench_fidelity.py --only aptserve-paper` runs 8, 16 and 32 req/s
+# attainment at two rates. `studies/claims/fidelity.py --only aptserve-paper` runs 8, 16 and 32 req/s
 # at 200 and 400 requests.
 
 # %%

@@ -1,19 +1,23 @@
 """Bound ``best``: climb the ladder within the budget, keep the largest bound and the
-method that gave it (``formulations/bounds.md`` section 3)."""
+method that gave it (``formulations/bounds.md`` section 3).
+
+The ladder is the registry: every rung that is not ``cheap`` and ranks below ``best``, in
+rank order (:func:`~optsched.bounds.base.rungs`) -- ``combinatorial`` (the cheap rungs'
+maximum) first, then ``tail`` (P99 TTFT, B16), ``events`` (mean TTFT by busy periods, B14),
+``spread``, ``coupled`` and ``dual`` (batching coupled with duration, B10-B13, seconds at
+1,000 requests), ``stretch`` (decode stretch paid in machine time, B15, iterating while its
+share of the time allows) and ``exact``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..evaluate import OBJECTIVES
-from .base import BoundError, BoundResult, Budget, bound_methods, register_bound
+from ..objectives import OBJECTIVES
+from .base import BoundError, BoundResult, Budget, register_bound, rungs
 
-#: the rungs ``best`` climbs, cheapest first (``combinatorial`` already runs the cheap ones;
-#: ``tail`` bounds the P99 TTFT, B16; ``events`` splits mean TTFT into busy periods, B14;
-#: ``spread``, ``coupled`` and ``dual`` couple batching with duration, B10-B13, seconds at
-#: 1,000 requests; ``stretch`` prices decode stretch in machine time, B15, iterating while
-#: its share of the time allows)
-LADDER = ("combinatorial", "tail", "events", "spread", "coupled", "dual", "stretch", "exact")
+#: ``best`` sits above every rung it climbs
+RANK = 1000
 #: the share of the time left that a rung iterating until its budget ends may take (the rest
 #: stays for the rungs after it)
 SHARE = {"stretch": 0.8}
@@ -26,14 +30,13 @@ def _share(budget: Budget, name: str) -> Budget:
 
 
 @register_bound("best", "every rung that fits the time limit; the largest bound",
-                objectives=OBJECTIVES, rung=100)
+                objectives=OBJECTIVES, rank=RANK)
 def best_bound(instance, objective: str, budget: Budget) -> BoundResult:
-    methods = bound_methods()
     ladder: dict[str, float] = {}
     notes: list[str] = []
     best: BoundResult | None = None
-    for name in LADDER:
-        info = methods[name]
+    for info in rungs(cheap=False, below=RANK):
+        name = info.name
         if objective not in info.objectives:
             continue
         if budget.expired:

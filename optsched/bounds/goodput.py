@@ -3,6 +3,18 @@ their TTFT SLO, then within both their TTFT and their TPOT / TBT SLOs
 (``formulations/bounds.md`` B12). A TBT SLO bounds every gap between a request's tokens
 (its longest, ``max_tbt``, docs/semantics.md section 4).
 
+**The interface** (not a rung of the lower-bound ladder: it bounds a *count* from above). A
+goodput upper bound is a :class:`GoodputUpperBound`: a function ``(instance, ttft=None,
+tpot=None, tbt=None) -> GoodputBound``, the SLO arguments being defaults for requests that do
+not set their own (:class:`Slos`), whose counts no feasible schedule of the instance beats:
+``ttft`` >= the requests any schedule serves within their TTFT SLO, ``both`` >= those within
+all their SLOs (``GoodputBound.attainment`` and ``.share`` the same as shares). The capacity
+ceiling (:func:`optsched.serving.ceiling.ceiling`, ``optsched capacity --ceiling``) takes any
+such function (``upper=``); :func:`goodput_bound` (B12, below) is the one built in, and the
+one ``compare``'s goodput gap reads. Its validity tests (``tests/test_goodput_bound.py``,
+``tests/test_goodput_memory.py``) hold the counts above every policy's and above the best
+order found by search on small instances; a new goodput bound is checked the same way.
+
 * **Own floor** (B12a): request ``i`` meets its TTFT SLO ``s_i`` only if its first-token
   chain floor (F5, ``Floors.prefill_chain``) is at most ``s_i``; its TPOT SLO only if its
   token-chain floor over ``O - 1`` steps is at most ``tpot_i``; a TBT SLO only if the
@@ -22,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -104,6 +117,14 @@ class GoodputBound:
         return {"n": self.n, "with_slo": self.with_slo, "ttft_own": self.ttft_own,
                 "ttft": self.ttft, "both": self.both, "attainment": self.attainment,
                 "share": self.share}
+
+
+class GoodputUpperBound(Protocol):
+    """A certified upper bound on SLO goodput (module docstring, "The interface"): counts of
+    requests within their SLOs that no feasible schedule of ``instance`` exceeds."""
+
+    def __call__(self, instance: Instance, ttft: float | None = None, tpot: float | None = None,
+                 tbt: float | None = None) -> GoodputBound: ...
 
 
 def tbt_floor(f: Floors) -> np.ndarray:
@@ -239,6 +260,6 @@ def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | N
                         ttft=ttft_count, both=both)
 
 
-__all__ = ["GoodputBound", "GoodputError", "Slos", "counting_misses", "goodput_bound",
+__all__ = ["GoodputBound", "GoodputError", "GoodputUpperBound", "Slos", "counting_misses", "goodput_bound",
            "completion_windows", "interval_misses", "own_feasible", "sharing_rules",
            "tbt_floor"]

@@ -236,7 +236,7 @@ def dual_bound(f: Floors, budget: Budget, max_iterations: int = MAX_ITERATIONS,
 @register_bound("stretch", "decode stretch paid in machine time: each request's steps at the "
                 "speed its batches allow, against prices on machine time (Lagrangian of a "
                 "rate-usage relaxation, B15); valid at every iteration",
-                objectives=("total-latency",), rung=5)
+                objectives=("total-latency",), rank=150)
 def stretch_bound(instance, objective: str, budget: Budget) -> BoundResult:
     t0 = time.process_time()
     d = dual_bound(Floors.of(instance), budget)

@@ -95,7 +95,7 @@ def order_statistic(count: Counter, k: int, budget: Budget, lo: float = 0.0) -> 
 
 @register_bound("tail", "P99 TTFT: order statistics of the first-token times, from the own "
                 "prefill chains and B12's count of requests that can meet a TTFT deadline "
-                "(B16)", objectives=("p99-ttft",), rung=2)
+                "(B16)", objectives=("p99-ttft",), rank=105)
 def tail_bound(instance, objective: str, budget: Budget) -> BoundResult:
     n = instance.n
     K, frac = percentile_position(n)

@@ -13,7 +13,7 @@ methods that agree on it. Methods are independent routes to the same number:
   as disagreement.
 
 Regenerate with ``python -m optsched.checks.manifest --update`` (slow); the test suite re-proves
-the entries whose proof took under a few seconds (``tests/test_manifest.py``).
+the entries whose proof took under a few seconds (``tests/checks/test_manifest.py``).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from ..errors import OptschedError
 from ..formulations import SolveOptions
 from ..instance import Instance
 from ..objectives import MODELLED
-from ..pipeline import solve
 from ..solve_types import Status
+from ..solving import solve
 
 REPO = Path(__file__).resolve().parents[2]
 INSTANCES = REPO / "instances"

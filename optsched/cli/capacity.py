@@ -18,7 +18,7 @@ from ._common import fmt, image_file, load_instance, print_json, seed_arg, table
 
 
 def register(sub) -> None:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..serving.rate_search import METRICS
 
     p = sub.add_parser(
@@ -34,7 +34,7 @@ def register(sub) -> None:
                    help="policy name; repeat or comma-separate for several")
     p.add_argument("--metric", required=True, choices=sorted(METRICS),
                    help="; ".join(f"{m.name}: {m.help} ({m.better} is better)"
-                              for m in METRICS.values()))
+                              for m in METRICS.entries()))
     p.add_argument("--target", type=float, required=True,
                    help="the metric's bound (upper bound if lower is better, else lower bound)")
     p.add_argument("--rates", help="LO:HI requests per second (default: 1/4 to 4 times the "
@@ -82,7 +82,7 @@ def register(sub) -> None:
 
 
 def _policies(args) -> list[str]:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..policies import get_spec
 
     names = [n.strip() for item in args.policy for n in item.split(",") if n.strip()]
@@ -97,7 +97,7 @@ def _policies(args) -> list[str]:
 
 
 def _rates(args, instance) -> tuple[float, float]:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..serving.rate_search import trace_rate
 
     if args.rates is None:
@@ -123,14 +123,14 @@ def _instance(args):
             inst = inst.replace(limits=dataclasses.replace(inst.limits, hidden_cache=True,
                                                            hidden_ratio=ratio))
         return inst
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..workloads.traces import load_trace_instance
 
     limits = Limits(kv_capacity=args.kv_capacity, max_batch_tokens=args.max_batch_tokens,
                     max_prefill_tokens=args.max_prefill_tokens, block_size=args.block_size,
                     hidden_cache=args.hidden_cache,
                     hidden_ratio=preset_hidden_ratio(args.cost_model) or HIDDEN_RATIO_MHA)
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..cost import cost_model_arg
 
     return load_trace_instance(args.instance, limits, cost_model_arg(args.cost_model),
@@ -138,7 +138,7 @@ def _instance(args):
 
 
 def run_capacity(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..serving.rate_search import METRICS, RateSearchError, resolve_metric, search, slo_from_reference
 
     names = _policies(args)
@@ -251,7 +251,7 @@ def _stability(r) -> str:
 
 def _ceiling(args, inst, lo: float, hi: float):
     """The certified ceiling search (``optsched.serving.ceiling``) on the policies' arrival draw."""
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..bounds.goodput import GoodputError
     from ..serving.ceiling import ceiling
     from ..serving.rate_search import RateSearchError
@@ -288,7 +288,7 @@ def _print_ceiling(c, results, lo: float, hi: float) -> None:
 
 
 def _draw(results, args, path: str) -> None:
-    # lazy: matplotlib loads only when a chart is drawn (start-up time, issue 31)
+    # lazy: matplotlib loads only when a chart is drawn (start-up time)
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6, 4))

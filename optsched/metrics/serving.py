@@ -1,5 +1,5 @@
 """Serving metrics of the EcoServe and Apt-Serve evaluations, computed from the one
-evaluator's replay (:class:`~optsched.evaluate.Evaluation`) -- never from a policy's own
+evaluator's replay (:class:`~optsched.evaluation.Evaluation`) -- never from a policy's own
 bookkeeping -- plus the policy's decision time measured by the simulator
 (:class:`~optsched.policies.SimStats`).
 
@@ -14,7 +14,7 @@ bookkeeping -- plus the policy's decision time measured by the simulator
   times). Scale 2 by default.
 * **TTFT / TBT SLOs** (Apt-Serve's effective throughput): a request meets them when its
   TTFT is at most ``ttft_slo`` and its **longest** gap between consecutive tokens
-  (:attr:`~optsched.evaluate.Evaluation.max_tbt`, semantics section 4) is at most
+  (:attr:`~optsched.evaluation.Evaluation.max_tbt`, semantics section 4) is at most
   ``tbt_slo`` (``ttft_tbt_attainment``). Token times are the batch ends of *every* entry
   that generated a token: the first token, every decode, and the token a refill produces
   after an eviction (semantics section 3, step 2), so a preemption shows as the gap before
@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import OptschedError
-from ..evaluate import Evaluation
+from ..evaluation import Evaluation
 from ..instance import Instance
 from ..schedule import Schedule
 
@@ -91,7 +91,7 @@ def p99_tbt(schedule: Schedule, evaluation: Evaluation, n: int) -> np.ndarray:
     """Per request: 99th percentile (nearest rank) of the time between its generated tokens
     (every entry that generated one, module docstring); 0 for a request with fewer than two
     tokens, NaN for an unfinished one. The per-request P99 reading, kept for comparison:
-    SLOs are judged by :attr:`~optsched.evaluate.Evaluation.max_tbt`."""
+    SLOs are judged by :attr:`~optsched.evaluation.Evaluation.max_tbt`."""
     gen = evaluation.entry_generates
     req = schedule.entry_req[gen]
     t = evaluation.batch_end[schedule.batch_of_entry[gen]]
@@ -183,7 +183,7 @@ def serving_metrics(instance: Instance, evaluation: Evaluation, *,
 
 def mechanism_stats(instance: Instance, schedule: Schedule, evaluation: Evaluation,
                     policy: Any = None) -> dict[str, Any]:
-    """Whether a policy's mechanisms acted (issue 29, item 3), from the one evaluator's
+    """Whether a policy's mechanisms acted, from the one evaluator's
     replay: mean entries per batch, the share of batches holding one entry, mean KV in use as
     a share of ``M`` (over batches with entries), the share of entries on hidden cache; then
     the policy's own :meth:`~optsched.policies.simulator.Policy.mechanisms`."""

@@ -1,6 +1,6 @@
 """SLO-park: serve for TTFT and TBT SLO attainment: shortest prompt first, peaks reserved,
 and, under the per-request P99 reading of a TBT SLO only, long requests parked after their
-first token (the online form of ``bench/goodput_park.py``).
+first token (the online form of the offline park construction, ``optsched/serving/park.py``).
 
 **Which TBT rule** (``tbt_rule``). SLOs are judged by a request's longest gap between tokens
 (docs/semantics.md section 4, ``max_tbt``): then no gap may exceed the SLO, every request's
@@ -33,7 +33,7 @@ by default; entry cap ``max_batch_size``)
 1. **Bound residents decode** (no allowance left: peak KV reserved, never evicted).
 2. **First prefills**: the one under way (chunked) continues; then waiting requests in
    ``first`` order (``prompt``: shortest prompt first, the better order on notebook 08's
-   setting, ``bench/results/goodput-park.txt``; ``arrival``: FCFS). A request with
+   setting, ``studies/serving/results/goodput-park.txt``; ``arrival``: FCFS). A request with
    ``a(O) = 0`` reserves its peak ``fp(I + O - 1)``, one with allowance its prompt
    ``fp(I)``; if that does not fit, free residents are evicted (lost ones first, then
    those that stay within their allowance, most tokens left first) until it does, else no
@@ -52,17 +52,17 @@ by default; entry cap ``max_batch_size``)
    otherwise be empty, so the run always ends). A refill that uses a request's last
    allowance reserves its peak (it is bound from then on). ``headroom`` 0.3 by default:
    sustainable rates (10 probes, ``optsched capacity``'s search) on notebook 08's setting
-   and three seeded windows (``bench/bench_slo_park.py``'s instances, the ones reported, so
+   and three seeded windows (``studies/serving/slo_park.py``'s instances, the ones reported, so
    the choice is tuned on them): headroom 0 17.45 / 7.34 / 14.05 / 10.15 req/s (7 probes),
    0.2 20.53 / 8.51 / 14.63, 0.3 20.25 / 9.36 / 15.03, 0.4 20.81 / 9.36 / 14.63, 0.5
    20.81 / 9.23 (load 8-13). A prefill budget of 2,048 tokens against ``C = 4,096`` (12
    probes, four instances): 20.32 / 9.36 / 15.03 / 12.02 -> 20.67 / 9.14 / 15.03 / 12.82
-   req/s (``bench/results/slo-park.txt``; shorter batches give waiting prompts their first
+   req/s (``studies/serving/results/slo-park.txt``; shorter batches give waiting prompts their first
    token sooner, as for ``ttft-first``'s ``P``).
 
 Parking (``park``): ``eager`` (default) evicts a request with allowance in the batch after
 its first token if some request waits for its first prefill; ``always`` evicts it whatever
-waits (``bench/goodput_park.py``'s rule); ``lazy`` keeps it resident and free, evicted only
+waits (``optsched/serving/park.py``'s rule); ``lazy`` keeps it resident and free, evicted only
 when a first prefill or a decode needs the memory.
 
 Memory: every resident's reservation is at least its KV after the batch (bound: peak;
@@ -466,7 +466,7 @@ _PARAMS = (
         "eager",
         "eager: a request with allowance is evicted right after its "
         "first token while others wait; always: right after its first token (as "
-        "bench/goodput_park.py); lazy: only when memory is needed",
+        "optsched/serving/park.py); lazy: only when memory is needed",
         choices=_PARK,
     ),
     Param("tbt_rule", str, "max", "max: the SLO bounds a request's longest gap (docs/semantics.md "
@@ -480,7 +480,7 @@ register(
     "TBT gap resident (peak KV reserved); with tbt_rule=p99 only, park (evict) requests whose "
     "per-request P99 TBT allows a long gap after their first token and refill them when no "
     "arrival waits (knows O)",
-    "optsched: the online form of bench/goodput_park.py's park construction; TBT SLO on "
+    "optsched: the online form of optsched/serving/park.py's park construction; TBT SLO on "
     "the longest gap (docs/semantics.md section 4) or, with tbt_rule=p99, the per-request P99 "
     "(nearest rank); recompute preemption (section 3); clairvoyant like svf, mcsf and gba",
     hypothetical=True,

@@ -11,8 +11,10 @@ between the highest rate that met the target and the lowest that did not, ``prob
 in all; it assumes the metric gets worse with the rate and reports every probe so that a
 non-monotone curve is visible. Every run is judged by the one evaluator.
 
-Metrics are plug-ins: :func:`register_metric` adds one (a name, whether lower or higher is
-better, and a function of the run); :data:`METRICS` holds them.
+Metrics are plug-ins of the metric registry (:mod:`optsched.metrics.registry`:
+:func:`register_metric` adds one -- a name, whether lower or higher is better, and a function
+of the run; :data:`METRICS` holds them; the five built-in ones are in
+:mod:`optsched.metrics.rate`).
 """
 
 from __future__ import annotations
@@ -21,15 +23,15 @@ import dataclasses
 import math
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..errors import OptschedError
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from ..instance import Instance, Request
+from ..metrics.registry import METRICS, RateMetric, register_metric
 from ..metrics.serving import JctSlo, serving_metrics
 from ..policies import SimStats, get_spec, simulate_policy
 from .load import achievable_rate, arrival_rate, certified_rate
@@ -57,72 +59,6 @@ class Run:
                                ttft_slo=s.get("ttft_slo"), tbt_slo=s.get("tbt_slo"))
 
 
-@dataclass(frozen=True)
-class RateMetric:
-    """A metric the search can target: ``better`` is ``"lower"`` or ``"higher"``;
-    ``needs`` names the settings it requires (e.g. ``("ttft_slo", "tbt_slo")``)."""
-
-    name: str
-    help: str
-    better: str
-    fn: Callable[[Run], float | None]
-    needs: tuple[str, ...] = ()
-
-    def meets(self, value: float | None, target: float) -> bool:
-        if value is None or not math.isfinite(value):
-            return False
-        return value <= target if self.better == "lower" else value >= target
-
-
-METRICS: dict[str, RateMetric] = {}
-
-
-def register_metric(name: str, help: str, better: str, needs: tuple[str, ...] = ()):
-    """Decorator: register ``fn(run) -> value`` as a searchable metric."""
-    if better not in ("lower", "higher"):
-        raise ValueError(f"metric {name!r}: better must be 'lower' or 'higher'")
-
-    def add(fn):
-        if name in METRICS:
-            raise ValueError(f"metric {name!r} is already registered")
-        METRICS[name] = RateMetric(name, help, better, fn, needs)
-        return fn
-
-    return add
-
-
-@register_metric("normalized-latency", "mean of JCT / output length (EcoServe section 4)",
-                 "lower")
-def _normalized_latency(run: Run):
-    return run.metrics()["normalized_latency"]
-
-
-@register_metric("mean-jct", "mean job completion time", "lower")
-def _mean_jct(run: Run):
-    return run.metrics()["mean_jct"]
-
-
-@register_metric("slo-attainment", "share of requests meeting the JCT SLO scale * (t_p + "
-                 "t_g * l_g) (EcoServe section 4)", "higher", needs=("slo",))
-def _slo_attainment(run: Run):
-    return run.metrics()["slo_attainment"]
-
-
-@register_metric("ttft-tbt-attainment", "share of requests with TTFT <= --ttft-slo and every "
-                 "gap between tokens (max TBT) <= --tbt-slo (Apt-Serve's effective throughput)",
-                 "higher", needs=("ttft_slo", "tbt_slo"))
-def _ttft_tbt(run: Run):
-    return run.metrics()["ttft_tbt_attainment"]
-
-
-@register_metric("ttft-p99tbt-attainment", "as ttft-tbt-attainment with the per-request P99 "
-                 "(nearest rank) of the gaps instead of the longest: the old reading, kept for "
-                 "comparison; it lets a request with over 100 tokens have one gap of any "
-                 "length", "higher", needs=("ttft_slo", "tbt_slo"))
-def _ttft_p99tbt(run: Run):
-    return run.metrics()["ttft_p99tbt_attainment"]
-
-
 def at_rate(instance: Instance, rate: float, seed: int = 0) -> Instance:
     """``instance`` with Poisson arrivals of ``rate`` per time unit (module docstring)."""
     if not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
@@ -142,7 +78,7 @@ def at_rate(instance: Instance, rate: float, seed: int = 0) -> Instance:
 def _plain(r: Request) -> bool:
     """A request with nothing but id, arrival, prompt and output (what
     :meth:`Instance.from_columns` builds): a rate search's probe instance is then built from
-    columns, ~10x faster than 19K validated constructions (issue 31, ``optsched capacity``)."""
+    columns, ~10x faster than 19K validated constructions (``optsched capacity``)."""
     return r.predicted_output is None and r.cls is None and r.ttft_slo is None \
         and r.tpot_slo is None and r.deadline is None
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from optsched.cost import preset
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Limits
 from optsched.metrics.serving import serving_metrics
 from optsched.policies import get_policy, simulate

@@ -6,9 +6,10 @@ the same start row, 600 / 1,200 / 2,400 requests), ``M = 30,000``, ``C = 8,192``
 Llama-2-7B preset: the window's offered load (both sides) at its own arrival rate and
 stretched to loads 0.5, 0.7, 0.9 (``scale_to_load``), the load of its busiest tenth (the
 tenth of its requests, consecutive, that arrive fastest), and vLLM's total latency and mean
-latency against the certified lower bound ``lower_bound(inst, "total-latency", "best")``
-within ``--bound-seconds``. At a load above 1 the multiple grows with the window's length; at
-a stable load it does not.
+latency against the certified lower bound: the larger of the ``combinatorial`` and
+``spread`` rungs (``formulations/bounds.md``; deterministic, unlike ``best`` within a time
+limit). At a load above 1 the latency grows with the window's length; at a stable load it
+does not.
 
     OPTSCHED_DATA=/path/to/shared/data .venv/bin/python -m studies.load.window_growth \\
         [--traces conv,code] [--seed 1] [--out studies/load/window-growth]
@@ -26,11 +27,11 @@ import time
 from pathlib import Path
 
 from optsched.cost import preset
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Limits
-from optsched.pipeline import lower_bound
 from optsched.policies import simulate
 from optsched.serving.load import offered_load, scale_to_load
+from optsched.solving import lower_bound
 from optsched.workloads.traces import load_trace_instance
 
 DATA = Path(os.environ.get("OPTSCHED_DATA", Path(__file__).resolve().parents[3] / "shared"
@@ -40,7 +41,7 @@ SIZES = (600, 1200, 2400)
 LOADS = (None, 0.5, 0.7, 0.9)  # None: the window's own arrivals
 
 
-def row(trace: str, seed: int, size: int, target: float | None, bound_seconds: float) -> dict:
+def row(trace: str, seed: int, size: int, target: float | None) -> dict:
     inst = load_trace_instance(DATA / "traces" / FILES[trace],
                                Limits(kv_capacity=30_000, max_batch_tokens=8192),
                                preset("infermax-llama2-7b-a100"), consecutive=size, seed=seed)
@@ -49,7 +50,9 @@ def row(trace: str, seed: int, size: int, target: float | None, bound_seconds: f
     c0 = time.process_time()
     load = offered_load(inst)
     ev = evaluate(inst, simulate(inst, "vllm"))
-    lb = lower_bound(inst, "total-latency", "best", time_limit=bound_seconds)
+    # the larger of two deterministic rungs (no time limit decides which rungs ran)
+    lb = max((lower_bound(inst, "total-latency", m) for m in ("combinatorial", "spread")),
+             key=lambda b: b.value)
     return {"trace": trace, "seed": seed, "requests": size,
             "setting": "own arrivals" if target is None else f"load {target:g}",
             "load": load.to_dict(), "vllm_total_latency": ev.metrics["total_latency"],
@@ -76,7 +79,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--traces", default="conv,code")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--bound-seconds", type=float, default=30.0)
     ap.add_argument("--out", default=str(Path(__file__).parent / "window-growth"))
     args = ap.parse_args()
     if not (DATA / "traces").is_dir():
@@ -85,7 +87,7 @@ def main() -> None:
     for trace in args.traces.split(","):
         for target in LOADS:
             for size in SIZES:
-                rows.append(row(trace, args.seed, size, target, args.bound_seconds))
+                rows.append(row(trace, args.seed, size, target))
                 print(text(rows[-1:]).splitlines()[-1], flush=True)
     Path(args.out + ".json").write_text(json.dumps(rows, indent=1))
     Path(args.out + ".txt").write_text(text(rows) + "\n")

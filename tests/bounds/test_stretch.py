@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import instances
 
 from optsched.bounds import Budget, Floors, lower_bound
 from optsched.bounds.stretch import dual_bound, envelope
 from optsched.cost import LinearCost, UnitCost, preset
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import list_policies, simulate
+from optsched.testing import instances
 
 OBJ = "total-latency"
 #: the preset's coefficients scaled up so that small instances have long entries (the rung's

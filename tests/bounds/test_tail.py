@@ -9,14 +9,14 @@ import pytest
 from first_tokens import best_first_tokens, p99
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import instances
 
 from optsched.bounds import Budget, lower_bound
 from optsched.bounds.tail import Counter, order_statistic, percentile_position
 from optsched.cost import UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import list_policies, simulate
+from optsched.testing import instances
 
 OBJ = "p99-ttft"
 

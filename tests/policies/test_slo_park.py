@@ -1,14 +1,10 @@
 """SLO-park (optsched/policies/slo_park.py): hand-worked unit-time instances, its invariants
-on random instances, and its agreement with bench/goodput_park.py's offline construction.
+on random instances, and its agreement with the offline park construction (optsched.serving.park).
 
 Notation: ``x: m/S/g`` is request x's cached, known and generated tokens after the batch;
 ``a(O)`` the allowance of long gaps (module docstring)."""
 
 from __future__ import annotations
-
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,14 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from optsched.cost import PRESETS, UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.metrics.serving import p99_tbt, serving_metrics
 from optsched.policies import PolicyError, get_policy, get_spec, simulate
 from optsched.policies.slo_park import allowance
+from optsched.serving.park import Park
 from optsched.workloads.generators import generate
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def inst(reqs, M, C=100):
@@ -205,26 +200,16 @@ def test_invariants_on_random_instances(instance, park, refill, headroom):
     assert np.nan_to_num(ev.max_tbt).max() <= 1.0
 
 
-def _bench_module():
-    spec = importlib.util.spec_from_file_location("goodput_park", ROOT / "bench" / "goodput_park.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("goodput_park", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.parametrize("n", [20, 40])
 @pytest.mark.parametrize("ttft", [1.0, 0.2])
-def test_agrees_with_the_offline_park_construction(monkeypatch, n, ttft):
-    """Everything arrives at once: park = always runs bench/goodput_park.py's arrival phase
+def test_agrees_with_the_offline_park_construction(n, ttft):
+    """Everything arrives at once: park = always runs the offline construction's arrival phase
     batch for batch (shortest prompt first, whole prompts packed up to C, a short request
     reserving its peak, a long one its prompt and parked after its first token) until the
-    policy's first refill -- the bench refills only once the arrival phase is over, the
+    policy's first refill -- the construction refills only once the arrival phase is over, the
     online policy as soon as no request waits. Refills decide no TTFT and every parked
     request gets one long gap in both, so the attainments coincide (with TTFT 0.2 some
     requests miss theirs: the same ones in both)."""
-    park = _bench_module()
-    monkeypatch.setattr(park, "TTFT", ttft)
     limits = Limits(kv_capacity=4000, max_batch_tokens=2048, block_size=16)
     base = generate(
         "chat-like",
@@ -236,7 +221,7 @@ def test_agrees_with_the_offline_park_construction(monkeypatch, n, ttft):
         cost_model=PRESETS["infermax-llama2-7b-a100"],
     )
     i = base.replace(requests=tuple(r.__class__(**{**r.to_dict(), "arrival": 0.0}) for r in base.requests))
-    offline = park.Park(i, "prompt", 2048).run()
+    offline = Park(i, "prompt", 2048, ttft_slo=ttft).run()
     online = simulate(i, "slo-park", ttft_slo=ttft, park="always", headroom=0.0, tbt_rule="p99")
     a, b = plain(offline), plain(online)
     seen: set[str] = set()

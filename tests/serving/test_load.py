@@ -10,12 +10,10 @@ import math
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from strategies import instances
 
 from optsched.cost import PRESETS, LinearCost, UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
-from optsched.pipeline import lower_bound
 from optsched.policies import simulate
 from optsched.serving.load import (
     LoadError,
@@ -27,6 +25,8 @@ from optsched.serving.load import (
     queued,
     scale_to_load,
 )
+from optsched.solving import lower_bound
+from optsched.testing import instances
 from optsched.workloads.generators import generate
 
 
