@@ -3,7 +3,7 @@ first ``n`` requests of the Azure 2023 conversation trace (its own arrivals, ``b
 setting.py``: ``M = 100,000``, ``C = 4,096``, InferMax's Llama-2-7B/A100 preset), over ``R``
 identical replicas (routers ``rr``, ``lor``, ``least-kv``) or ``R/2`` prefill plus ``R/2``
 decode engines (``pd``, a 25 GB/s link moving Llama-2-7B's 512 KiB of KV per token), with the
-certified makespan floor (B15). The router layer runs the Python loop (no compiled path
+certified makespan floor (B17). The router layer runs the Python loop (no compiled path
 yet). Each cell: simulate, evaluate (wall and CPU seconds of this process), batches, makespan,
 feasibility; the load average is printed first::
 

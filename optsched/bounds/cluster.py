@@ -1,5 +1,5 @@
 """A certified makespan floor for a cluster of identical engines (``formulations/bounds.md``,
-B15 "Clusters"): B3 (each request's own chain of batches) and B5 (the busy time of every
+B17 "Clusters"): B3 (each request's own chain of batches) and B5 (the busy time of every
 arrival suffix) with that busy time shared by the ``R`` engines.
 
 Not a registered rung: the ladder's rungs model one engine (section 6 refuses a cluster
@@ -24,7 +24,7 @@ def identical_engine(instance: Instance) -> Instance:
         e = instance.engine(k)
         if e.limits != first.limits or e.cost_model != first.cost_model:
             raise InstanceError(f"cluster makespan bound: engine {e.id!r} differs from engine "
-                                f"{first.id!r} in its limits or cost model; the bound (B15) "
+                                f"{first.id!r} in its limits or cost model; the bound (B17) "
                                 "needs identical engines")
     one = instance.for_engine(0)
     one.__dict__.pop("_bound_floors", None)  # floors of the cluster instance's own limits
@@ -32,7 +32,7 @@ def identical_engine(instance: Instance) -> Instance:
 
 
 def cluster_makespan_floor(instance: Instance) -> float:
-    """B15: ``max(max_i a_i + chain_i, max_t t + busy(suffix_t) / R)`` over ``R`` identical
+    """B17: ``max(max_i a_i + chain_i, max_t t + busy(suffix_t) / R)`` over ``R`` identical
     engines (any roles, any transfers)."""
     one = identical_engine(instance)
     R = instance.n_engines

@@ -1,4 +1,4 @@
-"""The cluster makespan floor (optsched/bounds/cluster.py, formulations/bounds.md B15):
+"""The cluster makespan floor (optsched/bounds/cluster.py, formulations/bounds.md B17):
 hand-worked, refused on engines that differ, below every router's schedule (property)."""
 
 from __future__ import annotations
