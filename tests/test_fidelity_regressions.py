@@ -127,8 +127,7 @@ def test_bros_urgent_rt_request_drops_be_work_when_no_memory_is_left():
     assert [list(b.evict) for b in simulate(inst, get_policy("bros", block=4, drop=True))][1] \
         == ["x"]
     assert ev.latency.tolist() == [5.0, 2.5] and policy.dropped == 1
-    # drop=false (the default: it thrashes on long prompts, see optsched/policies/bros.py)
-    # keeps the old behaviour: a waits
+    # drop=false keeps the old behaviour: a waits
     _, kept = _run(inst, get_policy("bros", block=4, drop=False))
     assert kept.latency.tolist() == [3.0, 4.5]
 
