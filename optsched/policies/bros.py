@@ -44,14 +44,14 @@
   next token, and it may drop BE work but no RT request; RT-over-RT drops are for RT
   requests already on the GPU that need room to grow. ``admission="greedy"`` is Algorithm
   1 and section 5.2 as written: any RT request takes any memory it finds and drops less
-  urgent RT requests. Why the rule: on the paper-like workload at 24 RT req/s (2.15x the
-  engine's saturated RT throughput; ``studies/papers36/FINDINGS.md``) the greedy admission
-  without drops let 60-70 started RT requests hold all of M; a started request whose last
-  block was full could then not grow, so batches held 11 entries against vLLM's 19 while
-  25 RT requests an iteration found no memory (RT normalised latency +54% vs vLLM); with
-  drops, as written, every newly urgent request dropped a request that had just decoded
-  and each came back by dropping another (3,180 drops, 895K swapped tokens, +550%). With
-  the reserve: 42 drops, 15 entries a batch, +26% (+8% with the batch cap lifted).
+  urgent RT requests. Why the rule: on the paper-like workload at 24 RT req/s (120 RT
+  requests, 2.15x the engine's saturated RT throughput; ``studies/papers36/FINDINGS.md``) the
+  greedy admission without drops let 60-70 started RT requests hold all of M; a started
+  request whose last block was full could then not grow, so batches held 11 entries against
+  vLLM's 19 while ~25 RT requests an iteration found no memory (RT normalised latency +54% vs
+  vLLM); with drops, as written, every newly urgent request dropped a request that had just
+  decoded and each came back by dropping another (3,591 drops, 984K swapped tokens, +670%).
+  With the reserve: 21 drops, 15.6 entries a batch, +24%.
 
 * ``bros-rr`` -- the paper's round-robin baseline (section 2.2, 7.1): RT and BE FCFS queues
   served in alternate iterations (a class with nothing to run yields its turn), no

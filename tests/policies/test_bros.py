@@ -146,7 +146,7 @@ def test_admission_keeps_a_block_for_a_started_requests_next_token():
     # B4 its last token (latencies 3 and 5). Algorithm 1 as written (admission="greedy")
     # admits y at B0 and then drops it for x's next token (y swapped out at B1 and back in at
     # B3: latencies 3 and 4, one drop): with a swap priced at 0 (unit time) the drop is free
-    # here; on the paper-like workload at 24 RT req/s the same rule made 3,180 drops
+    # here; on the paper-like workload at 24 RT req/s the same rule made 3,591 drops
     # (studies/papers36/FINDINGS.md).
     reqs = (Request("x", 0, 4, 3, cls="rt", ttft_slo=2.0, tpot_slo=2.0),
             Request("y", 0, 3, 2, cls="rt", ttft_slo=10.0, tpot_slo=10.0))
