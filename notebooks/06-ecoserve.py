@@ -55,7 +55,7 @@ TRACE, HAVE_DATA = trace_path()
 
 # %%
 from optsched.cost import PRESETS
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Limits
 from optsched.metrics.serving import serving_metrics
 from optsched.policies import SimStats, get_policy, simulate_policy

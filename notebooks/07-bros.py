@@ -33,7 +33,7 @@ import time
 from IPython.display import Markdown, display
 from nbsetup import FAST, md_table, trace_path
 
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Limits
 from optsched.metrics.serving import mechanism_stats
 from optsched.policies import get_policy, simulate

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 
 from optsched.cost import LinearCost, UnitCost
 from optsched.errors import InstanceError
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.metrics.serving import mechanism_stats, p99_tbt
 from optsched.policies import get_policy, simulate
@@ -336,7 +336,7 @@ def test_ecoserve_runs_a_lone_prompt_above_its_admission_cap():
     # M = 9 and reserve 0.2 the cap is 9 - int(1.8) = 8, so a 9-token prompt never fit below
     # it and the engine stalled at t = 0 with nothing running. Alone in the system it must
     # run: one batch of 9 prompt tokens (C = 9) that generates its only token.
-    from optsched.evaluate import evaluate
+    from optsched.evaluation import evaluate
     from optsched.instance import Instance, Limits, Request
     from optsched.policies import simulate
 

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from optsched.cost import PRESETS
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits
 from optsched.metrics.serving import mechanism_stats
 from optsched.policies import get_policy, simulate

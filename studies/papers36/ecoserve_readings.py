@@ -31,9 +31,9 @@ from pathlib import Path
 
 from optsched.bounds.goodput import goodput_bound
 from optsched.cost import preset
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits
-from optsched.pipeline import lower_bound
+from optsched.solving import lower_bound
 from optsched.policies import get_policy, simulate
 from optsched.serving.rate_search import at_rate, trace_rate
 from optsched.workloads.traces import window_instance
