@@ -10,7 +10,7 @@
 #   (22-64x ORCA's); the Oracle (exact lengths) only about 8% more than EcoServe;
 # - **JCT 64-91% lower than vLLM** for the full system; the ablation EcoServe-D / -SD / -SDO / full:
 #   16-36%, 35-58%, 43-64%, 64-91% lower JCT than vLLM;
-# - scheduling time within 3% of vLLM's (measured in `bench/bench_ecoserve.py`, not here).
+# - scheduling time within 3% of vLLM's (measured in `benchmarks/ecoserve.py`, not here).
 #
 # Here: the policies `ecoserve-d`, `ecoserve-sd`, `ecoserve-sdo`, `ecoserve` (under both readings of
 # its deadline key, below), `ecoserve-oracle`, `vllm`, `sarathi` and `orca` (EcoServe's
@@ -222,7 +222,7 @@ else:
 # lengths with those means and ranges (`optsched/workloads/chat_lengths.py`), and M = 14,648 tokens is
 # EcoServe's 12 GB of KV for OPT-13B (819,200 bytes per token). Cost model: still Llama-2-7B's (we
 # have no OPT-13B profile). Normalised latency (the paper's Fig. 10 metric) and throughput at rates
-# below and at the throughput ceiling (about 8 req/s here); `bench/bench_fidelity.py --only
+# below and at the throughput ceiling (about 8 req/s here); `studies/claims/fidelity.py --only
 # ecoserve-paper` runs the same at 1,000 and 2,000 requests.
 
 # %%

@@ -20,7 +20,7 @@ What exactly is simulated
   prompt KV stays with it as a waiting GT and counts against the GTs' cap: once prompts
   pass the cap, the waiting GTs hold the memory and cannot start while a few run (seen on
   the Azure trace: 1-6 GTs running, 80-96 waiting on ~95% of the KV; a 3-request instance in
-  ``tests/test_fidelity_regressions.py``). Under this rule the reserve is the headroom an
+  ``tests/policies/test_ecoserve.py``). Under this rule the reserve is the headroom an
   under-predicted GT grows into first (section 3.2.2, "it first tries to use the reserved
   KVC"), and prompts never take memory a waiting GT needs.
 * **Length bins** (``length_bin``, default 16 tokens = one KV block of the paper's vLLM
@@ -47,7 +47,8 @@ What exactly is simulated
   PT queue as a refill of ``S`` tokens, and on becoming a GT again is **re-predicted**
   (``L`` = padded new prediction of the remaining tokens) and regrouped. *Modelling choice*:
   the paper keeps a stopped GT's KV on the GPU; our semantics has no "paused in place"
-  state other than staying resident, so the stop is the vLLM-style recompute preemption.
+  state other than staying resident, so the stop is the vLLM-style recompute preemption
+  (docs/semantics.md section 3).
 * **Ordering** (``ordering``, section 3.3): both queues by (JCT-deadline bucket ascending,
   occupied-KV bucket descending, predicted ``L`` / prompt length descending, arrival).
   The JCT SLO is ``slo_scale * (t_p + t_g * l)`` with ``t_p`` the cost model's time of the

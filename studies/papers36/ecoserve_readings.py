@@ -33,9 +33,9 @@ from optsched.bounds.goodput import goodput_bound
 from optsched.cost import preset
 from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits
-from optsched.solving import lower_bound
 from optsched.policies import get_policy, simulate
 from optsched.serving.rate_search import at_rate, trace_rate
+from optsched.solving import lower_bound
 from optsched.workloads.traces import window_instance
 
 DATA = Path(os.environ.get("OPTSCHED_DATA", Path(__file__).resolve().parents[2].parent
