@@ -11,12 +11,16 @@ BE batches of 8 requests (prompt U(512, 1024), output U(32, 128); section 7.1):
   batches submitted open-loop at the times their standalone service estimate gives
   (``bros_workload``): a BE backlog.
 
-**Load.** Each row states the RT arrival rate against the engine's saturated RT throughput:
-vLLM's completions per second when ``--sat-n`` RT requests of the same length distribution
-all arrive at t = 0 (measured here, not certified; the certified work limit
-``optsched.serving.rate_search.work_limit_rate`` is printed beside it as an upper side). BE
-work comes on top (best effort). A row with RT load >= 1 is overload: the queue grows with the
-trace, so its numbers depend on the number of RT requests; they are labelled so.
+**Load.** Each row states its RT offered load (``optsched.serving.load.offered_load``,
+docs/semantics.md section 4) of the RT requests alone, at their arrivals: the arrival rate over
+the best saturated throughput of reference policies on queued copies of the RT mix (the point
+figure, the upper side), with the certified lower side beside it (B4's busy-time floor). BE
+work comes on top (best effort). ``--loads`` picks the rates from stated loads (``x`` times the
+mix's achievable rate); ``--rates`` takes them as given (the paper's 24 req/s). A row at RT load
+above 1 is overload: the queue grows with the trace, so its numbers depend on the number of RT
+requests; they are labelled so. (The figures in ``FINDINGS.md`` were measured when the
+load's denominator was vLLM's completions per second on 1,000 RT requests at t = 0; the house
+loads of those same instances are in ``house-loads.txt``.)
 
 Per run: RT normalised latency (mean latency / output tokens), TTFT attainment, per-token TPOT
 attainment, BE throughput over the run and while RT requests are in the system (BE co-serving),
@@ -40,7 +44,7 @@ from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits
 from optsched.metrics.serving import mechanism_stats
 from optsched.policies import get_policy, simulate
-from optsched.serving.rate_search import work_limit_rate
+from optsched.serving.load import OfferedLoad, offered_load
 from optsched.workloads.generators import generate
 from optsched.workloads.hybrid import bros_workload, closed_loop_be, hybrid_metrics
 
@@ -68,21 +72,24 @@ def rt_pool(setting: str) -> Instance | Path:
                     cost_model=COST)
 
 
-def rt_only(pool, n: int) -> Instance:
-    """``n`` RT requests of the pool's lengths, all at t = 0, without BE work."""
-    inst = bros_workload(pool, n, 1.0, seed=1, be_batch=8, limits=LIMITS, cost_model=COST)
-    reqs = tuple(r.__class__(**{**r.to_dict(), "arrival": 0.0}) for r in inst.requests
-                 if r.cls == "rt")
-    return inst.replace(requests=reqs)
+def rt_part(inst: Instance) -> Instance:
+    """The RT requests of a BROS workload at their arrivals, without BE work."""
+    return inst.replace(requests=tuple(r for r in inst.requests if r.cls == "rt"))
 
 
-def saturation(pool, n: int) -> dict:
-    """vLLM's saturated RT throughput (req/s) and the certified work limit on ``n`` RT
-    requests arriving together (module docstring)."""
-    inst = rt_only(pool, n)
-    ev = evaluate(inst, simulate(inst, get_policy("vllm")))
-    return {"n": n, "vllm_saturated_rps": inst.n / ev.metrics["makespan"],
-            "work_limit_rps": work_limit_rate(inst)}
+def rt_load(inst: Instance) -> OfferedLoad:
+    """The RT offered load of a BROS workload (module docstring)."""
+    return offered_load(rt_part(inst))
+
+
+def rates_for(pool, n: int, loads: list[float]) -> list[float]:
+    """RT rates at the stated loads: ``x`` times the achievable rate of ``n`` RT requests of
+    the pool's mix (the mix of ``bros_workload``'s seeded draw, whatever the rate)."""
+    mu = rt_load(bros_workload(pool, n, 1.0, seed=1, be_batch=8, limits=LIMITS,
+                               cost_model=COST)).achievable_rate
+    if mu is None:
+        raise SystemExit("no reference policy ran on the RT mix: its load is unknown")
+    return [x * mu for x in loads]
 
 
 def run(base: Instance, label: str, closed: bool) -> dict:
@@ -123,39 +130,42 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--setting", choices=("paper", "azure"), default="paper")
     ap.add_argument("--rates", default="24", help="RT arrival rates (req/s), comma-separated")
+    ap.add_argument("--loads", help="RT offered loads instead of --rates, comma-separated")
     ap.add_argument("--rt", default="120,300", help="RT request counts, comma-separated")
     ap.add_argument("--policies", default=",".join(CONFIGS), help="labels of CONFIGS")
-    ap.add_argument("--sat-n", type=int, default=1000, help="RT requests of the saturation run")
     ap.add_argument("--out", type=Path, help="JSON output")
     args = ap.parse_args(argv)
     if args.setting == "azure" and not TRACE.exists():
         print(f"skipped: {TRACE} not found")
         return 0
     pool = rt_pool(args.setting)
-    sat = saturation(pool, args.sat_n)
     print(f"# setting {args.setting}; load {os.getloadavg()[0]:.1f}; M = 20,000, C = 4,096, "
           f"infermax-llama2-7b-a100, BE batches of 8 "
           f"({'closed-loop' if args.setting == 'paper' else 'open-loop'})")
-    print(f"# saturated RT throughput (vLLM, {sat['n']} RT at t = 0): "
-          f"{sat['vllm_saturated_rps']:.2f} req/s; work limit {sat['work_limit_rps']:.2f} req/s")
+    print("# load: RT offered load (point, upper side) and its certified lower side, "
+          "optsched.serving.load")
     cols = ("rt_normalised_latency", "rt_ttft_attainment", "rt_tpot_token_attainment",
             "be_throughput", "be_throughput_coserving", "entries_per_batch",
             "rt_no_memory_per_iteration", "dropped", "swap_out_tokens", "cpu_s")
-    print(f"{'rate':>5} {'load':>5} {'RT':>4} {'policy':20} " + " ".join(f"{c[:11]:>11}" for c in cols))
+    print(f"{'rate':>5} {'load':>5} {'cert.':>5} {'RT':>4} {'policy':20} "
+          + " ".join(f"{c[:11]:>11}" for c in cols))
     rows = []
-    for rate in (float(x) for x in args.rates.split(",")):
-        for n in (int(x) for x in args.rt.split(",")):
+    for n in (int(x) for x in args.rt.split(",")):
+        rates = ([float(x) for x in args.rates.split(",")] if not args.loads else
+                 rates_for(pool, n, [float(x) for x in args.loads.split(",")]))
+        for rate in rates:
             base = bros_workload(pool, n, rate, seed=1, be_batch=8, limits=LIMITS,
                                  cost_model=COST)
+            load = rt_load(base)
             for label in args.policies.split(","):
-                row = {"rate": rate, "rt": n, "load": rate / sat["vllm_saturated_rps"],
+                row = {"rate": rate, "rt": n, "load": load.point, "load_certified": load.lower,
+                       "offered_load": load.to_dict(),
                        **run(base, label, closed=args.setting == "paper")}
                 rows.append(row)
-                print(f"{rate:>5g} {row['load']:>5.2f} {n:>4} {label:20} "
+                print(f"{rate:>5.3g} {fmt(load.point, 3):>5} {fmt(load.lower, 3):>5} {n:>4} {label:20} "
                       + " ".join(f"{fmt(row.get(c)):>11}" for c in cols), flush=True)
     if args.out:
-        args.out.write_text(json.dumps({"setting": args.setting, "saturation": sat,
-                                        "rows": rows}, indent=1))
+        args.out.write_text(json.dumps({"setting": args.setting, "rows": rows}, indent=1))
     return 0
 
 

@@ -5,12 +5,15 @@ Windows: ``docs/results/serving.md``'s -- 1,200 consecutive requests of each tra
 start row drawn by seeds 1, 2, 3 (``optsched.workloads.traces.window_instance``), M = 30,000,
 C = 8,192, ``infermax-llama2-7b-a100``, every request with TTFT SLO 1 s and mean TPOT SLO 0.1 s.
 
-**Load.** The window's *saturated throughput* is vLLM's completions per second with all 1,200
-requests arriving at t = 0 (measured, not certified). A row at load ``x`` re-times the window's
-requests as a seeded Poisson process (``at_rate``, seed 0) at ``x`` times that rate; the row
-``own`` keeps the trace's own arrivals, whose load is the trace rate over the saturated
-throughput (above 1 on every window: overload, labelled so; there latency grows with the
-window's length).
+**Load.** Each row states its offered load (``optsched.serving.load``, docs/semantics.md
+section 4): the arrival rate over the best saturated throughput of reference policies on
+queued copies of the window's mix (the point figure, the upper side), with the certified lower
+side and the busiest tenth's load beside it. A row at load ``x`` re-times the window's requests
+as a seeded Poisson process (``at_rate``, seed 0) stretched to point load ``x``
+(``scale_to_load``); the row ``own`` keeps the trace's own arrivals (overload where its load is
+above 1, labelled so: there latency grows with the window's length). (The figures in
+``FINDINGS.md`` were measured when a row at ``x`` was ``x`` times vLLM's completions per
+second on the window queued at t = 0; their house loads are in ``house-loads.txt``.)
 
 Per row and policy: total latency and its ratio to the certified lower bound
 (``lower_bound(inst, "total-latency", "best")``), mean TTFT, and SLO attainment beside its
@@ -34,6 +37,7 @@ from optsched.cost import preset
 from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits
 from optsched.policies import get_policy, simulate
+from optsched.serving.load import OfferedLoad, offered_load, scale_to_load
 from optsched.serving.rate_search import at_rate, trace_rate
 from optsched.solving import lower_bound
 from optsched.workloads.traces import window_instance
@@ -54,11 +58,16 @@ def window(trace: str, seed: int, n: int) -> Instance:
                                format="azure", too_long="drop")
 
 
-def saturated_rate(inst: Instance) -> float:
-    """vLLM's completions per second with every request at t = 0 (module docstring)."""
-    burst = at_rate(inst, 1e12, seed=0)
-    ev = evaluate(burst, simulate(burst, get_policy("vllm")))
-    return burst.n / ev.metrics["makespan"]
+def at_loads(base: Instance, loads: list[float]) -> list[tuple[float, Instance]]:
+    """``base``'s requests as Poisson arrivals (seed 0) stretched to each point load."""
+    poisson = at_rate(base, trace_rate(base), seed=0)
+    load = offered_load(poisson)  # the mix is the window's: one reference run for all loads
+    return [(x, scale_to_load(poisson, x, load)) for x in loads]
+
+
+def load_cells(load: OfferedLoad) -> dict:
+    return {"load": load.point, "load_certified": load.lower, "load_peak": load.peak,
+            "load_status": load.status, "rate": load.arrival_rate}
 
 
 def row(inst: Instance) -> dict:
@@ -84,8 +93,8 @@ def main(argv=None) -> int:
     ap.add_argument("--traces", default="conv,code")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--n", type=int, default=1200)
-    ap.add_argument("--loads", default="0.5,0.7,0.9", help="shares of the saturated rate; "
-                    "the trace's own arrivals are always added as 'own'")
+    ap.add_argument("--loads", default="0.5,0.7,0.9", help="offered loads; the trace's own "
+                    "arrivals are always added as 'own'")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     if not (DATA / "traces").is_dir():
@@ -99,22 +108,18 @@ def main(argv=None) -> int:
     for trace in args.traces.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
             base = window(trace, seed, args.n)
-            sat = saturated_rate(base)
-            own = trace_rate(base)
-            cases = [(float(x), at_rate(base, float(x) * sat, seed=0))
-                     for x in args.loads.split(",")] + [("own", base)]
-            for load, inst in cases:
+            cases: list[tuple[float | str, Instance]] = [
+                *at_loads(base, [float(x) for x in args.loads.split(",")]), ("own", base)]
+            for label, inst in cases:
+                lc = load_cells(offered_load(inst))
                 r = row(inst)
-                rate = own if load == "own" else load * sat
-                lv = own / sat if load == "own" else load
-                rec = {"trace": trace, "seed": seed, "n": base.n, "saturated_rps": sat,
-                       "load": lv, "own": load == "own", "rate": rate, **r}
+                rec = {"trace": trace, "seed": seed, "n": base.n, "own": label == "own", **lc, **r}
                 results.append(rec)
                 cells = "  ".join(
                     f"{v['ratio']:>6.2f}x {v['mean_ttft']:>7.3g}s {100 * v['slo_attainment']:>5.1f}%"
                     f" {v['throughput_rps']:>5.2f}" for v in r["policies"].values())
-                tag = f"{lv:.2f}" + ("*" if load == "own" else "")
-                print(f"{trace} s{seed:<7} {tag:>6} {rate:>6.2f} {r['bound']:>9.4g} "
+                tag = f"{lc['load']:.2f}" + ("*" if label == "own" else "")
+                print(f"{trace} s{seed:<7} {tag:>6} {lc['rate']:>6.2f} {r['bound']:>9.4g} "
                       f"{100 * r['slo_bound']:>5.1f}%  {cells}   {r['cpu_s']:.0f}", flush=True)
     print("# * the trace's own arrivals (overload when the load is above 1); cells: ratio to the "
           "bound, mean TTFT, SLO attainment, completions per second")
