@@ -14,10 +14,12 @@
 # below comes from `evaluate`.
 #
 # **Operating point and load.** The paper's claims come from runs where vLLM meets almost no TTFT
-# SLO. Each table below states the RT arrival rate as an *offered load*: the rate over the engine's
-# saturated RT throughput, which we measure as vLLM's completions per second when the RT requests all
-# arrive at t = 0 (BE work comes on top, best effort). A load above 1 is **overload**: the queue grows
-# with the trace, so its figures depend on the trace's length and are labelled so.
+# SLO. Each table below states the RT arrival rate as an *offered load* (`optsched.serving.load`,
+# docs/semantics.md section 4) of the RT requests alone: their arrival rate over the saturated
+# throughput of their mix, the best reference policy's completions per second on queued copies
+# (the point figure, the upper side; the certified lower side beside it). BE work comes on top,
+# best effort. A load above 1 is **overload**: the queue grows with the trace, so its figures
+# depend on the trace's length and are labelled so.
 #
 # **What `bros` does since this notebook was last recorded** (`optsched/policies/bros.py`): section
 # 5.2's progressive drop is on, and a dropped request's KV is swapped out (the paper: "swap out their
@@ -37,6 +39,7 @@ from optsched.evaluation import evaluate
 from optsched.instance import Limits
 from optsched.metrics.serving import mechanism_stats
 from optsched.policies import get_policy, simulate
+from optsched.serving.load import offered_load
 from optsched.workloads.generators import generate
 from optsched.workloads.hybrid import bros_workload, closed_loop_be, hybrid_metrics
 
@@ -56,12 +59,15 @@ def fmt(x, pct=False):
     return f"{100 * x:.1f}%" if pct else f"{x:.4g}"
 
 
+def rt_load(inst):
+    """The offered load of a BROS workload's RT requests alone, at their arrivals."""
+    return offered_load(inst.replace(requests=tuple(r for r in inst.requests if r.cls == "rt")))
+
+
 def saturated_rate(pool, n):
-    """vLLM's RT completions per second with ``n`` RT requests of ``pool`` all at t = 0."""
-    inst = bros_workload(pool, n, 1.0, seed=1, be_batch=8, limits=LIMITS)
-    rt = inst.replace(requests=tuple(r.__class__(**{**r.to_dict(), "arrival": 0.0})
-                                     for r in inst.requests if r.cls == "rt"))
-    return rt.n / evaluate(rt, simulate(rt, get_policy("vllm"))).metrics["makespan"]
+    """The achievable saturated RT throughput of ``n`` RT requests of ``pool``'s mix (the
+    load's point denominator; ``bros_workload`` draws the same mix at every rate)."""
+    return rt_load(bros_workload(pool, n, 1.0, seed=1, be_batch=8, limits=LIMITS)).achievable_rate
 
 
 def measure(inst, label, closed):
@@ -107,29 +113,37 @@ def cells(m):
 # Section 7.1's workload: RT requests with ShareGPT-like lengths (`optsched generate chat-like
 # --dataset sharegpt`, **synthetic**, matched to BROS Table 2's means and spreads) arriving as a Poisson
 # process, and BE batches of 8 each submitted when the previous one completes under the policy
-# measured (`optsched.workloads.hybrid.closed_loop_be`). Three RT rates: 50% and 90% of the saturated
-# RT throughput (stable; FAST mode 40 RT requests, full 120), and 24 req/s, where vLLM meets only a
-# minority of the TTFT SLOs once enough requests have queued, as in the paper's runs (overload here;
-# FAST mode 120 RT requests, full 300: the figure depends on that number).
+# measured (`optsched.workloads.hybrid.closed_loop_be`). Three RT rates: RT loads 0.5 and 0.9
+# (stable; FAST mode 60 RT requests, full 120), and 24 req/s, where vLLM meets only a minority of
+# the TTFT SLOs once enough requests have queued, as in the paper's runs (overload here; FAST mode
+# 120 RT requests, full 300: the figure depends on that number).
 
 # %%
-N_SAT = 200 if FAST else 1000
-N_STABLE = 40 if FAST else 120
+N_STABLE = 60 if FAST else 120  # >= 50: the load's reference runs on 2,000 queued copies
 N_OP = 120 if FAST else 300
 pool = generate("chat-like", n=5000, rate=1.0, seed=3, dataset="sharegpt", limits=LIMITS)
-sat_p = saturated_rate(pool, N_SAT)
-print(f"saturated RT throughput (vLLM, {N_SAT} RT at t = 0): {sat_p:.2f} req/s")
+sat_p = saturated_rate(pool, N_STABLE)
+print(f"saturated RT throughput of {N_STABLE} RT requests (offered_load, queued copies): "
+      f"{sat_p:.2f} req/s")
 POINTS = {0.5 * sat_p: N_STABLE, 0.9 * sat_p: N_STABLE, 24.0: N_OP}
 P_POLICIES = ["vllm", "bros (before)", "bros"]
-paper_like = {}
+paper_like, loads = {}, {}
 for rate, n_rt in POINTS.items():
     base = bros_workload(pool, n_rt, rate, seed=1, be_batch=8, limits=LIMITS)
+    loads[rate] = rt_load(base)
     for label in P_POLICIES:
         paper_like[rate, label] = measure(base, label, closed=True)
-display(Markdown(md_table(["RT req/s", "RT requests", "load", "policy", *COLS],
-                          [(f"{r:.3g}", POINTS[r],
-                            f"{r / sat_p:.2f}" + (" (overload)" if r > sat_p else ""),
-                            p, *cells(m)) for (r, p), m in paper_like.items()])))
+
+
+def load_text(load):
+    """The point load, its certified lower side, and "overload" above 1."""
+    cert = "" if load.lower is None else f" (certified >= {load.lower:.2f})"
+    return f"{load.point:.2f}{cert}" + (" (overload)" if load.overloaded else "")
+
+
+display(Markdown(md_table(["RT req/s", "RT requests", "RT load", "policy", *COLS],
+                          [(f"{r:.3g}", POINTS[r], load_text(loads[r]), p, *cells(m))
+                           for (r, p), m in paper_like.items()])))
 
 
 # %%
@@ -143,9 +157,9 @@ for rate in POINTS:
     lat = change(b["rt_normalised_latency"], v["rt_normalised_latency"])
     was = change(old["rt_normalised_latency"], v["rt_normalised_latency"])
     be = change(b["be_throughput"], v["be_throughput"])
-    load = rate / sat_p
     lines.append(
-        f"- **{rate:.3g} RT req/s, load {load:.2f}" + (" (overload)" if load > 1 else " (stable)")
+        f"- **{rate:.3g} RT req/s, RT load {loads[rate].point:.2f}"
+        + (" (overload)" if loads[rate].overloaded else " (stable)")
         + f"**: vLLM meets {fmt(v['rt_ttft_attainment'], True)} of the TTFT SLOs. `bros` RT "
         f"normalised latency {fmt(lat, True)} against vLLM (`bros (before)`: {fmt(was, True)}), TTFT "
         f"attainment {fmt(b['rt_ttft_attainment'], True)}, BE throughput {fmt(be, True)} against vLLM; "
@@ -156,10 +170,11 @@ op = paper_like[24.0, "bros"], paper_like[24.0, "vllm"]
 red = change(op[0]["rt_normalised_latency"], op[1]["rt_normalised_latency"])
 ratio = (op[0]["rt_ttft_attainment"] / op[1]["rt_ttft_attainment"]
          if op[1]["rt_ttft_attainment"] else None)
-stable_vllm = min(paper_like[r, "vllm"]["rt_ttft_attainment"] for r in POINTS if r < sat_p)
+stable_vllm = min(paper_like[r, "vllm"]["rt_ttft_attainment"] for r in POINTS
+                  if not loads[r].overloaded)
 reached = op[1]["rt_ttft_attainment"] < 0.65
 lines.append(
-    f"- **Verdict at 24 RT req/s** (load {24.0 / sat_p:.2f}: overload on our model, {N_OP} RT "
+    f"- **Verdict at 24 RT req/s** (RT load {load_text(loads[24.0])} on our model, {N_OP} RT "
     f"requests; vLLM meets {fmt(op[1]['rt_ttft_attainment'], True)} of the TTFT SLOs, "
     + ("the paper's regime of a vLLM that misses most of them" if reached else
        "not yet the paper's regime of a vLLM that misses most of them")
@@ -188,14 +203,14 @@ RATES = [1.0, 2.0, 4.0]
 N_RT = 15 if FAST else 60
 azure = {}
 if HAVE_DATA:
-    sat_a = saturated_rate(TRACE, N_SAT)
-    print(f"saturated RT throughput, Azure lengths (vLLM, {N_SAT} RT at t = 0): {sat_a:.2f} req/s")
+    loads_a = {}
     for rate in RATES:
         inst = bros_workload(TRACE, N_RT, rate, seed=1, be_batch=8, limits=LIMITS)
+        loads_a[rate] = rt_load(inst)
         for label in ("bros", "bros (before)", "bros-rr", "vllm", "sarathi"):
             azure[rate, label] = measure(inst, label, closed=False)
-    display(Markdown(md_table(["RT req/s", "load", "policy", *COLS],
-                              [(r, f"{r / sat_a:.2f}", p, *cells(m))
+    display(Markdown(md_table(["RT req/s", "RT load", "policy", *COLS],
+                              [(r, load_text(loads_a[r]), p, *cells(m))
                                for (r, p), m in azure.items()])))
 
 # %%
@@ -204,7 +219,7 @@ if HAVE_DATA:
     for rate in RATES:
         b, v = azure[rate, "bros"], azure[rate, "vllm"]
         lines.append(
-            f"- {rate:g} RT req/s (load {rate / sat_a:.2f}): `bros` RT normalised latency "
+            f"- {rate:g} RT req/s (RT load {loads_a[rate].point:.2f}): `bros` RT normalised latency "
             f"{fmt(change(b['rt_normalised_latency'], v['rt_normalised_latency']), True)} against "
             f"vLLM, TTFT attainment {fmt(b['rt_ttft_attainment'], True)} vs "
             f"{fmt(v['rt_ttft_attainment'], True)}; BE throughput over the run "
@@ -222,7 +237,26 @@ if HAVE_DATA:
 # %% [markdown]
 # ### Full-mode figures (recorded)
 #
-# RECORDED_BROS
+# `OPTSCHED_FAST=0` figures are those of `studies/papers36/bros_points.py` (`studies/papers36/FINDINGS.md`
+# has every row with its command; CPU seconds in its `.txt` outputs). They were measured with the load
+# stated as the RT rate over vLLM's completions per second on 1,000 RT requests queued at t = 0; the
+# offered loads above (house definition, `studies/papers36/house_loads.py`) are given first, that
+# figure in brackets.
+#
+# | setting | RT req/s | RT load | RT norm. latency: vLLM / bros (before) / bros | TTFT att.: vLLM / before / bros | BE req/s: vLLM / before / bros |
+# |---|---|---|---|---|---|
+# | paper-like, 120 RT | 5.59 | 0.47 (0.50) | 0.01168 / 0.01171 / 0.01171 | 90.0% / 100% / 100% | 5.291 / 5.319 / 5.319 |
+# | paper-like, 120 RT | 7.83 | 0.65 (0.70) | 0.01333 / 0.01317 / 0.01317 | 95.8% / 100% / 100% | 4.259 / 4.282 / 4.282 |
+# | paper-like, 120 RT | 10.06 | 0.84 (0.90) | 0.01528 / 0.01457 / 0.01457 | 94.2% / 100% / 100% | 3.379 / 3.428 / 3.428 |
+# | paper-like, 120 RT | 24 | 2.00 (2.15), overload | 0.02274 / 0.03497 / 0.02817 | 55.8% / 72.5% / 62.5% | 1.217 / 0.923 / 1.084 |
+# | Azure, 60 RT, BE backlog | 1 | 0.21 (0.22) | 0.02087 / 0.0142 / 0.01484 | 66.7% / 80.0% / 85.0% | 8.369 / 6.411 / 6.548 (while RT served 8.181 / 5.508 / 5.666) |
+# | Azure, 60 RT, BE backlog | 2 | 0.43 (0.44) | 0.04593 / 0.0124 / 0.0124 | 20.0% / 83.3% / 83.3% | 7.158 / 5.343 / 5.343 (while RT served 7.158 / 1.050 / 1.050) |
+# | Azure, 60 RT, BE backlog | 4 | 0.85 (0.88) | 0.06039 / 0.02554 / 0.02534 | 20.0% / 66.7% / 68.3% | 5.256 / 4.738 / 4.780 (while RT served 5.256 / 0.755 / 0.761) |
+#
+# At 24 req/s, 120 RT, `bros (before)` held 11.0 entries a batch against vLLM's 19.1 while 25.6 RT
+# requests an iteration found no memory; `bros` holds 15.6 (21 drops). Section 5.2's drop with the
+# paper's admission (`admission=greedy`) made 3,591 drops there (RT normalised latency 0.1752, +670%
+# against vLLM) and 4,622 on the Azure setting at 4 req/s (1.202 s/token).
 
 # %% [markdown]
 # ## Greedy vs the per-iteration integer program
