@@ -35,6 +35,7 @@ batch ``j`` is time slot ``j``, with stated starts ``j``; empty slots are empty 
 
 from __future__ import annotations
 
+from . import ffsolve  # noqa: F401  (registers hindsight-ff)
 from .deadline import completion_floors, deadline_rows
 from .floors import area_lower_bounds, earliest_slots, footprint, separation_cover
 from .heuristics import greedy_starts, improve_starts, serial_starts
