@@ -25,6 +25,8 @@ from .future import cover_cg, ff_best, ff_lift, greedy_cover
 
 #: a cut must be violated by this much (relative to its right-hand side) to be added
 VIOLATION = 1e-4
+#: multisets remembered per slot for the next rounds' cover LPs
+MEMORY = 200
 #: loads below this are zero
 _TINY = 1e-9
 
@@ -135,6 +137,8 @@ class CutLoop:
         self.per_slot = per_slot
         self.max_rows = max_rows
         self.pool = CutPool(items.tm.size)
+        #: per slot, FF multisets the cover LP priced in before (type indices, copies)
+        self.memory: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
 
     def separate(self, x: np.ndarray) -> tuple[list[tuple[np.ndarray, np.ndarray, float]],
                                                   RoundStats]:
@@ -147,7 +151,7 @@ class CutLoop:
         for tau in range(it.slots):
             if viol is not None and self._from_pool(viol[tau], tau, rows, stats):
                 continue
-            cut = self._cover_cut(y[tau], stats)
+            cut = self._cover_cut(y[tau], stats, tau)
             if cut is not None:
                 k = self.pool.add(*cut)
                 self.pool.used[k].add(tau)
@@ -156,6 +160,28 @@ class CutLoop:
                 stats.rows += 1
                 stats.new_cuts += 1
         return rows, stats
+
+    def _recall(self, tau: int, st: np.ndarray) -> np.ndarray:
+        """The multisets remembered for slot ``tau``, restricted to the types ``st`` (a part of
+        an FF multiset is FF)."""
+        rows = []
+        pos = np.full(self.items.tm.size, -1)
+        pos[st] = np.arange(st.size)
+        for types, copies in self.memory.get(tau, ()):
+            p = pos[types]
+            keep = p >= 0
+            if keep.sum() >= 2:
+                row = np.zeros(st.size, np.int64)
+                row[p[keep]] = copies[keep]
+                rows.append(row)
+        return np.array(rows, np.int64).reshape(-1, st.size)
+
+    def _remember(self, tau: int, st: np.ndarray, gen: np.ndarray) -> None:
+        mem = self.memory.setdefault(tau, [])
+        for row in gen:
+            nz = np.flatnonzero(row)
+            mem.append((st[nz], row[nz]))
+        del mem[:-MEMORY]
 
     def _pool_violations(self, y: np.ndarray) -> np.ndarray | None:
         if not len(self.pool):
@@ -178,8 +204,9 @@ class CutLoop:
         stats.from_pool += added
         return added > 0
 
-    def _cover_cut(self, y: np.ndarray, stats: RoundStats) -> tuple[np.ndarray, float] | None:
-        """(H23c) the cut of one slot's loads, or None when one FF multiset covers them."""
+    def _cover_cut(self, y: np.ndarray, stats: RoundStats, tau: int
+                   ) -> tuple[np.ndarray, float] | None:
+        """(H23c) the cut of one slot's loads, or None when FF multisets cover them once."""
         it = self.items
         st = np.flatnonzero(y > _TINY)  # ascending = sorted by r descending
         if st.size < 2:
@@ -188,8 +215,9 @@ class CutLoop:
         configs, total = greedy_cover(tm, tr, ys, self.M, 64)
         if total <= 1 + _TINY:
             return None
-        init = np.vstack([np.eye(st.size, dtype=np.int64), configs])
-        val, w_st, _, _ = cover_cg(tm, tr, ys, self.M, init, self.max_rows)
+        init = np.vstack([np.eye(st.size, dtype=np.int64), configs, self._recall(tau, st)])
+        val, w_st, _, gen = cover_cg(tm, tr, ys, self.M, init, self.max_rows, 0.5)
+        self._remember(tau, st, gen)
         stats.cover_lps += 1
         if val <= 1 + VIOLATION:
             return None

@@ -288,13 +288,15 @@ def _dual(D, beta, d, basis, R, W):
 
 
 @njit(cache=True)
-def cover_cg(m, r, y, M, init, maxrows):
+def cover_cg(m, r, y, M, init, maxrows, early=1.0):
     """(H23c) The fractional cover number of the loads ``y`` by FF multisets, by column
     generation on its dual, the packing LP ``max y.w  s.t.  c.w <= 1`` for generated
     multisets ``c``, ``w >= 0``, priced exactly by :func:`ff_argmax` (a dense tableau: the
-    rows are the multisets, ``init`` first). Returns ``(value, w, pricing max, rows)``; the
+    rows are the multisets, ``init`` first). Returns ``(value, w, pricing max, generated multisets)``; the
     value is exact when the pricing max is ``<= 1``, and ``value <= 1`` ends early (no
-    cut)."""
+    cut). With ``early < 1`` it also ends once the scaled weights ``w / max_c w(c)`` (an FF
+    multiset weighs at most 1 under them) reach ``early`` of the violation the restricted LP's
+    value still allows; then ``value`` is theirs, ``y . w``."""
     n = m.size
     cap = init.shape[0] + maxrows
     W = n + cap
@@ -303,6 +305,7 @@ def cover_cg(m, r, y, M, init, maxrows):
     d = np.zeros(W)
     basis = np.zeros(cap, np.int64)
     d[:n] = y
+    gen = np.zeros((maxrows, n), np.int64)  # the multisets priced in, for the caller
     R = 0
     for q in range(init.shape[0]):
         D[R, :n] = init[q]
@@ -312,7 +315,7 @@ def cover_cg(m, r, y, M, init, maxrows):
         R += 1
     while True:
         if not _primal(D, beta, d, basis, R, n + R):
-            return 1e300, np.zeros(n), 1e300, R  # a type in no multiset: cannot happen
+            return 1e300, np.zeros(n), 1e300, gen[:0]  # a type in no multiset: cannot happen
         w = np.zeros(n)
         for i in range(R):
             if basis[i] < n:
@@ -320,12 +323,18 @@ def cover_cg(m, r, y, M, init, maxrows):
         val = 0.0
         for j in range(n):
             val += y[j] * w[j]
+        ng = R - init.shape[0]
         if val <= 1.0 + _EPS:
-            return val, w, 0.0, R
+            return val, w, 0.0, gen[:ng]
         best, mult = ff_argmax(m, r, w, M)
         if best <= 1.0 + _EPS or R >= cap:
-            return val, w, best, R
+            return val, w, best, gen[:ng]
+        # w / best is feasible: y.w / best is a lower bound on the cover number and val an
+        # upper bound; stop once the lower one has half of the violation the upper one allows
+        if val / best - 1.0 >= early * (val - 1.0):
+            return val / best, w / best, 1.0, gen[:ng]
         # the new multiset as a row of the current tableau: mult.w + slack = 1
+        gen[ng] = mult
         D[R, :] = 0.0
         rhs = 1.0
         for j in range(n):
@@ -340,7 +349,7 @@ def cover_cg(m, r, y, M, init, maxrows):
         basis[R] = n + R
         R += 1
         if not _dual(D, beta, d, basis, R, n + R):
-            return 1e300, np.zeros(n), 1e300, R  # w = 0 is feasible: cannot happen
+            return 1e300, np.zeros(n), 1e300, gen[:0]  # w = 0 is feasible: cannot happen
 
 
 def is_ff(m: np.ndarray, r: np.ndarray, M: int) -> bool:

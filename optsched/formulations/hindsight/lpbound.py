@@ -38,6 +38,7 @@ class LPBound:
     value: float  # L(y)
     lp: float  # the LP optimum HiGHS reported (not certified)
     rc: np.ndarray  # reduced costs per column of the model
+    x: np.ndarray  # the last LP solution, per column of the model
     rounds: int  # separation rounds run
     cuts: int  # (H23) rows added
     pool: int  # distinct cuts found
@@ -49,8 +50,8 @@ class LPBound:
     types: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
     def __post_init__(self) -> None:
-        if self.rc.ndim != 1:
-            raise ValueError("reduced costs must be one vector")
+        if self.rc.ndim != 1 or self.rc.shape != self.x.shape:
+            raise ValueError("reduced costs and the solution must be one vector per column")
         if self.weights.shape[0] != self.rho.size:
             raise ValueError("one right-hand side per cut")
 
@@ -129,7 +130,8 @@ def root_bound(hm: HindsightModel, *, deadline: float | None, max_rounds: int = 
         if log is not None:
             log(lines[-1])
     value, rc = safe_bound(h, cap)
-    return LPBound(value, lp, rc, rounds, cuts, len(loop.pool), time.perf_counter() - t0,
+    x = np.array(h.getSolution().col_value, float)
+    return LPBound(value, lp, rc, x, rounds, cuts, len(loop.pool), time.perf_counter() - t0,
                    tuple(lines), loop.pool.w, loop.pool.rho, (items.tm, items.tr))
 
 
