@@ -12,7 +12,7 @@ from optsched.formulations import SolveOptions
 from optsched.formulations.hindsight import HindsightParams, build, objective_of_starts
 from optsched.formulations.hindsight.lpbound import root_bound
 from optsched.instance import Instance, Limits, Request
-from optsched.pipeline import solve
+from optsched.solving import solve
 
 pytest.importorskip("ortools")
 
