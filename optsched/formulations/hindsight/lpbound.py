@@ -56,12 +56,13 @@ class LPBound:
             raise ValueError("one right-hand side per cut")
 
 
-def safe_bound(h, col_cap: np.ndarray) -> tuple[float, np.ndarray]:
-    """(H24a) ``L(y)`` and ``rc`` from the current duals of the HiGHS LP ``h``; ``col_cap``
-    replaces infinite column bounds (an a priori bound on the column)."""
+def safe_bound(h, col_cap: np.ndarray, duals: np.ndarray | None = None
+               ) -> tuple[float, np.ndarray]:
+    """(H24a) ``L(y)`` and ``rc`` from the current duals of the HiGHS LP ``h`` (or ``duals``,
+    any vector: the bound holds for every one); ``col_cap`` replaces infinite column bounds (an
+    a priori bound on the column)."""
     lp = h.getLp()
-    sol = h.getSolution()
-    y = np.array(sol.row_dual, float)
+    y = np.array(h.getSolution().row_dual if duals is None else duals, float)
     lo = np.array(lp.row_lower_, float)
     hi = np.array(lp.row_upper_, float)
     y = np.where((y > 0) & ~np.isfinite(lo), 0.0, y)

@@ -13,6 +13,7 @@ from optsched.formulations.hindsight import HindsightParams, build, objective_of
 from optsched.formulations.hindsight.lpbound import root_bound
 from optsched.instance import Instance, Limits, Request
 from optsched.solving import solve
+from optsched.workloads.generators import online_paper_random
 
 pytest.importorskip("ortools")
 
@@ -117,3 +118,48 @@ def test_proven_optimum_is_the_enumerated_one(seed):
                     options=SolveOptions(time_limit=30, threads=1, progress=False))
         assert rep.status == "optimal"
         assert rep.objective == pytest.approx(opt)
+
+
+@pytest.mark.parametrize("n,seed", [(6, 0), (6, 3), (7, 1)])
+def test_agrees_with_the_hindsight_ip(n, seed):
+    """The online paper's family: hindsight-ff proves the optimum the hindsight IP proves (an
+    independent method: branch and bound on the time-indexed IP, no (H23)-(H25))."""
+    inst = online_paper_random(n, seed)
+    ref = solve(inst, "hindsight", "total-latency",
+                options=SolveOptions(time_limit=60, threads=1, progress=False))
+    got = solve(inst, "hindsight-ff", "total-latency",
+                options=SolveOptions(time_limit=60, threads=1, progress=False))
+    assert ref.status == "optimal"
+    assert got.status == "optimal"
+    assert got.objective == pytest.approx(ref.objective)
+    assert any(note.startswith("model: the online paper's hindsight IP") for note in got.notes)
+
+
+def test_safe_bound_holds_for_perturbed_duals():
+    """(H24a) is a bound for *any* duals of the admitted signs, not only optimal ones: perturbing
+    HiGHS's duals keeps it at most the optimum (and at most the LP), and the unperturbed duals
+    reproduce the LP optimum."""
+    pytest.importorskip("highspy")
+    from optsched.formulations.hindsight.lpbound import safe_bound
+    from optsched.milp.backends.highs import _load_arrays, new_highs, run_highs
+
+    rng = np.random.default_rng(7)
+    for _ in range(4):
+        inst = _instance(rng, 4, int(rng.integers(7, 10)), 4)
+        sched = list(_feasible_starts(inst))
+        opt = min(objective_of_starts(inst, "total-latency", s) for s in sched)
+        hm = build(inst, "total-latency", None, HindsightParams(), sched[0])
+        a = hm.model.arrays()
+        h = new_highs()
+        _load_arrays(h, a)
+        h.changeColsIntegrality(a.num_vars, np.arange(a.num_vars, dtype=np.int32),
+                                np.zeros(a.num_vars, dtype=np.uint8))
+        run_highs(h)
+        lp = h.getInfo().objective_function_value
+        cap = np.full(a.num_vars, float(inst.n))
+        value, _ = safe_bound(h, cap)
+        assert value == pytest.approx(lp, rel=1e-6, abs=1e-5)
+        duals = np.array(h.getSolution().row_dual, float)
+        for _ in range(5):
+            bad, _ = safe_bound(h, cap, duals + rng.normal(0, 0.3, duals.size))
+            assert bad <= lp + 1e-6 and bad <= opt + 1e-6
