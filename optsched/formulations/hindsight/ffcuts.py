@@ -17,6 +17,7 @@ need more than one FF multiset gives the dual weights, lifted to every type of t
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -140,15 +141,18 @@ class CutLoop:
         #: per slot, FF multisets the cover LP priced in before (type indices, copies)
         self.memory: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
 
-    def separate(self, x: np.ndarray) -> tuple[list[tuple[np.ndarray, np.ndarray, float]],
-                                                  RoundStats]:
-        """Rows ``(columns, coefficients, rho)`` violated by the LP solution ``x``."""
+    def separate(self, x: np.ndarray, deadline: float | None = None
+                 ) -> tuple[list[tuple[np.ndarray, np.ndarray, float]], RoundStats]:
+        """Rows ``(columns, coefficients, rho)`` violated by the LP solution ``x``; at the
+        ``deadline`` (``time.perf_counter()``) the rows found so far."""
         it = self.items
         y = it.loads(x)
         stats = RoundStats()
         rows: list[tuple[np.ndarray, np.ndarray, float]] = []
         viol = self._pool_violations(y)
         for tau in range(it.slots):
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
             if viol is not None and self._from_pool(viol[tau], tau, rows, stats):
                 continue
             cut = self._cover_cut(y[tau], stats, tau)

@@ -63,6 +63,8 @@ def safe_bound(h, col_cap: np.ndarray, duals: np.ndarray | None = None
     a priori bound on the column)."""
     lp = h.getLp()
     y = np.array(h.getSolution().row_dual if duals is None else duals, float)
+    if y.shape != (lp.num_row_,) or not np.all(np.isfinite(y)):  # no duals (stopped early)
+        y = np.zeros(lp.num_row_)
     lo = np.array(lp.row_lower_, float)
     hi = np.array(lp.row_upper_, float)
     y = np.where((y > 0) & ~np.isfinite(lo), 0.0, y)
@@ -97,7 +99,8 @@ def excess(rc: np.ndarray, lb: np.ndarray, ub: np.ndarray, x: np.ndarray) -> np.
 def root_bound(hm: HindsightModel, *, deadline: float | None, max_rounds: int = 200,
                log=None) -> LPBound:
     """The LP relaxation of ``hm`` with (H23) rounds until no cut is violated, ``max_rounds``
-    or the ``deadline`` (``time.perf_counter()``), then (H24a)."""
+    or the ``deadline`` (``time.perf_counter()``; every LP solve stops there too), then
+    (H24a)."""
     t0 = time.perf_counter()
     a = hm.model.arrays()
     h = new_highs()
@@ -112,28 +115,56 @@ def root_bound(hm: HindsightModel, *, deadline: float | None, max_rounds: int = 
     xids = hm.x.ids
     cap = np.full(a.num_vars, float(inst.n))
     lines: list[str] = []
-    run_highs(h)
-    lp = h.getInfo().objective_function_value
-    lines.append(f"LP {lp:.2f} ({a.num_vars} columns, {a.num_rows} rows)")
+    solved = _run(h, deadline)
+    lp = h.getInfo().objective_function_value if solved else float("nan")
+    lines.append(f"LP {lp:.2f} ({a.num_vars} columns, {a.num_rows} rows)" if solved else
+                 f"LP stopped at the time limit ({a.num_vars} columns, {a.num_rows} rows): the "
+                 "bound is (H24a) of the duals it had")
+    best = _certified(h, cap)
     rounds = cuts = 0
     for rounds in range(1, max_rounds + 1):
-        if deadline is not None and time.perf_counter() >= deadline:
+        if not solved or _past(deadline):
             break
-        x = np.array(h.getSolution().col_value, float)[xids]
-        rows, st = loop.separate(x)
-        if not rows:
+        rows, st = loop.separate(np.array(h.getSolution().col_value, float)[xids], deadline)
+        if not rows or _past(deadline):  # no time left to solve the LP with them
             break
         _add_rows(h, rows, xids)
         cuts += len(rows)
-        run_highs(h)
-        lp = h.getInfo().objective_function_value
+        solved = _run(h, deadline)
+        lp = h.getInfo().objective_function_value if solved else float("nan")
+        if solved:
+            best = max(best, _certified(h, cap), key=lambda b: b[0])
         lines.append(_round_line(rounds, st, lp, time.perf_counter() - t0))
         if log is not None:
             log(lines[-1])
-    value, rc = safe_bound(h, cap)
-    x = np.array(h.getSolution().col_value, float)
+    value, rc, x = best
     return LPBound(value, lp, rc, x, rounds, cuts, len(loop.pool), time.perf_counter() - t0,
                    tuple(lines), loop.pool.w, loop.pool.rho, (items.tm, items.tr))
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() >= deadline
+
+
+def _certified(h, cap: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """(H24a) of the LP's current duals, their reduced costs and the LP's solution (zeros
+    when it has none): the three belong together, whichever round they come from."""
+    value, rc = safe_bound(h, cap)
+    x = np.array(h.getSolution().col_value, float)
+    if x.shape != rc.shape:  # no primal values (stopped early)
+        x = np.zeros(rc.shape)
+    return value, rc, x
+
+
+def _run(h, deadline: float | None) -> bool:
+    """Solve the LP within the ``deadline`` (``time.perf_counter()``); True if optimal. A stop
+    at the limit keeps the duals HiGHS had: (H24a) is a bound for any duals."""
+    import highspy  # lazy: the solver library loads only when a solve runs
+
+    if deadline is not None:
+        h.setOptionValue("time_limit", max(0.01, deadline - time.perf_counter()))
+    run_highs(h)
+    return h.getModelStatus() == highspy.HighsModelStatus.kOptimal
 
 
 def _add_rows(h, rows, xids: np.ndarray) -> None:

@@ -163,3 +163,20 @@ def test_safe_bound_holds_for_perturbed_duals():
         for _ in range(5):
             bad, _ = safe_bound(h, cap, duals + rng.normal(0, 0.3, duals.size))
             assert bad <= lp + 1e-6 and bad <= opt + 1e-6
+
+
+def test_bound_stopped_at_the_deadline_is_still_a_bound():
+    """(H24a) when the time is up before the LP finishes (or before any cut round): the bound
+    comes from whatever duals HiGHS had, and stays at most the optimum."""
+    import time
+
+    rng = np.random.default_rng(11)
+    for _ in range(4):
+        inst = _instance(rng, 4, int(rng.integers(7, 10)), 4)
+        sched = list(_feasible_starts(inst))
+        opt = min(objective_of_starts(inst, "total-latency", s) for s in sched)
+        hm = build(inst, "total-latency", None, HindsightParams(), sched[0])
+        lb = root_bound(hm, deadline=time.perf_counter() - 1.0)
+        assert lb.rounds <= 1 and lb.cuts == 0
+        assert lb.value <= opt + 1e-6
+        assert lb.rc.shape == lb.x.shape
