@@ -248,6 +248,24 @@ def best_policies(recs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def sentences(recs: list[dict[str, Any]]) -> list[str]:
+    """One line per trace and regime: each policy on total latency, "x times the best known
+    schedule and at most y times the optimum" (the page's wording of a gap)."""
+    lines = []
+    for (trace, reg), rs in group(recs).items():
+        parts = []
+        for p in POLICIES:
+            v = [r["policies"][p].get("total-latency") for r in rs]
+            if any(x is None for x in v):
+                continue
+            vb = span([x / r["best"]["total-latency"]["value"] for x, r in zip(v, rs, strict=True)])
+            vo = span([x / r["bounds"]["total-latency"]["bound"] for x, r in zip(v, rs, strict=True)])
+            parts.append(f"`{p}` {vb} the best known and at most {vo} the optimum")
+        lines.append(f"* {trace}, {reg} ({len(rs)} window{'s' if len(rs) > 1 else ''}), total "
+                     "latency: " + "; ".join(parts) + ".")
+    return lines
+
+
 def render(recs: list[dict[str, Any]], a: argparse.Namespace) -> tuple[str, str]:
     cfg = {k: getattr(a, k) for k in SETTINGS}
     head = [f"# studies/serving/loads.py {json.dumps(cfg)}",
@@ -264,6 +282,7 @@ def render(recs: list[dict[str, Any]], a: argparse.Namespace) -> tuple[str, str]
         md += latency_table(recs, obj) + [""]
     md += ["### SLO attainment (TTFT 1 s, mean TPOT 0.1 s) against the certified upper bound", ""]
     md += goodput_table(recs) + ["", "### Best policy of each instance", ""] + best_policies(recs)
+    md += ["", "### In words", ""] + sentences(recs)
     return txt, "\n".join(md) + "\n"
 
 
