@@ -6,6 +6,9 @@ import json
 import subprocess
 import sys
 
+import pytest
+from paths import INSTANCES
+
 from optsched.checks.claims import (
     PAPER_MODEL,
     RATIO_CLAIMS,
@@ -26,6 +29,8 @@ from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance
 from optsched.policies import simulate
 from optsched.schedule import Schedule
+from optsched.solve_types import SolveOptions, Status
+from optsched.solving import solve
 
 
 def cli(*args):
@@ -190,3 +195,59 @@ def test_gba_ratio_on_hand_instance():
     # least possible (each request needs O unit batches): ratio 10 / 6
     r = _ratios(het_instance([1, 1, 1], [1, 3, 2], 10), "gba", 100_000, 10.0)
     assert r is not None and r[0] == 10 / 6 and r[1] == 10 / 6
+
+
+#: the counterexamples at small prompt shares (studies/claims/mcsf_ratios.py found them):
+#: file stem -> (M, MC-SF's total latency, the paper model's optimum)
+SMALL_SHARE = {"mcsf-counterexample-I2-O13-16-19-31-34-M40": (40, 165.0, 161.0),
+               "mcsf-counterexample-I2-O7-7-11-14-21-30-M35": (35, 109.0, 106.0)}
+
+
+def _paper_model_schedule(inst, sched):
+    """The schedule belongs to the paper's model: no eviction, every prompt whole in one
+    batch, every request's batches consecutive (no pause)."""
+    assert evaluate(inst, sched).metrics["evictions"] == 0
+    runs: dict[str, list[int]] = {}
+    for k, b in enumerate(sched):
+        for rid, c in b.entries:
+            runs.setdefault(rid, []).append(k)
+            assert c in (1, 2), (rid, c)  # I = 2: a whole prompt or one decode token
+    for rid, ks in runs.items():
+        assert ks == list(range(ks[0], ks[0] + len(ks))), rid
+
+
+@pytest.mark.parametrize("stem", sorted(SMALL_SHARE))
+def test_small_share_counterexamples_replay(stem):
+    """The shipped instances are the paper's setting (all at 0, equal prompts I = 2, so s = 1
+    and s / M = 1/40 and 1/35, unit time); MC-SF (the policy and the independent reference)
+    and the recorded optimum replay to the recorded totals, and the optimum's schedule is one
+    of the paper's model."""
+    M, mc, opt = SMALL_SHARE[stem]
+    inst = Instance.load(INSTANCES / f"{stem}.json")
+    assert inst.limits.kv_capacity == M and {r.prompt for r in inst.requests} == {2}
+    assert all(r.arrival == 0 for r in inst.requests)
+    side = json.loads((INSTANCES / f"{stem}.schedules.json").read_text())
+    assert side["total_latency"]["mcsf"] == mc and side["total_latency"]["optimal_paper_model"] == opt
+    assert evaluate(inst, simulate(inst, "mcsf")).objective("total-latency") == mc
+    assert evaluate(inst, mcsf_reference(inst)).objective("total-latency") == mc
+    best = Schedule.from_dict(side["schedules"]["optimal_paper_model"])
+    assert evaluate(inst, best).objective("total-latency") == opt
+    _paper_model_schedule(inst, best)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", sorted(SMALL_SHARE))
+def test_small_share_counterexamples_rederived_by_the_exact_solvers(stem):
+    """The optimum of the paper's model, derived again by two independent exact routes: the
+    hindsight IP (HiGHS) and the exhaustive search restricted to the paper's model (about
+    70 s CPU for the M = 40 instance)."""
+    M, mc, opt = SMALL_SHARE[stem]
+    inst = Instance.load(INSTANCES / f"{stem}.json")
+    ip = solve(inst, "hindsight", "total-latency", warm_start=None,
+               options=SolveOptions(time_limit=300, progress=False))
+    assert ip.status == Status.OPTIMAL and ip.objective == pytest.approx(opt)
+    ex = search(inst, "total-latency", SearchOptions(max_states=2_000_000, time_limit=600,
+                                                     **PAPER_MODEL))
+    assert ex.status == Status.OPTIMAL and ex.objective == pytest.approx(opt)
+    _paper_model_schedule(inst, ex.schedule)
+    assert mc > opt
