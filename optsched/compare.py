@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bounds import BoundResult, Budget, lower_bound
+from .bounds import BoundResult, Budget, bound_methods, lower_bound
 from .errors import OptschedError
 from .evaluate import OBJECTIVES, Evaluation, evaluate
 from .formulations.base import SolveReport, bound_is_global
@@ -303,6 +303,16 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
         lower = None
         notes.append("no certified lower bound: the instance enables hidden cache, which the "
                      "bounds do not model (docs/semantics.md section 6)")
+    elif instance.has_prefix and not bound_methods()["combinatorial"].reuse_aware:
+        if optimal:
+            raise CompareInputError("--optimal: the instance's requests list prefix block ids, "
+                                    "and the formulations do not model prefix reuse "
+                                    "(docs/semantics.md section 6); compare the policies "
+                                    "without --optimal")
+        lower = None
+        notes.append("no certified lower bound: the instance's requests list prefix block "
+                     "ids, and the bounds do not model prefix reuse (docs/semantics.md "
+                     "section 6)")
     else:
         lower = lower_bound(instance, objective, "combinatorial", budget=budget)
     opt, rep = None, None
@@ -334,7 +344,8 @@ def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float
             and r.schedule is not None and not r.schedule.has_swaps
             and not r.schedule.has_hidden
             and r.objective is not None and math.isfinite(r.objective)]
-    if not feas or not seconds > 0 or instance.limits.swapping or instance.limits.hidden_cache:
+    if not feas or not seconds > 0 or instance.limits.swapping or instance.limits.hidden_cache \
+            or instance.has_prefix:
         return []
     best = min(feas, key=_objective_of)
     if best.schedule is None:  # feas keeps only rows with a schedule

@@ -175,7 +175,8 @@ def applies(inst: Instance, s: Schedule) -> bool:
     lim = inst.limits
     return (HAVE_NUMBA and type(inst.cost_model) in (UnitCost, LinearCost)
             and not s.has_swaps and not s.has_hidden and not lim.hidden_cache
-            and not lim.swapping)
+            and not lim.swapping and not s.has_hits and not s.has_drops
+            and not inst.has_prefix)
 
 
 def cost_params(inst: Instance) -> tuple[int, np.ndarray]:

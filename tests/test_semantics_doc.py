@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from optsched import evaluate as evaluate_module
+from optsched import evaluate_prefix as evaluate_prefix_module
 from optsched.cost import _LINEAR_KEYS
 from optsched.evaluate import CODES, _time_tolerance
 from optsched.solve_types import OBJECTIVES
@@ -26,11 +27,16 @@ def _section(n: int) -> str:
 
 def _emitted_codes() -> set[str]:
     """The violation codes the evaluator's functions can emit: string literals inside function
-    bodies (the CODES table itself is a module-level dict and does not count)."""
-    tree = ast.parse(Path(evaluate_module.__file__).read_text(encoding="utf-8"))
+    and method bodies of the evaluator and its prefix-reuse rules (the CODES table itself is
+    a module-level dict and does not count)."""
     out = set()
-    for fn in tree.body:
-        if isinstance(fn, ast.FunctionDef):
+    for module in (evaluate_module, evaluate_prefix_module):
+        tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+        defs = [d for node in tree.body
+                for d in ([node] if isinstance(node, ast.FunctionDef) else
+                          node.body if isinstance(node, ast.ClassDef) else [])
+                if isinstance(d, ast.FunctionDef)]
+        for fn in defs:
             for node in ast.walk(fn):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) \
                         and re.fullmatch(r"[A-Z][A-Z_]+", node.value):

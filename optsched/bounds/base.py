@@ -104,18 +104,35 @@ class BoundMethod:
     objectives: tuple[str, ...] = OBJECTIVES
     #: position on the ladder (cheapest first); ``best`` runs them in this order
     rung: int = 0
+    #: whether the bound stays valid with prefix reuse (docs/semantics.md section 6, "Prefix
+    #: reuse"): hits make prefills cheaper and shared blocks occupy memory once, so a
+    #: reuse-blind bound can exceed the optimum of an instance with block ids and is refused
+    #: there
+    reuse_aware: bool = False
 
 
-def register_bound(name: str, description: str, objectives=OBJECTIVES, rung: int = 0):
+def register_bound(name: str, description: str, objectives=OBJECTIVES, rung: int = 0,
+                   reuse_aware: bool = False):
     """Decorator: ``@register_bound("request", "...")`` on a bound function registers it in
     :data:`optsched.plugins.BOUNDS` (a new method is one new module in this package, or an
-    entry point of the group ``optsched.bounds``)."""
+    entry point of the group ``optsched.bounds``). ``reuse_aware``: the bound is valid on
+    instances with prefix block ids (others are refused there)."""
 
     def deco(fn: BoundFn) -> BoundFn:
-        BOUNDS.add(name, BoundMethod(name, fn, description, tuple(objectives), rung), fn)
+        BOUNDS.add(name, BoundMethod(name, fn, description, tuple(objectives), rung,
+                                     reuse_aware), fn)
         return fn
 
     return deco
+
+
+def refusal_with_prefix(method: str) -> str:
+    """Why bound ``method`` refuses an instance with prefix block ids."""
+    return (f"bound method {method!r} does not model prefix reuse, and this instance's "
+            "requests list prefix block ids (docs/semantics.md section 6, 'Prefix reuse'): "
+            "cache hits skip prefill work and shared blocks occupy memory once, so a "
+            "reuse-blind bound is not a lower bound here. Remove the 'prefix' fields to bound "
+            "the problem without reuse")
 
 
 def _as_method(name: str, entry: Any) -> BoundMethod:
@@ -163,6 +180,8 @@ def lower_bound(instance: Instance, objective: str = "makespan", method: str = "
                          "(limits.hidden_cache), whose half-memory caches the bounds do not "
                          "model; a KV-only bound could exceed the optimum. Set hidden_cache "
                          "to false for the KV-only problem")
+    if instance.has_prefix and not info.reuse_aware:
+        raise BoundError(refusal_with_prefix(method))
     budget = budget or Budget.seconds(time_limit)
     if exact_solve is not None:
         budget = replace(budget, exact_solve=exact_solve)

@@ -3,7 +3,14 @@ method that gave it (``formulations/bounds.md`` section 3)."""
 
 from __future__ import annotations
 
-from .base import BoundError, BoundResult, Budget, bound_methods, register_bound
+from .base import (
+    BoundError,
+    BoundResult,
+    Budget,
+    bound_methods,
+    refusal_with_prefix,
+    register_bound,
+)
 
 #: the rungs ``best`` climbs, cheapest first (``combinatorial`` already runs the cheap ones;
 #: ``events`` splits mean TTFT into busy periods, B14; ``spread``, ``coupled`` and ``dual``
@@ -11,7 +18,8 @@ from .base import BoundError, BoundResult, Budget, bound_methods, register_bound
 LADDER = ("combinatorial", "events", "spread", "coupled", "dual", "exact")
 
 
-@register_bound("best", "every rung that fits the time limit; the largest bound", rung=100)
+@register_bound("best", "every rung that fits the time limit; the largest bound", rung=100,
+                reuse_aware=True)
 def best_bound(instance, objective: str, budget: Budget) -> BoundResult:
     methods = bound_methods()
     ladder: dict[str, float] = {}
@@ -20,6 +28,9 @@ def best_bound(instance, objective: str, budget: Budget) -> BoundResult:
     for name in LADDER:
         info = methods[name]
         if objective not in info.objectives:
+            continue
+        if instance.has_prefix and not info.reuse_aware:  # docs/semantics.md section 6
+            notes.append(refusal_with_prefix(name))
             continue
         if budget.expired:
             notes.append(f"{name}: not run, time limit reached")

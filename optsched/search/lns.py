@@ -604,6 +604,9 @@ def improve(instance: Instance, schedule: Schedule, objective: str = "makespan",
     if schedule.has_hidden or instance.limits.hidden_cache:
         raise LNSError("lns: hidden cache is not supported (its windows are solved by the "
                        "KV-only exhaustive search)")
+    if instance.has_prefix or schedule.has_hits or schedule.has_drops:
+        raise LNSError("lns: prefix reuse is not supported (its windows are solved by the "
+                       "reuse-blind exhaustive search; docs/semantics.md section 6)")
     ev = evaluation if evaluation is not None else evaluate(instance, schedule)
     if not ev.feasible:
         raise LNSError(f"lns: the start schedule is infeasible: {ev.violations[0]}")

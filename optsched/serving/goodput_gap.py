@@ -104,8 +104,8 @@ def goodput_gap(instance: Instance, rows: Sequence[Row]) -> GoodputGap | None:
     import time
 
     if not any(r.ttft_slo is not None or r.tpot_slo is not None or r.deadline is not None
-               for r in instance.requests):
-        return None
+               for r in instance.requests) or instance.has_prefix:
+        return None  # with prefix reuse there is no certified ceiling (bounds: B12 refuses)
     t0 = time.perf_counter()
     gb = goodput_bound(instance)
     seconds = time.perf_counter() - t0
