@@ -476,7 +476,8 @@ class Instance:
             flat = np.fromiter((x for r in reqs for x in r.prefix), np.int64, count=int(ptr[-1]))
             self._check_prefix(ptr, flat)
 
-    def _check_prefix(self, ptr: np.ndarray, flat: np.ndarray) -> None:
+    def _check_prefix(self, ptr: np.ndarray, flat: np.ndarray,
+                      prompt: np.ndarray | None = None) -> None:
         """The prefix-reuse checks of docs/semantics.md section 6 ("Prefix reuse") on the
         requests' block ids, and the extensions it is not combined with."""
         lim = self.limits
@@ -485,7 +486,9 @@ class Instance:
             raise InstanceError(f"instance: requests list prefix block ids and limits set "
                                 f"{what}; prefix reuse is not modelled together with swap "
                                 "preemption or hidden cache")
-        prompt = np.fromiter((r.prompt for r in self.requests), np.int64, count=len(self.requests))
+        if prompt is None:
+            prompt = np.fromiter((r.prompt for r in self.requests), np.int64,
+                                 count=len(self.requests))
         check_prefixes([r.id for r in self.requests], prompt, ptr, flat, lim.block_size)
 
     def _check_header(self) -> None:
@@ -529,8 +532,8 @@ class Instance:
             if bad.size:  # the per-request message
                 i = int(np.searchsorted(ptr, int(bad[0]), side="right") - 1)
                 _check_prefix_ids(f"request {ids[i]!r}", flat[ptr[i]:ptr[i + 1]].tolist())
-            lists = np.split(flat, ptr[1:-1]) if flat.size else [flat[:0]] * len(ids)
-            pre = [tuple(v.tolist()) for v in lists]
+            fl = flat.tolist()
+            pre = [tuple(fl[a:b]) for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist())]
         else:
             pre = [()] * len(ids)
         reqs = []
@@ -541,7 +544,8 @@ class Instance:
             reqs.append(r)
         object.__setattr__(inst, "requests", tuple(reqs))
         if prefix is not None and ptr[-1]:
-            inst._check_prefix(ptr, flat)
+            inst._check_prefix(ptr, flat, inp)
+            inst.__dict__["prefix_index"] = build_index((ptr, flat), inp, limits.block_size)
         inst.__dict__.update(ids=ids, index={rid: k for k, rid in enumerate(ids)},
                              arrival=arr, prompt=inp, output=out)
         return inst

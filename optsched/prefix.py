@@ -120,9 +120,10 @@ def check_prefixes(request_ids: Sequence[str], prompt: np.ndarray, ptr: np.ndarr
     _check_forest(request_ids, ptr, flat)
 
 
-def _check_forest(request_ids: Sequence[str], ptr: np.ndarray, flat: np.ndarray) -> None:
-    """Every id has one position and one parent (the previous id; none at position 0)."""
-    req = np.repeat(np.arange(len(request_ids)), np.diff(ptr))
+def forest_clash(ptr: np.ndarray, flat: np.ndarray) -> tuple[int, int, int, str] | None:
+    """The first id (in row order) that breaks the forest rule of a CSR table of ids (one
+    position and one parent per id), as ``(row, id, earlier row, why)``; None if none does."""
+    req = np.repeat(np.arange(ptr.size - 1), np.diff(ptr))
     pos = np.arange(flat.size) - ptr[req]
     parent = np.where(pos > 0, np.concatenate([[-1], flat[:-1]]), -1)
     order = np.argsort(flat, kind="stable")
@@ -132,21 +133,27 @@ def _check_forest(request_ids: Sequence[str], ptr: np.ndarray, flat: np.ndarray)
     first = np.maximum.accumulate(np.where(head, np.arange(f.size), 0))
     clash = ~head & ((p != p[first]) | (q != q[first]))
     if not clash.any():
-        return
-    k = int(order[np.flatnonzero(clash)].min())  # the first clash in request order
+        return None
+    k = int(order[np.flatnonzero(clash)].min())  # the first clash in row order
     j = int(order[first[np.flatnonzero(order == k)[0]]])  # the id's first occurrence
-    i, i0 = int(req[k]), int(req[j])
-    x = int(flat[k])
     if pos[k] != pos[j]:
-        why = (f"at position {int(pos[k])} but at position {int(pos[j])} in request "
-               f"{request_ids[i0]!r}")
+        why = f"at position {int(pos[k])} but at position {int(pos[j])}"
     else:
-        why = (f"after block {int(parent[k])} but after block {int(parent[j])} in request "
-               f"{request_ids[i0]!r}")
+        why = f"after {int(parent[k])} but after {int(parent[j])}"
+    return int(req[k]), int(flat[k]), int(req[j]), why
+
+
+def _check_forest(request_ids: Sequence[str], ptr: np.ndarray, flat: np.ndarray) -> None:
+    """Every id has one position and one parent (the previous id; none at position 0)."""
+    clash = forest_clash(ptr, flat)
+    if clash is None:
+        return
+    i, x, i0, why = clash
+    why = why.replace("after ", "after block ")
     raise InstanceError(
         f"request {request_ids[i]!r}: field 'prefix' is not prefix-consistent: block {x} "
-        f"appears {why} (an id names the same tokens at the same position after the same "
-        "blocks)")
+        f"appears {why} in request {request_ids[i0]!r} (an id names the same tokens at the "
+        "same position after the same blocks)")
 
 
 def reuse_potential(index: PrefixIndex, arrival: np.ndarray, prompt: np.ndarray
@@ -174,4 +181,5 @@ def reuse_potential(index: PrefixIndex, arrival: np.ndarray, prompt: np.ndarray
             "hit_share": hits / total if total else 0.0}
 
 
-__all__ = ["MAX_BLOCK_ID", "PrefixIndex", "build_index", "check_prefixes", "reuse_potential"]
+__all__ = ["MAX_BLOCK_ID", "PrefixIndex", "build_index", "check_prefixes", "forest_clash",
+           "reuse_potential"]

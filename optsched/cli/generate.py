@@ -1,7 +1,8 @@
 """``optsched generate``, ``optsched info``, ``optsched fit``, ``optsched kv-capacity``.
 
 * ``generate KIND [options] -o FILE`` -- a registered generator (``optsched.workloads.generators``) or a
-  trace conversion (``azure``, ``vidur``, ``arxiv``; ``optsched.workloads.traces``); ``--list`` lists kinds.
+  trace conversion (``azure``, ``vidur``, ``arxiv``; ``optsched.workloads.traces``; ``mooncake``,
+  JSON lines with prefix hash ids, ``optsched.workloads.mooncake``); ``--list`` lists kinds.
 * ``info INSTANCE`` -- descriptive statistics of an instance.
 * ``fit --profiling DIR`` -- least-squares cost-model fit (``optsched.workloads.fit``).
 * ``kv-capacity`` -- KV capacity from model size and GPU memory (``optsched.workloads.capacity``).
@@ -22,7 +23,7 @@ from ..instance import Instance, Limits
 from . import EXIT_INPUT, EXIT_OK
 from ._common import fmt, load_instance, output_file, print_json, seed_arg, table
 
-TRACE_KINDS = {"azure": "azure", "vidur": "vidur", "arxiv": "arxiv"}
+TRACE_KINDS = {"azure": "azure", "vidur": "vidur", "arxiv": "arxiv", "mooncake": "mooncake"}
 
 
 def register(sub) -> None:
@@ -53,8 +54,9 @@ def register(sub) -> None:
                    "0.2); for other kinds a default written into every request")
     g.add_argument("--replace", action="store_true", default=None,
                    help="poisson-trace: draw the (prompt, output) pairs with replacement")
-    t = p.add_argument_group("trace options (azure, vidur, arxiv; --trace for poisson-trace)")
-    t.add_argument("--trace", help="trace CSV file")
+    t = p.add_argument_group("trace options (azure, vidur, arxiv, mooncake; --trace for "
+                             "poisson-trace)")
+    t.add_argument("--trace", help="trace file (CSV; JSON lines for mooncake)")
     t.add_argument("--limit", type=int, help="first N requests")
     t.add_argument("--sample", type=int, help="seeded random sample of N requests")
     t.add_argument("--consecutive", type=int, metavar="N",
@@ -68,11 +70,14 @@ def register(sub) -> None:
     t.add_argument("--too-long", choices=("error", "drop", "clip"),
                    help="requests with I + O - 1 > M (default error)")
     lim = p.add_argument_group("limits and cost model")
-    lim.add_argument("--kv-capacity", type=int, help="M in tokens (default 100000)")
+    lim.add_argument("--kv-capacity", type=int, help="M in tokens (default 100000; mooncake: "
+                     "the trace file's longest request in whole blocks, 126976 for the "
+                     "conversation trace)")
     lim.add_argument("--max-batch-tokens", type=int, help="C (default 4096)")
     lim.add_argument("--max-prefill-tokens", type=int, help="P (default none)")
     lim.add_argument("--block-size", type=int,
-                     help="KV block size in tokens (default 1; docs/semantics.md section 2)")
+                     help="KV block size in tokens (default 1; mooncake: 512, and it must "
+                     "divide 512; docs/semantics.md sections 2 and 6)")
     lim.add_argument("--host-capacity", type=int,
                      help="host tokens for swapped KV (enables swapping; bros default 4 M)")
     lim.add_argument("--cost-model", help="preset name, 'unit', or a cost-model JSON file "
@@ -129,9 +134,12 @@ def _print_list() -> None:
         )
         rows.append((name, k.summary, ps + ("" if k.takes_limits else " (own limits)")))
     for name in sorted(TRACE_KINDS):
-        rows.append((name, f"{name} trace CSV -> instance",
+        what = (f"{name} trace JSON lines (prefix hash ids) -> instance with block ids"
+                if name == "mooncake" else f"{name} trace CSV -> instance")
+        rows.append((name, what,
                      "--trace, --limit|--sample|--consecutive, --seed, --window, --rate-scale"
-                     + (", --rate" if name == "arxiv" else "")))
+                     + (", --rate" if name == "arxiv" else "")
+                     + (", --block-size (divides 512)" if name == "mooncake" else "")))
     print(table(["kind", "what", "parameters"], rows))
 
 
@@ -259,6 +267,8 @@ def _generate_trace(args, kind: str) -> Instance:
     if bad:
         raise InstanceError(f"kind {kind!r} does not take --{', --'.join(bad)}")
     start, end = _window(args.window)
+    if kind == "mooncake":
+        return _generate_mooncake(args, start, end)
     # lazy: each subcommand imports what it runs (start-up time, issue 31)
     from ..cost import DEFAULT_PRESET
 
@@ -269,6 +279,37 @@ def _generate_trace(args, kind: str) -> Instance:
         seed=args.seed if args.seed is not None else 0, start=start, end=end,
         rate_scale=args.rate_scale, zero_tokens=args.zero_tokens or "drop", rate=args.rate,
     )
+    return inst.with_default_slos(args.ttft_slo, args.tpot_slo)
+
+
+def _generate_mooncake(args, start: float | None, end: float | None) -> Instance:
+    """``generate mooncake``: :func:`optsched.workloads.mooncake.mooncake_instance` with the
+    options of the other traces; ``M`` defaults to the file's longest request."""
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    from ..cost import DEFAULT_PRESET
+    from ..workloads.generators import DEFAULT_MAX_BATCH_TOKENS
+    from ..workloads.mooncake import DEFAULT_BLOCK_SIZE, default_kv_capacity, read_mooncake
+
+    b = args.block_size if args.block_size is not None else DEFAULT_BLOCK_SIZE
+    M = args.kv_capacity
+    if M is None:
+        M = default_kv_capacity(read_mooncake(args.trace, block_size=b,
+                                              zero_tokens=args.zero_tokens or "drop"), b)
+    limits = Limits(kv_capacity=M, max_batch_tokens=(args.max_batch_tokens if
+                    args.max_batch_tokens is not None else DEFAULT_MAX_BATCH_TOKENS),
+                    max_prefill_tokens=args.max_prefill_tokens, block_size=b)
+    if args.host_capacity is not None:
+        raise InstanceError("kind 'mooncake' does not take --host-capacity (prefix reuse is not "
+                            "modelled with swap preemption)")
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    from ..workloads.mooncake import mooncake_instance
+
+    inst = mooncake_instance(
+        args.trace, limits, _cost(args.cost_model) or preset(DEFAULT_PRESET), name=args.name,
+        too_long=args.too_long or "error", zero_tokens=args.zero_tokens or "drop",
+        limit=args.limit, sample=args.sample, consecutive=args.consecutive,
+        seed=args.seed if args.seed is not None else 0, start=start, end=end,
+        rate_scale=args.rate_scale)
     return inst.with_default_slos(args.ttft_slo, args.tpot_slo)
 
 
@@ -303,7 +344,22 @@ def instance_info(inst: Instance) -> dict:
         "arrival": {**stats(arr), "span": span,
                     "rate": (inst.n - 1) / span if span > 0 else None},
         "total_tokens": int(inst.prompt.sum() + inst.output.sum()),
+        **({"prefix_reuse": _reuse_info(inst)} if inst.has_prefix else {}),
     }
+
+
+def _reuse_info(inst: Instance) -> dict:
+    """The reuse potential (docs/semantics.md section 6, "Prefix reuse"): distinct and listed
+    blocks, and the hit tokens of an unbounded cache serving in arrival order."""
+    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    from ..prefix import reuse_potential
+
+    ix = inst.prefix_index
+    assert ix is not None
+    pot = reuse_potential(ix, inst.arrival, inst.prompt)
+    return {**pot, "block_size": ix.block_size,
+            "distinct_kv_tokens": ix.n_blocks * ix.block_size,
+            "requests_with_ids": int((ix.listed > 0).sum())}
 
 
 def run_info(args) -> int:
@@ -325,6 +381,13 @@ def run_info(args) -> int:
     rate = a["rate"]
     print(f"total tokens (prompt + output): {d['total_tokens']}; arrival span {fmt(a['span'])}"
           + (f", mean rate {fmt(rate)} per time unit" if rate else ""))
+    if "prefix_reuse" in d:
+        r = d["prefix_reuse"]
+        print(f"prefix reuse: {r['requests_with_ids']} requests list {r['listed_blocks']} block "
+              f"ids, {r['distinct_blocks']} distinct ({r['distinct_kv_tokens']} KV tokens, "
+              f"b = {r['block_size']}); an unbounded cache in arrival order hits "
+              f"{r['hit_tokens']} of {r['prompt_tokens']} prompt tokens "
+              f"({100 * r['hit_share']:.1f}%)")
     return EXIT_OK
 
 
