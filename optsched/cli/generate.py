@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import warnings
@@ -54,6 +55,17 @@ def register(sub) -> None:
                    "0.2); for other kinds a default written into every request")
     g.add_argument("--replace", action="store_true", default=None,
                    help="poisson-trace: draw the (prompt, output) pairs with replacement")
+    s = p.add_argument_group("shared prefixes (system-prompts, multi-turn, few-shot; block "
+                             "size 16 unless --block-size)")
+    s.add_argument("--prompts", type=int, help="system-prompts: number of system prompts")
+    s.add_argument("--zipf", type=float, help="system-prompts, few-shot: Zipf exponent of the "
+                   "popularity")
+    s.add_argument("--system", type=int, help="system-prompts, multi-turn: system prompt tokens")
+    s.add_argument("--turns", type=float, help="multi-turn: mean turns per conversation")
+    s.add_argument("--think", type=float, help="multi-turn: mean seconds between turns")
+    s.add_argument("--templates", type=int, help="few-shot: number of example sets")
+    s.add_argument("--header", type=int, help="few-shot: shared instruction tokens")
+    s.add_argument("--examples", type=int, help="few-shot: example-set tokens")
     t = p.add_argument_group("trace options (azure, vidur, arxiv, mooncake; --trace for "
                              "poisson-trace)")
     t.add_argument("--trace", help="trace file (CSV; JSON lines for mooncake)")
@@ -176,7 +188,8 @@ def _window(s: str | None) -> tuple[float | None, float | None]:
 
 
 _GEN_FLAGS = ("n", "prompt", "output", "mix", "dataset", "seed", "rate", "arrival", "horizon", "trace",
-              "be_batch", "ttft_slo", "tpot_slo", "replace")
+              "be_batch", "ttft_slo", "tpot_slo", "replace", "prompts", "zipf", "system", "turns",
+              "think", "templates", "header", "examples")
 #: with a kind that does not set SLOs itself: a default for every request (semantics sec. 4)
 _SLO_FLAGS = ("ttft_slo", "tpot_slo")
 _TRACE_FLAGS = ("limit", "sample", "consecutive", "window", "zero_tokens", "too_long")
@@ -241,6 +254,8 @@ def _generate_family(args, g) -> Instance:
     limits: Limits | None
     if g.takes_limits:
         limits, cost = _limits(args), _cost(args.cost_model)
+        if g.block_size is not None and args.block_size is None:  # the kind's own default
+            limits = dataclasses.replace(limits, block_size=g.block_size)
     else:
         given = _given(args, ("kv_capacity", "max_batch_tokens", "max_prefill_tokens", "cost_model",
                               "host_capacity", "block_size"))
