@@ -725,11 +725,22 @@ def _compiled(inst: Instance, s: Schedule) -> Evaluation | None:
     cost, fc = fast.cost_params(inst)
     P = -1 if lim.max_prefill_tokens is None else lim.max_prefill_tokens
     bs = -1 if lim.max_batch_size is None else lim.max_batch_size
-    (ok, dur, kv, tok, pre_tok, pre_ent, dec_ent, end, ent_decode, ent_cached, first_b, done_b,
-     g, n_evict, recomputed, ent_gen) = call(
-        fast.replay, s.batch_ptr, e_req, s.entry_tokens, s.evict_ptr, v_req, s.start, inst.arrival,
-        inst.prompt, inst.output, lim.kv_capacity, lim.max_batch_tokens, P, bs,
-        lim.block_size, cost, fc)
+    hits = None
+    if inst.has_prefix or s.has_hits or s.has_drops:  # section 6, prefix reuse
+        ix = inst.prefix_index or prefix_rules.empty_index(inst)
+        (ok, dur, kv, tok, pre_tok, pre_ent, dec_ent, end, ent_decode, ent_cached, first_b,
+         done_b, g, n_evict, recomputed, ent_gen, hit_req, res_b, cac_b, drop_b) = call(
+            fast.replay_prefix, s.batch_ptr, e_req, s.entry_tokens, s.entry_hit, s.evict_ptr,
+            v_req, s.drop_ptr, ix.dense(s.drop_block), s.start, inst.arrival, inst.prompt,
+            inst.output, lim.kv_capacity, lim.max_batch_tokens, P, bs, lim.block_size, cost, fc,
+            ix.ptr, ix.block, ix.listed, ix.shareable, ix.n_blocks)
+        hits = (hit_req, prefix_rules.BlockEffects(res_b, cac_b, drop_b))
+    else:
+        (ok, dur, kv, tok, pre_tok, pre_ent, dec_ent, end, ent_decode, ent_cached, first_b,
+         done_b, g, n_evict, recomputed, ent_gen) = call(
+            fast.replay, s.batch_ptr, e_req, s.entry_tokens, s.evict_ptr, v_req, s.start,
+            inst.arrival, inst.prompt, inst.output, lim.kv_capacity, lim.max_batch_tokens, P,
+            bs, lim.block_size, cost, fc)
     if not ok:
         return None
     V = _Violations(inst.ids)
@@ -745,7 +756,7 @@ def _compiled(inst: Instance, s: Schedule) -> Evaluation | None:
     g_final = np.minimum(g, inst.output)
     totals = _BatchTotals(tok, pre_tok, pre_ent, dec_ent)
     return _evaluation(inst, V, n_evict, recomputed, first_token, completion, g_final, end, dur,
-                       kv, totals, ent_decode, ent_cached, ent_gen=ent_gen)
+                       kv, totals, ent_decode, ent_cached, ent_gen=ent_gen, hits=hits)
 
 
 def _touched(s: Schedule, batches: np.ndarray, e_req: np.ndarray, v_req: np.ndarray

@@ -165,7 +165,7 @@ def replay_blocks(inst: Instance, s: Schedule, nb: int, ev_req: np.ndarray,
     index = inst.prefix_index
     dropped = np.zeros(nb, np.int64)
     if index is None:
-        index = _empty_index(inst)
+        index = empty_index(inst)
     events = _events(index, ev_req, ev_batch, m0, hit, m2, evicted, finish, live)
     drop_b = s.batch_of_drop
     drop_x = index.dense(s.drop_block)
@@ -209,7 +209,7 @@ def _forward_fill(rec: list[tuple[int, int, int]], nb: int) -> tuple[np.ndarray,
     return res, cac
 
 
-def _empty_index(inst: Instance) -> PrefixIndex:
+def empty_index(inst: Instance) -> PrefixIndex:
     """The index of an instance without block ids (hits are then invalid, drops name no
     resident block)."""
     from .prefix import build_index
@@ -217,4 +217,4 @@ def _empty_index(inst: Instance) -> PrefixIndex:
     return build_index([()] * inst.n, inst.prompt, inst.limits.block_size)
 
 
-__all__ = ["BlockEffects", "private_tokens", "replay_blocks"]
+__all__ = ["BlockEffects", "empty_index", "private_tokens", "replay_blocks"]

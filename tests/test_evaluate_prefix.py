@@ -456,3 +456,34 @@ def test_numpy_ids_are_accepted():
     inst = Instance("p", Limits(64, 4096, block_size=4), UnitCost(),
                     (Request("a", 0, 10, 2, prefix=np.array([1, 2])),))
     assert inst.requests[0].prefix == (1, 2)
+
+
+# --- the compiled replay (optsched.evaluate_fast.replay_prefix) --------------------------------
+
+FIELDS = ("first_token", "completion", "latency", "ttft", "tpot", "evictions",
+          "recomputed_tokens", "batch_start", "batch_end", "batch_duration", "batch_kv",
+          "batch_tokens", "batch_prefill_tokens", "batch_prefill_entries",
+          "batch_decode_entries", "entry_decode", "entry_cached", "entry_generates",
+          "hit_tokens", "batch_resident_blocks", "batch_cached_blocks")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_the_compiled_replay_answers_exactly_for_the_feasible_schedules(data):
+    import optsched.evaluate as E
+
+    messy = data.draw(st.booleans())
+    inst = data.draw(prefix_instances(roomy=not messy))
+    inst = Instance(inst.name, inst.limits, LinearCost(k0=0.5, k1=0.01, kpq=1e-4, kpm=2e-3,
+                                                       kdm=1e-3, kpr=0.05, kdr=0.02),
+                    inst.requests)
+    s, _ = _random_run(data, inst, messy)
+    ref = evaluate(inst, s)  # vectorised (few entries)
+    got = E._compiled(inst, s)
+    assert (got is not None) == ref.feasible
+    if got is None:
+        return
+    assert got.metrics == ref.metrics
+    for f in FIELDS:
+        x, y = getattr(got, f), getattr(ref, f)
+        assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), f

@@ -92,7 +92,7 @@ def _adapt(label: str, obj: Any) -> PolicySpec:
 #: distributions add theirs through the ``optsched.policies`` entry-point group
 POLICIES: Registry[PolicySpec] = Registry(
     "policy", plural="policies", packages=("optsched.policies",), group="optsched.policies",
-    error=PolicyError, adapt=_adapt, skip=("registry", "simulator", "fast"),
+    error=PolicyError, adapt=_adapt, skip=("registry", "simulator", "fast", "fast_cached", "reuse"),
 )
 
 

@@ -353,6 +353,13 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         compiled = simulate_fast(instance, policy, known, limit, stats)
         if compiled is not None:
             return auto_drops(instance, compiled) if instance.has_prefix else compiled
+    elif fast and stats is None:
+        # lazy: numba is imported only when a kernel runs
+        from .fast_cached import simulate_cached_fast
+
+        compiled = simulate_cached_fast(instance, policy, limit)
+        if compiled is not None:
+            return compiled
     price = batch_pricer(instance.cost_model)
     builder = sim.builder
     add = builder.add_indexed
