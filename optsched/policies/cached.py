@@ -74,6 +74,9 @@ class CachedScheduler(UnifiedScheduler):
     """The unified scheduler with prefix hits, shared memory and a cache (module docstring)."""
 
     reuse_aware = True
+    #: this exact class runs on the compiled kernel of :mod:`.fast_cached` (fcfs and lpm
+    #: orders, LRU cache); the unified kernel does not cover it
+    fast_kernel = "cached"
 
     def __init__(self, *, rule: str = "fcfs", cache: str = "lru", k: int = 2,
                  fcfs_above: int = 0, **unified):

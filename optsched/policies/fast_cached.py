@@ -685,10 +685,9 @@ _RULE_CODES = {"fcfs": 0, "lpm": 1}
 def simulate_cached_fast(instance: Instance, policy: Any, limit: int) -> Schedule | None:
     """Run the kernel for a bound cached ``policy`` (module docstring); None when it does not
     apply (the Python path runs) or gives up (the Python path reports the error)."""
-    from .cached import CachedScheduler
-
     ix = instance.prefix_index
-    if not HAVE_NUMBA or ix is None or type(policy) is not CachedScheduler \
+    # the class itself names this kernel (not a subclass, which may change the rules)
+    if not HAVE_NUMBA or ix is None or vars(type(policy)).get("fast_kernel") != "cached" \
             or policy.rule not in _RULE_CODES or policy.cache != "lru" \
             or policy.reserve != "input" or policy.order == "single" \
             or policy.decode_sort is not None or policy.waiting_evicts \

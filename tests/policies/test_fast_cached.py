@@ -80,3 +80,13 @@ def test_the_kernel_answers_for_the_covered_policies_only():
     for name, params in (("dfs", {}), ("k-lpm", {}), ("belady", {}), ("vllm-apc",
                                                                      {"cache": "belady"})):
         assert simulate_cached_fast(inst, bound(inst, name, **params), 1000) is None, name
+
+
+def test_without_block_ids_the_unified_kernel_runs_them():
+    from optsched.policies.fast import fast_config
+
+    inst = Instance("h", Limits(64, 8, block_size=2), LinearCost(k0=1.0, k1=0.1),
+                    tuple(Request(f"r{k}", k * 0.3, 3 + k % 5, 1 + k % 4) for k in range(30)))
+    for name in ("vllm-apc", "lpm", "k-lpm", "dfs"):
+        assert fast_config(inst, bound(inst, name)) is not None, name
+        assert simulate(inst, name, fast=True) == simulate(inst, name, fast=False), name
