@@ -487,3 +487,36 @@ def test_the_compiled_replay_answers_exactly_for_the_feasible_schedules(data):
     for f in FIELDS:
         x, y = getattr(got, f), getattr(ref, f)
         assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), f
+
+
+# --- the command line: violations exit 1, bad block ids exit 2 ---------------------------------
+
+
+def test_cli_reports_reuse_violations_and_refuses_bad_ids(tmp_path, capsys):
+    import json
+
+    from optsched.cli import main
+
+    inst = inst_of(AB)
+    ip = tmp_path / "i.json"
+    inst.save(ip)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"batches": [
+        {"entries": [["a", 10], ["b", 2]], "hits": [["b", 8]]},
+        {"entries": [["a", 1], ["b", 1]], "drop": [1]}]}))
+    assert main(["validate", str(ip), str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "HIT_NOT_RESIDENT (batch 0, request 'b'): hit covers block 1" in out
+    assert "DROP_REFERENCED (batch 1): drops block 1, which 2 request(s) hold" in out
+    good = tmp_path / "good.json"
+    assert main(["simulate", str(ip), "--policy", "vllm-apc", "-o", str(good)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(ip), str(good)]) == 0
+    assert "prefix hit tokens" in capsys.readouterr().out
+    d = inst.to_dict()
+    d["requests"][1]["prefix"] = [2, 3]
+    ip.write_text(json.dumps(d))
+    assert main(["info", str(ip)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "request 'b': field 'prefix' is not prefix-consistent: block 2" in err
