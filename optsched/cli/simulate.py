@@ -178,6 +178,7 @@ def run_policies(args) -> int:
                 "description": s.description,
                 "source": s.source,
                 "hypothetical": s.hypothetical,
+                "reuse_aware": s.reuse_aware,
                 "params": {p.name: {"type": p.type.__name__,
                                     "default": dict(s.defaults).get(p.name, p.default),
                                     "help": p.help} for p in s.params},
@@ -187,6 +188,7 @@ def run_policies(args) -> int:
         return EXIT_OK
     for s in specs:
         hyp = " [hypothetical: knows output lengths]" if s.hypothetical else ""
+        hyp += " [prefix reuse: hits and drops]" if s.reuse_aware else ""
         print(f"{s.name}{hyp}")
         print(f"    {s.description}")
         print(f"    source: {s.source}")
