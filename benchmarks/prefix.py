@@ -50,7 +50,7 @@ def in_process(inst_path: str, policy: str, repeat: int
                ) -> list[tuple[float, float, float, float]]:
     """(simulate wall, simulate CPU, evaluate wall, evaluate CPU) per repeat, each run warm
     (a first run loads the kernels and is not counted)."""
-    from optsched.evaluate import evaluate
+    from optsched.evaluation import evaluate
     from optsched.instance import Instance
     from optsched.policies import simulate
 

@@ -2,7 +2,7 @@
 # # 01 — Quickstart: instance, simulate, solve, compare, plot
 #
 # optsched in five steps: **load or generate** an instance, **simulate** published scheduling
-# policies, **evaluate** every schedule with the one evaluator (`optsched.evaluate.evaluate`),
+# policies, **evaluate** every schedule with the one evaluator (`optsched.evaluate`),
 # **solve** for the optimum (InferMax's Big-M model, HiGHS), and **compare / plot**.
 #
 # The instance is the one `make demo` uses: InferMax's eviction experiment (section 5.1) with
@@ -40,7 +40,7 @@ assert [(r.prompt, r.output) for r in gen.requests] == [(r.prompt, r.output) for
 # ## 2. Simulate policies and evaluate the schedules
 
 # %%
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.policies import list_policies, simulate
 
 print("registered policies:", ", ".join(p.name for p in list_policies()))
@@ -53,11 +53,11 @@ for k in ("makespan", "total_latency", "mean_ttft", "mean_tpot", "evictions", "r
 # %% [markdown]
 # ## 3. Compare several policies
 #
-# `optsched.compare.run_policies` simulates and evaluates each policy (the same code behind
+# `optsched.comparison.run_policies` simulates and evaluates each policy (the same code behind
 # `optsched compare`).
 
 # %%
-from optsched.compare import run_policies
+from optsched.comparison import run_policies
 
 POLICIES = ["vllm", "vllm-ef", "sarathi", "sarathi-ef", "infermax", "fcfs", "mcsf"]
 rows = run_policies(inst, POLICIES, "makespan")
@@ -75,7 +75,7 @@ display(Markdown(md_table(
 
 # %%
 from optsched.formulations import SolveOptions
-from optsched.pipeline import solve
+from optsched.solving import solve
 
 best_policy = min((r for r in rows if r.evaluation.feasible), key=lambda r: r.objective)
 rep = solve(inst, "infermax", "makespan",

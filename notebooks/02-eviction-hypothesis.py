@@ -39,11 +39,11 @@ EXHAUSTIVE_MAX_I = 2  # the state search proves tiny cases that HiGHS cannot clo
 print("I values:", I_VALUES, "| solver time limit:", TIME_LIMIT, "s per solve")
 
 # %%
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations import Hypotheses, SolveOptions
 from optsched.instance import Limits
-from optsched.pipeline import solve
 from optsched.policies import simulate
+from optsched.solving import solve
 from optsched.workloads.generators import infermax_fixed
 
 
@@ -267,7 +267,7 @@ display(Markdown("\n".join(lines)))
 # * **Agrees — evictions are avoided for I >= 64**: proven for every I from 64 to 1024 (the optimum
 #   with evictions allowed equals the eviction-free one). I = 64 and 128 were first left open
 #   (gaps 2.2% / 1.7%); the flow variant of the model (`formulations/infermax.md` section 9) later
-#   proved them in 42 s and 54 s (`bench/bench_infermax_family.py`, same day).
+#   proved them in 42 s and 54 s (`studies/offline_optima/family.py`, same day).
 # * **Agrees — vLLM / vLLM-EF**: vLLM's schedule *is* the optimum for every I <= 32, and vLLM-EF's the
 #   eviction-free optimum for I >= 64. Avoiding evictions beats vLLM by up to 28.4% (I = 1024); the
 #   paper says up to 40%.

@@ -38,10 +38,10 @@ CLAIM_TRIALS = 30 if FAST else 300
 print(f"n = {N_REQUESTS}, {len(SEEDS)} seeds per setting, rate {RATE}, IP limit {TIME_LIMIT} s")
 
 # %%
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations import SolveOptions
-from optsched.pipeline import solve
 from optsched.policies import simulate
+from optsched.solving import solve
 from optsched.workloads.generators import online_paper_random
 
 runs = []
@@ -176,8 +176,8 @@ if claim is not None and claim.counterexample:
 # The later version reports MC-SF / hindsight optimum of **1.005 on average** (semi-online, n = 40-60).
 # Nothing is proven at that size within a minute (`formulations/hindsight.md`, speed), but the best
 # schedule found is an **upper bound on the optimum**, so MC-SF / best-found is a **lower bound on
-# MC-SF / optimum**. `bench/bench_hindsight.py --ns 40,60 --keep-going` records those runs
-# (5 seeds each, 60 s); `bench/hindsight_evidence.py` ships one instance with both schedules in
+# MC-SF / optimum**. `studies/hindsight/proven.py --ns 40,60 --keep-going` records those runs
+# (5 seeds each, 60 s); `studies/hindsight/evidence.py` ships one instance with both schedules in
 # `instances/evidence/`, replayed here through the evaluator.
 
 # %%
@@ -186,7 +186,7 @@ import json
 from optsched.plot import kv_over_time
 
 REPO = Path("..").resolve()
-large = json.loads((REPO / "bench/results/hindsight-highs-large.json").read_text())["runs"]
+large = json.loads((REPO / "studies/hindsight/results/hindsight-highs-large.json").read_text())["runs"]
 rows_l = sorted((r["n"], r["seed"], r["mcsf"], r["objective"], r["bound"]) for r in large)
 display(Markdown(md_table(
     ["n", "seed", "MC-SF", "best found (60 s)", "bound", "MC-SF / best (<= MC-SF / opt)"],

@@ -37,11 +37,11 @@ print(f"n = {N_REQUESTS} per family, solver limit {TIME_LIMIT} s")
 
 # %%
 from optsched.cost import PRESETS
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations import SolveOptions
 from optsched.instance import Instance, Limits, Request
-from optsched.pipeline import solve
 from optsched.policies import list_policies, simulate
+from optsched.solving import solve
 
 S, L_IN, L_OUT = (8, 16), (512, 1024), (32, 64)
 

@@ -31,7 +31,7 @@ TRACE, HAVE_DATA = trace_path()
 
 # %%
 from optsched.cost import PRESETS
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Limits
 from optsched.policies import simulate
 from optsched.workloads.traces import load_trace_instance

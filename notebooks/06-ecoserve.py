@@ -10,7 +10,7 @@
 #   (22-64x ORCA's); the Oracle (exact lengths) only about 8% more than EcoServe;
 # - **JCT 64-91% lower than vLLM** for the full system; the ablation EcoServe-D / -SD / -SDO / full:
 #   16-36%, 35-58%, 43-64%, 64-91% lower JCT than vLLM;
-# - scheduling time within 3% of vLLM's (measured in `bench/bench_ecoserve.py`, not here).
+# - scheduling time within 3% of vLLM's (measured in `benchmarks/ecoserve.py`, not here).
 #
 # Here: the policies `ecoserve-d`, `ecoserve-sd`, `ecoserve-sdo`, `ecoserve`, `ecoserve-oracle`,
 # `vllm`, `sarathi` and `orca` (EcoServe's max-allocation baseline, batch size 8) on the Azure
@@ -37,7 +37,7 @@ TRACE, HAVE_DATA = trace_path()
 
 # %%
 from optsched.cost import PRESETS
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Limits
 from optsched.metrics.serving import serving_metrics
 from optsched.policies import SimStats, get_policy, simulate_policy
@@ -178,7 +178,7 @@ else:
 # lengths with those means and ranges (`optsched/workloads/chat_lengths.py`), and M = 14,648 tokens is
 # EcoServe's 12 GB of KV for OPT-13B (819,200 bytes per token). Cost model: still Llama-2-7B's (we
 # have no OPT-13B profile). Normalised latency (the paper's Fig. 10 metric) and throughput at rates
-# below and at the throughput ceiling (about 8 req/s here); `bench/bench_fidelity.py --only
+# below and at the throughput ceiling (about 8 req/s here); `studies/claims/fidelity.py --only
 # ecoserve-paper` runs the same at 1,000 and 2,000 requests.
 
 # %%

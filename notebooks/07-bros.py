@@ -24,7 +24,7 @@ import time
 from IPython.display import Markdown, display
 from nbsetup import FAST, md_table, trace_path
 
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Limits
 from optsched.policies import get_policy, simulate
 from optsched.workloads.hybrid import bros_workload, hybrid_metrics
@@ -141,7 +141,7 @@ if HAVE_DATA:
 # ### Full-mode figures (recorded)
 #
 # *Recorded before issue 29's fixes* (the batch time budget set by late requests, the progressive drop,
-# the metrics above); `bench/bench_fidelity.py --only bros --rt 60` measures the 4 req/s row after them:
+# the metrics above); `studies/claims/fidelity.py --only bros --rt 60` measures the 4 req/s row after them:
 # RT normalised latency 0.0255 s/token (vllm 0.0604: 58% lower), TTFT attainment 66.7% (vllm 20.0%),
 # BE 4.74 req/s (vllm 5.26: -10%).
 #
@@ -245,7 +245,7 @@ if HAVE_DATA:
 # drawn by `optsched generate chat-like --dataset sharegpt` (**synthetic**, matched to Table 2's
 # means and spreads, `optsched/workloads/chat_lengths.py`) and BE batches of 8 re-timed per policy by
 # `optsched.workloads.hybrid.closed_loop_be` (one simulation per BE batch: each batch arrives when the
-# previous one completes under the policy measured). `bench/bench_fidelity.py --only bros-paper`
+# previous one completes under the policy measured). `studies/claims/fidelity.py --only bros-paper`
 # runs it at 60 and 120 RT requests.
 
 # %%

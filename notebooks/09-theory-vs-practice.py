@@ -12,7 +12,7 @@
 # Here every theory policy runs beside `vllm`, `sarathi`, `mcsf` and `ecoserve` on
 #
 # * seeded windows of both Azure 2023 traces (`optsched.workloads.traces.seeded_window`, own arrivals,
-#   Llama-2-7B preset, M = 30,000, C = 8192 -- `bench/bench_theory.py`'s setting);
+#   Llama-2-7B preset, M = 30,000, C = 8192 -- `studies/claims/theory.py`'s setting);
 # * the online paper's random family (`optsched generate online-paper`: all at 0, unit time);
 #
 # with the certified lower bound (`lower_bound(..., "best")`) as the reference: a policy's gap
@@ -45,7 +45,7 @@ CODE = CONV.with_name("AzureLLMInferenceTrace_code.csv")
 # %%
 from optsched.bounds import lower_bound
 from optsched.cost import preset
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Limits
 from optsched.policies import get_spec, simulate
 from optsched.workloads.generators import generate

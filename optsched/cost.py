@@ -277,6 +277,23 @@ class LinearCost(CostModel):
         return d
 
 
+
+def coarsened(cost: LinearCost, q: int) -> LinearCost:
+    """``cost`` with one token unit standing for ``q`` tokens (semantics section 5's terms
+    rescaled): a prompt unit is ``q`` prompt tokens (the quadratic and cross terms times
+    ``q**2``, the linear ones times ``q``), and a decode unit is ``q`` decode steps, each with
+    ``q`` times the cached units, so a batch with a decode entry pays ``q`` decode-batch
+    constants ``k0 + kdb`` and a prefill-only batch one ``k0 + kpb``. Exactly:
+    ``coarsened(c, q).decode_batch_time(n, m) == q * c.decode_batch_time(n, q * m)``, and
+    ``coarsened(c, 1)`` has ``c``'s coefficients. Used to draw small exact-solvable windows of
+    a real trace (``studies/bounds/gap_attribution.py``)."""
+    if isinstance(q, bool) or not isinstance(q, int) or q < 1:
+        raise InstanceError(f"coarsening: q must be an integer >= 1, got {q!r}")
+    c = cost
+    return LinearCost(k0=c.k0, k1=q * c.k1, kpq=q * q * c.kpq, kpm=q * q * c.kpm, kpl=q * c.kpl,
+                      kpr=c.kpr, kpb=c.kpb, kdm=q * q * c.kdm, kdr=q * c.kdr,
+                      kdb=q * (c.k0 + c.kdb) - c.k0, kswap=c.kswap, rho=c.rho)
+
 def _infermax(name: str, layers: int, a_p, b_p, a_d, b_d, a_o, b_o, s_p, s_d, m_p,
               kswap: float, rho: float) -> LinearCost:
     ms = layers / 1000.0  # per-layer milliseconds -> whole-model seconds
@@ -306,7 +323,7 @@ def _blis(name: str, b0, b1, b2, kswap: float, rho: float) -> LinearCost:
 
 #: Named presets. Each is built from the reference coefficients in
 #: ``shared/data/README.md`` ("Reference figures"), except ``vidur-llama2-7b-a100``, fitted
-#: from the profiling tables by ``bench/fit_preset.py`` (cost-model sensitivity, issue 29).
+#: from the profiling tables by ``studies/claims/cost_preset.py`` (cost-model sensitivity).
 PRESETS: dict[str, LinearCost] = {
     # InferMax authors' per-layer coefficients (ms) x 32 layers, Llama-2-7B on one A100.
     "infermax-llama2-7b-a100": _infermax(
@@ -324,9 +341,10 @@ PRESETS: dict[str, LinearCost] = {
     ),
     # Llama-2-7B on one A100 fitted from the shared profiling tables (Vidur's
     # mlp_a100_Llama-2-7b-hf.csv and attention_samples_a100_Llama-2-7b-hf.csv, TP 1) by
-    # optsched.workloads.fit.fit_linear_cost (NNLS, relative weighting); bench/fit_preset.py derives and
-    # prints these values, tests/test_fit.py checks them against a re-fit when the data is
-    # present. Seconds, whole model. A decode batch of 8 entries holding 1,000 tokens each:
+    # optsched.workloads.fit.fit_linear_cost (NNLS, relative weighting);
+    # studies/claims/cost_preset.py derives and prints these values, tests/workloads/test_fit.py checks
+    # them against a re-fit when the data is present. Seconds, whole model. A decode batch of
+    # 8 entries holding 1,000 tokens each:
     # 9.79 ms here vs 5.55 ms under the InferMax preset (k0 alone is 6.54 ms vs 2.08 ms).
     "vidur-llama2-7b-a100": LinearCost(
         k0=0.0065436, k1=6.12856e-05, kpq=5.28627e-09, kpm=4.662e-09, kdm=2.80022e-07,
@@ -421,6 +439,7 @@ __all__ = [
     "CostModel",
     "UnitCost",
     "LinearCost",
+    "coarsened",
     "PRESETS",
     "DEFAULT_PRESET",
     "preset",

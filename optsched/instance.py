@@ -421,7 +421,7 @@ def _plain_requests_json(requests: Sequence[Request]) -> str | None:
     plain (id, arrival, prompt, output, nothing else), written as ``json.dumps(...,
     sort_keys=True, separators=(",", ":"))`` writes it (``float.__repr__``/``int.__repr__``
     numbers, ASCII-escaped ids) but ~4x faster than 19K dictionaries through the encoder
-    (issue 31: the hash is computed by every ``simulate -o`` and ``evaluate``); None
+    (start-up time: the hash is computed by every ``simulate -o`` and ``evaluate``); None
     otherwise, and the hash takes the encoder's path."""
     enc = json.encoder.encode_basestring_ascii
     parts = []

@@ -415,6 +415,10 @@ class Registry(Generic[E]):
         known = ", ".join(self.names()) or "none"
         raise self.error(f"unknown {self.kind} {name!r}; known {self.plural}: {known}")
 
+    def __getitem__(self, name: str) -> E:
+        """``registry[name]``: :meth:`get`."""
+        return self.get(name)
+
     def __contains__(self, name: object) -> bool:
         self.discover()
         return name in self._entries

@@ -5,14 +5,20 @@ caller enables it. :func:`phase` writes one line per phase, ``[optsched solve  1
 warm start: simulating vllm``, in user units (seconds, tokens), whether or not stderr is a
 terminal, so a log of a non-interactive run shows where its time went. The solver's own
 improvements are reported by :class:`optsched.milp.progress.Progress`.
+
+The numbers in those lines, in the commands' tables and in their verdicts read the same way:
+:func:`fmt` (a table cell), :func:`value` (a time in user units), :func:`pct` (a ratio), and
+:func:`table` lays cells out as plain aligned text.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
-from typing import TextIO
+from collections.abc import Iterable, Sequence
+from typing import Any, TextIO
 
 #: phase lines are held back for this many seconds of a command (and dropped if it ends
 #: sooner): a quick command, or a bad input's one-line error, prints no progress
@@ -74,3 +80,49 @@ def phase(text: str) -> None:
     except (OSError, ValueError):
         _state["on"] = False
     _state["held"] = []
+
+
+# -- numbers in words: table cells, phase lines, verdicts ---------------------------------------
+def fmt(v: Any, digits: int = 6) -> str:
+    """A table cell: ``-`` for None and non-finite numbers, ``digits`` significant digits."""
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return "-"
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def unit(instance: Any) -> str:
+    """The unit of times: seconds under a cost model in seconds, else the model's units."""
+    return "time units" if instance.cost_model.kind == "unit" else "s"
+
+
+def value(v: float, instance: Any) -> str:
+    """``v`` in user units: ``12.3 s`` (or ``12 time units`` under unit cost)."""
+    return f"{v:.4g} {unit(instance)}"
+
+
+def pct(x: float) -> str:
+    """A ratio minus one as a percentage: ``0.42`` -> ``42%``."""
+    return f"{100 * x:.3g}%"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A plain aligned text table."""
+    rows = [[fmt(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    for r in rows:
+        out.append("  ".join(c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths)))
+    return "\n".join(out)
+
+
+def _numeric(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False

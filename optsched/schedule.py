@@ -2,7 +2,7 @@
 
 Storage is columnar (CSR-like numpy arrays), so a schedule with millions of
 entries costs a few arrays. A schedule knows nothing about feasibility; that is
-:func:`optsched.evaluate.evaluate`'s job. Constructing one only checks its
+:func:`optsched.evaluate`'s job. Constructing one only checks its
 *format* (array shapes, pointer monotonicity) and raises
 :class:`~optsched.errors.ScheduleFormatError` when it is malformed.
 
@@ -489,7 +489,7 @@ def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """An ``.npz`` that ``np.load`` reads like ``np.savez_compressed``'s, written fast:
     integer arrays narrowed (:func:`_narrow`) and deflated at level 1. For the 4.1M-entry
     vLLM schedule of the Azure conversation trace that is ~0.15 s and 0.5 MB against ~1.6 s
-    and 0.6 MB for ``np.savez_compressed`` of the int64 arrays (bench/bench_simulate.py)."""
+    and 0.6 MB for ``np.savez_compressed`` of the int64 arrays (benchmarks/simulate.py)."""
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
         for name, a in arrays.items():
             with zf.open(f"{name}.npy", "w", force_zip64=True) as fh:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from optsched.cli import main
-from optsched.cost import UnitCost
+from optsched.cost import DEFAULT_PRESET, KSWAP_DEFAULT, RHO_DEFAULT, LinearCost, UnitCost, preset
 from optsched.errors import InstanceError
 from optsched.instance import Instance, Limits, Request
 
@@ -125,7 +128,7 @@ def test_bad_schedule_file_exits_2(tmp_path, capsys):
     assert main(["evaluate", inst, str(tmp_path / "missing.json")]) == 2
 
 
-# -- Instance.from_columns: the bulk constructor trace loading uses (issue 31) --------------
+# -- Instance.from_columns: the bulk constructor trace loading uses --------------
 def _both(ids, arrival, prompt, output, limits=None):
     """(per-request result or error text, bulk result or error text) for the same columns."""
     limits = limits or Limits(kv_capacity=10, max_batch_tokens=8, block_size=2)
@@ -200,3 +203,66 @@ def test_from_dict_plain_requests_take_the_bulk_path_with_the_same_result():
     assert Instance.from_dict({**doc, "requests": [{**reqs[0], "id": 7}]}).ids == ("7",)
     with pytest.raises(InstanceError, match="request 'a': field 'prompt'"):
         Instance.from_dict({**doc, "requests": [{**reqs[0], "prompt": True}]})
+
+
+def test_instance_json_without_cost_model_is_refused():
+    """Before: a missing ``cost_model`` silently meant unit time (semantics section 2:
+    missing fields are refused)."""
+    d = json.loads(GOOD.read_text())
+    del d["cost_model"]
+    with pytest.raises(InstanceError, match="missing field 'cost_model'"):
+        Instance.from_dict(d)
+
+
+@pytest.mark.parametrize("cm", [preset(DEFAULT_PRESET), LinearCost(k0=1.0), UnitCost()])
+def test_instance_json_states_kswap_and_rho(cm):
+    """Before: ``kswap``/``rho`` equal to the code's defaults were left out, so a saved
+    instance's swap and hidden-cache numbers depended on the version that read it."""
+    inst = Instance("x", Limits(16, 16), cm, (Request("a", 0.0, 2, 2),))
+    d = inst.to_dict()["cost_model"]
+    assert d["kswap"] == cm.kswap and d["rho"] == cm.rho
+    if isinstance(cm, LinearCost) and cm.preset is None:
+        assert (d["kswap"], d["rho"]) == (KSWAP_DEFAULT, RHO_DEFAULT)
+    assert Instance.from_dict(json.loads(inst.to_json())) == inst
+
+
+def test_bad_hidden_ratio_is_refused_naming_the_field():
+    for bad in (0, -1.0, float("nan"), 65, 1 / 3 + 1e-9, True, "2"):
+        with pytest.raises(InstanceError, match="hidden_ratio"):
+            Limits(kv_capacity=8, max_batch_tokens=8, hidden_ratio=bad)
+
+
+def _reference(inst: Instance) -> str:
+    d = inst.to_dict()
+    del d["name"]
+    d["cost_model"].pop("preset", None)
+    text = json.dumps(d, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_ids = st.text(min_size=1, max_size=8).filter(str.isprintable)
+
+
+_arrivals = st.one_of(st.floats(0, 1e9, allow_nan=False), st.integers(0, 10**6))
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(_arrivals, st.integers(1, 50), st.integers(1, 50),
+                               st.sampled_from([None, 3]), st.sampled_from([None, 0.5])),
+                     min_size=1, max_size=12),
+       ids=st.lists(_ids, min_size=12, max_size=12, unique=True),
+       linear=st.booleans())
+def test_hash_is_the_encoders(rows, ids, linear):
+    reqs = tuple(Request(ids[k], a, p, o, predicted_output=pred, ttft_slo=slo)
+                 for k, (a, p, o, pred, slo) in enumerate(rows))
+    cost = preset("infermax-llama2-7b-a100") if linear else UnitCost()
+    inst = Instance("h", Limits(kv_capacity=1000, max_batch_tokens=64), cost, reqs)
+    assert inst.content_hash == _reference(inst)
+
+
+def test_a_columns_instance_hashes_like_the_same_requests():
+    limits = Limits(kv_capacity=1000, max_batch_tokens=64)
+    ids, arr, inp, out = ("a", "é\"\\x"), [0.1, 2.0], [3, 4], [5, 6]
+    cols = Instance.from_columns("c", limits, UnitCost(), ids, arr, inp, out)
+    reqs = Instance("c", limits, UnitCost(), tuple(Request(*t) for t in zip(ids, arr, inp, out)))
+    assert cols.content_hash == reqs.content_hash == _reference(cols)

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
 from optsched.cli import main
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.formulations import FormulationError
 from optsched.instance import Instance, Limits, Request
-from optsched.pipeline import solve
 from optsched.plugins import (
     ParamSpec,
     PluginError,
@@ -27,8 +27,9 @@ from optsched.plugins import (
     positive,
 )
 from optsched.policies import POLICIES, PolicyError, get_policy, list_policies, simulate
+from optsched.solving import solve
 
-HERE = Path(__file__).resolve().parent
+HERE = REPO / "tests" / "helpers"
 USER = HERE / "user_plugins.py"
 INST = Instance("plug", Limits(kv_capacity=12, max_batch_tokens=6),
                 requests=(Request("a", 0, 5, 3), Request("b", 0, 2, 2), Request("c", 1, 3, 1)))

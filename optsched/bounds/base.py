@@ -1,4 +1,6 @@
-"""The bound-method contract: the result type, the registry, and :func:`lower_bound`.
+"""The bound-method contract: the registry and :func:`lower_bound` (the result type,
+:class:`~optsched.solve_types.BoundResult`, and :class:`~optsched.solve_types.BoundError` are
+defined with the other result types in :mod:`optsched.solve_types` and re-exported here).
 
 A *bound method* is a function ``fn(instance, objective, budget) -> BoundResult`` that
 returns a value never above the optimum of ``objective`` over all feasible schedules of
@@ -12,28 +14,24 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from ..errors import OptschedError
-from ..evaluate import OBJECTIVES
+from ..evaluation import OBJECTIVES
 from ..instance import Instance
 from ..plugins import BOUNDS
-from ..solve_types import Objective, SolveOptions
+from ..solve_types import BoundError, BoundResult, Objective, SolveOptions, SolveReport
 
-if TYPE_CHECKING:
-    from ..formulations.base import SolveReport
+#: the rank of a plain function registered without one (an entry point, a ``module:Name``
+#: reference): after ``exact``, before ``best``
+PLAIN_RANK = 500
 
 #: every bound is lowered by this relative amount before it is reported, so float rounding
 #: in the closed forms cannot lift it above the optimum (bounds.md section 1)
 SAFETY = 1e-9
 
 
-class BoundError(OptschedError):
-    """A bound method cannot handle this instance/objective (say why)."""
-
-
 class ExactSolve(Protocol):
-    """The one solve as the ``exact`` rung calls it: :func:`optsched.pipeline.solve`, handed
+    """The one solve as the ``exact`` rung calls it: :func:`optsched.solving.pipeline.solve`, handed
     down by the layer above (this package may not import the pipeline, which imports it)."""
 
     def __call__(self, instance: Instance, formulation: str, objective: str, *,
@@ -45,7 +43,7 @@ class Budget:
     """What the methods of one command may spend: wall-clock time (``--time-limit``) and, for
     the ``exact`` rung, a solve (``exact_solve``; None: that rung says it cannot run).
 
-    The solve is injected, not imported: :func:`optsched.pipeline.lower_bound` (the top-level
+    The solve is injected, not imported: :func:`optsched.solving.pipeline.lower_bound` (the top-level
     ``optsched.lower_bound``, ``optsched bound``) passes the pipeline's ``solve``."""
 
     deadline: float | None = None  # time.perf_counter() value, None = unlimited
@@ -63,63 +61,51 @@ class Budget:
         return self.left() <= 0.0
 
 
-@dataclass(frozen=True)
-class BoundResult:
-    """A certified lower bound: ``value <= optimum`` of ``objective`` on the instance."""
-
-    value: float
-    method: str  # the registered method that produced ``value``
-    objective: str
-    runtime: float = 0.0
-    #: other methods' values (``best``: every rung that ran), method -> value
-    ladder: dict[str, float] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-
-    def __post_init__(self):
-        if self.objective not in OBJECTIVES:
-            raise BoundError(f"unknown objective {self.objective!r}")
-        if not isinstance(self.value, (int, float)) or math.isnan(self.value):
-            raise BoundError(f"{self.method}: bound must be a number, got {self.value!r}")
-        object.__setattr__(self, "value", float(self.value))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "method": self.method, "objective": self.objective,
-                "runtime": self.runtime, "ladder": dict(self.ladder), "notes": list(self.notes)}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> BoundResult:
-        return cls(value=d["value"], method=d["method"], objective=d["objective"],
-                   runtime=d.get("runtime", 0.0), ladder=dict(d.get("ladder", {})),
-                   notes=tuple(d.get("notes", ())))
-
-
 BoundFn = Callable[[Instance, str, Budget], BoundResult]
 
 
 @dataclass(frozen=True)
 class BoundMethod:
+    """A registered bound method and its place on the ladder (``formulations/bounds.md``
+    section 3). ``rank``: the order of the ladder, cheapest first (ties by name).
+    ``cheap``: an O(n log n) closed form; ``combinatorial`` takes the largest of the cheap
+    rungs, in rank order, and ``best`` climbs every other rung ranked below it, in rank order,
+    within the time limit (``combinatorial`` first). A rung declares both at registration
+    (:func:`register_bound`), so a new rung is one new module: climbed, listed
+    (:func:`bound_methods`) and validity-tested (``tests/bounds/test_every_rung.py``)."""
+
     name: str
     fn: BoundFn
     description: str
     objectives: tuple[str, ...] = OBJECTIVES
-    #: position on the ladder (cheapest first); ``best`` runs them in this order
-    rung: int = 0
+    rank: int = PLAIN_RANK
+    cheap: bool = False
     #: whether the bound stays valid with prefix reuse (docs/semantics.md section 6, "Prefix
     #: reuse"): hits make prefills cheaper and shared blocks occupy memory once, so a
     #: reuse-blind bound can exceed the optimum of an instance with block ids and is refused
     #: there
     reuse_aware: bool = False
 
+    def __post_init__(self) -> None:
+        unknown = [o for o in self.objectives if o not in OBJECTIVES]
+        if not self.objectives or unknown:
+            raise BoundError(f"bound method {self.name!r}: objectives must be some of "
+                             f"{', '.join(OBJECTIVES)}, got {self.objectives!r}")
+        if isinstance(self.rank, bool) or not isinstance(self.rank, int):
+            raise BoundError(f"bound method {self.name!r}: rank must be an integer, "
+                             f"got {self.rank!r}")
 
-def register_bound(name: str, description: str, objectives=OBJECTIVES, rung: int = 0,
-                   reuse_aware: bool = False):
-    """Decorator: ``@register_bound("request", "...")`` on a bound function registers it in
-    :data:`optsched.plugins.BOUNDS` (a new method is one new module in this package, or an
-    entry point of the group ``optsched.bounds``). ``reuse_aware``: the bound is valid on
-    instances with prefix block ids (others are refused there)."""
+
+def register_bound(name: str, description: str, objectives=OBJECTIVES, *, rank: int,
+                   cheap: bool = False, reuse_aware: bool = False):
+    """Decorator: ``@register_bound("request", "...", rank=10, cheap=True)`` on a bound
+    function registers it in :data:`optsched.plugins.BOUNDS` with its place on the ladder
+    (:class:`BoundMethod`); a new method is one new module in this package, or an entry
+    point of the group ``optsched.bounds`` (``docs/add-a-bound-rung.md``). ``reuse_aware``:
+    the bound is valid on instances with prefix block ids (others are refused there)."""
 
     def deco(fn: BoundFn) -> BoundFn:
-        BOUNDS.add(name, BoundMethod(name, fn, description, tuple(objectives), rung,
+        BOUNDS.add(name, BoundMethod(name, fn, description, tuple(objectives), rank, cheap,
                                      reuse_aware), fn)
         return fn
 
@@ -137,19 +123,28 @@ def refusal_with_prefix(method: str) -> str:
 
 def _as_method(name: str, entry: Any) -> BoundMethod:
     """A registry entry as a BoundMethod: a plain function loaded from an entry point or a
-    ``module:Name`` reference supports every objective, on the last rung before ``best``."""
+    ``module:Name`` reference supports every objective, ranked after ``exact``, before
+    ``best`` (:data:`PLAIN_RANK`)."""
     if isinstance(entry, BoundMethod):
         return entry
     if callable(entry):
         return BoundMethod(name, entry, (entry.__doc__ or name).strip().splitlines()[0],
-                           OBJECTIVES, 50)
+                           OBJECTIVES, PLAIN_RANK)
     raise BoundError(f"bound method {name!r} is not a function")
 
 
 def bound_methods() -> dict[str, BoundMethod]:
-    """Every registered method, cheapest rung first."""
+    """Every registered method, in ladder order (rank, then name)."""
     methods = [_as_method(n, BOUNDS.get(n)) for n in BOUNDS.names()]
-    return {m.name: m for m in sorted(methods, key=lambda m: (m.rung, m.name))}
+    return {m.name: m for m in sorted(methods, key=lambda m: (m.rank, m.name))}
+
+
+def rungs(*, cheap: bool, below: int | None = None) -> list[BoundMethod]:
+    """The registered methods with this ``cheap`` flag ranked below ``below`` (all when
+    None), in ladder order: what ``combinatorial`` (the cheap ones) and ``best`` (the others
+    below it) climb."""
+    return [m for m in bound_methods().values()
+            if m.cheap == cheap and (below is None or m.rank < below)]
 
 
 def lower_bound(instance: Instance, objective: str = "makespan", method: str = "best",
@@ -158,7 +153,7 @@ def lower_bound(instance: Instance, objective: str = "makespan", method: str = "
     """A certified lower bound on the optimum of ``objective`` (``formulations/bounds.md``).
 
     ``exact_solve``: the solve the ``exact`` rung (and so ``best``) may use; without one (here
-    or in ``budget``) that rung reports that it cannot run. :func:`optsched.pipeline.lower_bound`
+    or in ``budget``) that rung reports that it cannot run. :func:`optsched.solving.pipeline.lower_bound`
     -- the top-level ``optsched.lower_bound`` -- supplies the pipeline's."""
     if objective not in OBJECTIVES:
         raise BoundError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")

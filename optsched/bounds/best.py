@@ -1,32 +1,28 @@
 """Bound ``best``: climb the ladder within the budget, keep the largest bound and the
-method that gave it (``formulations/bounds.md`` section 3)."""
+method that gave it (``formulations/bounds.md`` section 3).
+
+The ladder is the registry: every rung that is not ``cheap`` and ranks below ``best``, in
+rank order (:func:`~optsched.bounds.base.rungs`) -- ``combinatorial`` (the cheap rungs'
+maximum) first, then ``events`` (mean TTFT by busy periods, B14), ``spread``, ``coupled`` and
+``dual`` (batching coupled with duration, B10-B13, seconds at 1,000 requests) and ``exact``.
+"""
 
 from __future__ import annotations
 
-from .base import (
-    BoundError,
-    BoundResult,
-    Budget,
-    bound_methods,
-    refusal_with_prefix,
-    register_bound,
-)
+from .base import BoundError, BoundResult, Budget, refusal_with_prefix, register_bound, rungs
 
-#: the rungs ``best`` climbs, cheapest first (``combinatorial`` already runs the cheap ones;
-#: ``events`` splits mean TTFT into busy periods, B14; ``spread``, ``coupled`` and ``dual``
-#: couple batching with duration, B10-B13, seconds at 1,000 requests)
-LADDER = ("combinatorial", "events", "spread", "coupled", "dual", "exact")
+#: ``best`` sits above every rung it climbs
+RANK = 1000
 
 
-@register_bound("best", "every rung that fits the time limit; the largest bound", rung=100,
+@register_bound("best", "every rung that fits the time limit; the largest bound", rank=RANK,
                 reuse_aware=True)
 def best_bound(instance, objective: str, budget: Budget) -> BoundResult:
-    methods = bound_methods()
     ladder: dict[str, float] = {}
     notes: list[str] = []
     best: BoundResult | None = None
-    for name in LADDER:
-        info = methods[name]
+    for info in rungs(cheap=False, below=RANK):
+        name = info.name
         if objective not in info.objectives:
             continue
         if instance.has_prefix and not info.reuse_aware:  # docs/semantics.md section 6

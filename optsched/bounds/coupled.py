@@ -195,7 +195,7 @@ def _horizon(fr: Frontier, a: np.ndarray, start: float) -> float:
 
 @register_bound("coupled", "counting bound in which each request's batching trades its share "
                 "of the server against its own duration (memory-full batches are slower; "
-                "B10), O(grid x n log n)", objectives=("total-latency", "mean-ttft"), rung=4)
+                "B10), O(grid x n log n)", objectives=("total-latency", "mean-ttft"), rank=130)
 def coupled_bound(instance, objective: str, budget: Budget) -> BoundResult:
     from .srpt import job_works
 

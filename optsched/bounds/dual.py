@@ -31,7 +31,7 @@ INTERVALS = 300
 #: least price left (the piece floor is nondecreasing in the price), which caps a step's time
 MAX_PIECES = 48
 #: projected subgradient: steps of STEP x (largest start price) x DECAY^t along g / |g|
-#: (tuned on the conversation windows of bench_bounds.py; any prices are valid)
+#: (tuned on the conversation windows of studies/bounds/trace_bounds.py; any prices are valid)
 ITERATIONS = 160
 STEP = 0.3
 DECAY = 0.995
@@ -128,7 +128,7 @@ def queue_prices(a: np.ndarray, done: np.ndarray, edges: np.ndarray) -> np.ndarr
 
 @register_bound("dual", "Lagrangian dual of an interval-indexed relaxation with a completion "
                 "and a batching choice per request (B11), subgradient on the interval prices",
-                objectives=("total-latency", "mean-ttft"), rung=5)
+                objectives=("total-latency", "mean-ttft"), rank=140)
 def dual_bound(instance, objective: str, budget: Budget) -> BoundResult:
     f = Floors.of(instance)
     a = instance.arrival.astype(np.float64)

@@ -87,7 +87,7 @@ def busy_periods(a: np.ndarray, w: np.ndarray) -> list[list[int]]:
     "mean TTFT: busy periods of one-batch-a-prompt serving, each small "
     "one by ordered completion events with a batch's fixed time each (B14)",
     objectives=("mean-ttft",),
-    rung=3,
+    rank=110,
 )
 def events_bound(instance: Instance, objective: str, budget: Budget) -> BoundResult:
     if objective != Objective.MEAN_TTFT:

@@ -12,9 +12,9 @@
 
 Which model applies and how big it is are the registered formulation's ``applicable`` and
 ``estimate`` hooks (``optsched.formulations.base.FormulationInfo``); every solve goes through
-the one pipeline (:func:`optsched.pipeline.solve`), which the caller hands down in the budget
+the one pipeline (:func:`optsched.solving.pipeline.solve`), which the caller hands down in the budget
 (:attr:`Budget.exact_solve <optsched.bounds.base.Budget>`): the pipeline imports this package,
-so this package does not import it (issue 27: no upward import). Without it the rung says so.
+so this package does not import it (no upward import). Without it the rung says so.
 
 Any other answer (time out, restriction, model too large) raises :class:`BoundError`
 naming the reason, so ``best`` can say what it could not do.
@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import OptschedError
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from ..formulations.base import FORMULATIONS, SizeHint
 from ..policies import simulate
 from ..solve_types import SolveOptions, Status
@@ -50,7 +50,7 @@ MILP_SAFETY = 3.0
 class _Outcome:
     """What the rung reads of a solve (small enough to send back from a child process)."""
 
-    status: str
+    status: Status
     objective: float | None
     bound: float | None
     global_bound: float | None
@@ -107,18 +107,18 @@ def _solve_here(solve: ExactSolve, instance, formulation: str, objective: str, s
         rep = solve(instance, formulation, objective, options=opts, warm_start="auto")
     except OptschedError as e:
         raise BoundError(f"exact: {formulation}: {e}") from None
-    return _Outcome(str(rep.status), rep.objective, rep.bound, rep.global_bound, rep.message)
+    return _Outcome(rep.status, rep.objective, rep.bound, rep.global_bound, rep.message)
 
 
 @register_bound("exact", "the exhaustive search or the InferMax fill/flow MILP when they fit the "
-                "budget and prove a global bound (B8)", rung=10)
+                "budget and prove a global bound (B8)", rank=200)
 def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
     """The rung (module docstring), solved by ``budget.exact_solve``."""
     solve = budget.exact_solve
     if solve is None:
         raise BoundError("exact: no solve was handed down (optsched.lower_bound and `optsched "
                          "bound` pass the pipeline's; optsched.bounds.lower_bound takes "
-                         "exact_solve=optsched.pipeline.solve)")
+                         "exact_solve=optsched.solving.pipeline.solve)")
     left = budget.left()
     if left < MIN_SECONDS:
         raise BoundError(f"exact: {left:.2g} s left, not started")

@@ -1,10 +1,23 @@
 """A certified UPPER bound on SLO goodput: how many requests any schedule can serve within
-their TTFT SLO, then within both their TTFT and their TPOT / P99 TBT SLOs
-(``formulations/bounds.md`` B12).
+their TTFT SLO, then within both their TTFT and their TPOT / TBT SLOs
+(``formulations/bounds.md`` B12). A TBT SLO bounds every gap between a request's tokens
+(its longest, ``max_tbt``, docs/semantics.md section 4).
+
+**The interface** (not a rung of the lower-bound ladder: it bounds a *count* from above). A
+goodput upper bound is a :class:`GoodputUpperBound`: a function ``(instance, ttft=None,
+tpot=None, tbt=None) -> GoodputBound``, the SLO arguments being defaults for requests that do
+not set their own (:class:`Slos`), whose counts no feasible schedule of the instance beats:
+``ttft`` >= the requests any schedule serves within their TTFT SLO, ``both`` >= those within
+all their SLOs (``GoodputBound.attainment`` and ``.share`` the same as shares). The capacity
+ceiling (:func:`optsched.serving.ceiling.ceiling`, ``optsched capacity --ceiling``) takes any
+such function (``upper=``); :func:`goodput_bound` (B12, below) is the one built in, and the
+one ``compare``'s goodput gap reads. Its validity tests (``tests/test_goodput_bound.py``,
+``tests/test_goodput_memory.py``) hold the counts above every policy's and above the best
+order found by search on small instances; a new goodput bound is checked the same way.
 
 * **Own floor** (B12a): request ``i`` meets its TTFT SLO ``s_i`` only if its first-token
   chain floor (F5, ``Floors.prefill_chain``) is at most ``s_i``; its TPOT SLO only if its
-  token-chain floor over ``O - 1`` steps is at most ``tpot_i``; a P99 TBT SLO only if the
+  token-chain floor over ``O - 1`` steps is at most ``tpot_i``; a TBT SLO only if the
   cheapest possible generating step after its first token (``tbt_floor``) is at most it.
 * **Counting** (B12b): under B7's sharing rule request ``i`` receives at least ``w_i`` time
   (``srpt.job_works``, TTFT) in disjoint pieces of one server between ``a_i`` and its first
@@ -21,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -41,7 +55,8 @@ class GoodputError(ValueError):
 @dataclass(frozen=True)
 class Slos:
     """Per-request SLOs (``inf`` = none); instance fields first, the defaults where absent
-    (docs/semantics.md section 4). ``tbt`` is the P99 TBT SLO of Apt-Serve (not a field)."""
+    (docs/semantics.md section 4). ``tbt`` is the TBT SLO of Apt-Serve (not a field), on the
+    longest gap between tokens."""
 
     ttft: np.ndarray
     tpot: np.ndarray
@@ -104,11 +119,20 @@ class GoodputBound:
                 "share": self.share}
 
 
+class GoodputUpperBound(Protocol):
+    """A certified upper bound on SLO goodput (module docstring, "The interface"): counts of
+    requests within their SLOs that no feasible schedule of ``instance`` exceeds."""
+
+    def __call__(self, instance: Instance, ttft: float | None = None, tpot: float | None = None,
+                 tbt: float | None = None) -> GoodputBound: ...
+
+
 def tbt_floor(f: Floors) -> np.ndarray:
     """Least duration of a batch generating token ``g + 1 >= 2`` of ``i`` (B12a): its entry
     of ``i`` is a decode over ``m >= I`` cached tokens or a refill of ``S >= I + 1`` tokens
     (B2), both non-decreasing in the length, plus ``k0`` and the cheaper per-batch term.
-    A gap between tokens contains that batch, so every gap (and the P99) is at least this."""
+    A gap between tokens contains that batch, so every gap (the longest too) is at least
+    this."""
     k = f.k
     I = f.instance.prompt.astype(np.float64)
     dec = k["k1"] + k["kdr"] + k["kdm"] * I
@@ -170,12 +194,12 @@ def sharing_rules(instance: Instance) -> tuple[tuple[float, float, float], ...]:
 def completion_windows(instance: Instance, slos: Slos) -> np.ndarray:
     """B12c: per request, the latest completion of a schedule meeting all its SLOs (inf when
     none follows). Its ``O - 1`` gaps run from its first token (``<= a_i + s_i``) to its
-    completion: TPOT ``<= tpot_i`` gives ``C_i <= F_i + (O - 1) tpot_i``; P99 TBT (nearest
-    rank, as ``serving_metrics.p99_tbt``) bounds every gap when ``ceil(0.99 (O - 1)) = O -
-    1`` (fewer than 100 gaps), giving ``C_i <= F_i + (O - 1) b_i``; a deadline caps it."""
+    completion: TPOT ``<= tpot_i`` gives ``C_i <= F_i + (O - 1) tpot_i``; a TBT SLO bounds
+    every gap (the longest, ``max_tbt``), giving ``C_i <= F_i + (O - 1) b_i`` for every
+    request (under the per-request P99 reading only requests with fewer than 100 gaps had
+    one); a deadline caps it."""
     gaps = (instance.output - 1).astype(np.float64)
-    every_gap = np.ceil(0.99 * gaps) >= gaps
-    per_gap = np.minimum(slos.tpot, np.where(every_gap, slos.tbt, np.inf))
+    per_gap = np.minimum(slos.tpot, slos.tbt)
     with np.errstate(invalid="ignore"):
         tail = np.where(gaps == 0, 0.0, gaps * per_gap)
     dl = np.array([math.inf if r.deadline is None else r.deadline for r in instance.requests])
@@ -201,7 +225,7 @@ def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | N
                   tbt: float | None = None, grid: int | None = GRID) -> GoodputBound:
     """Upper bounds on how many requests any schedule of ``instance`` serves within their
     SLOs (module docstring, B12); ``ttft``, ``tpot``, ``tbt`` are defaults for requests
-    without the field (``tbt``: the P99 TBT SLO for every request)."""
+    without the field (``tbt``: the TBT SLO on every gap, for every request)."""
     if instance.has_prefix:  # hits shorten prefills: the floors below would not hold
         from .base import BoundError
 
@@ -243,6 +267,6 @@ def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | N
                         ttft=ttft_count, both=both)
 
 
-__all__ = ["GoodputBound", "GoodputError", "Slos", "counting_misses", "goodput_bound",
+__all__ = ["GoodputBound", "GoodputError", "GoodputUpperBound", "Slos", "counting_misses", "goodput_bound",
            "completion_windows", "interval_misses", "own_feasible", "sharing_rules",
            "tbt_floor"]

@@ -1,5 +1,5 @@
 """B12e: the KV and count shares of B7 on instances with hidden cache (``formulations/bounds.md``
-B12 "Hidden cache", issue 25 item 3).
+B12 "Hidden cache").
 
 B7 splits each batch's per-batch time ``h`` among its members in proportion to the memory
 they hold after it (``kv_i / M``, the shares add to at most ``h`` because the memory after a

@@ -136,7 +136,7 @@ def works_and_tails(f: Floors, ss: StepSums, mix) -> tuple[np.ndarray, np.ndarra
 @register_bound("mbt", "mean-busy-time LP relaxation (preemptive smallest-work-first, "
                 "Goemans 1997) plus per-request tails: prefill before the decode chain, each "
                 "step's work before the later steps (B9), O(sum O + n log n)",
-                objectives=("total-latency",), rung=2)
+                objectives=("total-latency",), rank=40, cheap=True)
 def mbt_bound(instance, objective: str, budget: Budget) -> BoundResult:
     f = Floors.of(instance)
     ss = step_sums(f)

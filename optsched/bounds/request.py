@@ -21,7 +21,7 @@ def request_floors(instance, objective: str) -> np.ndarray:
     return instance.arrival + own
 
 
-@register_bound("request", "each request's own chain of batches (B3), O(n)", rung=0)
+@register_bound("request", "each request's own chain of batches (B3), O(n)", rank=10, cheap=True)
 def request_bound(instance, objective: str, budget: Budget) -> BoundResult:
     done = request_floors(instance, objective)
     if objective == Objective.MAKESPAN:

@@ -220,7 +220,7 @@ def dual_value(to: Tradeoff, a: np.ndarray, prices: list[Segment], scale: float 
 @register_bound("spread", "mean busy time plus half the generating batch and the later "
                 "passes, each request's batching chosen against the queue price (weak "
                 "duality of the mean-busy-time LP; B13), O(sum O x 98 + n x segments)",
-                objectives=("total-latency",), rung=4)
+                objectives=("total-latency",), rank=120)
 def spread_bound(instance, objective: str, budget: Budget) -> BoundResult:
     f = Floors.of(instance)
     a = instance.arrival.astype(np.float64)

@@ -65,6 +65,22 @@ def srpt_completions(release: np.ndarray, work: np.ndarray, until: float = math.
     return np.array(done)
 
 
+
+def prefill_indicative(instance) -> tuple[float, float]:
+    """Two *indicative* mean-TTFT values of the prefill-only problem, **not** bounds:
+    preemptive SRPT (:func:`srpt_completions`) with each prompt's work floor
+    (``Floors.prefill_entry_cost``) and no batch fixed time (what this rung sees, minus its
+    shared fixed time), and with one whole fixed time ``k0 + kpb`` per prompt (a schedule that
+    batches every prompt alone and preempts for free); docs/results/bounds.md, "Mean TTFT: which
+    side", ``studies/bounds/ttft_side.py``."""
+    f = Floors.of(instance)
+    h = f.k["k0"] + f.k["kpb"]
+    out = []
+    for w in (f.prefill_entry_cost, f.prefill_entry_cost + h):
+        done = srpt_completions(instance.arrival, np.asarray(w, np.float64))
+        out.append(float((done.sum() - instance.arrival.sum()) / instance.n))
+    return out[0], out[1]
+
 #: above this many requests only the most promising mixes get a heap pass (each is valid,
 #: so any subset is; on the full traces a pass costs ~0.1 s)
 ALL_MIXES_UP_TO = 2000
@@ -97,7 +113,7 @@ def job_works(f: Floors, objective: str, mix) -> np.ndarray:
 
 @register_bound("srpt", "preemptive shortest-remaining-work on one server with per-request "
                 "work from shared batch time (B7), O(n log n)",
-                objectives=("total-latency", "mean-ttft"), rung=2)
+                objectives=("total-latency", "mean-ttft"), rank=30, cheap=True)
 def srpt_bound(instance, objective: str, budget: Budget) -> BoundResult:
     from .request import request_floors
 

@@ -97,7 +97,7 @@ def order_statistic_floor(instance, objective: str) -> float:
 
 @register_bound("work", "busy time of the server: batch counts (tokens, KV area, batch size) "
                 "and entry costs, per arrival suffix or order statistic (B4-B6), O(n log n)",
-                rung=1)
+                rank=20, cheap=True)
 def work_bound(instance, objective: str, budget: Budget) -> BoundResult:
     v = makespan_floor(instance) if objective == Objective.MAKESPAN else \
         order_statistic_floor(instance, objective)

@@ -57,16 +57,16 @@ from pathlib import Path
 from typing import Any
 
 from ..cost import UnitCost
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from ..formulations import formulations
 from ..formulations.exhaustive import SearchOptions, search
 from ..instance import Instance, Limits, Request
 from ..oracles.aptserve import VARIANTS, check_2approx, exact_bruteforce, greedy, shrink
-from ..pipeline import solve
 from ..policies import list_policies, simulate
 from ..progress import phase
 from ..schedule import Schedule, ScheduleBuilder
 from ..solve_types import Status, finite_or_none
+from ..solving import solve
 
 #: the proven constant each ratio claim is checked against
 SVF_RATIO = 5.0

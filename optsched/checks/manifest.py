@@ -13,7 +13,7 @@ methods that agree on it. Methods are independent routes to the same number:
   as disagreement.
 
 Regenerate with ``python -m optsched.checks.manifest --update`` (slow); the test suite re-proves
-the entries whose proof took under a few seconds (``tests/test_manifest.py``).
+the entries whose proof took under a few seconds (``tests/checks/test_manifest.py``).
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from typing import Any
 from ..cost import UnitCost
 from ..data import embedded_instance_names, embedded_instance_path
 from ..errors import OptschedError
-from ..evaluate import OBJECTIVES
+from ..evaluation import OBJECTIVES
 from ..formulations import SolveOptions
 from ..instance import Instance
-from ..pipeline import solve
 from ..solve_types import Status
+from ..solving import solve
 
 REPO = Path(__file__).resolve().parents[2]
 INSTANCES = REPO / "instances"

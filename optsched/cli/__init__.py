@@ -1,8 +1,10 @@
 """The ``optsched`` command line.
 
-Each subcommand lives in its own module in this package and defines
-``register(subparsers)``, which adds its parser and sets ``func`` to a callable
-``func(args) -> int`` (the exit code). Adding a command touches one file.
+Each subcommand lives in its own module in this package, named like the command
+(``kv-capacity`` in ``kv_capacity.py``), and defines ``register(subparsers)``, which adds its
+parser and sets ``func`` to a callable ``func(args) -> int`` (the exit code). Adding a command
+touches one file. Modules starting with ``_`` are shared helpers; ``warm.py`` (``python -m
+optsched.cli.warm``) registers no command.
 
 Exit codes mean one thing in every command: 0 an answer exists (a feasible schedule, an
 optimum, or the best schedule found with a certified bound); 1 a negative answer (an
@@ -23,14 +25,10 @@ import threading
 import warnings
 
 from ..errors import OptschedError
-from ..stdout_guard import stdout_for_python_only
+from ..runtime.stdout_guard import stdout_for_python_only
 
 EXIT_OK, EXIT_NO, EXIT_INPUT, EXIT_SOLVER_ERROR = 0, 1, 2, 3
 
-
-#: subcommands registered by a module of another name (the others live in ``<name>.py``)
-_HOSTS = {"policies": "simulate", "evaluate": "validate", "info": "generate",
-          "fit": "generate", "kv-capacity": "generate"}
 
 
 def _command_module(argv: list[str]) -> str | None:
@@ -39,7 +37,7 @@ def _command_module(argv: list[str]) -> str | None:
     words = [a for a in argv if not a.startswith("-")]
     if not words or any(a in ("-h", "--help", "--version") for a in argv[: argv.index(words[0])]):
         return None
-    name = _HOSTS.get(words[0], words[0].replace("-", "_"))
+    name = words[0].replace("-", "_")
     if name.startswith("_") or not any(m.name == name for m in pkgutil.iter_modules(__path__)):
         return None
     return name
@@ -49,7 +47,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with ``argv``, only the module of its subcommand is imported (the
     others are not needed to run it, and importing them all costs a good part of a
     second), falling back to every module when that one does not register it."""
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from .. import __version__
 
     parser = argparse.ArgumentParser(
@@ -91,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_INPUT
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from .. import progress
 
     # the budget of --time-limit counts from the process start when run as a program
@@ -138,7 +136,7 @@ def run() -> None:
 
     Tearing down a process that has loaded numpy, numba's run-time and a 4M-entry schedule
     (freeing every object and module) took ~0.1 s of a 1.0 s ``optsched simulate`` of the full
-    trace (issue 31; ``bench/bench_simulate.py --process``). It buys nothing: every file a
+    trace (``benchmarks/simulate.py --process``). It buys nothing: every file a
     command writes is closed by then. So the program flushes stdout and stderr, runs the
     ``atexit`` handlers (``weakref.finalize`` clean-ups, ``logging``, ``multiprocessing``)
     and leaves with ``os._exit``. Only when another non-daemon thread is alive does it exit

@@ -5,18 +5,27 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..cost import UnitCost
 from ..errors import InputFileError
 from ..instance import Instance
+from ..progress import fmt, table
 from ..schedule import Schedule, instance_check
 from ..solve_types import finite_or_none
-from ..verdict import fmt
 
-__all__ = ["checked_schedule", "fmt", "image_file", "load_instance", "load_schedule",
-           "output_dir", "output_file", "print_json", "seed_arg", "table"]
+__all__ = ["checked_schedule", "command_load", "cost_name", "fmt", "image_file", "load_instance",
+           "load_schedule", "output_dir", "output_file", "print_json", "print_violations",
+           "say_load", "seed_arg", "table"]
+
+
+def cost_name(inst: Instance) -> str:
+    """The cost model's preset name, ``unit``, or its kind (``info``, ``generate``)."""
+    cm = inst.cost_model
+    if isinstance(cm, UnitCost):
+        return "unit"
+    return getattr(cm, "preset", None) or cm.to_dict().get("kind", "?")
 
 
 def seed_arg(text: str) -> int:
@@ -34,10 +43,30 @@ def seed_arg(text: str) -> int:
 def load_instance(path: str) -> Instance:
     """Load an instance file, or an instance shipped with optsched by name
     (:func:`optsched.data.load_instance`, also :func:`optsched.load`)."""
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..data import load_instance as load
 
     return load(path)
+
+
+def say_load(load: Any, command: str) -> dict[str, Any]:
+    """Print an :class:`~optsched.serving.load.OfferedLoad` on stderr (one line, and the
+    overload warning when it is overloaded: docs/semantics.md section 4, offered load);
+    return its JSON for the command's output."""
+    print(f"optsched {command}: {load.describe()}", file=sys.stderr)
+    warning = load.warning()
+    if warning:
+        print(f"optsched {command}: warning: {warning}", file=sys.stderr)
+    return load.to_dict()
+
+
+def command_load(inst: Instance, time_limit: float | None = None) -> Any:
+    """The offered load of ``inst``, its references run within 5% of ``time_limit``
+    (seconds; None: no limit) so that a command's --time-limit still holds."""
+    # lazy: the load runs reference policies (start-up time)
+    from ..serving.load import load_deadline, offered_load
+
+    return offered_load(inst, deadline=load_deadline(time_limit))
 
 
 def load_schedule(path: str) -> Schedule:
@@ -96,7 +125,7 @@ def output_dir(path: str | None, option: str = "-o") -> str | None:
 def image_file(path: str, option: str = "-o") -> str:
     """An image path for matplotlib: ``.png`` is added when there is no suffix; an unknown
     format is refused before drawing; missing directories are created when it is saved."""
-    # lazy: matplotlib loads only when a chart is drawn (start-up time, issue 31)
+    # lazy: matplotlib loads only when a chart is drawn (start-up time)
     from matplotlib.figure import Figure
 
     p = Path(path)
@@ -117,7 +146,7 @@ def print_json(obj: Any) -> None:
 
 
 def _default(o):
-    # lazy: numpy loads only for the commands that need it (start-up time, issue 31)
+    # lazy: numpy loads only for the commands that need it (start-up time)
     import numpy as np
 
     if isinstance(o, np.integer):
@@ -129,20 +158,12 @@ def _default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A plain aligned text table."""
-    rows = [[fmt(c) for c in r] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
-    out = [line, "  ".join("-" * w for w in widths)]
-    for r in rows:
-        out.append("  ".join(c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths)))
-    return "\n".join(out)
-
-
-def _numeric(s: str) -> bool:
-    try:
-        float(s)
-        return True
-    except ValueError:
-        return False
+def print_violations(ev) -> None:
+    """The violations of an infeasible evaluation, one a line (``validate``, ``evaluate``)."""
+    total = sum(ev.violation_counts.values())
+    print(f"infeasible: {total} violation(s)")
+    for v in ev.violations:
+        print(f"  {v}")
+    shown = len(ev.violations)
+    if shown < total:
+        print(f"  ... and {total - shown} more (counts: {ev.violation_counts})")

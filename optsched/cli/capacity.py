@@ -18,7 +18,7 @@ from ._common import fmt, image_file, load_instance, print_json, seed_arg, table
 
 
 def register(sub) -> None:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..serving.rate_search import METRICS
 
     p = sub.add_parser(
@@ -34,12 +34,16 @@ def register(sub) -> None:
                    help="policy name; repeat or comma-separate for several")
     p.add_argument("--metric", required=True, choices=sorted(METRICS),
                    help="; ".join(f"{m.name}: {m.help} ({m.better} is better)"
-                              for m in METRICS.values()))
+                              for m in METRICS.entries()))
     p.add_argument("--target", type=float, required=True,
                    help="the metric's bound (upper bound if lower is better, else lower bound)")
     p.add_argument("--rates", help="LO:HI requests per second (default: 1/4 to 4 times the "
                    "trace's own mean rate)")
     p.add_argument("--probes", type=int, default=8, help="probes per policy (default 8)")
+    p.add_argument("--confirm", type=int, default=3, metavar="K",
+                   help="stability check: a sustainable rate counts only if the target is met "
+                   "and the mean latency grows at most 1.5x on the trace repeated K times at "
+                   "that rate (default 3; 0 skips it and no rate is counted as checked)")
     p.add_argument("--seed", type=seed_arg, default=0, help="seed of the Poisson arrivals")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", default=[],
                    help="policy parameter (one policy only; repeatable)")
@@ -78,7 +82,7 @@ def register(sub) -> None:
 
 
 def _policies(args) -> list[str]:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..policies import get_spec
 
     names = [n.strip() for item in args.policy for n in item.split(",") if n.strip()]
@@ -93,7 +97,7 @@ def _policies(args) -> list[str]:
 
 
 def _rates(args, instance) -> tuple[float, float]:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..serving.rate_search import trace_rate
 
     if args.rates is None:
@@ -119,14 +123,14 @@ def _instance(args):
             inst = inst.replace(limits=dataclasses.replace(inst.limits, hidden_cache=True,
                                                            hidden_ratio=ratio))
         return inst
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..workloads.traces import load_trace_instance
 
     limits = Limits(kv_capacity=args.kv_capacity, max_batch_tokens=args.max_batch_tokens,
                     max_prefill_tokens=args.max_prefill_tokens, block_size=args.block_size,
                     hidden_cache=args.hidden_cache,
                     hidden_ratio=preset_hidden_ratio(args.cost_model) or HIDDEN_RATIO_MHA)
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..cost import cost_model_arg
 
     return load_trace_instance(args.instance, limits, cost_model_arg(args.cost_model),
@@ -134,12 +138,14 @@ def _instance(args):
 
 
 def run_capacity(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..serving.rate_search import METRICS, RateSearchError, resolve_metric, search, slo_from_reference
 
     names = _policies(args)
     if args.probes < 2:
         raise InputFileError(f"--probes must be >= 2, got {args.probes}")
+    if args.confirm < 0:
+        raise InputFileError(f"--confirm must be >= 0, got {args.confirm}")
     for opt in ("ttft_slo", "tbt_slo", "slo_scale"):
         v = getattr(args, opt)
         if v is not None and not v > 0:
@@ -175,7 +181,7 @@ def run_capacity(args) -> int:
         try:
             results.append(search(inst, name, args.metric, args.target, lo, hi,
                                   probes=args.probes, seed=args.seed, params=params,
-                                  settings=settings))
+                                  settings=settings, confirm_factor=args.confirm))
         except RateSearchError as e:
             raise InputFileError(str(e)) from None
     ceil = _ceiling(args, inst, lo, hi) if args.ceiling else None
@@ -198,13 +204,17 @@ def run_capacity(args) -> int:
         else:
             text = f"{fmt(rate, 4)} (misses at {fmt(r.lowest_failing_rate, 4)})"
         above = rate is not None and r.work_limit is not None and rate > r.work_limit
+        load = None if r.at_rate is None else r.at_rate.load
         rows.append((r.policy, text, fmt(r.throughput, 4) if r.throughput else "n/a",
+                     "n/a" if load is None else fmt(load, 3),
                      fmt(r.work_limit, 4) if r.work_limit else "n/a",
-                     "yes" if above else "no", len(r.probes)))
+                     "yes" if above else "no", _stability(r),
+                     "-" if r.counted_rate is None else fmt(r.counted_rate, 4), len(r.probes)))
     print(f"sustainable rate on {inst.n} requests: {args.metric} "
           f"{'<=' if metric.better == 'lower' else '>='} {args.target:g}")
-    head = ["policy", "sustainable req/s", "throughput req/s", "work limit req/s",
-            "above the limit", "probes"]
+    head = ["policy", "sustainable req/s", "completed req/s", "load", "work limit req/s",
+            "above the limit", f"x{args.confirm} trace" if args.confirm else "stability",
+            "counted req/s", "probes"]
     if ceil is not None:  # the certified ceiling beside every policy's rate
         head.append("certified ceiling req/s")
         text = (f">= {hi:g}" if ceil.ruled_out_rate is None
@@ -215,6 +225,10 @@ def run_capacity(args) -> int:
            and r.sustainable_rate > r.work_limit for r in results):
         print("a rate above the work limit (the rate total work allows) is not sustainable on "
               "a longer trace: the trace is too short for the queue to build up")
+    print("completed req/s: requests finished per second of the run at that rate; load: its "
+          "arrival rate over the mix's saturated rate (docs/semantics.md section 4); counted: "
+          "the highest checked rate at most the work limit that holds on the longer trace "
+          "(target met, mean latency at most 1.5x)")
     if ceil is not None:
         _print_ceiling(ceil, results, lo, hi)
     if plot:
@@ -222,9 +236,22 @@ def run_capacity(args) -> int:
     return EXIT_OK
 
 
+def _stability(r) -> str:
+    """The stability check in words: the target on the longer trace and the latency growth."""
+    if r.confirmation is None:
+        return "not checked"
+    g = r.latency_growth
+    text = (f"{'holds' if r.holds else 'fails'} ({fmt(r.confirmation.value, 3)}, latency "
+            f"x{'n/a' if g is None else fmt(g, 3)})")
+    if not r.holds:
+        text += ("; none below holds" if r.stable_rate is None
+                 else f"; holds at {fmt(r.stable_rate, 4)}")
+    return text
+
+
 def _ceiling(args, inst, lo: float, hi: float):
     """The certified ceiling search (``optsched.serving.ceiling``) on the policies' arrival draw."""
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..bounds.goodput import GoodputError
     from ..serving.ceiling import ceiling
     from ..serving.rate_search import RateSearchError
@@ -251,15 +278,17 @@ def _print_ceiling(c, results, lo: float, hi: float) -> None:
     print(f"certified ceiling: at {fmt(c.ruled_out_rate, 4)} req/s no scheduler reaches the "
           f"target on this arrival draw (the bound allows it at "
           f"{'no probed rate' if c.allowed_rate is None else fmt(c.allowed_rate, 4)})")
-    best = max((r.sustainable_rate for r in results if r.sustainable_rate is not None),
-               default=None)
+    best = max((r.counted_rate for r in results if r.counted_rate is not None), default=None)
     if best is not None:
-        print(f"best policy's sustainable rate {fmt(best, 4)} req/s = "
+        print(f"best policy's counted rate {fmt(best, 4)} req/s = "
               f"{best / c.ruled_out_rate:.0%} of the ceiling")
+    else:
+        print("no policy's rate is counted (below the work limit and stable on the longer "
+              "trace), so none is set against the ceiling")
 
 
 def _draw(results, args, path: str) -> None:
-    # lazy: matplotlib loads only when a chart is drawn (start-up time, issue 31)
+    # lazy: matplotlib loads only when a chart is drawn (start-up time)
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6, 4))

@@ -14,7 +14,7 @@ class CheckClaimInputError(OptschedError):
 
 
 def register(sub) -> None:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..checks.claims import CLAIMS
 
     p = sub.add_parser(
@@ -48,7 +48,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..checks.claims import check_claim
 
     exact = args.claim != "aptserve-2approx"  # the others use exhaustive-search oracles

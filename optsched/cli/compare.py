@@ -1,7 +1,7 @@
 """``optsched compare``: policies (and schedule files) against the optimum, as a report.
 
 A thin layer over :mod:`optsched.compare` (which says what the rows, gaps and figures are):
-parse the arguments, :func:`~optsched.compare.compare`, write the report, print the table.
+parse the arguments, :func:`~optsched.compare`, write the report, print the table.
 Exit codes (:func:`exit_code`): 0 an answer (every schedule feasible; the optimum, or a
 certified lower bound when the model was skipped or not solved to optimality); 1 a compared
 schedule infeasible; 2 bad input, including a policy that refused the instance or broke the
@@ -14,11 +14,11 @@ import argparse
 import time
 from pathlib import Path
 
-from ..compare import CompareInputError, compare, headers_in, policy_names, table_rows, write_report
-from ..evaluate import OBJECTIVES
+from ..comparison import CompareInputError, compare, headers_in, policy_names, table_rows, write_report
+from ..evaluation import OBJECTIVES
 from ..solve_types import Status
 from . import EXIT_INPUT, EXIT_NO, EXIT_OK, EXIT_SOLVER_ERROR
-from ._common import checked_schedule, load_instance, output_dir, table
+from ._common import checked_schedule, load_instance, output_dir, say_load, table
 
 
 def register(sub) -> None:
@@ -70,8 +70,8 @@ CHART_SECONDS = 1.0
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..budget import command_seconds
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..solving.budget import command_seconds
     limit = command_seconds(args.time_limit)  # the budget counts from the command's start
     end = time.perf_counter() + limit
     output_dir(args.output)
@@ -91,11 +91,13 @@ def run(args: argparse.Namespace) -> int:
                   objective=args.objective, solver=args.solver, time_limit=limit,
                   threads=args.threads, improve_seconds=args.improve)
     cmp.notes.extend(mismatched)
+    if cmp.offered_load is not None:
+        say_load(cmp.offered_load, "compare")
     out = Path(args.output)
     write_report(out, cmp, gantt_charts=not args.no_gantt, max_rows=args.max_rows or None,
                  title=args.instance, deadline=end - CHART_SECONDS)
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..verdict import unit
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..progress import unit
 
     headers = headers_in(unit(inst))
     headers[3] = {"optimum": "gap to optimum", "bound": "gap to bound", None: "gap"}[cmp.reference_kind]
@@ -107,8 +109,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: the optimum is not proven; gaps are to the {cmp.reference_source} "
               f"{cmp.reference:.6g}")
     if cmp.goodput is not None:
-        from ..serving.goodput_gap import HEADERS as GOODPUT_HEADERS
-        from ..serving.goodput_gap import goodput_lines, goodput_table_rows
+        from ..comparison import GOODPUT_HEADERS, goodput_lines, goodput_table_rows
 
         print()
         print(table(GOODPUT_HEADERS, goodput_table_rows(cmp.goodput)))
@@ -120,8 +121,8 @@ def run(args: argparse.Namespace) -> int:
         if r.message:
             print(f"{r.label}: {r.message}")
     print(f"report written to {out / 'report.md'}")
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..verdict import compare_verdict, say
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..comparison import compare_verdict, say
 
     say(compare_verdict(cmp))
     return exit_code(cmp)

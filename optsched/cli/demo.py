@@ -59,10 +59,10 @@ def run(args) -> int:
                                "--time-limit", str(args.time_limit), "--solver", "highs",
                                "-o", args.output])
     code = compare.run(cargs)
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..formulations import Hypotheses, SolveOptions
     from ..instance import Instance
-    from ..pipeline import solve
+    from ..solving import solve
 
     report = json.loads((Path(args.output) / "report.json").read_text())
     best = next((r for r in report["rows"] if r["kind"] == "optimum"

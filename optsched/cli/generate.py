@@ -1,34 +1,27 @@
-"""``optsched generate``, ``optsched info``, ``optsched fit``, ``optsched kv-capacity``.
-
-* ``generate KIND [options] -o FILE`` -- a registered generator (``optsched.workloads.generators``) or a
-  trace conversion (``azure``, ``vidur``, ``arxiv``; ``optsched.workloads.traces``; ``mooncake``,
-  JSON lines with prefix hash ids, ``optsched.workloads.mooncake``); ``--list`` lists kinds.
-* ``info INSTANCE`` -- descriptive statistics of an instance.
-* ``fit --profiling DIR`` -- least-squares cost-model fit (``optsched.workloads.fit``).
-* ``kv-capacity`` -- KV capacity from model size and GPU memory (``optsched.workloads.capacity``).
-"""
+"""``optsched generate KIND [options] -o FILE``: an instance from a registered generator
+(``optsched.workloads.generators``) or a trace conversion (``azure``, ``vidur``, ``arxiv``;
+``optsched.workloads.traces``; ``mooncake``, JSON lines with prefix hash ids,
+``optsched.workloads.mooncake``); ``--list`` lists the kinds."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 
-from ..cost import UnitCost, cost_model_arg, preset
+from ..cost import cost_model_arg, preset
 from ..errors import InstanceError
 from ..instance import Instance, Limits
-from . import EXIT_INPUT, EXIT_OK
-from ._common import fmt, load_instance, output_file, print_json, seed_arg, table
+from . import EXIT_OK
+from ._common import cost_name, seed_arg, table
 
 TRACE_KINDS = {"azure": "azure", "vidur": "vidur", "arxiv": "arxiv", "mooncake": "mooncake"}
 
 
 def register(sub) -> None:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..workloads.generators import GENERATORS
 
     kinds = ", ".join(sorted(GENERATORS) + sorted(TRACE_KINDS))
@@ -77,6 +70,11 @@ def register(sub) -> None:
     t.add_argument("--window", help="time window START:END in seconds (either may be empty)")
     t.add_argument("--rate-scale", type=float, default=1.0,
                    help="divide arrivals by this factor (2 = twice the rate)")
+    g.add_argument("--load", type=float, metavar="RHO",
+                   help="target offered load (0.7 = 70%%: arrivals stretched, or the generator's "
+                   "rate chosen, so that the load against the best reference schedule of the "
+                   "queued mix is RHO; docs/semantics.md section 4). Traces and every kind "
+                   "with arrivals; not with --rate-scale or --rate")
     t.add_argument("--zero-tokens", choices=("drop", "clamp", "error"),
                    help="rows with 0 prompt/output tokens (default drop, with a count)")
     t.add_argument("--too-long", choices=("error", "drop", "clip"),
@@ -96,44 +94,11 @@ def register(sub) -> None:
                      "(as written by 'optsched fit -o'; default: the InferMax Llama-2-7B preset)")
     p.set_defaults(func=run_generate)
 
-    p = sub.add_parser("info", help="descriptive statistics of an instance")
-    p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
-    p.add_argument("--json", action="store_true", help="print as JSON")
-    p.set_defaults(func=run_info)
-
-    p = sub.add_parser("fit", help="fit the linear cost model on profiling CSVs")
-    p.add_argument("--profiling", required=True, help="profiling directory (shared/data/profiling)")
-    p.add_argument("--model", default="Llama-2-7b-hf")
-    p.add_argument("--gpu", default="a100")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree of the MLP rows")
-    p.add_argument("--layers", type=int, help="layer count (default from the model name)")
-    p.add_argument("--attention", help="attention samples CSV (default: the model's)")
-    p.add_argument("--weighting", choices=("relative", "absolute"), default="relative")
-    p.add_argument("--unconstrained", action="store_true", help="plain lstsq (may go negative)")
-    p.add_argument("--json", action="store_true", help="print as JSON")
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="write the fitted cost model as JSON (use it with --cost-model FILE)")
-    p.set_defaults(func=run_fit)
-
-    p = sub.add_parser("kv-capacity", help="KV capacity (tokens) from model size and GPU memory")
-    p.add_argument("--params", type=float, required=True, help="parameters, e.g. 70e9")
-    p.add_argument("--layers", type=int, required=True)
-    p.add_argument("--hidden", type=int, required=True)
-    p.add_argument("--dtype-bytes", type=float, default=2)
-    p.add_argument("--gpu-mem-gb", type=float, required=True)
-    p.add_argument("--gpus", type=int, default=1)
-    p.add_argument("--n-heads", type=int, help="attention heads (for GQA with --kv-heads)")
-    p.add_argument("--kv-heads", type=int, help="KV heads (GQA)")
-    p.add_argument("--head-dim", type=int, help="head dimension (default hidden / n-heads)")
-    p.add_argument("--gib", action="store_true", help="GPU memory in GiB (2^30) instead of GB")
-    p.add_argument("--reserved-gb", type=float, default=0.0, help="memory reserved for other use")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=run_kv_capacity)
 
 
 # -- generate -----------------------------------------------------------------------------
 def _print_list() -> None:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..workloads.generators import GENERATORS, REQUIRED
 
     rows = []
@@ -149,14 +114,14 @@ def _print_list() -> None:
         what = (f"{name} trace JSON lines (prefix hash ids) -> instance with block ids"
                 if name == "mooncake" else f"{name} trace CSV -> instance")
         rows.append((name, what,
-                     "--trace, --limit|--sample|--consecutive, --seed, --window, --rate-scale"
+                     "--trace, --limit|--sample|--consecutive, --seed, --window, --rate-scale|--load"
                      + (", --rate" if name == "arxiv" else "")
                      + (", --block-size (divides 512)" if name == "mooncake" else "")))
     print(table(["kind", "what", "parameters"], rows))
 
 
 def _limits(args) -> Limits:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..workloads.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
 
     return Limits(
@@ -200,7 +165,7 @@ def _given(args, names) -> list[str]:
 
 
 def run_generate(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..workloads.generators import GENERATORS
 
     if args.list:
@@ -211,6 +176,7 @@ def run_generate(args) -> int:
     if not args.out:
         raise InstanceError("give the output file with -o FILE")
     kind = args.kind
+    _check_load_args(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if kind in TRACE_KINDS:
@@ -230,12 +196,20 @@ def run_generate(args) -> int:
     try:
         inst.save(args.out)
     except OSError as e:
-        # lazy: each subcommand imports what it runs (start-up time, issue 31)
+        # lazy: each subcommand imports what it runs (start-up time)
         from ..errors import InputFileError
 
         raise InputFileError(f"{args.out}: cannot write: {e.strerror or e}") from None
+    # lazy: the load runs reference policies (start-up time)
+    from ..serving.load import offered_load
+
+    load = offered_load(inst)
     print(f"wrote {args.out}: {inst.n} requests, M={inst.limits.kv_capacity}, "
-          f"C={inst.limits.max_batch_tokens}, cost model {_cost_name(inst)}")
+          f"C={inst.limits.max_batch_tokens}, cost model {cost_name(inst)}; "
+          + load.describe())
+    warning = load.warning()
+    if warning:
+        print(f"optsched generate: warning: {warning}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -263,14 +237,69 @@ def _generate_family(args, g) -> Instance:
             raise InstanceError(f"kind {g.name!r} fixes its own limits and cost model; "
                                 f"drop --{', --'.join(x.replace('_', '-') for x in given)}")
         limits = cost = None
-    inst = g.call(limits=limits, cost_model=cost, name=args.name, **params)
+    if args.load is not None:
+        inst = _family_at_load(g, args.load, limits, cost, args.name, params)
+    else:
+        inst = g.call(limits=limits, cost_model=cost, name=args.name, **params)
     if "ttft_slo" in accepted:  # the generator sets its own SLOs (bros: RT requests only)
         return inst
     return inst.with_default_slos(args.ttft_slo, args.tpot_slo)
 
 
+def _check_load_args(args) -> None:
+    if args.load is None:
+        return
+    if not (args.load > 0 and np.isfinite(args.load)):
+        raise InstanceError(f"--load must be a finite number > 0, got {args.load!r}")
+    if args.rate_scale != 1.0:
+        raise InstanceError("--load sets the arrival rate; drop --rate-scale")
+    if args.rate is not None and args.kind not in TRACE_KINDS:
+        raise InstanceError("--load chooses the generator's --rate; drop --rate")
+
+
+#: rounds of the rate search of :func:`_family_at_load` and the tolerance it stops at
+#: (and the miss beyond which the load reached is said in a warning)
+LOAD_ROUNDS, LOAD_TOL, LOAD_MISS = 8, 0.005, 0.02
+
+
+def _family_at_load(g, target: float, limits, cost, name, params) -> Instance:
+    """A generator's instance at offered load ``target``: its ``rate`` chosen so. The load is
+    linear in the rate when the mix does not depend on it (a Poisson draw scaled), which one
+    round reaches; a generator whose mix moves with the rate (a horizon of rounds, BE
+    batches that follow the RT work) gets up to :data:`LOAD_ROUNDS` rounds, and the load it
+    reached is printed either way."""
+    # lazy: the load runs reference policies (start-up time)
+    from ..serving.load import LoadError, offered_load
+
+    accepted = {p.name for p in g.params}
+    if "rate" not in accepted or params.get("arrival") == "offline" or \
+            ("arrival" in accepted and params.get("arrival") is None):
+        raise InstanceError(f"kind {g.name!r} has no arrival rate to set: --load needs arrivals "
+                            "spread in time" + (" (give --arrival poisson)"
+                                                if "arrival" in accepted else ""))
+    rate, best = 1.0, None
+    for _ in range(LOAD_ROUNDS):
+        inst = g.call(limits=limits, cost_model=cost, name=name, **{**params, "rate": rate})
+        load = offered_load(inst)
+        if load.point is None:
+            raise LoadError(f"kind {g.name!r} at rate {rate:g}: no load (every request at once, "
+                            "or no reference ran)")
+        miss = abs(load.point - target) / target
+        if best is None or miss < best[0]:
+            best = (miss, inst, rate)
+        if miss <= LOAD_TOL:
+            break
+        rate *= target / load.point
+    assert best is not None  # LOAD_ROUNDS >= 1
+    if best[0] > LOAD_MISS:
+        warnings.warn(f"--load {target:g}: kind {g.name!r} redraws its arrivals with the rate, "
+                      f"so the load reached is {offered_load(best[1]).point:.3g} (rate "
+                      f"{best[2]:.4g}); give --rate to choose it yourself", stacklevel=2)
+    return best[1]
+
+
 def _generate_trace(args, kind: str) -> Instance:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..workloads.traces import load_trace_instance
 
     if args.trace is None:
@@ -282,29 +311,45 @@ def _generate_trace(args, kind: str) -> Instance:
     if bad:
         raise InstanceError(f"kind {kind!r} does not take --{', --'.join(bad)}")
     start, end = _window(args.window)
-    if kind == "mooncake":
-        return _generate_mooncake(args, start, end)
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..cost import DEFAULT_PRESET
 
     cost = _cost(args.cost_model) or preset(DEFAULT_PRESET)
-    inst = load_trace_instance(
-        args.trace, _limits(args), cost, name=args.name, too_long=args.too_long or "error",
-        format=kind, limit=args.limit, sample=args.sample, consecutive=args.consecutive,
-        seed=args.seed if args.seed is not None else 0, start=start, end=end,
-        rate_scale=args.rate_scale, zero_tokens=args.zero_tokens or "drop", rate=args.rate,
-    )
+    if args.load is not None and args.rate is not None:
+        raise InstanceError("--load sets the arrival rate; drop --rate")
+    if kind == "mooncake":
+        inst = _generate_mooncake(args, start, end, cost)
+    else:
+        inst = load_trace_instance(
+            args.trace, _limits(args), cost, name=args.name, too_long=args.too_long or "error",
+            format=kind, limit=args.limit, sample=args.sample, consecutive=args.consecutive,
+            seed=args.seed if args.seed is not None else 0, start=start, end=end,
+            rate_scale=args.rate_scale, zero_tokens=args.zero_tokens or "drop", rate=args.rate,
+        )
+    if args.load is not None and inst.n:
+        # lazy: the load runs reference policies (start-up time)
+        from ..serving.load import scale_to_load
+
+        inst = scale_to_load(inst, args.load)
     return inst.with_default_slos(args.ttft_slo, args.tpot_slo)
 
 
-def _generate_mooncake(args, start: float | None, end: float | None) -> Instance:
+
+def _generate_mooncake(args, start: float | None, end: float | None, cost) -> Instance:
     """``generate mooncake``: :func:`optsched.workloads.mooncake.mooncake_instance` with the
     options of the other traces; ``M`` defaults to the file's longest request."""
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..cost import DEFAULT_PRESET
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..workloads.generators import DEFAULT_MAX_BATCH_TOKENS
-    from ..workloads.mooncake import DEFAULT_BLOCK_SIZE, default_kv_capacity, read_mooncake
+    from ..workloads.mooncake import (
+        DEFAULT_BLOCK_SIZE,
+        default_kv_capacity,
+        mooncake_instance,
+        read_mooncake,
+    )
 
+    if args.host_capacity is not None:
+        raise InstanceError("kind 'mooncake' does not take --host-capacity (prefix reuse is not "
+                            "modelled with swap preemption)")
     b = args.block_size if args.block_size is not None else DEFAULT_BLOCK_SIZE
     M = args.kv_capacity
     if M is None:
@@ -313,144 +358,12 @@ def _generate_mooncake(args, start: float | None, end: float | None) -> Instance
     limits = Limits(kv_capacity=M, max_batch_tokens=(args.max_batch_tokens if
                     args.max_batch_tokens is not None else DEFAULT_MAX_BATCH_TOKENS),
                     max_prefill_tokens=args.max_prefill_tokens, block_size=b)
-    if args.host_capacity is not None:
-        raise InstanceError("kind 'mooncake' does not take --host-capacity (prefix reuse is not "
-                            "modelled with swap preemption)")
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..workloads.mooncake import mooncake_instance
-
-    inst = mooncake_instance(
-        args.trace, limits, _cost(args.cost_model) or preset(DEFAULT_PRESET), name=args.name,
+    return mooncake_instance(
+        args.trace, limits, cost, name=args.name,
         too_long=args.too_long or "error", zero_tokens=args.zero_tokens or "drop",
         limit=args.limit, sample=args.sample, consecutive=args.consecutive,
         seed=args.seed if args.seed is not None else 0, start=start, end=end,
         rate_scale=args.rate_scale)
-    return inst.with_default_slos(args.ttft_slo, args.tpot_slo)
 
 
-# -- info ---------------------------------------------------------------------------------
-def _cost_name(inst: Instance) -> str:
-    cm = inst.cost_model
-    if isinstance(cm, UnitCost):
-        return "unit"
-    return getattr(cm, "preset", None) or cm.to_dict().get("kind", "?")
-
-
-def instance_info(inst: Instance) -> dict:
-    """Descriptive statistics of an instance (what ``optsched info`` prints)."""
-    def stats(a: np.ndarray) -> dict:
-        if a.size == 0:
-            return {"min": None, "mean": None, "max": None, "total": 0}
-        return {"min": a.min().item(), "mean": float(a.mean()), "max": a.max().item(),
-                "total": a.sum().item()}
-
-    arr = inst.arrival
-    peak = inst.prompt + inst.output - 1
-    span = float(arr.max() - arr.min()) if arr.size else 0.0
-    return {
-        "name": inst.name,
-        "requests": inst.n,
-        "limits": inst.limits.to_dict(),
-        "cost_model": inst.cost_model.to_dict(),
-        "mode": "offline" if arr.size == 0 or np.all(arr == arr[0]) else "online",
-        "prompt": stats(inst.prompt),
-        "output": stats(inst.output),
-        "peak_kv": stats(peak),
-        "arrival": {**stats(arr), "span": span,
-                    "rate": (inst.n - 1) / span if span > 0 else None},
-        "total_tokens": int(inst.prompt.sum() + inst.output.sum()),
-        **({"prefix_reuse": _reuse_info(inst)} if inst.has_prefix else {}),
-    }
-
-
-def _reuse_info(inst: Instance) -> dict:
-    """The reuse potential (docs/semantics.md section 6, "Prefix reuse"): distinct and listed
-    blocks, and the hit tokens of an unbounded cache serving in arrival order."""
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..prefix import reuse_potential
-
-    ix = inst.prefix_index
-    assert ix is not None
-    pot = reuse_potential(ix, inst.arrival, inst.prompt)
-    return {**pot, "block_size": ix.block_size,
-            "distinct_kv_tokens": ix.n_blocks * ix.block_size,
-            "requests_with_ids": int((ix.listed > 0).sum())}
-
-
-def run_info(args) -> int:
-    inst = load_instance(args.instance)
-    d = instance_info(inst)
-    if args.json:
-        print_json(d)
-        return EXIT_OK
-    lim = inst.limits
-    print(f"{d['name']}: {d['requests']} requests, {d['mode']}")
-    print(f"limits: M={lim.kv_capacity} C={lim.max_batch_tokens} P={fmt(lim.max_prefill_tokens)} "
-          f"max_batch_size={fmt(lim.max_batch_size)} block_size={lim.block_size}")
-    print(f"cost model: {_cost_name(inst)}")
-    rows = [(k, d[k]["min"], d[k]["mean"], d[k]["max"], d[k]["total"])
-            for k in ("prompt", "output", "peak_kv")]
-    a = d["arrival"]
-    rows.append(("arrival", a["min"], a["mean"], a["max"], None))
-    print(table(["", "min", "mean", "max", "total"], rows))
-    rate = a["rate"]
-    print(f"total tokens (prompt + output): {d['total_tokens']}; arrival span {fmt(a['span'])}"
-          + (f", mean rate {fmt(rate)} per time unit" if rate else ""))
-    if "prefix_reuse" in d:
-        r = d["prefix_reuse"]
-        print(f"prefix reuse: {r['requests_with_ids']} requests list {r['listed_blocks']} block "
-              f"ids, {r['distinct_blocks']} distinct ({r['distinct_kv_tokens']} KV tokens, "
-              f"b = {r['block_size']}); an unbounded cache in arrival order hits "
-              f"{r['hit_tokens']} of {r['prompt_tokens']} prompt tokens "
-              f"({100 * r['hit_share']:.1f}%)")
-    return EXIT_OK
-
-
-# -- fit ----------------------------------------------------------------------------------
-def run_fit(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..cost import PRESETS
-    from ..workloads.fit import fit_linear_cost
-
-    out = output_file(args.output)
-    r = fit_linear_cost(args.profiling, args.model, args.gpu, args.tp, layers=args.layers,
-                        nonneg=not args.unconstrained, weighting=args.weighting,
-                        attention=args.attention)
-    if out is not None:  # the cost_model object of an instance: --cost-model FILE reads it
-        Path(out).write_text(json.dumps(r.cost.to_dict(), indent=1) + "\n")
-        print(f"cost model written to {out}", file=sys.stderr)
-    if args.json:
-        print_json(r.to_dict())
-        return EXIT_OK
-    ref = PRESETS.get("infermax-llama2-7b-a100") if args.model == "Llama-2-7b-hf" else None
-    print(f"linear cost model fit: {r.model} on {r.gpu}, TP{r.tp}, {r.layers} layers "
-          f"({r.weighting} weighting{', non-negative' if r.nonneg else ''}); seconds per batch")
-    rows = [(k, v, ref.coefficients[k] if ref else None) for k, v in r.cost.coefficients.items()]
-    print(table(["coef", "fit", "InferMax ref" if ref else "-"], rows))
-    print()
-    print(table(["group", "terms", "rows", "RMSE ms/layer", "max rel err", "mean rel err"],
-                [(g.name, ",".join(g.terms), g.n_rows, g.rmse_ms, g.max_rel_error,
-                  g.mean_rel_error) for g in r.groups]))
-    for n in r.notes:
-        print(f"note: {n}")
-    return EXIT_OK
-
-
-# -- kv-capacity --------------------------------------------------------------------------
-def run_kv_capacity(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..workloads.capacity import GB, GIB, kv_capacity
-
-    c = kv_capacity(args.params, args.layers, args.hidden, args.dtype_bytes, args.gpu_mem_gb,
-                    args.gpus, n_heads=args.n_heads, kv_heads=args.kv_heads,
-                    head_dim=args.head_dim, gb_bytes=GIB if args.gib else GB,
-                    reserved_gb=args.reserved_gb)
-    if args.json:
-        print_json(c.to_dict())
-    else:
-        print(f"{c.tokens} tokens  ({c.free_bytes / 1e9:.4g} GB free after "
-              f"{c.weight_bytes / 1e9:.4g} GB of weights; {c.bytes_per_token} bytes per token)")
-    return EXIT_OK
-
-
-__all__ = ["register", "instance_info", "EXIT_INPUT"]
+__all__ = ["register"]

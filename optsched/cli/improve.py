@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..evaluate import OBJECTIVES, evaluate
+from ..evaluation import OBJECTIVES, evaluate
 from . import EXIT_OK, EXIT_SOLVER_ERROR
 from ._common import checked_schedule, load_instance, output_file, print_json, seed_arg, table
 
@@ -43,14 +43,14 @@ def register(sub) -> None:
 
 
 def _start_schedule(inst, start: str, deadline: float):
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..policies import POLICIES, simulate
 
     if start in POLICIES:
         return simulate(inst, start, deadline=deadline), start
     if Path(start).exists():
         return checked_schedule(start, inst, "improve")[0], Path(start).name
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..search.lns import LNSError
 
     raise LNSError(f"--from {start}: neither a policy (see 'optsched policies') nor a "
@@ -58,9 +58,9 @@ def _start_schedule(inst, start: str, deadline: float):
 
 
 def run(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..budget import command_seconds
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..search.lns import LNSOptions, improve
+    from ..solving.budget import command_seconds
 
     t0 = time.perf_counter()
     limit = command_seconds(args.time_limit)  # the budget counts from the command's start
@@ -68,7 +68,7 @@ def run(args) -> int:
     opts = LNSOptions(time_limit=args.time_limit, seed=args.seed, max_window=args.max_window,
                       max_requests=args.max_requests, progress=True)
     inst = load_instance(args.instance)
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..policies import SimulationTimeout
     from ..progress import phase
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from . import EXIT_OK
 from ._common import image_file, load_instance, load_schedule
 
@@ -28,12 +28,12 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..plot import gantt
 
     out = image_file(args.output)
     if args.max_rows < 0:
-        # lazy: each subcommand imports what it runs (start-up time, issue 31)
+        # lazy: each subcommand imports what it runs (start-up time)
         from ..errors import InputFileError
 
         raise InputFileError(f"--max-rows must be >= 0 (0 = all rows), got {args.max_rows}")

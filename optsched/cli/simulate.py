@@ -1,5 +1,4 @@
-"""``optsched simulate`` (run a policy, judge its schedule with the one evaluator) and
-``optsched policies`` (list the registered policies with their sources)."""
+"""``optsched simulate``: run a policy, judge its schedule with the one evaluator."""
 
 from __future__ import annotations
 
@@ -10,12 +9,12 @@ from typing import Any
 
 from ..cost import DEFAULT_PRESET, PRESETS
 from ..errors import InputFileError
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from ..instance import HIDDEN_RATIO_MHA, Limits
-from ..policies import get_spec, list_policies, parse_param_args, simulate_policy
+from ..policies import get_spec, parse_param_args, simulate_policy
 from ..workloads.capacity import preset_hidden_ratio
 from . import EXIT_NO, EXIT_OK
-from ._common import load_instance, output_file, print_json, table
+from ._common import command_load, load_instance, output_file, print_json, say_load, table
 
 #: ``--json`` leaves the schedule out above this many entries unless ``--with-schedule``
 JSON_SCHEDULE_LIMIT = 10_000
@@ -63,16 +62,12 @@ def register(sub) -> None:
                    "(optsched fit -o)")
     p.set_defaults(func=run_simulate)
 
-    q = sub.add_parser("policies", help="list the scheduling policies with their sources")
-    q.add_argument("--json", action="store_true", help="print the list as JSON")
-    q.set_defaults(func=run_policies)
-
 
 def _instance(args):
     if args.trace and args.instance:
         raise InputFileError("give an INSTANCE or --trace, not both")
     if args.trace:
-        # lazy: each subcommand imports what it runs (start-up time, issue 31)
+        # lazy: each subcommand imports what it runs (start-up time)
         from ..cost import cost_model_arg
         from ..workloads.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
         from ..workloads.traces import load_trace_instance
@@ -133,7 +128,8 @@ def run_simulate(args) -> int:
     policy = spec.make(**parse_param_args(args.param))  # bad params fail before loading
     output_file(args.output)
     inst = _instance(args).with_default_slos(args.ttft_slo, args.tpot_slo)
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    load = command_load(inst)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..progress import phase
 
     phase(f"simulating {spec.name} on {inst.n} requests")
@@ -144,7 +140,8 @@ def run_simulate(args) -> int:
     if written:
         schedule.save(written, inst)
     if args.json:
-        out: dict[str, Any] = {"policy": spec.name, "evaluation": ev.to_dict()}
+        out: dict[str, Any] = {"policy": spec.name, "evaluation": ev.to_dict(),
+                               "offered_load": load.to_dict()}
         if schedule.n_entries <= JSON_SCHEDULE_LIMIT or args.with_schedule:
             out["schedule"] = schedule.to_dict()
         else:
@@ -154,8 +151,8 @@ def run_simulate(args) -> int:
             )
         print_json(out)
     else:
-        # lazy: each subcommand imports what it runs (start-up time, issue 31)
-        from .validate import METRIC_ROWS
+        # lazy: each subcommand imports what it runs (start-up time)
+        from .evaluate import METRIC_ROWS
 
         status = "feasible" if ev.feasible else f"INFEASIBLE {ev.violation_counts}"
         print(f"policy {spec.name} on {inst.name} ({inst.n} requests): {status}")
@@ -163,37 +160,8 @@ def run_simulate(args) -> int:
         print(table(["metric", "value"], rows))
         if written:
             print(f"schedule written to {written}")
+    say_load(load, "simulate")
     if not ev.feasible:
         print(f"optsched simulate: policy {spec.name!r} produced an infeasible schedule "
               f"(a bug): {ev.violation_counts}", file=sys.stderr)
     return EXIT_OK if ev.feasible else EXIT_NO
-
-
-def run_policies(args) -> int:
-    specs = list_policies()
-    if args.json:
-        print_json([
-            {
-                "name": s.name,
-                "description": s.description,
-                "source": s.source,
-                "hypothetical": s.hypothetical,
-                "reuse_aware": s.reuse_aware,
-                "params": {p.name: {"type": p.type.__name__,
-                                    "default": dict(s.defaults).get(p.name, p.default),
-                                    "help": p.help} for p in s.params},
-            }
-            for s in specs
-        ])
-        return EXIT_OK
-    for s in specs:
-        hyp = " [hypothetical: knows output lengths]" if s.hypothetical else ""
-        hyp += " [prefix reuse: hits and drops]" if s.reuse_aware else ""
-        print(f"{s.name}{hyp}")
-        print(f"    {s.description}")
-        print(f"    source: {s.source}")
-        if s.params:
-            d = dict(s.defaults)
-            ps = ", ".join(f"{p.name}={d.get(p.name, p.default)}" for p in s.params)
-            print(f"    params: {ps}")
-    return EXIT_OK

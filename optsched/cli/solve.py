@@ -7,11 +7,11 @@ import sys
 from dataclasses import replace
 
 from ..errors import OptschedError
-from ..evaluate import OBJECTIVES, evaluate
+from ..evaluation import OBJECTIVES, evaluate
 from ..plugins import parse_assignments
 from ..solve_types import Status
 from . import EXIT_NO, EXIT_OK, EXIT_SOLVER_ERROR
-from ._common import fmt, load_instance, load_schedule, output_file, print_json, table
+from ._common import command_load, fmt, load_instance, load_schedule, output_file, print_json, say_load, table
 
 
 def register(sub) -> None:
@@ -84,7 +84,7 @@ def resolve_than(instance, than: str, objective: str) -> float:
         if not math.isfinite(value) or value < 0:
             raise CliInputError(f"--than {than}: expected a finite number >= 0 or a policy name")
         return value
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..policies import simulate
 
     ev = evaluate(instance, simulate(instance, than))
@@ -94,14 +94,15 @@ def resolve_than(instance, than: str, objective: str) -> float:
 
 
 def run(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..budget import command_seconds
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..formulations import Hypotheses, SolveOptions
-    from ..pipeline import run as solve_pipeline
+    from ..solving import run as solve_pipeline
+    from ..solving.budget import command_seconds
 
     output_file(args.output)
     output_file(args.log, "--log")
     inst = load_instance(args.instance)
+    load = command_load(inst, args.time_limit)
     at_most = None
     if (args.at_most is None) != (args.than is None):
         raise CliInputError("--at-most K and --than POLICY|VALUE go together")
@@ -125,32 +126,34 @@ def run(args) -> int:
                         params=parse_assignments(args.param, error=CliInputError))
     # the limit counts from the command's start (imports included): what is left of it now
     opts = replace(opts, time_limit=command_seconds(args.time_limit))
-    done = solve_pipeline(inst, args.formulation, args.objective, options=opts, hypotheses=hyp,
-                          warm_start=ws, lower="combinatorial", fallback=True,
-                          improve_fallback=True)
-    rep, lb = done.report, done.lower_bound
+    rep = solve_pipeline(inst, args.formulation, args.objective, options=opts, hypotheses=hyp,
+                         warm_start=ws, lower="combinatorial", fallback=True,
+                         improve_fallback=True)
+    lb = rep.lower_bound
     assert lb is not None  # lower="combinatorial" always gives one
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
-    from ..verdict import say, solve_verdict
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..comparison.report import say, solve_verdict
 
-    verdict = solve_verdict(inst, args.objective, done, hyp,
+    verdict = solve_verdict(inst, args.objective, rep, hyp,
                             None if args.at_most is None else (args.at_most, args.than))
     if args.output and rep.schedule is not None:
         rep.schedule.save(args.output, inst)
+    say_load(load, "solve")
     if args.json:
-        print_json({**done.to_dict(), "verdict": verdict})
+        print_json({**rep.to_dict(include_schedule=False), "verdict": verdict,
+                    "offered_load": load.to_dict()})
     else:
-        # lazy: each subcommand imports what it runs (start-up time, issue 31)
-        from ..verdict import unit
+        # lazy: each subcommand imports what it runs (start-up time)
+        from ..progress import unit
 
         u = unit(inst)
         rows = [("status", rep.status), (f"objective ({u})", rep.objective),
                 (f"bound ({u})", rep.bound),
                 ("gap", rep.gap), ("runtime (s)", rep.runtime), ("solver", rep.solver),
                 ("formulation", rep.formulation), ("objective kind", rep.objective_kind)]
-        if rep.warm_start:
-            ws_text = f"{rep.warm_start['policy']} ({fmt(rep.warm_start['objective'])})"
-            if rep.warm_start.get("feasible") is False:
+        if rep.warm_start is not None:
+            ws_text = f"{rep.warm_start.policy} ({fmt(rep.warm_start.objective)})"
+            if rep.warm_start.feasible is False:
                 ws_text += " - infeasible, so not used"
             rows.append(("warm start", ws_text))
         if hyp.any:
@@ -159,9 +162,10 @@ def run(args) -> int:
             rows.append(("evictions", rep.evaluation.metrics["evictions"]))
             rows.append(("batches", rep.evaluation.metrics["batches"]))
         rows.append((f"lower bound ({u})", f"{fmt(lb.value)} ({lb.method}; formulations/bounds.md)"))
-        if done.fallback is not None:
-            rows.append(("fallback", f"{done.fallback['policy']} ({fmt(done.fallback['objective'])})"))
-        rows.append(("gap to lower bound", None if done.gap is None else f"{100 * done.gap:.2f}%"))
+        if rep.fallback is not None:
+            rows.append(("fallback", f"{rep.fallback.policy} ({fmt(rep.fallback.objective)})"))
+        gap = rep.gap_to_lower_bound
+        rows.append(("gap to lower bound", None if gap is None else f"{100 * gap:.2f}%"))
         print(table(["", "result"], rows))
         for n in rep.notes:
             print(f"note: {n}")
@@ -170,10 +174,10 @@ def run(args) -> int:
         if args.output and rep.schedule is not None:
             print(f"schedule written to {args.output}")
     say(verdict)
-    return exit_code(rep.status, done.fallback is not None and not hyp.any)
+    return exit_code(rep.status, rep.fallback is not None and not hyp.any)
 
 
-def exit_code(status: str, fallback: bool) -> int:
+def exit_code(status: Status, fallback: bool) -> int:
     """The exit code of a solve (the command line's contract, ``optsched.cli``): 0 when an
     answer exists (a solution, or the best policy's schedule with the certified bound when the
     model was skipped), 1 when the model proved there is none (infeasible: no schedule meets

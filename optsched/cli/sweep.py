@@ -44,7 +44,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..sweep import load_spec, make_engine, pending, run_sweep
     from ..sweep.results import require_pyarrow
 
@@ -77,7 +77,7 @@ def run(args) -> int:
 
 
 def report(args) -> int:
-    # lazy: each subcommand imports what it runs (start-up time, issue 31)
+    # lazy: each subcommand imports what it runs (start-up time)
     from ..sweep.report import write_report
 
     out = Path(args.output) if args.output else Path(args.out) / "report"

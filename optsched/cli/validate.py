@@ -1,12 +1,10 @@
-"""``optsched validate`` and ``optsched evaluate``: the one evaluator, from the shell."""
+"""``optsched validate``: is a schedule feasible? The one evaluator, from the shell."""
 
 from __future__ import annotations
 
-import sys
-
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from . import EXIT_NO, EXIT_OK
-from ._common import checked_schedule, fmt, load_instance, print_json, table
+from ._common import checked_schedule, fmt, load_instance, print_json, print_violations
 
 
 def register(sub) -> None:
@@ -15,23 +13,6 @@ def register(sub) -> None:
     p.add_argument("schedule", help="schedule file (.json or .npz)")
     p.add_argument("--json", action="store_true", help="print the evaluation as JSON")
     p.set_defaults(func=run_validate)
-
-    p = sub.add_parser("evaluate", help="replay a schedule and print its metrics")
-    p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
-    p.add_argument("schedule", help="schedule file (.json or .npz)")
-    p.add_argument("--json", action="store_true", help="print the evaluation as JSON")
-    p.add_argument("--requests", action="store_true", help="also print the per-request table")
-    p.set_defaults(func=run_evaluate)
-
-
-def _print_violations(ev) -> None:
-    total = sum(ev.violation_counts.values())
-    print(f"infeasible: {total} violation(s)")
-    for v in ev.violations:
-        print(f"  {v}")
-    shown = len(ev.violations)
-    if shown < total:
-        print(f"  ... and {total - shown} more (counts: {ev.violation_counts})")
 
 
 def run_validate(args) -> int:
@@ -44,56 +25,5 @@ def run_validate(args) -> int:
         print(f"feasible: {ev.metrics['batches']} batches, {inst.n} requests, "
               f"makespan {fmt(ev.metrics['makespan'])}")
     else:
-        _print_violations(ev)
-    return EXIT_OK if ev.feasible else EXIT_NO
-
-
-METRIC_ROWS = [
-    ("makespan", "makespan"),
-    ("total_latency", "total latency"),
-    ("mean_latency", "mean latency"),
-    ("mean_ttft", "mean TTFT"),
-    ("p50_ttft", "p50 TTFT"),
-    ("p99_ttft", "p99 TTFT"),
-    ("mean_tpot", "mean TPOT"),
-    ("p50_tpot", "p50 TPOT"),
-    ("p99_tpot", "p99 TPOT"),
-    ("tokens_per_second", "tokens / time unit"),
-    ("evictions", "evictions"),
-    ("recomputed_tokens", "recomputed tokens"),
-    ("peak_kv", "peak KV"),
-    ("kv_utilisation", "KV utilisation"),
-    ("slo_attainment", "SLO attainment"),
-    ("hidden_entries", "hidden-cache entries"),
-    ("hidden_time", "hidden-cache time"),
-    ("hit_tokens", "prefix hit tokens"),
-    ("hit_rate", "prefix hit rate"),
-    ("prefill_tokens", "computed prefill tokens"),
-    ("dropped_blocks", "dropped blocks"),
-    ("peak_resident_blocks", "peak resident blocks"),
-    ("peak_cached_blocks", "peak cached blocks"),
-    ("batches", "batches"),
-    ("finished", "finished requests"),
-]
-
-
-def run_evaluate(args) -> int:
-    inst = load_instance(args.instance)
-    sched, check = checked_schedule(args.schedule, inst, "evaluate")
-    ev = evaluate(inst, sched)
-    if args.json:
-        print_json({**ev.to_dict(), "instance_check": check})
-        return EXIT_OK if ev.feasible else EXIT_NO
-    if not ev.feasible:
-        _print_violations(ev)
-        print("(metrics below replay the schedule as given and are not meaningful)", file=sys.stderr)
-    rows = [(label, ev.metrics[k]) for k, label in METRIC_ROWS if k in ev.metrics]
-    print(table(["metric", "value"], rows))
-    if args.requests:
-        print()
-        print(table(
-            ["request", "first token", "completion", "latency", "TTFT", "TPOT", "evictions"],
-            [(rid, ev.first_token[i], ev.completion[i], ev.latency[i], ev.ttft[i], ev.tpot[i],
-              int(ev.evictions[i])) for i, rid in enumerate(ev.request_ids)],
-        ))
+        print_violations(ev)
     return EXIT_OK if ev.feasible else EXIT_NO

@@ -13,10 +13,9 @@ Every module of this package registers its formulation with
 Installed distributions add formulations through the ``optsched.formulations`` entry-point
 group; ``solve(instance, "my_model.py:run")`` loads a ``run`` function from a file.
 
-A model is solved by :func:`optsched.pipeline.solve` (the top-level ``optsched.solve``), one
+A model is solved by :func:`optsched.solving.pipeline.solve` (the top-level ``optsched.solve``), one
 floor up: it picks the warm start, sizes the model and falls back. The old alias
-``optsched.formulations.solve`` is gone (issue 27: this package does not import the floor
-above it).
+``optsched.formulations.solve`` is gone (this package does not import the floor above it).
 """
 
 from __future__ import annotations

@@ -5,20 +5,20 @@ hindsight IP, exhaustive search...). Every formulation registers a function
 
     run(instance, objective, hypotheses, options, warm_start) -> RawSolution
 
-and, optionally, two hooks the solve pipeline (:mod:`optsched.pipeline`) asks before any
+and, optionally, two hooks the solve pipeline (:mod:`optsched.solving.pipeline`) asks before any
 model is built: ``applicable(instance, objective, options, hypotheses)`` (None, or why the
 requested model cannot represent the instance) and ``estimate(instance, objective, options,
 hint, hypotheses)`` (the :class:`ModelSize` it would build). :func:`solve_model` runs the
 formulation on an already evaluated warm start and :func:`_check` replays its answer:
 
 1. calls the formulation (on arrivals shifted to start at 0, :func:`arrival_origin`);
-2. replays the decoded schedule through :func:`optsched.evaluate.evaluate`;
+2. replays the decoded schedule through :func:`optsched.evaluate`;
 3. checks that the solver's objective equals the evaluator's within 1e-6
    relative (else the report's status is ``error``: it fails loudly);
 4. returns a :class:`SolveReport` with the JSON contract of ``optsched solve --json``.
 
 Picking the warm start, sizing the model against the budget and the fallback live one floor
-up, in :func:`optsched.pipeline.run`.
+up, in :func:`optsched.solving.pipeline.run`.
 
 A formulation that builds a MILP hands the solve path a :class:`BuiltModel` (the InferMax
 Big-M and flow models, the hindsight model): the model, its variable blocks, the time scale,
@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import OptschedError
-from ..evaluate import Evaluation, evaluate
+from ..evaluation import Evaluation, evaluate
 from ..instance import Instance
 from ..plugins import ParamSpec, Registry, describe_object, parse_params
 from ..schedule import Schedule
@@ -49,9 +49,10 @@ from ..solve_types import (
     STATUSES,
     Objective,
     SolveOptions,
+    SolveReport,
     Status,
     WarmStart,
-    finite_or_none,
+    WarmStartInfo,
     relative_gap,
 )
 
@@ -173,9 +174,11 @@ class BuiltModel(Protocol):
 
 @dataclass(frozen=True)
 class RawSolution:
-    """What a formulation returns to :func:`solve` (before the evaluator's check)."""
+    """What a formulation returns to :func:`solve_model` (before the evaluator's check).
+    ``status`` may be given by its name; a name that is not a :class:`Status` makes the
+    solution an ``error`` saying so (the formulation is broken, the solve is not)."""
 
-    status: str  # a Status
+    status: Status
     objective: float | None = None  # the solver's own objective value (model units)
     bound: float | None = None
     schedule: Schedule | None = None
@@ -195,58 +198,12 @@ class RawSolution:
     #: solver progress ``(elapsed, incumbent, bound)``, e.g. ``SolveResult.history``
     history: tuple = ()
 
-
-@dataclass(frozen=True, eq=False)
-class SolveReport:
-    """The one result type of ``optsched solve`` (JSON contract in the formulations issue)."""
-
-    status: str
-    objective: float | None
-    bound: float | None
-    gap: float | None
-    runtime: float
-    solver: str
-    formulation: str
-    objective_kind: str
-    warm_start: dict[str, Any] | None
-    evaluation: Evaluation | None
-    schedule: Schedule | None
-    notes: tuple[str, ...] = ()
-    message: str | None = None
-    nodes: int | None = None
-    history: tuple = ()
-    #: the model (or the hypotheses) restrict the problem: ``bound`` and a proven optimum
-    #: hold for the restriction only (see :attr:`RawSolution.restricted`)
-    restricted: bool = False
-
-    @property
-    def global_bound(self) -> float | None:
-        """``bound`` when it is a lower bound on the optimum of docs/semantics.md's problem,
-        else None (restricted model or hypotheses)."""
-        return None if self.restricted else self.bound
-
-    def to_dict(self, *, include_schedule: bool = True, max_entries: int = 10_000) -> dict[str, Any]:
-        sched = None
-        if self.schedule is not None and (include_schedule or self.schedule.n_entries <= max_entries):
-            sched = self.schedule.to_dict()
-        return {
-            "status": self.status,
-            "objective": finite_or_none(self.objective),
-            "bound": finite_or_none(self.bound),
-            "gap": finite_or_none(self.gap),
-            "runtime": self.runtime,
-            "solver": self.solver,
-            "formulation": self.formulation,
-            "objective_kind": self.objective_kind,
-            "warm_start": self.warm_start,
-            "evaluation": self.evaluation.to_dict() if self.evaluation is not None else None,
-            "schedule": sched,
-            "nodes": self.nodes,
-            "notes": list(self.notes),
-            "message": self.message,
-            "history": [list(h) for h in self.history],
-            "restricted": self.restricted,
-        }
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            object.__setattr__(self, "message",
+                               f"formulation returned unknown status {self.status!r}")
+            object.__setattr__(self, "status", Status.ERROR)
+        object.__setattr__(self, "status", Status(self.status))
 
 
 def bound_is_global(rep: SolveReport) -> bool:
@@ -276,7 +233,7 @@ class SizeHint:
 class ModelSize:
     """The model a formulation would build (its ``estimate`` hook): which ``variant``, its
     ``columns`` and ``rows``, and ``build_units``, the count its build and hand-over time
-    grows with (:func:`optsched.budget.estimate_model` prices it in seconds)."""
+    grows with (:func:`optsched.solving.budget.estimate_model` prices it in seconds)."""
 
     variant: str
     columns: int
@@ -479,9 +436,9 @@ def prepare_solve(instance: Instance, formulation: str, objective: str, options:
 
 def solve_model(instance: Instance, formulation: str, objective: str, *,
                 options: SolveOptions, hypotheses: Hypotheses, warm_start: WarmStart | None,
-                warm_info: dict[str, Any] | None = None) -> SolveReport:
+                warm_info: WarmStartInfo | None = None) -> SolveReport:
     """Build, solve, decode, replay and check, from a warm start the caller has picked and
-    evaluated (:func:`optsched.pipeline.run` does both, once) and with the solver's time
+    evaluated (:func:`optsched.solving.pipeline.run` does both, once) and with the solver's time
     already sized; arguments as checked by :func:`prepare_solve`."""
     info = FORMULATIONS.get(formulation)
     t0 = time.perf_counter()
@@ -570,7 +527,8 @@ def _solve_shifted(instance: Instance, info: Any, objective: Objective, hyp: Hyp
     )
 
 
-def _check(instance, formulation, objective, hyp, raw: RawSolution, ws_info, elapsed,
+def _check(instance: Instance, formulation: str, objective: str, hyp: Hypotheses,
+           raw: RawSolution, ws_info: WarmStartInfo | None, elapsed: float,
            rounding: float = 0.0) -> SolveReport:
     """The evaluator's verdict on a formulation's answer. ``rounding`` is the absolute float
     error of replaying at a shifted time origin (:func:`_time_rounding`); a bound within it
@@ -580,8 +538,6 @@ def _check(instance, formulation, objective, hyp, raw: RawSolution, ws_info, ela
     ev = None
     sched = raw.schedule
     obj = raw.objective
-    if raw.status not in STATUSES:
-        status, message = Status.ERROR, f"formulation returned unknown status {raw.status!r}"
     if sched is not None and status in (Status.OPTIMAL, Status.FEASIBLE):
         ev = evaluate(instance, sched)
         if not ev.feasible:

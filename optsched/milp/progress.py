@@ -1,7 +1,7 @@
 """Solver progress on stderr (incumbent, bound, gap, nodes, elapsed), in user units.
 
 On a terminal one live line is redrawn; otherwise (a log file, a pipe) a line is written for
-every new incumbent and at least every :data:`HEARTBEAT_SECONDS` (issue 30 item 4). Values
+every new incumbent and at least every :data:`HEARTBEAT_SECONDS`. Values
 are divided by the model's ``user_scale`` (model units per second) and carry its
 ``user_unit``, so a user reads seconds, not the formulation's internal units."""
 

@@ -38,7 +38,7 @@ class SolveResult:
     missing bound, rejected start); ``message`` says what went wrong for ``error``.
     """
 
-    status: str
+    status: Status
     solver: str
     objective: float | None = None
     bound: float | None = None

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from ..runtime.stdout_guard import c_stdout_to_stderr
 from ..solve_types import MILP_DEFAULTS, SolveOptions, Status
-from ..stdout_guard import c_stdout_to_stderr
 from .backends import BackendOutput, ColumnStart, backend_names, get_backend
 from .backends.base import Backend
 from .backends.highs import _load_arrays, new_highs, run_highs
@@ -212,10 +212,10 @@ def solve(model: Model, solver: str = "highs", options: SolveOptions | None = No
 
 def lp_relaxation_value(model: Model) -> float:
     """Optimum of ``model``'s LP relaxation (integrality dropped), by HiGHS: the root bound a
-    branch-and-bound starts from, for comparing formulations (``bench/bench_hindsight_root.py``).
+    branch-and-bound starts from, for comparing formulations (``studies/hindsight/root_lp.py``).
     Raises :class:`MilpError` when the relaxation has no optimum (infeasible or unbounded)."""
 
-    # lazy: the solver library loads only when a solve runs (start-up time, issue 31)
+    # lazy: the solver library loads only when a solve runs (start-up time)
     import highspy
 
 

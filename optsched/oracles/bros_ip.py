@@ -58,6 +58,7 @@ from ..cost import LinearCost
 from ..milp import Model, SolveOptions, solve
 from ..policies import simulate
 from ..policies.bros import Bros
+from ..solve_types import Status
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class BatchChoice(NamedTuple):
     RT entries overwrite per BE request (lazy checkpoints)."""
 
     chosen: list[int]
-    status: str
+    status: Status
     checkpoints: dict[int, int]
 
 
@@ -145,11 +146,11 @@ def best_batch(entries: list[Entry], cost: LinearCost, *, cap: int, max_tokens: 
     m.set_objective(z[be] if be else [], 1.0 + tok[be] / (max_tokens * (n + 1)), sense="max")
     res = solve(m, "highs", SolveOptions(time_limit=time_limit, threads=1, seed=0))
     if res.values is None:
-        return BatchChoice([], str(res.status), {})
+        return BatchChoice([], res.status, {})
     chosen = np.flatnonzero(np.rint(m.value(z, res.values)) == 1).tolist()
     yv = np.rint(np.atleast_1d(m.value(y, res.values))).astype(int) if nw else []
     ckpt = {o.req: int(t) for o, t in zip(overwritable, yv) if t > 0}
-    return BatchChoice(chosen, str(res.status), ckpt)
+    return BatchChoice(chosen, res.status, ckpt)
 
 
 def _checkpoint_rows(m: Model, entries, overwritable, z, y, u, tok, host_free: int) -> None:
@@ -282,7 +283,7 @@ def sample_iterations(instance, every: int = 50, limit: int = 10, time_limit: fl
                                                       host_free=host_free),
                 "ip_be": sum(1 for j in ip.chosen if not entries[j].rt),
                 "ip_rt": sum(1 for j in ip.chosen if entries[j].rt),
-                "ip_checkpointed": sum(ip.checkpoints.values()), "ip_status": ip.status})
+                "ip_checkpointed": sum(ip.checkpoints.values()), "ip_status": str(ip.status)})
             return plan
 
     policy = Sampling(**params)

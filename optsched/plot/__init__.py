@@ -9,7 +9,7 @@
 Every function returns the :class:`matplotlib.figure.Figure` (created without
 pyplot, with an Agg canvas, so it works headless and leaks nothing) and writes
 it to ``save=`` when given; pass ``ax=`` to draw into your own axes. Metrics
-and phases come from :func:`optsched.evaluate.evaluate`, never from here.
+and phases come from :func:`optsched.evaluate`, never from here.
 """
 
 from .charts import COMPARE_METRICS, compare_bars, kv_over_time, solver_progress

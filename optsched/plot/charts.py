@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..evaluate import Evaluation, evaluate
+from ..evaluation import Evaluation, evaluate
 from ..instance import Instance
 from ..schedule import Schedule
 from ..solve_types import relative_gap

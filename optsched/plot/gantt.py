@@ -8,7 +8,7 @@ of the request's next entry (its refill). Below, the KV in use during each batch
 (``Evaluation.batch_kv``) against the capacity ``M``.
 
 Nothing here recomputes a metric: phases, times and KV come from
-:func:`optsched.evaluate.evaluate`. Rectangles go into one
+:func:`optsched.evaluate`. Rectangles go into one
 :class:`~matplotlib.collections.PolyCollection` per phase (gid ``"prefill"``,
 ``"decode"``, ``"evicted"``), so 100K entries draw in a couple of seconds; above
 ``merge_above`` rectangles, touching rectangles of the same row and phase are
@@ -25,7 +25,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from ..evaluate import Evaluation, evaluate
+from ..evaluation import Evaluation, evaluate
 from ..instance import Instance
 from ..schedule import Schedule
 from ._common import (

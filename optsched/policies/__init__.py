@@ -1,7 +1,7 @@
 """Scheduling policies and the simulator that runs them.
 
 ``simulate(instance, "vllm")`` returns a :class:`~optsched.schedule.Schedule`; judge it
-with :func:`optsched.evaluate.evaluate` (the simulator computes no metrics).
+with :func:`optsched.evaluate` (the simulator computes no metrics).
 ``list_policies()`` lists every registered policy with its description and source.
 """
 

@@ -4,8 +4,7 @@ choice of the ``aptserve`` policies (:mod:`optsched.policies.aptserve`).
 The problem statement, the greedy's reconstruction, its 2-approximation argument, the
 counterexample and the comparison with the authors' implementation are in
 :mod:`optsched.oracles.aptserve`, which holds the greedy up against exact solvers and
-re-exports these names. Here so that the policy does not import the oracle that checks it
-(issue 27 item 3).
+re-exports these names. Here so that the policy does not import the oracle that checks it.
 """
 
 from __future__ import annotations

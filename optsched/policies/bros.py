@@ -33,7 +33,7 @@
   (recompute: Algorithm 1 never swaps an RT request in). It is tried only for an entry that
   generates a token (``c = S - m``), so every plan that drops makes progress (point 1 of the
   progress guarantee below). Off by default because it hurts on our model: on notebook 07's
-  full setting at RT 4 req/s (60 RT requests; ``bench/bench_fidelity.py --rt 60``) it made
+  full setting at RT 4 req/s (60 RT requests; ``studies/claims/fidelity.py --rt 60``) it made
   3,085 drops and raised RT normalised latency from 0.025 to 1.0 s/token (BE throughput
   4.69 -> 0.60 req/s): the Azure prompts are long, and each dropped RT request is
   recomputed. When nothing can run, a whole BE request is swapped out (host
@@ -93,8 +93,8 @@ number of drains of a run is kept in ``Bros.drains`` (the BROS notebook reports 
 
 **Swap transfers in the estimate** (``overlap``): the paper copies KV asynchronously,
 overlapped with compute, so its iteration estimate has no transfer term (``overlap=true``,
-the default); ``overlap=false`` adds ``kswap`` per swapped token, as this module did before
-issue 29. Either way the evaluator charges the transfers to the batch (semantics section 6,
+the default); ``overlap=false`` adds ``kswap`` per swapped token, as this module once did.
+Either way the evaluator charges the transfers to the batch (semantics section 6,
 one semantics: an upper bound on what BROS pays).
 
 Our adaptations (not in the paper): BE prefills are chunked by halving to meet the
@@ -334,7 +334,7 @@ class Bros(Policy):
         that is not yet late; unbounded when every RT request is late or none waits. A late
         request (residual <= 0) is still served first, but cannot be helped by a shorter
         batch: letting its negative residual set the budget held every batch to one entry
-        (issue 29: 91% of the iterations at 4 req/s)."""
+        (91% of the iterations at 4 req/s)."""
         return next((r for r in map(self.residual, rt) if r > 0), math.inf)
 
     def _decoding(self, i: int) -> bool:
@@ -378,7 +378,7 @@ class Bros(Policy):
         return k if self.residual(req[k]) >= 2 * est and k != 0 else None
 
     def mechanisms(self) -> dict[str, float | int]:
-        """What BROS's mechanisms did in the run (issue 29, item 3): the mean adaptive batch
+        """What BROS's mechanisms did in the run: the mean adaptive batch
         cap and the share of greedy iterations that reset it (section 4.2), drain episodes and
         progressive drops, and the partial (lazy-checkpoint) swap-outs are in the evaluator's
         swap metrics."""

@@ -18,16 +18,16 @@ What exactly is simulated
   the reservations stay within the cap ``M - reserve * M`` (``reserve`` 1-5%). Read the
   other way round (GTs capped at ``M - reserve``, new prompts admitted up to ``M``), a PT's
   prompt KV stays with it as a waiting GT and counts against the GTs' cap: once prompts
-  pass the cap, the waiting GTs hold the memory and cannot start while a few run (issue 29:
+  pass the cap, the waiting GTs hold the memory and cannot start while a few run (measured:
   1-6 GTs running, 80-96 waiting on ~95% of the KV; a 3-request instance in
-  ``tests/test_fidelity_regressions.py``). Under this rule the reserve is the headroom an
+  ``tests/policies/test_ecoserve.py``). Under this rule the reserve is the headroom an
   under-predicted GT grows into first (section 3.2.2, "it first tries to use the reserved
   KVC"), and prompts never take memory a waiting GT needs.
 * **Length bins** (``length_bin``, default 16 tokens = one KV block of the paper's vLLM
   base): a padded prediction is rounded up to a multiple of ``length_bin``. The paper groups
   GTs "with the same predicted RL" and allocates KV in blocks; with token-exact predictions
   (``length_bin = 1``) same-length groups have mean size 1.00-1.03 on the Azure trace and
-  time-synced batching never acts (issue 29: EcoServe-SD and EcoServe-D gave identical
+  time-synced batching never acts (EcoServe-SD and EcoServe-D gave identical
   numbers). The oracle's lengths are binned too (it over-allocates less than a bin).
 * **Time-synced batching** (``sync``, section 3.2.2): GTs with the same ``L`` form a group
   and are selected together (split when the free KV cannot hold the whole group); the
@@ -40,7 +40,7 @@ What exactly is simulated
   (``L`` = padded new prediction of the remaining tokens) and regrouped. *Modelling choice*:
   the paper keeps a stopped GT's KV on the GPU; our semantics has no "paused in place"
   state other than staying resident, so the stop is the vLLM-style recompute preemption
-  the issue asks for.
+  (docs/semantics.md section 3).
 * **Ordering** (``ordering``, section 3.3): both queues by (JCT-deadline bucket ascending,
   occupied-KV bucket descending, predicted ``L`` / prompt length descending, arrival).
   The JCT SLO is ``slo_scale * (t_p + t_g * l)`` with ``t_p`` the cost model's time of the
@@ -51,7 +51,7 @@ What exactly is simulated
   task is selected -- a queued task moves to a more urgent bucket as its deadline nears
   (its queue entry is renewed then; late tasks are in the first bucket); ``slo-length``
   (our earlier reading) buckets the SLO's length, fixed per request, which in effect
-  orders by predicted output (issue 29). When the
+  orders by predicted output. When the
   head group does not fit, a **binary search** over the queued ``L`` finds the longest GT
   that fills the remaining space, repeatedly. Without ordering both queues are FCFS. PTs are
   chunked to fill ``TFS`` exactly, so no search is needed on the PT side.
@@ -564,7 +564,7 @@ class EcoServe(Policy):
         c["kv_reserved"] += self.used
 
     def mechanisms(self) -> dict[str, float | int]:
-        """What EcoServe's mechanisms did in the run (issue 29, item 3): time-synced groups
+        """What EcoServe's mechanisms did in the run: time-synced groups
         (count, mean size), KV pipelining (share of started GTs that were hosted), the mean
         GTs waiting and running per batch, the mean share of ``M`` reserved, and the
         under-prediction / reserve / guard counters."""

@@ -1,8 +1,8 @@
 """The policies' errors and warning (docs/policies.md).
 
 Apart from the registry so that the simulator, which the registry imports to check a policy
-object, can raise them without importing the registry (the two imported each other before,
-issue 27 item 3); :mod:`optsched.policies.registry` and :mod:`optsched.policies` re-export
+object, can raise them without importing the registry (so the two do not import each
+other); :mod:`optsched.policies.registry` and :mod:`optsched.policies` re-export
 them.
 """
 

@@ -18,7 +18,7 @@ statistics asked for, numba missing) runs the Python path, which stays the refer
 rule the kernel finds broken (a stall, a livelock, a plan exceeding ``M``) makes it give up,
 and the Python path then raises its usual :class:`SimulationError`.
 
-Identity with the Python path is tested batch for batch (``tests/test_fast_path.py``): the
+Identity with the Python path is tested batch for batch (``tests/policies/test_fast.py``): the
 kernel mirrors each Python decision in the same order; ``_decode_block`` of the Python policy
 is a vectorised form of calling ``_cand_running`` on each decode in turn (a prefix of
 non-negative needs fits iff each fits after the previous), which is what the kernel does,
@@ -28,7 +28,7 @@ fails after a refill whose last chunk stops one token short (``res = S = m + 1``
 request then holds one token more reservation than ``max(res, m + 1)`` until it finishes.
 The kernel repeats it so the schedules stay identical; it only holds back admissions by a
 token, never breaks ``M``.
-Speed (issue 31): the per-batch helpers of the unified walk are inlined
+Speed: the per-batch helpers of the unified walk are inlined
 (``inline="always"``) and a running candidate that ``_cand_running`` would refuse at once
 (the other phase of a non-hybrid batch, a full batch) is skipped without the call: each call
 of a helper increments and decrements the reference count of every array it is passed
@@ -76,6 +76,9 @@ _USED, _NRES, _TOK, _PRE, _NB, _PHASE, _END, _NCUR, _NEV, _NADM, _NPRE, _HN, _LO
 _BIG = 1 << 62
 _ORDER_CODES = {"prefill-first": 0, "decode-first": 1, "single": 2}
 _RESERVE_CODES = {"input": 0, "full": 1, "histogram": 2}
+#: the compiled twins a policy class may declare as its ``fast_kernel`` (:func:`fast_config`;
+#: ``PolicySpec.compiled`` lists the declarations)
+KERNELS = ("unified", "mcsf", "svf", "wait", "amin", "alpha")
 #: kernel exit codes: 0 = done; anything else = give up, the Python path reports the error
 OK, STALLED, LIVELOCK, BROKEN = 0, 1, 2, 3
 
@@ -1084,7 +1087,7 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
     kernel = vars(type(policy)).get("fast_kernel")
     if kernel == "cached" and not instance.has_prefix:
         kernel = "unified"  # without block ids a prefix-caching policy is its unified config
-    if not HAVE_NUMBA or kernel not in ("unified", "mcsf", "svf", "wait", "amin", "alpha"):
+    if not HAVE_NUMBA or kernel not in KERNELS:
         return None
     if getattr(policy, "predictor", None) is not None:
         return None
@@ -1147,7 +1150,7 @@ def simulate_fast(instance: Instance, policy: Any, known: np.ndarray, limit: int
         idx_of_rank = np.lexsort((np.arange(instance.n), arr))
         rank_of = np.empty(instance.n, np.int64)
         rank_of[idx_of_rank] = np.arange(instance.n)
-    from ..numba_load import call
+    from ..runtime.numba_load import call
 
     out = call(simulate_unified, arr, arr[order], order,
                            np.ascontiguousarray(instance.prompt, np.int64),

@@ -701,7 +701,7 @@ def simulate_cached_fast(instance: Instance, policy: Any, limit: int) -> Schedul
     xp = np.array([_RULE_CODES[policy.rule], policy.fcfs_above, policy.k], np.int64)
     arr = np.ascontiguousarray(instance.arrival, dtype=np.float64)
     order = np.argsort(arr, kind="stable")
-    from ..numba_load import call
+    from ..runtime.numba_load import call
 
     out = call(simulate_cached, arr, arr[order], order,
                np.ascontiguousarray(instance.prompt, np.int64),

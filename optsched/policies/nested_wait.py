@@ -206,7 +206,32 @@ class NestedWait(Policy):
                 ev.append(i)
             gone = set(ev)
             req = [i for i in req if i not in gone]
+            if not req:
+                kv_after += self._feed_oldest(oldest, c, kv_after)
+                req = [oldest] if oldest in c else []
         return req, [c[i] for i in req], ev
+
+    def _feed_oldest(self, i: int, c: dict[int, int], kv_after: int) -> int:
+        """Item 3's progress: a batch the guard would leave with evictions only gives the
+        oldest holder, never evicted, the budget the evictions freed (up to its next token,
+        within ``C``, the prefill budget, the batch size and ``M``). Without it a newer
+        request that took the prefill budget ahead of the oldest (an earlier stage), was
+        evicted for memory and took it again starved the oldest forever (a livelock found by
+        ``tests/policies/test_every_policy.py``). Adds ``c[i]``; returns the KV it adds."""
+        v = self.view
+        S, m, g = int(v.S[i]), int(v.m[i]), int(v.g[i])
+        is_decode = g >= 1 and S - m == 1
+        decodes = [j for j in c if v.g[j] >= 1 and int(v.S[j] - v.m[j]) == 1]
+        room = self.C - sum(c.values())
+        if not is_decode:
+            room = min(room, self.Pb - sum(c[j] for j in c if j not in decodes))
+        want = min(1 if is_decode else S - m, room)
+        while want > 0 and int(v.fp(m + want) - v.fp(m)) > self.M - kv_after:
+            want -= 1
+        if want < 1 or len(c) >= self.maxbs:
+            return 0
+        c[i] = want
+        return int(v.fp(m + want) - v.fp(m))
 
     def on_batch_end(self, plan: Plan, finished: np.ndarray) -> None:
         if finished.size:

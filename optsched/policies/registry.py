@@ -50,6 +50,16 @@ class PolicySpec:
     params: tuple[Param, ...] = ()
     defaults: tuple[tuple[str, Any], ...] = ()
 
+    @property
+    def compiled(self) -> str | None:
+        """The compiled twin the policy's class declares (its own ``fast_kernel``: the kernel
+        of :mod:`optsched.policies.fast` that runs exactly that class, a subclass inheriting
+        nothing), or None: the Python path only. ``tests/test_fast_path.py`` holds every
+        declared twin to its Python path, batch for batch. A configuration registered with a
+        factory function declares the twin of the class it builds."""
+        cls = self.factory if isinstance(self.factory, type) else type(self.make())
+        return vars(cls).get("fast_kernel")
+
     def parse_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """``params`` checked by the declared :class:`ParamSpec` s, defaults filled in."""
         return parse_params(self.params, params, f"policy {self.name!r}", PolicyError,

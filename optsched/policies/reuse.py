@@ -227,7 +227,7 @@ def auto_drops(instance: Instance, schedule: Schedule) -> Schedule:
     pos = instance.index
     idmap = np.array([pos[r] for r in schedule.ids], np.int64) if schedule.ids != instance.ids \
         else np.arange(len(schedule.ids), dtype=np.int64)
-    from ..numba_load import call  # lazy: numba loads only when a schedule needs drops
+    from ..runtime.numba_load import call  # lazy: numba loads only when a schedule needs drops
 
     dptr, dense = call(_auto_drops, schedule.batch_ptr, idmap[schedule.entry_req],
                        schedule.entry_tokens, schedule.evict_ptr, idmap[schedule.evict_req],

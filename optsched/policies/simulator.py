@@ -1,6 +1,6 @@
 """The simulator: runs a policy over an :class:`~optsched.instance.Instance` and returns a
 :class:`~optsched.schedule.Schedule`. It computes **no metrics**; callers judge the
-schedule with :func:`optsched.evaluate.evaluate` (the one validator/evaluator).
+schedule with :func:`optsched.evaluate` (the one validator/evaluator).
 
 The loop (InferMax Algorithm 1, lines 3-7; Vidur's "the scheduler produces the next
 batch" hook):
@@ -133,7 +133,7 @@ class SimView:
 
     # request classes ("rt", "be" or "") and SLOs (NaN where none): known at arrival, used
     # by the hybrid policies (bros); every other policy ignores them, so they are built on
-    # first use (three passes over the requests, ~17 ms on the 19K-request trace, issue 31)
+    # first use (three passes over the requests, ~17 ms on the 19K-request trace)
     @cached_property
     def cls(self) -> tuple[str, ...]:
         """Each request's class: ``"rt"``, ``"be"`` or ``""``."""
@@ -207,7 +207,7 @@ class Policy(ABC):
         ...
 
     def mechanisms(self) -> dict[str, float | int]:
-        """What the policy's own mechanisms did in the last run (issue 29, item 3: group
+        """What the policy's own mechanisms did in the last run (group
         sizes, pipelined share, drops, ...), for :func:`optsched.metrics.serving.mechanism_stats`;
         empty for a policy with nothing to report."""
         return {}
@@ -282,7 +282,7 @@ def batch_pricer(cost_model):
     Every batch is priced by the cost model: ``batch_times`` (the evaluator's definition),
     or for decode-only batches under :class:`~optsched.cost.LinearCost` its
     ``decode_batch_time`` fast path (equal up to float rounding;
-    ``tests/policies/test_sim_core.py`` checks it). Only the clock, i.e. arrival gating,
+    ``tests/policies/test_simulator.py`` checks it). Only the clock, i.e. arrival gating,
     depends on this; the evaluator re-prices every batch.
     """
     bt = cost_model.batch_times
@@ -305,7 +305,7 @@ def batch_pricer(cost_model):
 DEADLINE_EVERY = 64
 #: output tokens from which ``simulate_policy(fast=None)`` runs a built-in policy's compiled
 #: kernel: below it the Python loop (~60 us a batch) finishes before numba is imported and
-#: its cached kernels loaded (~1-2 s); bench/bench_simulate.py measures both paths
+#: its cached kernels loaded (~1-2 s); benchmarks/simulate.py measures both paths
 FAST_MIN_OUTPUT_TOKENS = 50_000
 
 
@@ -315,10 +315,10 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     """Run ``policy`` over ``instance``; return the schedule (no metrics). ``stats``, if
     given, receives the policy's decision time. ``deadline`` (a ``time.perf_counter()``
     value) stops the run with :class:`SimulationTimeout` once passed, checked every
-    :data:`DEADLINE_EVERY` decisions (a command's ``--time-limit``, optsched/budget.py).
+    :data:`DEADLINE_EVERY` decisions (a command's ``--time-limit``, optsched/solving/budget.py).
 
     A built-in policy that has a compiled kernel (:mod:`optsched.policies.fast`) can run
-    there: the same schedule, batch for batch (``tests/test_fast_path.py``); its ``stats``
+    there: the same schedule, batch for batch (``tests/policies/test_fast.py``); its ``stats``
     time the whole compiled run, an upper bound on the decision time
     (:func:`~optsched.policies.fast.simulate_fast`). ``fast=True`` asks for the kernel,
     ``fast=False`` for this Python loop (the reference, and the only path for user

@@ -1,5 +1,14 @@
-"""SLO-park: serve for TTFT and P99 TBT SLO attainment by parking long requests after their
-first token (issue 25, "Goodput" target; the online form of ``bench/goodput_park.py``).
+"""SLO-park: serve for TTFT and TBT SLO attainment: shortest prompt first, peaks reserved,
+and, under the per-request P99 reading of a TBT SLO only, long requests parked after their
+first token (the online form of the offline park construction, ``optsched/serving/park.py``).
+
+**Which TBT rule** (``tbt_rule``). SLOs are judged by a request's longest gap between tokens
+(docs/semantics.md section 4, ``max_tbt``): then no gap may exceed the SLO, every request's
+allowance below is 0, and the policy never parks: it prefills arrivals shortest prompt
+first, reserves each request's peak KV and decodes it in every batch (``tbt_rule = "max"``,
+the default). ``tbt_rule = "p99"`` restores the per-request P99 reading the policy was built
+for (``optsched.metrics.serving.p99_tbt``), whose allowance is the loophole that reading
+leaves: the rest of this docstring describes it.
 
 **Clairvoyant** (hypothetical, semantics section 6): it reads the true output lengths, as
 ``svf``, ``mcsf`` and ``gba`` do here. It needs them for two things: a short request's peak
@@ -24,7 +33,7 @@ by default; entry cap ``max_batch_size``)
 1. **Bound residents decode** (no allowance left: peak KV reserved, never evicted).
 2. **First prefills**: the one under way (chunked) continues; then waiting requests in
    ``first`` order (``prompt``: shortest prompt first, the better order on notebook 08's
-   setting, ``bench/results/goodput-park.txt``; ``arrival``: FCFS). A request with
+   setting, ``studies/serving/results/goodput-park.txt``; ``arrival``: FCFS). A request with
    ``a(O) = 0`` reserves its peak ``fp(I + O - 1)``, one with allowance its prompt
    ``fp(I)``; if that does not fit, free residents are evicted (lost ones first, then
    those that stay within their allowance, most tokens left first) until it does, else no
@@ -43,17 +52,17 @@ by default; entry cap ``max_batch_size``)
    otherwise be empty, so the run always ends). A refill that uses a request's last
    allowance reserves its peak (it is bound from then on). ``headroom`` 0.3 by default:
    sustainable rates (10 probes, ``optsched capacity``'s search) on notebook 08's setting
-   and three seeded windows (``bench/bench_slo_park.py``'s instances, the ones reported, so
+   and three seeded windows (``studies/serving/slo_park.py``'s instances, the ones reported, so
    the choice is tuned on them): headroom 0 17.45 / 7.34 / 14.05 / 10.15 req/s (7 probes),
    0.2 20.53 / 8.51 / 14.63, 0.3 20.25 / 9.36 / 15.03, 0.4 20.81 / 9.36 / 14.63, 0.5
    20.81 / 9.23 (load 8-13). A prefill budget of 2,048 tokens against ``C = 4,096`` (12
    probes, four instances): 20.32 / 9.36 / 15.03 / 12.02 -> 20.67 / 9.14 / 15.03 / 12.82
-   req/s (``bench/results/slo-park.txt``; shorter batches give waiting prompts their first
+   req/s (``studies/serving/results/slo-park.txt``; shorter batches give waiting prompts their first
    token sooner, as for ``ttft-first``'s ``P``).
 
 Parking (``park``): ``eager`` (default) evicts a request with allowance in the batch after
 its first token if some request waits for its first prefill; ``always`` evicts it whatever
-waits (``bench/goodput_park.py``'s rule); ``lazy`` keeps it resident and free, evicted only
+waits (``optsched/serving/park.py``'s rule); ``lazy`` keeps it resident and free, evicted only
 when a first prefill or a decode needs the memory.
 
 Memory: every resident's reservation is at least its KV after the batch (bound: peak;
@@ -83,6 +92,7 @@ _BIG = 1 << 62
 _FIRST_ORDERS = ("prompt", "arrival")
 _REFILL = ("idle", "spare")
 _PARK = ("eager", "always", "lazy")
+_TBT_RULES = ("max", "p99")
 
 # states of a request
 WAIT, FIRST, BOUND, FREE, PARKED, REFILL, DONE = range(7)
@@ -112,11 +122,13 @@ class SLOPark(Policy):
         refill: str = "idle",
         headroom: float = 0.3,
         park: str = "eager",
+        tbt_rule: str = "max",
     ):
         for name, v, allowed in (
             ("first", first, _FIRST_ORDERS),
             ("refill", refill, _REFILL),
             ("park", park, _PARK),
+            ("tbt_rule", tbt_rule, _TBT_RULES),
         ):
             if v not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {v!r}")
@@ -125,6 +137,7 @@ class SLOPark(Policy):
         self.ttft_default, self.tbt = float(ttft_slo), float(tbt_slo)
         self.first, self.budget, self.refill, self.park = first, budget, refill, park
         self.headroom = float(headroom)
+        self.tbt_rule = tbt_rule
 
     # -- set-up ------------------------------------------------------------------------------
     def bind(self, view: SimView) -> None:
@@ -143,7 +156,8 @@ class SLOPark(Policy):
         price = view.cost_model.batch_time
         # the latest start from which the prompt alone still ends within the TTFT SLO
         self.late_at = [d - price([p], [0], [False]) for d, p in zip(self.due, self.I, strict=True)]
-        self.allow = allowance(view.known_output).tolist()
+        self.allow = (allowance(view.known_output) if self.tbt_rule == "p99"
+                      else np.zeros(n, np.int64)).tolist()
         self.peak = [int(view.fp(i + o - 1)) for i, o in zip(self.I, self.O, strict=True)]
         key = view.prompt.astype(np.float64) if self.first == "prompt" else view.arrival
         order = np.lexsort((np.arange(n), view.arrival, key))
@@ -427,7 +441,8 @@ class SLOPark(Policy):
 
 _PARAMS = (
     Param("ttft_slo", float, 1.0, "TTFT SLO (s) of requests without one in the instance", check=positive),
-    Param("tbt_slo", float, 1.0, "P99 TBT SLO (s): gaps beyond it spend the allowance", check=positive),
+    Param("tbt_slo", float, 1.0, "TBT SLO (s): no gap may exceed it (tbt_rule max); under p99, "
+          "gaps beyond it spend the allowance", check=positive),
     Param(
         "first",
         str,
@@ -451,19 +466,23 @@ _PARAMS = (
         "eager",
         "eager: a request with allowance is evicted right after its "
         "first token while others wait; always: right after its first token (as "
-        "bench/goodput_park.py); lazy: only when memory is needed",
+        "optsched/serving/park.py); lazy: only when memory is needed",
         choices=_PARK,
     ),
+    Param("tbt_rule", str, "max", "max: the SLO bounds a request's longest gap (docs/semantics.md "
+          "section 4), so nothing is parked; p99: the per-request P99 reading, whose allowance "
+          "of long gaps parking spends (kept for comparison)", choices=_TBT_RULES),
 )
 
 register(
     "slo-park",
     "SLO-park: prefill arrivals shortest prompt first, keep requests that must meet every "
-    "TBT gap resident (peak KV reserved), park (evict) requests whose P99 TBT allows a long "
-    "gap after their first token and refill them when no arrival waits (knows O)",
-    "optsched issue 25 (goodput target): the online form of bench/goodput_park.py's park "
-    "construction; P99 TBT nearest rank (docs/semantics.md section 4), recompute preemption "
-    "(section 3); clairvoyant like svf, mcsf and gba",
+    "TBT gap resident (peak KV reserved); with tbt_rule=p99 only, park (evict) requests whose "
+    "per-request P99 TBT allows a long gap after their first token and refill them when no "
+    "arrival waits (knows O)",
+    "optsched: the online form of optsched/serving/park.py's park construction; TBT SLO on "
+    "the longest gap (docs/semantics.md section 4) or, with tbt_rule=p99, the per-request P99 "
+    "(nearest rank); recompute preemption (section 3); clairvoyant like svf, mcsf and gba",
     hypothetical=True,
     params=_PARAMS,
     factory=SLOPark,

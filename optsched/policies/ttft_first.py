@@ -1,5 +1,5 @@
 """TTFT-first: prefill every request as soon as it arrives, evict as memory requires, finish
-later (issue 25, item 2; the schedule side of the mean-TTFT bound).
+later (the schedule side of the mean-TTFT bound).
 
 Why: with recompute preemption (docs/semantics.md section 3) a request's first token needs
 only its prompt's prefill. A policy that admits arrivals only when memory is free (vLLM,
@@ -19,11 +19,11 @@ reservation to ``m + 1``. The sum of reservations stays ``<= M`` and every reser
 
 The prefill budget ``P`` (default 2,048 tokens; the instance's own ``P`` caps it) bounds
 how many prompt tokens one batch holds, so a short prompt does not wait for a batch full of
-long ones. Measured on the six seeded Azure windows of ``bench/bench_upper.py`` (mean TTFT,
+long ones. Measured on the six seeded Azure windows of ``studies/bounds/upper.py`` (mean TTFT,
 s, conversation seeds 1-3 / code seeds 1-3): ``P = C`` 0.177, 0.212, 0.648 / 9.45, 3.12,
 13.38; ``P = 1024`` 0.168, 0.197, 0.477 / 10.14, 2.98, 14.34; ``P = 2048`` 0.165, 0.194,
 0.470 / 9.51, 2.86, 13.52; ``P = 4096`` 0.172, 0.205, 0.523 / 9.30, 2.90, 13.26 (chosen on
-the same windows the bench reports).
+the same windows the study reports).
 
 1. **First prefills under way** (``g = 0``, ``m > 0``): their next chunk, ``min(S - m,
    tokens left, prefill tokens left)``.
@@ -35,7 +35,7 @@ the same windows the bench reports).
    Unless ``hybrid`` is set, a batch with first prefills holds nothing else (steps 3-4 are
    skipped): requests past their first token do not lengthen the batch that gives others
    theirs (on an Azure conversation window: mean TTFT 0.263 s hybrid, 0.202 s not;
-   ``bench/bench_upper.py``).
+   ``studies/bounds/upper.py``).
 3. **Requests with their first token that hold KV**, in resident priority order: a decode (one
    token) or the next chunk of a refill. A decode that does not fit evicts the
    lowest-priority resident not yet in the batch, or itself when it is the lowest (vLLM's
@@ -293,7 +293,7 @@ _PARAMS = (
     Param("refill_chunk", int, 256, "most tokens of a refill per batch, 0 = no cap (a short "
           "refill batch delays an arrival less)", lo=0),
 )
-_SOURCE = ("optsched issue 25 item 2 (prefill on arrival, evict as memory requires); recompute "
+_SOURCE = ("optsched (prefill on arrival, evict as memory requires); recompute "
            "preemption as vLLM (Kwon et al., section 4.5), first token priced by the srpt "
            "bound, formulations/bounds.md")
 

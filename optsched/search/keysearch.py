@@ -1,4 +1,4 @@
-"""Priority-key search on the compiled simulator kernels (issue 25, item 2).
+"""Priority-key search on the compiled simulator kernels.
 
 A schedule is decoded from a *key* (one number per request, smallest first: ties by arrival,
 then instance order, as the policies rank) by one of the compiled kernels of
@@ -39,9 +39,9 @@ around the best (key, decoder) with accept-if-strictly-better moves, each named:
 * ``block``: the keys of a block of consecutive arrivals multiplied by random factors;
 * ``decoder``: the best key decoded by another decoder.
 
-Every candidate is judged by :func:`optsched.evaluate.evaluate` (the one evaluator), so the
+Every candidate is judged by :func:`optsched.evaluate` (the one evaluator), so the
 objective the search compares is the evaluator's; the kernel's schedules are those of the
-Python path batch for batch (``tests/test_keysearch.py``). Seeded (one
+Python path batch for batch (``tests/search/test_keysearch.py``). Seeded (one
 ``numpy.random.Generator``); with ``max_iterations`` a run is reproducible whatever the
 machine's speed; it stops at ``deadline``.
 """
@@ -57,16 +57,18 @@ import numpy as np
 
 from ..bounds.floors import Floors
 from ..bounds.srpt import job_works
-from ..errors import OptschedError
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from ..instance import Instance
+from ..objectives import OBJECTIVES
 from ..policies.fast import HAVE_NUMBA, fast_config, simulate_fast
 from ..policies.mcsf import MCSF
 from ..policies.simulator import SimView, _Sim, known_outputs
 from ..policies.unified import UnifiedScheduler
 from ..schedule import Schedule
 from ..solve_types import Objective
-from .one_prompt import ONE_PROMPT, OnePromptDecoder
+from .decoder import Decoder, DecoderError, get_decoder, register_decoder
+from .decoder import default_decoders as default_decoders
+from .lns_decode import PolicyDecoder
 from .prefill_phase import PrefillPhaseError, prefill_first_schedule
 
 _RANK = dict(order="single", hybrid=True, chunked=True, waiting_evicts=True)
@@ -82,15 +84,9 @@ CONFIGS: dict[str, dict | None] = {
 PREFILL_PACK = {"prefill-first": (1, 0), "prefill-chunk2048": (1, 2048),
                 "prefill-chunk1024": (1, 1024), "prefill-pack2": (2, 0),
                 "prefill-packed": (1 << 30, 0)}
-#: decoders tried, the seed keys with each in turn; ``rank-pc`` is left out by default: on
-#: the bench's trace windows it was 1.3-1.7x worse than ``rank`` on total latency
-DEFAULT_DECODERS = ("mcsf", "rank", "rank-ef")
-#: for mean TTFT the prefill-first shape first (every first token before the other tokens)
-TTFT_DECODERS = ("prefill-first", "prefill-chunk2048", "prefill-chunk1024", "prefill-pack2",
-                 "prefill-packed", "mcsf")
 
 
-class KeySearchError(OptschedError):
+class KeySearchError(DecoderError):
     """The kernels cannot decode this instance (no numba, another cost model, ...)."""
 
 
@@ -171,14 +167,33 @@ class PrefillDecoder:
             return None
 
 
-def make_decoder(inst: Instance, kind: str) -> KernelDecoder | PrefillDecoder | OnePromptDecoder:
-    """The decoder named ``kind`` (:data:`CONFIGS`, :data:`PREFILL_PACK` or
-    :data:`optsched.search.one_prompt.ONE_PROMPT`) bound to ``inst``."""
-    if kind in PREFILL_PACK:
-        return PrefillDecoder(inst, kind)
-    if kind in ONE_PROMPT:
-        return OnePromptDecoder(inst, kind)
-    return KernelDecoder(inst, kind)
+# The decoders of this module, registered (optsched/search/decoder.py) with the objectives the
+# key search (and LNS) try them for by default, in rank order: the seed keys with each in
+# turn. For mean TTFT the prefill-first shape first (every first token before the other
+# tokens), then MC-SF; for the other objectives MC-SF and the ranking kernels. ``rank-pc`` is
+# tried only when named: on the bench's trace windows it was 1.3-1.7x worse than ``rank`` on
+# total latency. ``mcsf`` resumes by the Python path (lns_decode.PolicyDecoder, batch for
+# batch the kernel's schedules): LNS's decoder for every objective.
+_NOT_TTFT = tuple(o for o in OBJECTIVES if o != Objective.MEAN_TTFT)
+_TTFT = (Objective.MEAN_TTFT.value,)
+for _rank, _kind in enumerate(PREFILL_PACK, start=10):
+    register_decoder(_kind, f"prefill-first in key order, (pack, chunk) = {PREFILL_PACK[_kind]} "
+                     "(optsched.search.prefill_phase)", rank=_rank, key_search=_TTFT)(PrefillDecoder)
+register_decoder("mcsf", "MC-SF's admission rule in key order, true output lengths (compiled; "
+                 "resumes by the Python path)", rank=20, key_search=OBJECTIVES, lns=OBJECTIVES,
+                 resumable=PolicyDecoder)(KernelDecoder)
+register_decoder("rank", "InferMax's ranking scheduler in key order, P = 512 (compiled)",
+                 rank=21, key_search=_NOT_TTFT)(KernelDecoder)
+register_decoder("rank-ef", "the rank decoder reserving I + O - 1 at admission (compiled)",
+                 rank=22, key_search=_NOT_TTFT)(KernelDecoder)
+register_decoder("rank-pc", "the rank decoder with whole prompts per batch, P = C (compiled)",
+                 rank=23)(KernelDecoder)
+
+
+def make_decoder(inst: Instance, kind: str) -> Decoder:
+    """The registered decoder named ``kind`` (:data:`optsched.search.decoder.DECODERS`) bound
+    to ``inst``."""
+    return get_decoder(kind).make(inst, kind)
 
 
 @dataclass(frozen=True)
@@ -211,12 +226,12 @@ class _Search:
         self.inst, self.obj, self.deadline = inst, objective, deadline
         self.cap, self.progress = max_iterations, progress
         self.rng = np.random.default_rng(seed)
-        self.dec: dict[str, KernelDecoder | PrefillDecoder | OnePromptDecoder] = {}
-        why = ""
+        self.dec: dict[str, Decoder] = {}
+        why = f"no key decoder for {objective}"
         for k in decoders:
             try:
                 self.dec[k] = make_decoder(inst, k)
-            except KeySearchError as e:
+            except DecoderError as e:
                 why = str(e)
         if not self.dec:
             raise KeySearchError(why)
@@ -308,11 +323,11 @@ def key_search(inst: Instance, objective: str, *, deadline: float, seed: int = 0
     no candidate decoded in time. Raises :class:`KeySearchError` when no kernel applies."""
 
     se = _Search(inst, objective, seed, deadline, max_iterations,
-                 decoders or (TTFT_DECODERS if objective == "mean-ttft" else DEFAULT_DECODERS),
-                 progress)
+                 decoders or default_decoders(objective, "key"), progress)
     decs = tuple(se.dec)
+    arrival = np.asarray(inst.arrival, np.float64)
     keys = _distinct({**seed_keys(inst, objective), "prompt": inst.prompt.astype(np.float64),
-                      **(extra_keys or {})}, se.dec[decs[0]].arrival)
+                      **(extra_keys or {})}, arrival)
     best, best_s, best_key, best_dec, method = math.inf, None, None, decs[0], ""
     history: list[tuple[float, float]] = []
     imp = 0
@@ -330,7 +345,7 @@ def key_search(inst: Instance, objective: str, *, deadline: float, seed: int = 0
     se._log(f"{method}: {best:.6g} after {se.decodes} decodes")
     seeds = list(keys.values())
     # rank form (the kernel's own order, ties included): shifts and swaps act on positions
-    key = key_ranks(np.asarray(best_key, np.float64), se.dec[best_dec].arrival)[0].astype(np.float64)
+    key = key_ranks(np.asarray(best_key, np.float64), arrival)[0].astype(np.float64)
     while se.more():
         if se.rng.random() < 0.02 and len(decs) > 1:
             kind, dec, cand = "decoder", decs[int(se.rng.integers(len(decs)))], key
@@ -346,9 +361,9 @@ def key_search(inst: Instance, objective: str, *, deadline: float, seed: int = 0
                            time.perf_counter() - se.t0, history)
 
 
-__all__ = ["CONFIGS", "DEFAULT_DECODERS", "KernelDecoder", "KeySearchError",
-           "KeySearchResult", "KeyedRank", "PREFILL_PACK", "PrefillDecoder", "TTFT_DECODERS",
-           "key_ranks", "key_search", "make_decoder"]
+__all__ = ["CONFIGS", "KernelDecoder", "KeySearchError", "KeySearchResult", "KeyedRank",
+           "PREFILL_PACK", "PrefillDecoder", "default_decoders", "key_ranks", "key_search",
+           "make_decoder"]
 
 
 def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:

@@ -14,7 +14,7 @@ re-solve it exactly with the exhaustive search
   means every later batch sees the state it saw before, so it stays valid;
 * the window's batches are replaced by the solution, every start is left to "as early as
   possible" (semantics section 4), and the whole schedule is replayed by
-  :func:`optsched.evaluate.evaluate`; it is kept only if feasible and strictly better.
+  :func:`optsched.evaluate`; it is kept only if feasible and strictly better.
 
 A second family works at trace scale, where nearly every batch is crowded: **priority
 search**. A schedule is decoded from a priority key (one number per request, smallest first)
@@ -48,7 +48,7 @@ instead of ~0.5 s) or, for mean TTFT, as prefill-first schedules
 (:mod:`optsched.search.prefill_phase`), with local moves on the key; its result (method
 ``keysearch ...``) is where the Python priority phase starts.
 
-Every decoded schedule is judged by :func:`optsched.evaluate.evaluate` and kept only if
+Every decoded schedule is judged by :func:`optsched.evaluate` and kept only if
 strictly better; the window phase then continues from the best schedule. By default the
 priority search gets the share of the start schedule's batches too crowded for an exact
 window (at least half the time, at most 95%).
@@ -71,12 +71,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..errors import OptschedError
-from ..evaluate import Evaluation, evaluate
+from ..evaluation import Evaluation, evaluate
 from ..formulations.exhaustive import SearchOptions, search_between
 from ..instance import Instance, Request
 from ..policies.registry import SimulationTimeout
 from ..schedule import Batch, Schedule
 from ..solve_types import Objective, Status
+from .decoder import default_decoders
 from .keysearch import KeySearchError, key_search, seed_keys
 from .lns_decode import decode, in_instance_order
 from .prefill_phase import PrefillPhaseError
@@ -84,7 +85,7 @@ from .prefill_srpt import GRID, GRID_MIN_CHUNK, prefill_srpt_schedule
 
 State = tuple[int, int]  # (g, m): generated tokens, cached tokens (semantics section 3)
 #: the key search is skipped when its share of the time is shorter: a process's first kernel
-#: call loads numba and the cached kernels (~1-2 s, optsched/warm.py), which no deadline stops
+#: call loads numba and the cached kernels (~1-2 s, optsched/cli/warm.py), which no deadline stops
 KERNEL_MIN_SECONDS = 2.0
 
 
@@ -455,8 +456,10 @@ class _LNS:
         return min(0.95, max(0.5, crowded))
 
     def _decoders(self) -> tuple[str, ...]:
-        """TTFT-first's decoder evicts for arrivals: tried first for mean TTFT only."""
-        return ("ttft", "mcsf") if self.obj == Objective.MEAN_TTFT else ("mcsf",)
+        """The registered decoders LNS tries for the objective, in rank order
+        (:func:`optsched.search.decoder.default_decoders`): TTFT-first's, which evicts for
+        arrivals, first for mean TTFT only, then MC-SF's."""
+        return default_decoders(self.obj, "lns")
 
     def _move(self, s: Schedule, nprng, key: np.ndarray, seeds: dict[str, np.ndarray],
               handover: np.ndarray, ev):
@@ -596,7 +599,7 @@ def improve(instance: Instance, schedule: Schedule, objective: str = "makespan",
             options: LNSOptions | None = None, *, evaluation: Evaluation | None = None
             ) -> LNSResult:
     """Large-neighbourhood search from ``schedule`` (module docstring); the result is
-    replayed by :func:`optsched.evaluate.evaluate` and never worse than ``schedule``.
+    replayed by :func:`optsched.evaluate` and never worse than ``schedule``.
     ``evaluation``: the schedule's replay when the caller has it (the solve pipeline's
     warm start), so that it is not replayed again."""
     if schedule.has_swaps or instance.limits.swapping:

@@ -1,13 +1,18 @@
 """Priority decoders of the large-neighbourhood search (optsched/search/lns.py): a priority key (one
-number per request, smallest first) turned into a whole schedule by the simulator.
+number per request, smallest first) turned into a whole schedule by the simulator, resumable
+after a replayed prefix (:class:`PolicyDecoder`, a
+:class:`~optsched.search.decoder.ResumableDecoder`):
 
 * ``mcsf``: MC-SF's admission rule (:mod:`optsched.policies.mcsf`, equation (1)) ranking
-  waiting requests by the key, true output lengths; it never evicts;
+  waiting requests by the key, true output lengths; it never evicts (registered with the
+  compiled kernels in :mod:`optsched.search.keysearch`, whose whole decodes are the same
+  schedules);
 * ``ttft``: the TTFT-first policy (:mod:`optsched.policies.ttft_first`) with the key as both
-  its first-prefill order and its resident priority (evicting the largest key first).
+  its first-prefill order and its resident priority (evicting the largest key first); LNS
+  tries it first for mean TTFT.
 
 Both read the true output lengths (hypothetical): a decoded schedule is a schedule like any
-other, judged by :func:`optsched.evaluate.evaluate`; it bounds the optimum from above.
+other, judged by :func:`optsched.evaluate`; it bounds the optimum from above.
 
 **Resuming** (:class:`Resume`): the schedule's first ``j0`` batches are replayed as they are
 (a batch waits for the arrivals of the requests it touches, which is the evaluator's "as
@@ -27,8 +32,7 @@ from ..policies.mcsf import MCSF
 from ..policies.simulator import Plan, Policy, SimView, simulate_policy
 from ..policies.ttft_first import TTFTFirst
 from ..schedule import Schedule
-
-DECODERS = ("mcsf", "ttft")
+from .decoder import DecoderError, get_decoder, register_decoder
 
 
 class KeyedMCSF(MCSF):
@@ -90,12 +94,8 @@ class KeyedTTFT(TTFTFirst):
         self.prefilling.sort(key=lambda i: int(self.first_rank[i]))
 
 
-def decoder(kind: str, key: np.ndarray) -> KeyedMCSF | KeyedTTFT:
-    if kind == "mcsf":
-        return KeyedMCSF(key)
-    if kind == "ttft":
-        return KeyedTTFT(key)
-    raise ValueError(f"unknown decoder {kind!r}; choose one of {', '.join(DECODERS)}")
+#: the keyed policy of each decoder of this module
+_KEYED: dict[str, type[KeyedMCSF] | type[KeyedTTFT]] = {"mcsf": KeyedMCSF, "ttft": KeyedTTFT}
 
 
 class Resume(Policy):
@@ -168,17 +168,45 @@ def in_instance_order(s: Schedule, ids: tuple[str, ...]) -> Schedule:
                     entry_hit=s.entry_hit, drop_ptr=s.drop_ptr, drop_block=s.drop_block)
 
 
+class PolicyDecoder:
+    """The ``mcsf`` or ``ttft`` decoder bound to ``inst`` (module docstring): a
+    :class:`~optsched.search.decoder.ResumableDecoder` on the Python simulator."""
+
+    def __init__(self, inst: Instance, kind: str):
+        if kind not in _KEYED:
+            raise DecoderError(f"no keyed policy for decoder {kind!r}; choose one of "
+                               f"{', '.join(_KEYED)}")
+        self.inst, self.kind = inst, kind
+
+    def decode(self, key: np.ndarray) -> Schedule | None:
+        return self.resume(key, None, 0, None)
+
+    def resume(self, key: np.ndarray, prefix: Schedule | None, j0: int,
+               deadline: float | None) -> Schedule:
+        inner = _KEYED[self.kind](np.asarray(key, dtype=np.float64))
+        if prefix is None or j0 <= 0:
+            return simulate_policy(self.inst, inner, deadline=deadline)
+        return simulate_policy(self.inst, Resume(in_instance_order(prefix, self.inst.ids), j0,
+                                                 inner), deadline=deadline)
+
+
+register_decoder("ttft", "TTFT-first with the key as first-prefill order and resident "
+                 "priority (Python; resumable)", rank=5, lns=("mean-ttft",),
+                 resumable=PolicyDecoder)(PolicyDecoder)
+
+
 def decode(inst: Instance, kind: str, key: np.ndarray, prefix: Schedule | None = None,
            j0: int = 0, deadline: float | None = None) -> Schedule:
-    """The schedule the ``kind`` decoder builds from ``key`` (after ``prefix``'s first ``j0``
-    batches, when given); past ``deadline`` (a ``time.perf_counter()`` value) the simulator
-    raises ``SimulationTimeout``."""
-    inner = decoder(kind, np.asarray(key, dtype=np.float64))
-    if prefix is None or j0 <= 0:
-        return simulate_policy(inst, inner, deadline=deadline)
-    return simulate_policy(inst, Resume(in_instance_order(prefix, inst.ids), j0, inner),
-                           deadline=deadline)
+    """The schedule the resumable decoder ``kind`` (a registered decoder with a
+    :class:`~optsched.search.decoder.ResumableDecoder` form) builds from ``key`` (after
+    ``prefix``'s first ``j0`` batches, when given); past ``deadline`` (a
+    ``time.perf_counter()`` value) the simulator raises ``SimulationTimeout``."""
+    spec = get_decoder(kind)
+    if spec.resumable is None:
+        raise DecoderError(f"decoder {kind!r} cannot resume after a prefix (LNS needs one "
+                           "that can)")
+    return spec.resumable(inst, kind).resume(np.asarray(key, dtype=np.float64), prefix, j0,
+                                             deadline)
 
 
-__all__ = ["DECODERS", "KeyedMCSF", "KeyedTTFT", "Resume", "decode", "decoder",
-           "in_instance_order"]
+__all__ = ["KeyedMCSF", "KeyedTTFT", "PolicyDecoder", "Resume", "decode", "in_instance_order"]

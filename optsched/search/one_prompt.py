@@ -1,6 +1,6 @@
 """The ``one-prompt`` key decoders: one prompt a batch, short batches while requests decode.
 
-Issue 25's gap attribution (``docs/results/bounds.md``, "Which side holds the gap") found
+The gap attribution (``docs/results/bounds.md``, "Which side holds the gap") found
 on the code trace (2,000-token prompts, ~30-token outputs) that the exact eviction-free
 optimum of small windows prefills *one prompt a batch*, smallest first, and lets a request's
 decode steps run in short batches as soon as it has its first token, while the registered
@@ -21,7 +21,7 @@ Keys are the key search's (:func:`optsched.search.keysearch.seed_keys`, smallest
 It runs on the Python simulator (~0.6 s a 1,200-request window), so it is not among the
 default decoders; name it in ``key_search(..., decoders=("one-prompt", ...))``.
 
-Measured on the code windows of ``bench/bench_gap_attribution.py`` (entry-cost key, seeds
+Measured on the code windows of ``studies/bounds/gap_attribution.py`` (entry-cost key, seeds
 0 / 1 / 2): 6,349 / 11,312 / 6,292 s total latency at ``lo = 768`` against the best known
 6,440 / 10,665 / 6,361.
 """
@@ -34,6 +34,7 @@ from ..instance import Instance
 from ..policies.simulator import simulate_policy
 from ..policies.unified import UnifiedScheduler
 from ..schedule import Schedule
+from .decoder import register_decoder
 
 #: decoder name -> prefill budget ``lo`` while some request decodes
 ONE_PROMPT = {"one-prompt": 768, "one-prompt512": 512, "one-prompt1024": 1024}
@@ -78,8 +79,8 @@ class OnePromptRank(UnifiedScheduler):
 
 
 class OnePromptDecoder:
-    """A ``one-prompt`` decoder bound to ``inst``, with the interface of
-    :class:`optsched.search.keysearch.KernelDecoder` (``decode(key)``, ``arrival``)."""
+    """A ``one-prompt`` decoder bound to ``inst`` (a
+    :class:`~optsched.search.decoder.Decoder`)."""
 
     def __init__(self, inst: Instance, kind: str):
         if kind not in ONE_PROMPT:
@@ -89,3 +90,9 @@ class OnePromptDecoder:
 
     def decode(self, key: np.ndarray) -> Schedule | None:
         return simulate_policy(self.inst, OnePromptRank(key, self.lo), fast=False)
+
+
+for _rank, _kind in enumerate(ONE_PROMPT, start=30):
+    register_decoder(_kind, f"one prompt a batch, decoding requests first, at most "
+                     f"{ONE_PROMPT[_kind]} prompt tokens a batch while some decode (Python)",
+                     rank=_rank)(OnePromptDecoder)

@@ -1,4 +1,4 @@
-"""Prefill-first schedules for mean TTFT, decoded from a priority key (issue 25, item 2).
+"""Prefill-first schedules for mean TTFT, decoded from a priority key.
 
 Mean TTFT counts only when each request's first token is generated (docs/semantics.md
 section 5), so a schedule aimed at it can put every first token first and every later token
@@ -17,10 +17,10 @@ after. :func:`prefill_first_schedule` builds, from a key (smallest first):
    and first token, in chunks, generating the second token) and the group decodes together,
    one token each per batch, the others evicted first.
 
-Phase 1 is the packed prefill-first construction that ``bench/bench_bounds.py`` measured
+Phase 1 is the packed prefill-first construction that ``studies/bounds/trace_bounds.py`` measured
 beating TTFT-first on the seeded windows, with the order and packing as parameters; the
 schedule is hypothetical (it reads output lengths, like the key decoders) and, like every
-schedule, judged by :func:`optsched.evaluate.evaluate` (no stated starts: each batch runs
+schedule, judged by :func:`optsched.evaluate` (no stated starts: each batch runs
 as early as possible, semantics section 4).
 """
 

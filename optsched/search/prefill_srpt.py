@@ -1,4 +1,5 @@
-"""Prefill-first SRPT with cut-to-arrival chunks, for mean TTFT (issue 25, "which side").
+"""Prefill-first SRPT with cut-to-arrival chunks, for mean TTFT (``docs/results/bounds.md``,
+"Mean TTFT: which side").
 
 Mean TTFT depends only on when each prompt's last chunk runs (docs/semantics.md section 5:
 the entry that completes the prompt generates the first token), a request may be evicted
@@ -16,7 +17,7 @@ tokens is shorter than what would remain), the running chunk is cut to end at th
 ``min_chunk`` tokens is not worth a batch's fixed time, so the server waits for the arrival
 instead. Without a cut the prompt runs in chunks of ``C`` tokens. KV of finished prompts is
 kept until memory is needed (evicted oldest first, like the other prefill-first decoders).
-Like every schedule, the result is judged by :func:`optsched.evaluate.evaluate` (no stated
+Like every schedule, the result is judged by :func:`optsched.evaluate` (no stated
 starts: each batch runs as early as possible, semantics section 4).
 """
 
@@ -157,7 +158,7 @@ def _first_tokens_srpt(
 
 
 #: the (margin, pack) pairs ``optsched improve`` tries for mean TTFT, most useful first (the
-#: grid of ``bench/bench_ttft_side.py``, ``min_chunk`` = :data:`GRID_MIN_CHUNK`; its best cells
+#: grid of ``studies/bounds/ttft_side.py``, ``min_chunk`` = :data:`GRID_MIN_CHUNK`; its best cells
 #: on the seeded windows: margin 0-1000, pack 0-2)
 GRID = tuple((m, p) for p in (0.0, 1.0, 2.0, 4.0) for m in (0, 200, 1000, 2000, 3000))
 GRID_MIN_CHUNK = 32

@@ -1,4 +1,4 @@
-"""Certified capacity ceiling (issue 25 item 3): the arrival rates at which the goodput
+"""Certified capacity ceiling: the arrival rates at which the goodput
 *upper* bound (``formulations/bounds.md`` B12) still allows a target attainment.
 
 The workload is :func:`optsched.serving.rate_search.at_rate`'s: the trace's requests with one seeded
@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..bounds.goodput import GoodputBound, goodput_bound
+from ..bounds.goodput import GoodputBound, GoodputUpperBound, goodput_bound
 from ..instance import Instance
 from .rate_search import RateSearchError, at_rate
 
@@ -58,20 +58,23 @@ class CeilingResult:
 
 
 def bound_share(instance: Instance, ttft_slo: float | None, tbt_slo: float | None,
-                tpot_slo: float | None = None, over: str = "all") -> tuple[float, GoodputBound]:
+                tpot_slo: float | None = None, over: str = "all",
+                upper: GoodputUpperBound = goodput_bound) -> tuple[float, GoodputBound]:
     """The goodput bound's share: of every request (``over="all"``: Apt-Serve's
     ``ttft_tbt_attainment``) or of those with an SLO (``"with_slo"``: the evaluator's
-    ``slo_attainment``)."""
-    gb = goodput_bound(instance, ttft=ttft_slo, tpot=tpot_slo, tbt=tbt_slo)
+    ``slo_attainment``). ``upper``: the goodput upper bound
+    (:class:`~optsched.bounds.goodput.GoodputUpperBound`; B12 by default)."""
+    gb = upper(instance, ttft=ttft_slo, tpot=tpot_slo, tbt=tbt_slo)
     share = gb.share if over == "all" else gb.attainment
     return (1.0 if share is None else float(share)), gb
 
 
 def ceiling(instance: Instance, target: float, lo: float, hi: float, *, probes: int = 12,
             seed: int = 0, ttft_slo: float | None = None, tbt_slo: float | None = None,
-            tpot_slo: float | None = None, over: str = "all") -> CeilingResult:
-    """Bisect ``[lo, hi]`` for the rate where the goodput bound falls below ``target``
-    (module docstring)."""
+            tpot_slo: float | None = None, over: str = "all",
+            upper: GoodputUpperBound = goodput_bound) -> CeilingResult:
+    """Bisect ``[lo, hi]`` for the rate where the goodput bound ``upper`` (B12 by default)
+    falls below ``target`` (module docstring)."""
     if not (math.isfinite(target) and 0 < target <= 1):
         raise RateSearchError(f"--target for a ceiling is a share in (0, 1], got {target!r}")
     if not (0 < lo < hi and math.isfinite(hi)):
@@ -84,7 +87,8 @@ def ceiling(instance: Instance, target: float, lo: float, hi: float, *, probes: 
 
     def run(rate: float) -> bool:
         t0 = time.perf_counter()
-        value, gb = bound_share(at_rate(instance, rate, seed), ttft_slo, tbt_slo, tpot_slo, over)
+        value, gb = bound_share(at_rate(instance, rate, seed), ttft_slo, tbt_slo, tpot_slo, over,
+                                upper)
         done.append(CeilingProbe(rate, value, value >= target - 1e-12,
                                  time.perf_counter() - t0, gb))
         return done[-1].allows

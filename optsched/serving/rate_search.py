@@ -11,8 +11,10 @@ between the highest rate that met the target and the lowest that did not, ``prob
 in all; it assumes the metric gets worse with the rate and reports every probe so that a
 non-monotone curve is visible. Every run is judged by the one evaluator.
 
-Metrics are plug-ins: :func:`register_metric` adds one (a name, whether lower or higher is
-better, and a function of the run); :data:`METRICS` holds them.
+Metrics are plug-ins of the metric registry (:mod:`optsched.metrics.registry`:
+:func:`register_metric` adds one -- a name, whether lower or higher is better, and a function
+of the run; :data:`METRICS` holds them; the five built-in ones are in
+:mod:`optsched.metrics.rate`).
 """
 
 from __future__ import annotations
@@ -21,18 +23,18 @@ import dataclasses
 import math
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..cost import LinearCost, UnitCost
 from ..errors import OptschedError
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from ..instance import Instance, Request
+from ..metrics.registry import METRICS, RateMetric, register_metric
 from ..metrics.serving import JctSlo, serving_metrics
 from ..policies import SimStats, get_spec, simulate_policy
+from .load import achievable_rate, arrival_rate, certified_rate
 
 
 class RateSearchError(OptschedError, ValueError):
@@ -57,64 +59,6 @@ class Run:
                                ttft_slo=s.get("ttft_slo"), tbt_slo=s.get("tbt_slo"))
 
 
-@dataclass(frozen=True)
-class RateMetric:
-    """A metric the search can target: ``better`` is ``"lower"`` or ``"higher"``;
-    ``needs`` names the settings it requires (e.g. ``("ttft_slo", "tbt_slo")``)."""
-
-    name: str
-    help: str
-    better: str
-    fn: Callable[[Run], float | None]
-    needs: tuple[str, ...] = ()
-
-    def meets(self, value: float | None, target: float) -> bool:
-        if value is None or not math.isfinite(value):
-            return False
-        return value <= target if self.better == "lower" else value >= target
-
-
-METRICS: dict[str, RateMetric] = {}
-
-
-def register_metric(name: str, help: str, better: str, needs: tuple[str, ...] = ()):
-    """Decorator: register ``fn(run) -> value`` as a searchable metric."""
-    if better not in ("lower", "higher"):
-        raise ValueError(f"metric {name!r}: better must be 'lower' or 'higher'")
-
-    def add(fn):
-        if name in METRICS:
-            raise ValueError(f"metric {name!r} is already registered")
-        METRICS[name] = RateMetric(name, help, better, fn, needs)
-        return fn
-
-    return add
-
-
-@register_metric("normalized-latency", "mean of JCT / output length (EcoServe section 4)",
-                 "lower")
-def _normalized_latency(run: Run):
-    return run.metrics()["normalized_latency"]
-
-
-@register_metric("mean-jct", "mean job completion time", "lower")
-def _mean_jct(run: Run):
-    return run.metrics()["mean_jct"]
-
-
-@register_metric("slo-attainment", "share of requests meeting the JCT SLO scale * (t_p + "
-                 "t_g * l_g) (EcoServe section 4)", "higher", needs=("slo",))
-def _slo_attainment(run: Run):
-    return run.metrics()["slo_attainment"]
-
-
-@register_metric("ttft-tbt-attainment", "share of requests with TTFT <= --ttft-slo and P99 "
-                 "TBT <= --tbt-slo (Apt-Serve's effective throughput)", "higher",
-                 needs=("ttft_slo", "tbt_slo"))
-def _ttft_tbt(run: Run):
-    return run.metrics()["ttft_tbt_attainment"]
-
-
 def at_rate(instance: Instance, rate: float, seed: int = 0) -> Instance:
     """``instance`` with Poisson arrivals of ``rate`` per time unit (module docstring)."""
     if not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
@@ -134,46 +78,27 @@ def at_rate(instance: Instance, rate: float, seed: int = 0) -> Instance:
 def _plain(r: Request) -> bool:
     """A request with nothing but id, arrival, prompt and output (what
     :meth:`Instance.from_columns` builds): a rate search's probe instance is then built from
-    columns, ~10x faster than 19K validated constructions (issue 31, ``optsched capacity``)."""
+    columns, ~10x faster than 19K validated constructions (``optsched capacity``)."""
     return r.predicted_output is None and r.cls is None and r.ttft_slo is None \
         and r.tpot_slo is None and r.deadline is None
 
 
 def trace_rate(instance: Instance) -> float:
-    """The instance's own mean arrival rate (requests per time unit; 0 if all at once)."""
-    a = instance.arrival
-    span = float(a.max() - a.min()) if a.size > 1 else 0.0
-    return (instance.n - 1) / span if span > 0 else 0.0
-
-
-def min_busy_time(instance: Instance) -> float | None:
-    """A lower bound on the engine time any schedule of ``instance`` spends in batches
-    (semantics sections 3 and 5), or None for a cost model it does not know. Every request
-    processes at least its ``I + O - 1`` tokens (a refill after an eviction only adds work)
-    and needs at least ``O`` batches (one token per batch), so there are at least
-    ``B = max(ceil(T / C), max O)`` batches with ``T = sum (I + O - 1)`` tokens. A unit-time
-    batch costs 1: ``B``. A :class:`~optsched.cost.LinearCost` batch costs at least
-    ``k0 + k1 * tokens`` (every other term is >= 0): ``k0 B + k1 T``."""
-
-    if instance.n == 0:
-        return 0.0
-    T = int((instance.prompt + instance.output - 1).sum())
-    B = max(-(-T // instance.limits.max_batch_tokens), int(instance.output.max()))
-    cm = instance.cost_model
-    if isinstance(cm, UnitCost):
-        return float(B)
-    if isinstance(cm, LinearCost):
-        return cm.k0 * B + cm.k1 * T
-    return None
+    """The instance's own mean arrival rate (requests per time unit; 0 if all at once):
+    :func:`optsched.serving.load.arrival_rate`."""
+    return arrival_rate(instance) or 0.0
 
 
 def work_limit_rate(instance: Instance) -> float | None:
-    """The rate total work allows: ``n / min_busy_time``. Over a long trace a policy cannot
-    finish requests faster than this, so a "sustainable" rate above it only reflects a
-    trace too short for the queue to build up (issue 29). None when the bound is unknown
-    or zero."""
-    w = min_busy_time(instance)
-    return instance.n / w if w else None
+    """The rate total work allows: the certified side of the mix's saturated throughput,
+    ``mu_cert = n / W`` (:func:`optsched.serving.load.certified_rate`, docs/semantics.md
+    section 4, offered load). Over a long trace of this mix no schedule finishes requests
+    faster, so a "sustainable" rate above it only reflects a trace too short for the queue
+    to build up. It replaced ``n / (k0 max(ceil(T / C), max O) + k1 T)``, which counted no
+    decode attention (``kdm m``), charged decode tokens ``k1`` even when ``kdr < 0`` (the
+    BLIS presets: not a bound there) and a ``max O`` term that a longer trace does not
+    repeat. None when the floor is unknown or zero."""
+    return certified_rate(instance)
 
 
 def repeat_trace(instance: Instance, times: int) -> Instance:
@@ -187,6 +112,16 @@ def repeat_trace(instance: Instance, times: int) -> Instance:
     return instance.replace(requests=reqs)
 
 
+#: the stability check (:func:`confirm`): a sustainable rate counts only if, on the trace
+#: repeated ``CONFIRM_FACTOR`` times at the same rate, the target is still met and the mean
+#: latency is at most ``LATENCY_GROWTH`` times what it was. A stable queue's mean latency
+#: converges as the trace grows (the longer run only adds a little warm-up); an overloaded
+#: one grows about in proportion to the trace (~3x here)
+CONFIRM_FACTOR, LATENCY_GROWTH = 3, 1.5
+#: checks at most, when the sustainable rate does not hold (the rates below it are bisected)
+CONFIRM_TRIES = 5
+
+
 @dataclass(frozen=True)
 class Probe:
     rate: float
@@ -194,10 +129,51 @@ class Probe:
     meets: bool
     seconds: float
     metrics: dict[str, Any] = field(repr=False, default_factory=dict)
+    #: the probed workload's offered load (its arrival rate over the mix's saturated rate,
+    #: docs/semantics.md section 4; None: unknown)
+    load: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"rate": self.rate, "value": self.value, "meets": self.meets,
-                "seconds": self.seconds, "metrics": self.metrics}
+                "seconds": self.seconds, "load": self.load, "metrics": self.metrics}
+
+
+@dataclass(frozen=True)
+class Check:
+    """The stability check at one rate: the probe on the trace (``probe``) and on the trace
+    repeated ``factor`` times at the same rate (``longer``; None when ``probe`` missed the
+    target and the longer run was not needed)."""
+
+    probe: Probe
+    longer: Probe | None
+    factor: int
+
+    @property
+    def rate(self) -> float:
+        return self.probe.rate
+
+    @property
+    def latency_growth(self) -> float | None:
+        """Mean latency on the longer trace over the trace's (None: not run, or no mean)."""
+        if self.longer is None:
+            return None
+        a, b = self.probe.metrics.get("mean_jct"), self.longer.metrics.get("mean_jct")
+        return None if a is None or b is None or a <= 0 else b / a
+
+    @property
+    def holds(self) -> bool:
+        """The target met on both traces and the mean latency grown at most
+        :data:`LATENCY_GROWTH` times."""
+        g = self.latency_growth
+        return bool(self.probe.meets and self.longer is not None and self.longer.meets
+                    and g is not None and g <= LATENCY_GROWTH)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rate": self.rate, "factor": self.factor, "holds": self.holds,
+                "latency_growth": self.latency_growth,
+                "value": self.probe.value, "longer_value": None if self.longer is None
+                else self.longer.value, "load": self.probe.load,
+                "longer": None if self.longer is None else self.longer.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -210,30 +186,72 @@ class RateSearchResult:
     probes: tuple[Probe, ...]
     #: :func:`work_limit_rate` of the searched trace (None: unknown cost model)
     work_limit: float | None = None
-    #: the probe at the sustainable rate repeated on a ``confirm_factor`` x longer trace
-    #: (:func:`confirm`); None when not checked
-    confirmation: Probe | None = None
-    confirm_factor: int = 0
+    #: stability checks (:func:`confirm`), the sustainable rate's first, then the rates below
+    #: it probed for one that holds; empty when not checked
+    checks: tuple[Check, ...] = ()
+
+    @property
+    def at_rate(self) -> Probe | None:
+        """The probe at the sustainable rate."""
+        for p in self.probes:
+            if p.rate == self.sustainable_rate:
+                return p
+        return None
 
     @property
     def throughput(self) -> float | None:
         """Requests per time unit finished at the sustainable rate (its probe's
-        ``throughput_rps``)."""
-        for p in self.probes:
-            if p.rate == self.sustainable_rate:
-                return p.metrics.get("throughput_rps")
+        ``completion_rate``: finished requests over the makespan)."""
+        p = self.at_rate
+        return None if p is None else p.metrics.get("completion_rate")
+
+    @property
+    def confirm_factor(self) -> int:
+        return self.checks[0].factor if self.checks else 0
+
+    @property
+    def confirmation(self) -> Probe | None:
+        """The sustainable rate on the longer trace (None: not checked)."""
+        c = self._check_at_sustainable
+        return None if c is None else c.longer
+
+    @property
+    def _check_at_sustainable(self) -> Check | None:
+        for c in self.checks:
+            if c.rate == self.sustainable_rate:
+                return c
         return None
 
     @property
+    def latency_growth(self) -> float | None:
+        """Mean latency on the longer trace over the trace's, at the sustainable rate."""
+        c = self._check_at_sustainable
+        return None if c is None else c.latency_growth
+
+    @property
+    def holds(self) -> bool | None:
+        """The stability check at the sustainable rate (None: not checked)."""
+        c = self._check_at_sustainable
+        return None if c is None else c.holds
+
+    @property
+    def stable_rate(self) -> float | None:
+        """The highest checked rate that holds (None: none, or not checked)."""
+        held = [c.rate for c in self.checks if c.holds]
+        return max(held) if held else None
+
+    @property
     def counted_rate(self) -> float | None:
-        """The sustainable rate if it may be claimed: at most the work limit and, when
-        checked, still met on the longer trace; else None."""
-        r = self.sustainable_rate
-        if r is None or (self.work_limit is not None and r > self.work_limit):
-            return None
-        if self.confirmation is not None and not self.confirmation.meets:
-            return None
-        return r
+        """The rate that may be claimed: the highest checked rate that holds on the longer
+        trace and is at most the work limit (a rate near saturation can pass the latency
+        check on a short trace; above the work limit it is not sustainable); unchecked, the
+        sustainable rate if at most the work limit."""
+        lim = math.inf if self.work_limit is None else self.work_limit
+        if not self.checks:
+            r = self.sustainable_rate
+            return r if r is not None and r <= lim else None
+        ok = [c.rate for c in self.checks if c.holds and c.rate <= lim]
+        return max(ok) if ok else None
 
     def to_dict(self) -> dict[str, Any]:
         return {"policy": self.policy, "metric": self.metric, "target": self.target,
@@ -243,14 +261,19 @@ class RateSearchResult:
                 "confirm_factor": self.confirm_factor or None,
                 "holds_on_longer_trace": None if self.confirmation is None
                 else self.confirmation.meets,
-                "counted_rate": self.counted_rate,
+                "latency_growth": self.latency_growth, "stable": self.holds,
+                "load": None if self.at_rate is None else self.at_rate.load,
+                "stable_rate": self.stable_rate, "counted_rate": self.counted_rate,
+                "checks": [c.to_dict() for c in self.checks],
                 "probes": [p.to_dict() for p in self.probes]}
 
 
 def probe(instance: Instance, policy: str, rate: float, metric: RateMetric, target: float,
           *, seed: int = 0, params: dict[str, Any] | None = None,
-          settings: dict[str, Any] | None = None) -> Probe:
-    """Simulate ``policy`` at ``rate``, evaluate, and judge ``metric`` against ``target``."""
+          settings: dict[str, Any] | None = None, saturated: float | None = None) -> Probe:
+    """Simulate ``policy`` at ``rate``, evaluate, and judge ``metric`` against ``target``;
+    ``saturated``: the mix's saturated rate (``OfferedLoad.achievable_rate``) for the
+    probe's load."""
     t0 = time.perf_counter()
     inst = at_rate(instance, rate, seed)
     stats = SimStats()
@@ -262,8 +285,10 @@ def probe(instance: Instance, policy: str, rate: float, metric: RateMetric, targ
     run = Run(inst, schedule, ev, stats, dict(settings or {}))
     value = metric.fn(run)
     value = None if value is None else float(value)
+    lam = arrival_rate(inst)
+    load = None if lam is None or not saturated else lam / saturated
     return Probe(rate, value, metric.meets(value, target), time.perf_counter() - t0,
-                 run.metrics())
+                 run.metrics(), load)
 
 
 def resolve_metric(metric: str, settings: dict[str, Any]) -> str:
@@ -289,8 +314,13 @@ def check_settings(metric: str, settings: dict[str, Any]) -> RateMetric:
 
 def search(instance: Instance, policy: str, metric: str, target: float, lo: float, hi: float,
            *, probes: int = 8, seed: int = 0, params: dict[str, Any] | None = None,
-           settings: dict[str, Any] | None = None, progress: bool = True) -> RateSearchResult:
-    """The highest probed rate in ``[lo, hi]`` meeting ``target`` (module docstring)."""
+           settings: dict[str, Any] | None = None, progress: bool = True,
+           confirm_factor: int = CONFIRM_FACTOR,
+           confirm_tries: int = CONFIRM_TRIES) -> RateSearchResult:
+    """The highest probed rate in ``[lo, hi]`` meeting ``target`` (module docstring), then
+    the stability check on the trace repeated ``confirm_factor`` times, at most
+    ``confirm_tries`` checks (:func:`confirm`; ``confirm_factor = 0`` skips it, and the rate
+    is then not checked)."""
     if not (math.isfinite(target)):
         raise RateSearchError(f"target must be a finite number, got {target!r}")
     if not (0 < lo < hi and math.isfinite(hi)):
@@ -300,11 +330,14 @@ def search(instance: Instance, policy: str, metric: str, target: float, lo: floa
     settings = dict(settings or {})
     m = check_settings(metric, settings)
     get_spec(policy).make(**(params or {}))  # bad policy or parameters fail before any work
+    if confirm_factor < 0:
+        raise RateSearchError(f"confirm_factor must be >= 0, got {confirm_factor!r}")
     done: list[Probe] = []
+    saturated = achievable_rate(instance)[0]  # the mix's: arrivals are redrawn anyway
 
     def run(rate: float) -> Probe:
         p = probe(instance, policy, rate, m, target, seed=seed, params=params,
-                  settings=settings)
+                  settings=settings, saturated=saturated)
         done.append(p)
         if progress:
             val = "n/a" if p.value is None else f"{p.value:.6g}"
@@ -328,23 +361,75 @@ def search(instance: Instance, policy: str, metric: str, target: float, lo: floa
             good = mid
         else:
             bad = mid
-    return RateSearchResult(policy, m.name, float(target), good, bad, tuple(done),
-                            work_limit=work_limit_rate(instance))
+    res = RateSearchResult(policy, m.name, float(target), good, bad, tuple(done),
+                           work_limit=work_limit_rate(instance))
+    if confirm_factor:
+        res = confirm(res, instance, confirm_factor, seed=seed, params=params,
+                      settings=settings, lo=lo, tries=confirm_tries, progress=progress)
+    return res
 
 
-def confirm(result: RateSearchResult, instance: Instance, factor: int = 3, *, seed: int = 0,
-            params: dict[str, Any] | None = None,
-            settings: dict[str, Any] | None = None) -> RateSearchResult:
-    """``result`` with its sustainable rate probed again on ``factor`` x the trace
-    (:func:`repeat_trace`): a rate is counted only if it still meets the target there
-    (:attr:`RateSearchResult.counted_rate`; issue 29)."""
-    if result.sustainable_rate is None:
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4g}"
+
+
+def _check(instance: Instance, result: RateSearchResult, rate: float, factor: int,
+           m: RateMetric, saturated: float | None, **kw: Any) -> Check:
+    """The probe at ``rate`` (the search's, when it ran one there) and, if it meets the
+    target, the same rate on the trace repeated ``factor`` times."""
+    p = next((q for q in result.probes if q.rate == rate), None)
+    if p is None:
+        p = probe(instance, result.policy, rate, m, result.target, saturated=saturated, **kw)
+    if not p.meets:
+        return Check(p, None, factor)
+    longer = probe(repeat_trace(instance, factor), result.policy, rate, m, result.target,
+                   saturated=saturated, **kw)
+    return Check(p, longer, factor)
+
+
+def confirm(result: RateSearchResult, instance: Instance, factor: int = CONFIRM_FACTOR, *,
+            seed: int = 0, params: dict[str, Any] | None = None,
+            settings: dict[str, Any] | None = None, lo: float | None = None,
+            tries: int = CONFIRM_TRIES, progress: bool = False) -> RateSearchResult:
+    """``result`` with the stability check: its sustainable rate probed again on ``factor`` x
+    the trace (:func:`repeat_trace`, the same rate); a rate holds if the target is met there
+    too and the mean latency grew at most :data:`LATENCY_GROWTH` times. When the sustainable
+    rate does not hold, rates below it (down to ``lo``, geometric bisection) are checked, at
+    most ``tries`` checks in all, and the highest that holds is
+    :attr:`RateSearchResult.stable_rate` (what :attr:`~RateSearchResult.counted_rate`
+    counts)."""
+    good_rate = result.sustainable_rate
+    if good_rate is None:
         return result
     settings = dict(settings or {})
     m = check_settings(result.metric, settings)
-    p = probe(repeat_trace(instance, factor), result.policy, result.sustainable_rate, m,
-              result.target, seed=seed, params=params, settings=settings)
-    return dataclasses.replace(result, confirmation=p, confirm_factor=factor)
+    saturated = achievable_rate(instance)[0]
+    kw: dict[str, Any] = {"seed": seed, "params": params, "settings": settings}
+    checks: list[Check] = []
+
+    def run(rate: float) -> bool:
+        c = _check(instance, result, rate, factor, m, saturated, **kw)
+        checks.append(c)
+        if progress:
+            longer = "not run (misses on the trace)" if c.longer is None else \
+                f"{result.metric} {_fmt(c.longer.value)}, mean latency x{_fmt(c.latency_growth)}"
+            print(f"  {result.policy} rate {rate:.6g} on the trace x{factor}: {longer}: "
+                  f"{'holds' if c.holds else 'does not hold'}", file=sys.stderr, flush=True)
+        return c.holds
+
+    if not run(good_rate):
+        bad: float = good_rate
+        held: float | None = None
+        low = lo if lo is not None else good_rate / 4
+        if low < bad and len(checks) < tries and run(low):
+            held = low
+        while held is not None and len(checks) < tries:
+            mid = math.sqrt(held * bad)
+            if run(mid):
+                held = mid
+            else:
+                bad = mid
+    return dataclasses.replace(result, checks=tuple(checks))
 
 
 def slo_from_reference(instance: Instance, policy: str = "vllm", scale: float = 2.0) -> JctSlo:
@@ -356,4 +441,5 @@ def slo_from_reference(instance: Instance, policy: str = "vllm", scale: float = 
 
 __all__ = ["METRICS", "RateMetric", "RateSearchError", "RateSearchResult", "Probe", "Run",
            "at_rate", "trace_rate", "probe", "search", "register_metric", "slo_from_reference",
-           "resolve_metric", "min_busy_time", "work_limit_rate", "repeat_trace", "confirm"]
+           "resolve_metric", "work_limit_rate", "repeat_trace", "confirm", "CONFIRM_FACTOR",
+           "CONFIRM_TRIES", "LATENCY_GROWTH", "Check"]

@@ -2,8 +2,8 @@
 parser runs on a ``bound = "NAME"`` method and the module the runner calls.
 
 Apart from :mod:`~optsched.sweep.methods` so that the spec parser can check a bound method
-without importing the runners, which import the spec (the two imported each other before,
-issue 27 item 3).
+without importing the runners, which import the spec (so the two do not import each
+other).
 """
 
 from __future__ import annotations

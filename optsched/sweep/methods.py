@@ -4,7 +4,7 @@ the CLI uses (``policies.simulate_policy``, the one solve pipeline ``pipeline.so
 
 Each runner takes ``(instance, method)`` and returns the method's part of a result row
 (:data:`optsched.sweep.results.SCHEMA`): status, objective, bound, gap, feasible, solver and
-solver version. Every schedule is replayed by :func:`optsched.evaluate.evaluate` (``solve``
+solver version. Every schedule is replayed by :func:`optsched.evaluate` (``solve``
 does it for formulations); objectives are ``Evaluation.objective``. A runner registers by
 kind with :func:`method_kind`, so a new kind is one function.
 """
@@ -15,12 +15,12 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from ..formulations import SolveOptions
 from ..instance import Instance
-from ..pipeline import solve
 from ..policies import get_spec, simulate_policy
 from ..solve_types import Status, finite_or_none
+from ..solving import solve
 from .bound_methods import BoundsUnavailable, bounds_module, check_bound_method
 from .spec import MethodSpec
 

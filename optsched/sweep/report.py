@@ -197,7 +197,7 @@ def _markdown(summary: dict, files: dict[str, str]) -> str:
     refs = summary["references"]
     md = [f"# Sweep report: {', '.join(summary['sweeps'])}", "",
           f"- {summary['cells']} cells on {summary['instances']} instances; every schedule replayed by "
-          "`optsched.evaluate.evaluate`",
+          "`optsched.evaluate`",
           f"- reference per instance and objective: the largest lower bound proven by any cell - a proven "
           f"optimum on {refs['optimum']}, a bound on {refs['bound']}, none on {refs['none']}",
           f"- from a restricted model (its optimum bounds only that model's schedules, not the "

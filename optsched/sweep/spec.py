@@ -42,7 +42,7 @@ from typing import Any
 
 from ..data import embedded_instance_path
 from ..errors import OptschedError
-from ..evaluate import OBJECTIVES
+from ..evaluation import OBJECTIVES
 from ..formulations import formulations
 from ..policies import PolicyError, get_spec
 from ..workloads.generators import GENERATORS, REQUIRED

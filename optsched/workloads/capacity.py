@@ -19,7 +19,7 @@ The standard convention gives (160e9 - 140e9) / (2*80*8192*2) = **7,629** tokens
 gives 12,130; dropping the K/V factor gives 15,258 (GB) or 24,260 (GiB); GiB for both
 memory and weights (or the 12*L*H^2 parameter estimate) gives 16,384 = 2^14. A systematic
 search (memory in GB/GiB, weights 70e9 / 68.98e9 / 69e9 parameters in GB/GiB, K/V factor
-0.5-4, dtype 1-4 bytes, MHA or GQA widths, floor/round/ceil; ``tests/test_capacity.py``)
+0.5-4, dtype 1-4 bytes, MHA or GQA widths, floor/round/ceil; ``tests/workloads/test_capacity.py``)
 found no combination giving 16,492. The closest natural value is 16,384. We therefore keep
 the physically meaningful formula and record the paper's figure as
 :data:`PAPER_LLAMA2_70B_2XA100_TOKENS` for instances that want to reproduce the paper's

@@ -1,5 +1,5 @@
 """Synthetic ShareGPT / LMSYS-like request lengths: the workloads EcoServe, BROS and Apt-Serve
-ran, rebuilt from the statistics their papers print (issue 29 item 4).
+ran, rebuilt from the statistics their papers print.
 
 **Synthetic.** We do not have the ShareGPT or LMSYS-Chat-1M conversations; each length is
 drawn from a log-normal whose mean and standard deviation are the ones a paper reports,

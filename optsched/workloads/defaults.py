@@ -1,8 +1,7 @@
 """Defaults and argument checks shared by every generator (semantics section 2).
 
 :mod:`~optsched.workloads.generators` and :mod:`~optsched.workloads.hybrid` both use them;
-living here, neither has to import the other's internals (the two imported each other
-before, issue 27 item 3).
+living here, neither has to import the other's internals.
 """
 
 from __future__ import annotations

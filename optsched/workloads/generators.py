@@ -80,6 +80,27 @@ def infermax_fixed(
     )
 
 
+def eviction_family(
+    prompt: int,
+    *,
+    n: int = 4,
+    output: int = 4,
+    max_batch_tokens: int = 4096,
+    cost_model: CostModel | None = None,
+    name: str | None = None,
+) -> Instance:
+    """InferMax's eviction experiment (section 5.1): :func:`infermax_fixed` with the KV capacity
+    ``M = max(2I, I + O - 1)`` (two prompts fit, a third only after an eviction), ``n = 4``
+    requests of ``O = 4`` output tokens by default, named ``evict-family-I<I>``. The family of
+    ``optsched demo`` (``I = 16``), notebook 02 and ``studies/offline_optima/``."""
+    prompt, output = check_int("prompt", prompt), check_int("output", output)
+    return infermax_fixed(
+        n, prompt, output,
+        limits=Limits(kv_capacity=max(2 * prompt, prompt + output - 1), max_batch_tokens=max_batch_tokens),
+        cost_model=cost_model, name=name or f"evict-family-I{prompt}",
+    )
+
+
 def infermax_mix(
     mix: str,
     n: int,
@@ -239,7 +260,7 @@ def online_paper_horizon(rate: float, horizon: int, seed: int = 0, *, name: str 
     request gets the family's draws of :func:`online_paper_random` (one ``M ~ U[30, 50]``, then
     ``s ~ U[1, 5]``, ``o ~ U[1, M - s]``, ``I = s + 1``, ``O = o``).
 
-    The parameters of the paper's experiment as issue 16 quotes its later version
+    The parameters of the paper's experiment in its later version
     (arXiv:2502.07115): rate 0.5-1.5, horizons of 40-60 rounds. ``online_paper_random`` with
     ``arrival="poisson"`` instead fixes ``n`` and runs rounds until ``n`` requests arrived. A draw
     with no arrival at all keeps one request at round 0 (an empty instance compares nothing).
@@ -428,7 +449,7 @@ def generate(kind: str, **kwargs) -> Instance:
 
 
 __all__ = [
-    "infermax_fixed", "infermax_mix", "poisson_trace", "chat_like", "online_paper_random",
+    "infermax_fixed", "eviction_family", "infermax_mix", "poisson_trace", "chat_like", "online_paper_random",
     "online_paper_horizon",
     "GENERATORS", "GeneratorKind", "Param", "REQUIRED", "generate", "MIXES", "SHORT", "LONG",
     "DEFAULT_KV_CAPACITY", "DEFAULT_MAX_BATCH_TOKENS",

@@ -6,7 +6,7 @@
   (``cls="be"``) requests submitted in batches, prompt ~ U(512, 1024), output ~ U(32, 128).
 * :func:`hybrid_metrics` -- the paper's metrics per class from one :class:`Evaluation`.
 * :func:`closed_loop_be` -- the paper's submission rule itself, per policy: each BE batch
-  submitted when the previous one completes under the policy measured (issue 29 item 4).
+  submitted when the previous one completes under the policy measured.
 
 **How "a BE batch is submitted when the previous one completes" becomes an offline
 instance.** An instance fixes every arrival before any policy runs, while the paper's BE
@@ -37,7 +37,7 @@ import numpy as np
 
 from ..cost import CostModel
 from ..errors import InstanceError
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 from ..instance import Instance, Limits, Request
 from ..metrics.serving import normalized_latency
 from .defaults import check_int, check_rate, default_cost, default_limits
@@ -190,8 +190,8 @@ def closed_loop_be(instance: Instance, make_policy: Callable[[], Any]) -> Closed
     completion, submit batch ``k + 1`` then and simulate again (one run per batch). The
     returned instance is an ordinary one -- the evaluator judges its schedule as any other
     -- and every batch's arrival equals the previous batch's completion in that schedule
-    (``tests/test_hybrid_closed_loop.py`` checks it)."""
-    from ..policies import simulate  # lazy: start-up time of `optsched generate` (issue 31)
+    (``tests/workloads/test_hybrid.py`` checks it)."""
+    from ..policies import simulate  # lazy: start-up time of `optsched generate`
 
     rt = [r for r in instance.requests if r.cls != "be"]
     horizon = max((r.arrival for r in rt), default=0.0)
@@ -216,7 +216,7 @@ def hybrid_metrics(instance: Instance, evaluation: Any, schedule: Any = None) ->
     latency (mean of latency / output tokens), TTFT and TPOT SLO attainment (share of RT
     requests meeting each, TPOT from the request's mean; a request that never finishes meets
     neither), BE throughput (BE requests finished per second of makespan) and swap volume
-    (tokens swapped out). Issue 29 adds two readings that do not hide what the first ones
+    (tokens swapped out). Two more readings do not hide what the first ones
     average away: ``be_throughput_coserving``, BE requests finished while an RT request is
     in the system per second of that time (BE starvation during co-serving), and, with the
     ``schedule``, ``rt_tpot_token_attainment``, the share of RT inter-token gaps (every
@@ -271,7 +271,7 @@ def _coserving_throughput(instance: Instance, evaluation: Any, rt: np.ndarray,
 def _token_attainment(instance: Instance, evaluation: Any, schedule: Any,
                       rt: np.ndarray) -> float | None:
     """Share of RT inter-token gaps within the request's TPOT SLO (every entry that
-    generated a token: :attr:`~optsched.evaluate.Evaluation.entry_generates`)."""
+    generated a token: :attr:`~optsched.evaluation.Evaluation.entry_generates`)."""
     gen = evaluation.entry_generates
     req = schedule.entry_req[gen]
     t = evaluation.batch_end[schedule.batch_of_entry[gen]]

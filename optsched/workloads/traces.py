@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,9 @@ from ..errors import InputFileError, InstanceError
 from ..instance import MAX_COUNT, Instance, Limits, Request
 
 FORMATS = ("azure", "vidur", "arxiv")
+
+#: the environment variable that names the shared data directory (``traces/``, ``profiling/``)
+DATA_ENV = "OPTSCHED_DATA"
 
 _COLUMNS = {
     "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
@@ -385,6 +389,23 @@ def select(
     return t
 
 
+def shared_data() -> Path:
+    """The shared data directory (``traces/``, ``profiling/``; not shipped with optsched):
+    ``$OPTSCHED_DATA`` if set, else ``shared/data`` beside the checkout this optsched runs from
+    (``../shared/data`` from the repository root). The one rule of the tests, the notebooks, the
+    studies and the benchmarks; whoever needs a file there says so when it is missing."""
+    env = os.environ.get(DATA_ENV)
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+def azure_trace(kind: str, data: str | Path | None = None) -> Path:
+    """The path of the Azure LLM inference trace 2023 of ``kind`` (``"conv"``: conversation,
+    ``"code"``) under ``data`` (default :func:`shared_data`); it may not exist."""
+    if kind not in ("conv", "code"):
+        raise InputFileError(f"Azure trace kind must be 'conv' or 'code', got {kind!r}")
+    return Path(data if data is not None else shared_data()) / "traces" / f"AzureLLMInferenceTrace_{kind}.csv"
+
+
 def window_start(n_rows: int, size: int, seed: int) -> int:
     """The first row of :func:`seeded_window`: uniform over ``[0, n_rows - size)`` by
     ``numpy.random.default_rng(seed)`` (0 when the trace has at most ``size + 1`` rows)."""
@@ -527,5 +548,5 @@ def load_arxiv(path: str | Path, limits: Limits, cost_model: CostModel | None = 
 __all__ = [
     "FORMATS", "Trace", "TraceWarning", "read_trace", "select", "load_trace",
     "trace_to_instance", "load_trace_instance", "load_azure", "load_vidur", "load_arxiv",
-    "poisson_arrivals",
+    "poisson_arrivals", "DATA_ENV", "shared_data", "azure_trace",
 ]

@@ -3,12 +3,14 @@ feasibility of bros, bros-rr and the existing policies on random RT/BE workloads
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from handworked import LATE, run_feasible
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from optsched.cost import LinearCost, UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_policy, list_policies, simulate
 from optsched.policies.bros import BidirectionalBlocks
@@ -156,7 +158,7 @@ SLO_AWARE = {"slo-park"}
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=hybrid_instances())
 def test_every_other_policy_ignores_classes_and_slos(inst):
-    """Issue 18: the existing policies stay feasible on RT/BE workloads and ignore the classes
+    """the existing policies stay feasible on RT/BE workloads and ignore the classes
     and SLOs they do not use -- the schedule is the same with them stripped."""
     plain = inst.replace(requests=tuple(Request(r.id, r.arrival, r.prompt, r.output)
                                         for r in inst.requests))
@@ -376,3 +378,47 @@ def test_bros_drain_swaps_the_victim_out_and_the_target_in():
     assert s.batch(k - 1).swap_out == [("r5", 16)] and not s.batch(k - 1).entries
     assert s.batch(k).swap_out == [("r3", 1)] and s.batch(k).swap_in == ["r5"]
     assert s.batch(k).entries == [("r5", 1)]
+
+
+
+
+def test_bros_a_late_request_does_not_set_the_batch_time_budget():
+    inst = Instance("hand", Limits(kv_capacity=100, max_batch_tokens=10), UnitCost(), tuple(LATE))
+    got, ev = run_feasible(inst, get_policy("bros"))
+    # B0 [0,1]: x's prefill alone (a, b not arrived).  At t = 1 a's residual is
+    # 0.2 + 0.5 - 1 = -0.3 (late), b's 0.2 + 10 - 1 = 9.2: b sets the budget (9.2 >= 1), so
+    # B1 [1,2] holds a (most urgent), b and x.  B2 [2,3]: a and b decode their last token, x
+    # its third: all finish at 3 (latencies x 3, a and b 2.8).
+    # Before the fix the budget was a's -0.3: B1 held a alone, B2 a, b, x and B3 b, x
+    # (x finished at 4, b at 4: latency 3.8).
+    assert got == [[("x", 2)], [("a", 1), ("b", 1), ("x", 1)], [("a", 1), ("b", 1), ("x", 1)]]
+    assert np.allclose(ev.latency, [3.0, 2.8, 2.8])
+
+
+# -- BROS progressive drop (section 5.2) --------------------------------
+# x (BE, I = 6, O = 3) at 0; a (RT, I = 4, O = 2, TTFT and TPOT SLOs 10) at 0.5. M = 8 in two
+# BROS blocks of 4 slots; no host memory (a dropped request is evicted and recomputed).
+DROP = (Request("x", 0, 6, 3, cls="be"),
+        Request("a", 0.5, 4, 2, cls="rt", ttft_slo=10.0, tpot_slo=10.0))
+
+
+def test_bros_urgent_rt_request_drops_be_work_when_no_memory_is_left():
+    inst = Instance("hand", Limits(kv_capacity=8, max_batch_tokens=10), UnitCost(), DROP)
+    policy = get_policy("bros", block=4, drop=True)
+    got, ev = run_feasible(inst, policy)
+    # B0 [0,1]: x's prompt: 6 slots (block 0 full, 2 of block 1); x: 6/7/1.
+    # t = 1: a needs 4 slots, 2 are free and x's slots cannot be checkpointed (no host): x is
+    #   dropped (evicted) and B1 [1,2] is a's prompt (4 <= 8): a: 4/5/1.
+    # B2 [2,3]: a decodes its last token (5 slots); x's refill of S = 7 gets the 3 free slots
+    #   (x: 3/7/1).  B3 [3,4]: a's slots are free: x's last 4 tokens (x: 7/8/2).  B4 [4,5]:
+    #   x's last token.  Latencies: a 3 - 0.5 = 2.5, x 5.
+    # Before the fix a waited for x (B1, B2 decode x; x finishes at 3), then B3 a's prompt and
+    # B4 its decode: a's latency 5 - 0.5 = 4.5.
+    assert got == [[("x", 6)], [("a", 4)], [("a", 1), ("x", 3)], [("x", 4)], [("x", 1)]]
+    assert [list(b.evict) for b in simulate(inst, get_policy("bros", block=4, drop=True))][1] \
+        == ["x"]
+    assert ev.latency.tolist() == [5.0, 2.5] and policy.dropped == 1
+    # drop=false (the default: it thrashes on long prompts, see optsched/policies/bros.py)
+    # keeps the old behaviour: a waits
+    _, kept = run_feasible(inst, get_policy("bros", block=4, drop=False))
+    assert kept.latency.tolist() == [3.0, 4.5]

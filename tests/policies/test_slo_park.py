@@ -1,14 +1,10 @@
 """SLO-park (optsched/policies/slo_park.py): hand-worked unit-time instances, its invariants
-on random instances, and its agreement with bench/goodput_park.py's offline construction.
+on random instances, and its agreement with the offline park construction (optsched.serving.park).
 
 Notation: ``x: m/S/g`` is request x's cached, known and generated tokens after the batch;
 ``a(O)`` the allowance of long gaps (module docstring)."""
 
 from __future__ import annotations
-
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,14 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from optsched.cost import PRESETS, UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.metrics.serving import p99_tbt, serving_metrics
 from optsched.policies import PolicyError, get_policy, get_spec, simulate
 from optsched.policies.slo_park import allowance
+from optsched.serving.park import Park
 from optsched.workloads.generators import generate
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def inst(reqs, M, C=100):
@@ -64,7 +59,7 @@ PARK = [("long", 0, 4, 101), ("short", 1, 4, 3)]
 
 def test_the_long_request_is_parked_once_and_the_short_one_runs_through():
     i = inst(PARK, M=104)
-    s = simulate(i, "slo-park", headroom=0.0)
+    s = simulate(i, "slo-park", headroom=0.0, tbt_rule="p99")
     got = plain(s)
     # t=0: long 4/5/1, reserves fp(4) = 4
     # t=1: short waits, so long is parked (a = 1); short reserves its peak 6: 4/5/1
@@ -85,7 +80,22 @@ def test_the_long_request_is_parked_once_and_the_short_one_runs_through():
     assert g.size == 100 and (g > 1).sum() == 1 and g.max() == 4  # token 1 at t=1, 2 at t=5
     assert (gaps(i, s, "short") == 1).all()
     m = serving_metrics(i, ev, schedule=s, ttft_slo=1.0, tbt_slo=1.0)
-    assert m["ttft_tbt_attainment"] == 1.0  # TTFT 1 and 1; P99 of long's gaps = 1
+    assert m["ttft_p99tbt_attainment"] == 1.0  # TTFT 1 and 1; P99 of long's gaps = 1
+    # ... but long's gap of 4 breaks the TBT SLO of 1 (longest gap, semantics section 4)
+    assert m["ttft_tbt_attainment"] == 0.5 and ev.max_tbt.tolist() == [4.0, 1.0]
+
+
+def test_under_the_longest_gap_rule_nothing_is_parked():
+    """tbt_rule = max (the default): long (O = 101) has no allowance either, reserves its
+    peak fp(104) = 104 = M at its first chunk and is never evicted; short (arriving at 1)
+    waits for it to finish at t = 101 and misses its TTFT SLO, as in the test below."""
+    i = inst(PARK, M=104)
+    s = simulate(i, "slo-park", headroom=0.0)
+    assert evicted(s, i) == set()
+    ev = evaluate(i, s)
+    assert ev.ttft.tolist() == [1.0, 101.0] and ev.max_tbt.tolist() == [1.0, 1.0]
+    m = serving_metrics(i, ev, schedule=s, ttft_slo=1.0, tbt_slo=1.0)
+    assert m["ttft_tbt_attainment"] == m["ttft_p99tbt_attainment"] == 0.5
 
 
 def test_a_request_without_allowance_is_never_parked():
@@ -114,16 +124,17 @@ def test_lazy_parks_only_when_memory_is_needed():
 
 
 def test_instance_ttft_slo_overrides_the_parameter():
-    """short's own TTFT SLO (0.5) cannot be met (a prefill takes 1), so short is lost on
-    arrival; nobody then waits within its SLO and long is not parked (with the parameter's
-    1.0 alone it is, test above). Memory allows, so short is still served at once."""
+    """Under the P99 rule: short's own TTFT SLO (0.5) cannot be met (a prefill takes 1), so
+    short is lost on arrival; nobody then waits within its SLO and long is not parked (with
+    the parameter's 1.0 alone it is, test above). Memory allows, so short is still served at
+    once."""
     i = Instance(
         "hand",
         Limits(kv_capacity=104, max_batch_tokens=100),
         UnitCost(),
         (Request("long", 0, 4, 101), Request("short", 1, 4, 3, ttft_slo=0.5)),
     )
-    pol = get_policy("slo-park", headroom=0.0)
+    pol = get_policy("slo-park", headroom=0.0, tbt_rule="p99")
     s = simulate(i, pol)
     assert pol.mechanisms()["lost"] == 1 and evicted(s, i) == set()
     assert plain(s)[1] == ([("long", 1), ("short", 4)], [])
@@ -139,6 +150,8 @@ def test_registered_as_clairvoyant_with_checked_parameters():
         get_policy("slo-park", tbt_slo=0)
     with pytest.raises(PolicyError, match="park must be one of"):
         get_policy("slo-park", park="never")
+    with pytest.raises(PolicyError, match="tbt_rule must be one of"):
+        get_policy("slo-park", tbt_rule="mean")
 
 
 @st.composite
@@ -172,35 +185,31 @@ def test_invariants_on_random_instances(instance, park, refill, headroom):
     """With a TTFT SLO nobody can miss and batches of one time unit (= the TBT SLO), no request
     without allowance is ever evicted, KV never exceeds M, and every request meets its P99
     TBT: each eviction spends one allowed gap and every other gap is one batch."""
-    s = simulate(instance, "slo-park", ttft_slo=1e9, park=park, refill=refill, headroom=headroom)
+    s = simulate(instance, "slo-park", ttft_slo=1e9, park=park, refill=refill, headroom=headroom,
+                 tbt_rule="p99")
     ev = evaluate(instance, s)
     assert ev.feasible, ev.violations[:3]
     assert ev.batch_kv.max() <= instance.limits.kv_capacity
     short = {r.id for r in instance.requests if allowance(np.array([r.output]))[0] == 0}
     assert not evicted(s, instance) & short
     assert (p99_tbt(s, ev, instance.n) <= 1.0).all()
-
-
-def _bench_module():
-    spec = importlib.util.spec_from_file_location("goodput_park", ROOT / "bench" / "goodput_park.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("goodput_park", mod)
-    spec.loader.exec_module(mod)
-    return mod
+    # the longest-gap rule: nothing is evicted and every gap is one batch
+    s = simulate(instance, "slo-park", ttft_slo=1e9, park=park, refill=refill, headroom=headroom)
+    ev = evaluate(instance, s)
+    assert ev.feasible and not evicted(s, instance)
+    assert np.nan_to_num(ev.max_tbt).max() <= 1.0
 
 
 @pytest.mark.parametrize("n", [20, 40])
 @pytest.mark.parametrize("ttft", [1.0, 0.2])
-def test_agrees_with_the_offline_park_construction(monkeypatch, n, ttft):
-    """Everything arrives at once: park = always runs bench/goodput_park.py's arrival phase
+def test_agrees_with_the_offline_park_construction(n, ttft):
+    """Everything arrives at once: park = always runs the offline construction's arrival phase
     batch for batch (shortest prompt first, whole prompts packed up to C, a short request
     reserving its peak, a long one its prompt and parked after its first token) until the
-    policy's first refill -- the bench refills only once the arrival phase is over, the
+    policy's first refill -- the construction refills only once the arrival phase is over, the
     online policy as soon as no request waits. Refills decide no TTFT and every parked
     request gets one long gap in both, so the attainments coincide (with TTFT 0.2 some
     requests miss theirs: the same ones in both)."""
-    park = _bench_module()
-    monkeypatch.setattr(park, "TTFT", ttft)
     limits = Limits(kv_capacity=4000, max_batch_tokens=2048, block_size=16)
     base = generate(
         "chat-like",
@@ -212,8 +221,8 @@ def test_agrees_with_the_offline_park_construction(monkeypatch, n, ttft):
         cost_model=PRESETS["infermax-llama2-7b-a100"],
     )
     i = base.replace(requests=tuple(r.__class__(**{**r.to_dict(), "arrival": 0.0}) for r in base.requests))
-    offline = park.Park(i, "prompt", 2048).run()
-    online = simulate(i, "slo-park", ttft_slo=ttft, park="always", headroom=0.0)
+    offline = Park(i, "prompt", 2048, ttft_slo=ttft).run()
+    online = simulate(i, "slo-park", ttft_slo=ttft, park="always", headroom=0.0, tbt_rule="p99")
     a, b = plain(offline), plain(online)
     seen: set[str] = set()
     first_refill = None
@@ -223,7 +232,7 @@ def test_agrees_with_the_offline_park_construction(monkeypatch, n, ttft):
         seen.update(ev)
     assert first_refill is not None and a[:first_refill] == b[:first_refill]
     att = [
-        serving_metrics(i, evaluate(i, x), schedule=x, ttft_slo=ttft, tbt_slo=1.0)["ttft_tbt_attainment"]
+        serving_metrics(i, evaluate(i, x), schedule=x, ttft_slo=ttft, tbt_slo=1.0)["ttft_p99tbt_attainment"]
         for x in (offline, online)
     ]
     assert att[0] == att[1]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from optsched.cost import UnitCost
-from optsched.evaluate import evaluate
+from optsched.evaluation import evaluate
 from optsched.instance import Instance, Limits, Request
 from optsched.policies import get_spec, simulate
 

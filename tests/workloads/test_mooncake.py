@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from shared_data import SHARED_DATA
+from paths import SHARED_DATA
 
 from optsched.cli import main
 from optsched.errors import InputFileError, InstanceError

@@ -9,7 +9,7 @@ Importing this package registers the formulation (:mod:`.solve`). Its modules:
 * :mod:`.solve`  -- ``run``: the registered formulation (warm-start bound, hypotheses, the
   evaluator's check of the search's cost).
 
-It lives below the oracles and the search layer that use it (issue 27: no upward import).
+It lives below the oracles and the search layer that use it (no upward import).
 """
 
 from __future__ import annotations

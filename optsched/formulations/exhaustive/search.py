@@ -8,7 +8,7 @@ plus evictions), priced by the instance's own cost model
 (:meth:`~optsched.cost.CostModel.batch_time`), or an *idle* edge to the next arrival.
 A* (a heap; Dijkstra when no bound is known for the cost model) with a consistent
 heuristic finds a minimum-cost path to "all finished"; the path is decoded into a
-:class:`~optsched.schedule.Schedule` and replayed by :func:`optsched.evaluate.evaluate`,
+:class:`~optsched.schedule.Schedule` and replayed by :func:`optsched.evaluate`,
 whose objective is returned (and checked against the search's own cost).
 
 Edge costs (``t`` = clock before the batch, ``t' = t + d``):
@@ -119,7 +119,7 @@ class SearchOptions:
 class SearchResult:
     """Outcome of :func:`search`. ``objective`` is the search's own path cost (objective units)."""
 
-    status: str  # "optimal", "infeasible" (no schedule under the restrictions) or "no_solution"
+    status: Status  # OPTIMAL, INFEASIBLE (no schedule under the restrictions) or NO_SOLUTION
     objective: float | None
     schedule: Schedule | None
     expanded: int

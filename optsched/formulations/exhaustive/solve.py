@@ -1,5 +1,5 @@
 """The ``exhaustive`` formulation: the exact state-graph search of :mod:`.search` behind
-:func:`optsched.pipeline.solve`, for tiny instances (its restrictions and pruning rules are
+:func:`optsched.solving.pipeline.solve`, for tiny instances (its restrictions and pruning rules are
 documented there)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ...evaluate import evaluate
+from ...evaluation import evaluate
 from ...instance import Instance
 from ...plugins import ParamSpec, parse_params
 from ...solve_types import OBJECTIVES, SolveOptions, Status, WarmStart

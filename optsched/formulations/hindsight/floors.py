@@ -1,7 +1,7 @@
 """The ground floor of the hindsight formulation (``formulations/hindsight.md``): slot
 arithmetic, the area floors on completion times (H9a) and the separation intervals (H20),
 shared by the start-slot heuristics (:mod:`.heuristics`), the model (:mod:`.model`) and its
-deadline floors (:mod:`.deadline`), which imported each other before (issue 27 item 3). Pure
+deadline floors (:mod:`.deadline`), so that none imports another for them. Pure
 functions of the instance.
 """
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 
 from ... import milp
-from ...evaluate import evaluate
+from ...evaluation import evaluate
 from ...instance import Instance
 from ...schedule import Schedule
 from ...solve_types import Objective, Status, WarmStart

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from ...cost import UnitCost
-from ...evaluate import evaluate
+from ...evaluation import evaluate
 from ...instance import Instance
 from ...schedule import Schedule, ScheduleBuilder
 from ...solve_types import Objective

@@ -1,7 +1,7 @@
 """The arcs of the InferMax flow models (``formulations/infermax.md``, eqs. F1-F2c, G2): their
 kinds, one request class's nodes and arcs (:class:`_Class`), and the price of a prefill
 entry. The ground floor of the flow, fill and objective modules, which read these and no
-longer import one another for them (issue 27 items 3-4).
+longer import one another for them.
 """
 
 from __future__ import annotations

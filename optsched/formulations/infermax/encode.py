@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...evaluate import evaluate
+from ...evaluation import evaluate
 from ...instance import Instance
 from ...schedule import Schedule, ScheduleBuilder
 from ..base import FormulationError, refuse_swaps

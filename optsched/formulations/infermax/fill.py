@@ -34,7 +34,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ... import milp
-from ...evaluate import evaluate
+from ...evaluation import evaluate
 from ...instance import Instance, Limits
 from ...schedule import Schedule, ScheduleBuilder
 from ...solve_types import Objective

@@ -49,7 +49,7 @@ import numpy as np
 
 from ... import milp
 from ...cost import LinearCost, UnitCost
-from ...evaluate import evaluate
+from ...evaluation import evaluate
 from ...instance import Instance, Limits
 from ...schedule import Schedule, ScheduleBuilder
 from ...solve_types import Objective

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ... import milp
-from ...evaluate import evaluate
+from ...evaluation import evaluate
 from ...instance import Instance
 from ...schedule import Schedule, ScheduleBuilder
 from ...solve_types import Objective, WarmStart

@@ -1,6 +1,6 @@
 """Eq. G1 of ``formulations/infermax.md``: when merging a prefill segment into one entry never
 hurts, and the merge itself. Shared by the fill variant (:mod:`.fill`) and eq. F15
-(:mod:`.flow_objectives`), which imported each other for it before (issue 27 item 3).
+(:mod:`.flow_objectives`), so that neither imports the other for it.
 """
 
 from __future__ import annotations

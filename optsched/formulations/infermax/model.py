@@ -10,7 +10,7 @@ The mathematics, with the equation numbers cited below, is in ``formulations/inf
   dominance restriction on evictions (eq. 13), symmetry breaking for identical requests
   (eq. 14) and valid inequalities (eqs. 15-23).
 
-Both price every batch exactly as :mod:`optsched.evaluate` does (the quadratic prefill terms
+Both price every batch exactly as :func:`optsched.evaluate` does (the quadratic prefill terms
 are linearised exactly by a binary expansion of ``c``, eq. 9), so ``RawSolution.exact`` is
 True. The horizon ``J`` (batch slots) is a restriction unless the notes say otherwise
 (``formulations/infermax.md`` section 6).

@@ -1,6 +1,6 @@
 """The registered ``infermax`` formulation: choose the variant and ``J``, solve, decode, polish.
 
-``run`` is what the solve pipeline (:func:`optsched.pipeline.run`) calls
+``run`` is what the solve pipeline (:func:`optsched.solving.pipeline.run`) calls
 (``formulations/infermax.md`` sections 4, 6, 7 and 9): it canonicalises the warm start,
 picks the horizon, builds the Big-M model (:mod:`.model`) or the flow model (:mod:`.flow`),
 solves it with the requested backend, decodes the solution and re-prices it at the exact
@@ -16,7 +16,7 @@ import time
 from dataclasses import replace
 
 from ... import milp
-from ...evaluate import evaluate
+from ...evaluation import evaluate
 from ...instance import Instance
 from ...plugins import ParamSpec, parse_params
 from ...schedule import Schedule
@@ -60,7 +60,7 @@ def fill_fits(inst: Instance) -> bool:
     requests take it too: on the eviction family (preset cost) it proves every I = 1 ... 1024
     in <= 0.2 s (makespan) and <= 5 s (total latency), where the flow model of section 9
     needs up to 30 s and leaves I >= 128 (makespan) and I >= 16 (total latency) open in 30 s
-    (``bench/results/infermax-family-costs.txt``)."""
+    (``studies/offline_optima/results/infermax-family-costs.txt``)."""
     return fill.size_estimate(inst, _sequential_batches(inst)) <= FILL_MAX_ARCS
 
 
@@ -126,7 +126,7 @@ def _raw(built: BuiltModel, res: milp.SolveResult, sched: Schedule | None, obj: 
 
 
 #: tight InferMax model size per (request, batch slot), measured on the 20-request Azure
-#: conversation slice (``optsched.formulations.infermax.build``; optsched/budget.py)
+#: conversation slice (``optsched.formulations.infermax.build``; optsched/solving/budget.py)
 TIGHT_VARS_PER_SLOT = 47
 TIGHT_ROWS_PER_SLOT = 118
 #: fill model rows per (request, batch slot): its per-batch cardinality rows (eq. G5)

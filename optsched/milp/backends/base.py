@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ...plugins import Registry
+from ...solve_types import Status
 from ..errors import UnknownSolverError
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ class ColumnStart:
 class BackendOutput:
     """What a backend returns; :func:`optsched.milp.solve` turns it into a SolveResult."""
 
-    status: str
+    status: Status
     objective: float | None = None
     bound: float | None = None
     runtime: float | None = None
@@ -150,8 +151,8 @@ class Backend(ABC):
 
 
 def __getattr__(name: str) -> Any:
-    """``WarmStart`` is the deprecated name of :class:`ColumnStart` (issue 27: one name per
-    concept)."""
+    """``WarmStart`` is the deprecated name of :class:`ColumnStart` (one name per concept:
+    :class:`optsched.solve_types.WarmStart` is the evaluated warm-start schedule)."""
     if name == "WarmStart":
         warnings.warn("optsched.milp.backends.WarmStart is deprecated; use ColumnStart",
                       DeprecationWarning, stacklevel=2)

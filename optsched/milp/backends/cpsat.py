@@ -12,11 +12,10 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-import optsched
 
 from ...solve_types import Status
 from ..errors import MilpError
@@ -229,7 +228,8 @@ class _Worker:
 
     @classmethod
     def _start(cls) -> subprocess.Popen:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(optsched.__file__)))
+        # the directory holding the optsched package (this file is optsched/milp/backends/)
+        root = str(Path(os.path.abspath(__file__)).parents[3])
         env = dict(os.environ)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"]
                                     if env.get("PYTHONPATH") else "")

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...runtime.stdout_guard import c_stdout_to_stderr, silenced_c_stdout
 from ...solve_types import Status
-from ...stdout_guard import c_stdout_to_stderr, silenced_c_stdout
 from .base import Backend, BackendOutput, ColumnStart, Features, register
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def new_highs():
     """A ``highspy.Highs`` with its output off. highspy >= 1.16 prints a banner on file
     descriptor 1 when the first instance of a process is built, before any option can be set:
     it goes to the null device. Build every HiGHS instance through this function."""
-    # lazy: the solver library loads only when a solve runs (start-up time, issue 31)
+    # lazy: the solver library loads only when a solve runs (start-up time)
     import highspy
 
     with silenced_c_stdout():
@@ -43,7 +43,7 @@ def run_highs(h):
 
 def _load_arrays(h, a) -> None:
     """Pass a ModelArrays to a highspy.Highs instance (row-wise matrix)."""
-    # lazy: the solver library loads only when a solve runs (start-up time, issue 31)
+    # lazy: the solver library loads only when a solve runs (start-up time)
     import highspy
 
     sense = highspy.ObjSense.kMaximize if a.sense == "max" else highspy.ObjSense.kMinimize
@@ -83,7 +83,7 @@ class HighsBackend(Backend):
 
     def solve(self, model: Model, options: SolveOptions, start: ColumnStart | None,
               progress: Progress) -> BackendOutput:
-        # lazy: the solver library loads only when a solve runs (start-up time, issue 31)
+        # lazy: the solver library loads only when a solve runs (start-up time)
         import highspy
 
         a = model.arrays()
@@ -172,7 +172,7 @@ class HighsBackend(Backend):
     @staticmethod
     def _set_options(h, options: SolveOptions) -> None:
         global _scheduler_threads
-        # lazy: the solver library loads only when a solve runs (start-up time, issue 31)
+        # lazy: the solver library loads only when a solve runs (start-up time)
         import highspy
 
         h.setOptionValue("output_flag", bool(options.verbose or options.log_file))

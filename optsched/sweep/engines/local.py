@@ -27,7 +27,7 @@ def _context():
     ctx = mp.get_context("forkserver")
     # workers fork from a server that has imported what cells use, instead of each importing it
     ctx.set_forkserver_preload(["optsched.sweep.cells", "optsched.sweep.methods", "optsched.policies",
-                                "optsched.formulations", "optsched.evaluate"])
+                                "optsched.formulations", "optsched.evaluation"])
     return ctx
 
 

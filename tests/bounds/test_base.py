@@ -1,0 +1,62 @@
+"""The bound methods' contract (optsched/bounds/base.py): unknown methods and objectives are
+errors, a user's method runs from a file, and bounds stay tight and valid at epoch-time
+arrivals. That every registered rung is at most every optimum (shipped, exhaustive, every
+policy's objective) is tests/bounds/test_every_rung.py; each rung's pieces by hand are in its
+own file (tests/bounds/test_srpt.py, test_floors.py, ...)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from paths import GOOD, REPO
+
+from optsched.bounds import BoundError, lower_bound
+from optsched.cost import DEFAULT_PRESET, preset
+from optsched.evaluation import evaluate
+from optsched.instance import Instance, Request
+from optsched.policies import simulate
+
+
+def test_unknown_method_and_objective_are_errors():
+    inst = Instance.load(REPO / "instances" / "seq-unit-3.json")
+    with pytest.raises(BoundError, match="unknown bound method"):
+        lower_bound(inst, "makespan", "nope")
+    with pytest.raises(BoundError, match="does not support"):
+        lower_bound(inst, "makespan", "srpt")
+    assert math.isfinite(lower_bound(inst, "mean-ttft", "combinatorial").value)
+
+
+def test_own_bound_method_from_a_file(tmp_path):
+    f = tmp_path / "mybound.py"
+    f.write_text("from optsched.bounds import BoundResult\n"
+                 "def half(instance, objective, budget):\n"
+                 "    '''half the number of requests'''\n"
+                 "    return BoundResult(instance.n / 2, 'half', objective)\n")
+    inst = Instance.load(REPO / "instances" / "seq-unit-3.json")
+    assert lower_bound(inst, "makespan", f"{f}:half").value == pytest.approx(1.5)
+
+
+
+
+
+
+
+
+def test_epoch_arrivals_keep_the_bound_tight():
+    """Before: the bound's relative safety margin (1e-9) was taken of the epoch time itself,
+    1.7 s below the optimum at t = 1.7e9 while the whole schedule lasts 0.04 s. Shifted, the
+    bound is the shifted instance's plus the offset, and still below the optimum."""
+    from optsched.solving import lower_bound
+
+    base = Instance.load(GOOD).replace(cost_model=preset(DEFAULT_PRESET))
+    off = 1.7e9
+    epoch = base.replace(requests=tuple(
+        Request(r.id, off + r.arrival * 0.01, r.prompt, r.output) for r in base.requests))
+    zero = base.replace(requests=tuple(
+        Request(r.id, r.arrival * 0.01, r.prompt, r.output) for r in base.requests))
+    a = lower_bound(epoch, "makespan", time_limit=10).value
+    b = lower_bound(zero, "makespan", time_limit=10).value
+    assert abs(a - (b + off)) < 1e-5  # a few ulps of 1.7e9 (2.4e-7 each)
+    best = evaluate(epoch, simulate(epoch, "vllm")).objective("makespan")
+    assert a <= best

@@ -1,0 +1,57 @@
+"""``optsched solve``: its options, exit codes and answers."""
+
+from __future__ import annotations
+
+import json
+
+from cli_helpers import one_line_error_no_stdout, run_cli
+from handworked import two_hidden
+from paths import GOOD, N40
+
+from optsched.cost import (
+    UnitCost,
+)
+from optsched.instance import Instance, Limits, Request
+
+
+def test_at_most_negative_is_refused(capsys):
+    """Before: ``--at-most -1 --than vllm`` was accepted and answered "infeasible" (exit 1)."""
+    one_line_error_no_stdout(capsys, "solve", GOOD, "--at-most", "-1", "--than", "vllm",
+                   match="--at-most")
+
+
+def test_solve_with_a_fallback_and_a_bound_exits_0(capsys):
+    """Before: a skipped model exited 1 ("no solution") though a schedule and a certified
+    bound existed."""
+    rc, out, err = run_cli(capsys, "solve", N40, "--time-limit", 2, "--json")
+    d = json.loads(out)
+    assert d["fallback"] is not None and d["lower_bound"]["value"] > 0
+    assert rc == 0, err
+
+
+def test_cli_refuses_hidden_cache_with_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    p = tmp_path / "i.json"
+    two_hidden().save(p)
+    for cmd in (["solve", str(p), "--time-limit", "5"], ["bound", str(p)]):
+        out = subprocess.run([sys.executable, "-m", "optsched", *cmd], capture_output=True,
+                             text=True)
+        assert out.returncode == 2, (cmd, out.stderr)
+        assert "hidden cache" in out.stderr and "Traceback" not in out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_cli_solve_refuses_a_swapping_instance(tmp_path):
+    import subprocess
+    import sys
+
+    inst = Instance("t", Limits(kv_capacity=8, max_batch_tokens=8, host_capacity=8), UnitCost(),
+                    (Request("a", 0, 2, 2),))
+    p = tmp_path / "i.json"
+    inst.save(p)
+    out = subprocess.run([sys.executable, "-m", "optsched", "solve", str(p), "--time-limit", "5"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr
+    assert "cannot represent swap preemption" in out.stderr and "Traceback" not in out.stderr

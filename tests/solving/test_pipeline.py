@@ -1,0 +1,195 @@
+"""One solve pipeline: the warm start is simulated and replayed once per
+solve, and ``compare``'s optimum row is ``optsched solve``'s answer, fallback included.
+
+Before the pipeline, ``optsched solve demo`` replayed the chosen warm start twice (once
+while picking it, once more in ``solve_model``) and ``compare --optimal`` replayed the
+compared row's schedule three times (its row, ``sized_solve``, ``solve_model``); a skipped
+model gave compare a ``skipped`` row without the fallback ``solve`` reports."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import math
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+from paths import GOOD
+
+import optsched.evaluation.evaluator as evaluate_module
+import optsched.policies as policies_module
+from optsched.cli import main
+from optsched.comparison import compare
+from optsched.cost import DEFAULT_PRESET, preset
+from optsched.data import load_instance
+from optsched.formulations import FORMULATIONS, FormulationError, SizeHint, SolveOptions
+from optsched.instance import Instance, Limits, Request
+from optsched.solving import run, solve
+
+#: every module on the solve path that may bind ``evaluate`` or ``simulate`` at import
+SOLVE_PATH = ("optsched.cli.solve", "optsched.comparison.logic", "optsched.solving.budget",
+              "optsched.search.lns", "optsched.formulations.base",
+              "optsched.formulations.infermax.solve",
+              "optsched.formulations.infermax.flow_objectives", "optsched.bounds.exact",
+              "optsched.solving.pipeline", "optsched.comparison.report")
+
+
+@pytest.fixture
+def replays(monkeypatch):
+    """Count ``simulate`` calls per policy and ``evaluate`` calls per simulated schedule
+    (by identity), wherever on the solve path the two functions are called from."""
+    sims: Counter[str] = Counter()
+    evals: Counter[str] = Counter()
+    simulated: dict[int, tuple[str, object]] = {}
+    real_eval, real_sim = evaluate_module.evaluate, policies_module.simulate
+
+    def counting_evaluate(instance, schedule):
+        if id(schedule) in simulated and simulated[id(schedule)][1] is schedule:
+            evals[simulated[id(schedule)][0]] += 1
+        return real_eval(instance, schedule)
+
+    def counting_simulate(instance, policy, *args, **kwargs):
+        s = real_sim(instance, policy, *args, **kwargs)
+        sims[str(policy)] += 1
+        simulated[id(s)] = (str(policy), s)  # the schedule is kept alive: ids stay unique
+        return s
+
+    for name in SOLVE_PATH:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
+    for mod in [m for k, m in sys.modules.items() if k.startswith("optsched") and m is not None]:
+        if getattr(mod, "evaluate", None) is real_eval:
+            monkeypatch.setattr(mod, "evaluate", counting_evaluate)
+        if getattr(mod, "simulate", None) is real_sim:
+            monkeypatch.setattr(mod, "simulate", counting_simulate)
+    return sims, evals
+
+
+def test_solve_simulates_and_replays_each_warm_start_once(replays, capsys):
+    sims, evals = replays
+    rc = main(["solve", "demo", "--time-limit", "60", "--json", "--quiet"])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 0 and d["status"] == "optimal" and d["warm_start"]["policy"] in sims
+    # "auto" tries 7 policies: each simulated once and replayed once (the chosen one was
+    # replayed twice before: picked, then evaluated again by solve_model)
+    assert set(sims.values()) == {1} and len(sims) >= 2
+    assert evals == sims
+
+
+def test_compare_replays_the_compared_schedule_once(replays):
+    sims, evals = replays
+    cmp = compare(load_instance("demo"), "vllm", optimal=True, time_limit=60)
+    assert cmp.optimum is not None and cmp.optimum.status == "optimal"
+    # vllm's schedule is its row's evaluation and the warm start; three replays before
+    assert sims == Counter({"vllm": 1}) and evals == Counter({"vllm": 1})
+
+
+def _solve_json(capsys, *args: str) -> dict:
+    rc = main(["solve", "tiny", "--warm-start", "vllm", "--json", "--quiet", *args])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 0, d
+    return d
+
+
+def test_compare_optimum_row_is_solves_answer(capsys):
+    d = _solve_json(capsys, "--time-limit", "60")
+    cmp = compare(load_instance("tiny"), "vllm", optimal=True, time_limit=60)
+    row = cmp.optimum
+    assert row is not None and row.solve is not None
+    assert d["status"] == "optimal" and row.solve.status == "optimal"
+    # the same model from the same warm start (vllm): the same optimum, priced by evaluate
+    assert row.objective == pytest.approx(d["objective"], rel=1e-9)
+    assert cmp.report is not None and cmp.report.warm_start is not None
+    assert cmp.report.warm_start.policy == "vllm"
+
+
+def test_compare_optimum_row_carries_solves_fallback_when_the_model_is_skipped(monkeypatch,
+                                                                               capsys):
+    import optsched.solving.budget as budget
+
+    # every model "needs" 1000 s per variable, so it is skipped at any time limit; no LNS
+    # (its result depends on the time it gets), so the fallback is the warm start itself
+    monkeypatch.setattr(budget, "SECONDS_PER_VARIABLE", 1e3)
+    monkeypatch.setattr(budget, "SMALL_MODEL_VARIABLES", 0)
+    for name in ("optsched.solving.budget", "optsched.solving.pipeline",
+                 "optsched.comparison.logic"):
+        if importlib.util.find_spec(name) is not None:
+            monkeypatch.setattr(importlib.import_module(name), "MIN_LNS_SECONDS", float("inf"),
+                                raising=False)
+    d = _solve_json(capsys, "--time-limit", "30")
+    assert d["status"] == "no_solution" and d["budget"]["model_built"] is False
+    cmp = compare(load_instance("tiny"), "vllm", optimal=True, time_limit=30)
+    row = cmp.optimum
+    assert row is not None and row.status_text == "skipped" and cmp.report is None
+    assert row.skipped and row.solve is not None and row.solve.fallback is not None
+    fb = row.solve.fallback
+    assert fb.policy == d["fallback"]["policy"] == "vllm"
+    # both are evaluate(tiny, vllm's schedule): the same number
+    assert fb.objective == d["fallback"]["objective"] == cmp.rows[0].objective
+    assert fb.gap == pytest.approx(d["fallback"]["gap"], rel=1e-12)
+
+
+def _arriving(n: int = 4) -> Instance:
+    """``n`` distinct requests arriving 0.3 s apart (eq. G1's offline condition fails)."""
+    rng = np.random.default_rng(0)
+    return Instance("arriving", Limits(kv_capacity=4000, max_batch_tokens=4096),
+                    preset("infermax-llama2-7b-a100"),
+                    tuple(Request(f"r{i}", 0.3 * i, int(rng.integers(50, 1500)),
+                                  int(rng.integers(10, 170))) for i in range(n)))
+
+
+def test_infermax_hooks_name_the_model_run_builds():
+    info = FORMULATIONS.get("infermax")
+    tiny = load_instance("tiny")
+    size = info.estimate(tiny, "makespan", SolveOptions(params={"variant": "auto"}), SizeHint(3))
+    rep = solve(tiny, "infermax", "makespan", options=SolveOptions(time_limit=None, progress=False))
+    assert size is not None and size.variant == "fill"
+    assert rep.status == "optimal" and rep.notes[0].startswith("infermax variant fill")
+    arriving = _arriving()
+    auto = info.estimate(arriving, "makespan", SolveOptions(params={"variant": "auto"}),
+                         SizeHint(100))
+    plain = info.estimate(arriving, "makespan", SolveOptions(params={"variant": "plain"}),
+                          SizeHint(100))
+    assert auto is not None and auto.variant == "tight" and plain is not None
+    # the Big-M model at J = 100 + 2 slack: 47 columns and 118 rows per request and slot
+    assert plain.variant == "plain" and plain.columns == 47 * 4 * 102 and plain.rows == 118 * 4 * 102
+
+
+def test_a_model_that_does_not_apply_is_refused_before_the_warm_start(replays):
+    sims, _ = replays
+    why = FORMULATIONS.get("infermax").applicable(_arriving(), "makespan",
+                                                  SolveOptions(params={"variant": "fill"}))
+    assert why is not None and "arrive at time 0" in why
+    with pytest.raises(FormulationError, match="infermax: fill variant needs"):
+        run(_arriving(), "infermax", "makespan",
+            options=SolveOptions(params={"variant": "fill"}, progress=False))
+    assert not sims  # no policy was simulated for a model that cannot be built
+
+
+@pytest.mark.parametrize("objective", [
+    "makespan", pytest.param("total-latency", marks=pytest.mark.slow)])
+def test_epoch_arrivals_solve_like_shifted_ones(objective):
+    """Before: arrivals at Unix-epoch seconds (1.7e9) turned a 3-request instance that solves
+    optimally in < 1 s into ``no_solution``. The optimum of the shifted instance, moved back
+    by the offset, is the optimum (every constraint is invariant under a common shift of
+    arrivals and starts; makespan moves by the offset, latencies not at all)."""
+    from optsched.formulations import SolveOptions
+    from optsched.solving import solve
+
+    base = Instance.load(GOOD).replace(cost_model=preset(DEFAULT_PRESET))
+    off = 1.7e9
+    epoch = base.replace(requests=tuple(
+        Request(r.id, off + r.arrival * 0.01, r.prompt, r.output) for r in base.requests))
+    zero = base.replace(requests=tuple(
+        Request(r.id, r.arrival * 0.01, r.prompt, r.output) for r in base.requests))
+    opts = SolveOptions(time_limit=60, progress=False)
+    a = solve(epoch, "infermax", objective, options=opts)
+    b = solve(zero, "infermax", objective, options=opts)
+    assert a.status == b.status == "optimal", (a.status, a.notes)
+    assert a.evaluation.feasible
+    shift = off if objective == "makespan" else 0.0
+    assert math.isclose(a.objective, b.objective + shift, rel_tol=1e-12, abs_tol=1e-6)
+    assert any("shifted" in n for n in a.notes)
