@@ -60,8 +60,10 @@ def _reuse_info(inst: Instance) -> dict:
     ix = inst.prefix_index
     assert ix is not None
     pot = reuse_potential(ix, inst.arrival, inst.prompt)
+    listers = np.bincount(ix.block, minlength=ix.n_blocks)  # a request lists a block once
     return {**pot, "block_size": ix.block_size,
             "distinct_kv_tokens": ix.n_blocks * ix.block_size,
+            "shared_blocks": int((listers >= 2).sum()),
             "requests_with_ids": int((ix.listed > 0).sum())}
 
 
@@ -100,9 +102,10 @@ def run_info(args) -> int:
         r = d["prefix_reuse"]
         print(f"prefix reuse: {r['requests_with_ids']} requests list {r['listed_blocks']} block "
               f"ids, {r['distinct_blocks']} distinct ({r['distinct_kv_tokens']} KV tokens, "
-              f"b = {r['block_size']}); an unbounded cache in arrival order hits "
+              f"b = {r['block_size']}), {r['shared_blocks']} of them listed by two or more "
+              f"requests; shared fraction: an unbounded cache in arrival order hits "
               f"{r['hit_tokens']} of {r['prompt_tokens']} prompt tokens "
-              f"({100 * r['hit_share']:.1f}%)")
+              f"({100 * r['hit_share']:.1f}%; docs/semantics.md section 6)")
     return EXIT_OK
 
 
