@@ -35,6 +35,8 @@ INSTRUMENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "time_limits": ("commands against their --time-limit", ("--only", "solve-200,bound-400")),
     "sweep": ("sweep engine throughput (local pool; Ray when installed)", ("--engines", "local")),
     "arch_stats": ("the import graph and function lengths of optsched/", ()),
+    "prefix": ("prefix reuse: simulate and evaluate on the Mooncake trace by size",
+               ("--sizes", "1000,4000", "--repeat", "1")),
 }
 
 

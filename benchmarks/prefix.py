@@ -1,16 +1,21 @@
-"""Prefix reuse at trace scale: ``optsched simulate`` of the whole Mooncake conversation trace
-(12,031 requests) with ``vllm-apc`` as a whole process (wall, CPU, peak memory; targets 2 s and
-500 MB), the compiled simulator and the evaluator's replay of that schedule in process (target
-0.5 s), and the same for the reuse-blind ``vllm`` on the same instance.
+"""Prefix reuse at trace scale: the reuse-aware simulator and the evaluator's replay with
+block ids on the Mooncake conversation trace, by size, side by side with the reuse-blind
+``vllm`` on the same instances (its schedule gets the drops of every unheld block).
 
-    python -m benchmarks.prefix                     # 3 repeats, the default instance
-    python -m benchmarks.prefix --repeat 1 --policies vllm-apc
+    python -m benchmarks.prefix                          # sizes 1000,4000,12031; 3 repeats
+    python -m benchmarks.prefix --sizes 2000 --repeat 1  # quick
+    python -m benchmarks.prefix --process                # also whole `optsched simulate` processes
 
-The instance is ``optsched generate mooncake --trace mooncake_conversation_trace.jsonl`` (block
-size 512, M = the longest request = 126,976 tokens, C = 4,096, InferMax's Llama-2-7B/A100
-preset), written to a temporary file. The machine is usually shared: CPU seconds are printed
-next to wall seconds, with the load average before and after. Skips (exit 0, a message) when
-the shared data is missing (``$OPTSCHED_DATA``, else ``../shared/data``)."""
+Each size is the first N requests of ``mooncake_conversation_trace.jsonl`` read as ``optsched
+generate mooncake --trace ... --limit N`` does (block size 512, ``M`` = the file's longest
+request, 126,976 tokens, ``C = 4,096``, InferMax's Llama-2-7B/A100 preset). For every size
+and policy: the compiled simulator (warm: a first run loads the kernels and is not counted)
+and the evaluator on its schedule, wall and CPU seconds (the best of ``--repeat``), the
+schedule's size and hit rate. ``--process``: ``optsched simulate`` of the whole trace as a
+process (wall, CPU, peak memory; the targets are 2 s and 500 MB, and 0.5 s for the replay in
+process). The machine is usually shared: CPU seconds are printed next to wall seconds, with
+the load average. Skips (exit 0, a message) when the shared data is missing
+(``$OPTSCHED_DATA``, else ``../shared/data``)."""
 
 from __future__ import annotations
 
@@ -20,14 +25,54 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
-TRACE = Path(os.environ.get("OPTSCHED_DATA", Path(__file__).resolve().parents[2] / "shared" /
-                            "data")) / "traces" / "mooncake_conversation_trace.jsonl"
+from optsched.progress import table
+from optsched.workloads.traces import shared_data
+
+TRACE = shared_data() / "traces" / "mooncake_conversation_trace.jsonl"
+#: the policies measured: the reuse-aware ones with a compiled kernel, and the reuse-blind
+#: reference
+POLICIES = "vllm-apc,lpm,vllm"
 
 
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def timed(fn):
+    """(result, wall seconds, CPU seconds) of one call."""
+    t, c = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - t, time.process_time() - c
+
+
+def measure(inst, policy: str, repeat: int) -> list:
+    """One table row: the best wall and CPU seconds of ``repeat`` warm runs of the compiled
+    simulator and of the evaluator on its schedule, and what the schedule is."""
+    from optsched.evaluation import evaluate
+    from optsched.policies import simulate
+
+    with warnings.catch_warnings():  # vLLM's "prompt longer than C": said once in main
+        warnings.simplefilter("ignore")
+        s = simulate(inst, policy)  # warm: kernels loaded, not counted
+    evaluate(inst, s)
+    sim, ev_t = [], []
+    for _ in range(repeat):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            s, w, c = timed(lambda: simulate(inst, policy))
+        sim.append((w, c))
+        ev, w, c = timed(lambda s=s: evaluate(inst, s))
+        ev_t.append((w, c))
+        if not ev.feasible:
+            raise SystemExit(f"{policy}: infeasible schedule at n = {inst.n} (a bug): "
+                             f"{ev.violations[0]}")
+    (sw, sc), (ew, ec) = min(sim), min(ev_t)
+    m = ev.metrics
+    return [inst.n, policy, s.n_batches, s.n_entries, f"{m.get('hit_rate', 0.0):.3f}",
+            f"{sw:.3f}", f"{sc:.3f}", f"{ew:.3f}", f"{ec:.3f}"]
 
 
 def whole_process(args: list[str]) -> tuple[float, float, float]:
@@ -46,63 +91,55 @@ def whole_process(args: list[str]) -> tuple[float, float, float]:
     return float(out[1]), float(out[2]), float(out[3])
 
 
-def in_process(inst_path: str, policy: str, repeat: int
-               ) -> list[tuple[float, float, float, float]]:
-    """(simulate wall, simulate CPU, evaluate wall, evaluate CPU) per repeat, each run warm
-    (a first run loads the kernels and is not counted)."""
-    from optsched.evaluation import evaluate
-    from optsched.instance import Instance
-    from optsched.policies import simulate
-
-    inst = Instance.load(inst_path)
-    s = simulate(inst, policy)
-    evaluate(inst, s)
-    rows = []
-    for _ in range(repeat):
-        t, c = time.perf_counter(), time.process_time()
-        s = simulate(inst, policy)
-        t1, c1 = time.perf_counter(), time.process_time()
-        ev = evaluate(inst, s)
-        t2, c2 = time.perf_counter(), time.process_time()
-        assert ev.feasible
-        rows.append((t1 - t, c1 - c, t2 - t1, c2 - c1))
-    m = ev.metrics
-    print(f"  {policy}: {s.n_batches} batches, {s.n_entries} entries; hit rate "
-          f"{m.get('hit_rate', 0):.4f}, mean TTFT {m['mean_ttft']:.1f} s, total latency "
-          f"{m['total_latency']:.6g} s, peak KV {m['peak_kv']}")
-    return rows
+def processes(policies: list[str], repeat: int) -> None:
+    """``optsched simulate`` of the whole trace as a process, per policy."""
+    optsched = [sys.executable, "-m", "optsched"]
+    with tempfile.TemporaryDirectory() as tmp:
+        inst = str(Path(tmp) / "mooncake-conv.json")
+        subprocess.run([*optsched, "generate", "mooncake", "--trace", str(TRACE), "-o", inst],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        rows = []
+        for policy in policies:
+            out = str(Path(tmp) / f"{policy}.npz")
+            cmd = [*optsched, "simulate", inst, "--policy", policy, "-o", out]
+            whole_process(cmd)  # warm: the kernel caches on disk
+            w, c, mem = zip(*(whole_process(cmd) for _ in range(repeat)))
+            rows.append([policy, f"{min(w):.2f}", f"{min(c):.2f}", f"{max(mem):.0f}"])
+        print(f"\noptsched simulate of the whole trace (12,031 requests) -o X.npz, whole "
+              f"process, best of {repeat} (load {load()}):")
+        print(table(["policy", "wall s", "CPU s", "peak MB"], rows))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1000,4000,12031",
+                    help="first N requests of the trace, comma-separated")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--policies", default="vllm-apc,vllm")
-    ap.add_argument("--instance", help="an instance file instead of the generated one")
+    ap.add_argument("--policies", default=POLICIES)
+    ap.add_argument("--process", action="store_true",
+                    help="also time whole `optsched simulate` processes of the whole trace")
     a = ap.parse_args(argv)
-    if a.instance is None and not TRACE.exists():
+    if not TRACE.exists():
         print(f"benchmarks.prefix: skipped, no {TRACE} (set OPTSCHED_DATA)")
         return 0
-    optsched = [sys.executable, "-m", "optsched"]
-    with tempfile.TemporaryDirectory() as tmp:
-        inst = a.instance or str(Path(tmp) / "mooncake-conv.json")
-        if a.instance is None:
-            subprocess.run([*optsched, "generate", "mooncake", "--trace", str(TRACE), "-o", inst],
-                           check=True, stdout=subprocess.DEVNULL)
-        print(f"instance {inst}; load average {load()}")
-        for policy in a.policies.split(","):
-            out = str(Path(tmp) / f"{policy}.npz")
-            whole_process([*optsched, "simulate", inst, "--policy", policy, "-o", out])  # warm
-            runs = [whole_process([*optsched, "simulate", inst, "--policy", policy, "-o", out])
-                    for _ in range(a.repeat)]
-            w, c, mem = zip(*runs)
-            print(f"optsched simulate {policy} -o {policy}.npz, whole process: "
-                  f"{min(w):.2f}-{max(w):.2f} s wall, {min(c):.2f}-{max(c):.2f} s CPU, "
-                  f"{max(mem):.0f} MB peak (load {load()})")
-            rows = in_process(inst, policy, a.repeat)
-            sw, sc, ew, ec = zip(*rows)
-            print(f"  in process: simulate {min(sw):.2f}-{max(sw):.2f} s wall, "
-                  f"{min(sc):.2f}-{max(sc):.2f} s CPU; evaluate {min(ew):.2f}-{max(ew):.2f} s "
-                  f"wall, {min(ec):.2f}-{max(ec):.2f} s CPU (load {load()})")
+    from optsched.workloads.mooncake import mooncake_instance
+
+    policies = a.policies.split(",")
+    print(f"Mooncake conversation trace, first N requests, b = 512, M = 126,976, C = 4,096, "
+          f"infermax-llama2-7b-a100; compiled simulator, best of {a.repeat} warm runs "
+          f"(load before: {load()}); prompts longer than C are chunked (vllm and vllm-apc "
+          "warn about it, silenced here)")
+    rows = []
+    for n in (int(x) for x in a.sizes.split(",")):
+        inst, w, c = timed(lambda n=n: mooncake_instance(TRACE, limit=n))
+        print(f"  n = {inst.n}: read and built in {w:.2f} s wall, {c:.2f} s CPU; "
+              f"{inst.prefix_index.n_listed} block ids", flush=True)
+        rows += [measure(inst, p, a.repeat) for p in policies]
+    print(table(["requests", "policy", "batches", "entries", "hit rate", "simulate s",
+                 "simulate CPU s", "evaluate s", "evaluate CPU s"], rows))
+    print(f"(load after: {load()})")
+    if a.process:
+        processes(policies, a.repeat)
     return 0
 
 

@@ -172,6 +172,7 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
     if twice:
         raise CompareInputError(f"row label {twice[0]!r} is given twice (policies and --schedule "
                                 "labels name the rows; each must be unique)")
+    _refuse_optimal_with_prefix(instance, optimal, formulation)
     budget = Budget.seconds(time_limit)
     load = offered_load(instance, deadline=load_deadline(time_limit))
     # the policies may use at most POLICY_SHARE of the budget: the rest is for the bound, the
@@ -193,11 +194,6 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
         notes.append("no certified lower bound: the instance enables hidden cache, which the "
                      "bounds do not model (docs/semantics.md section 6)")
     elif instance.has_prefix and not bound_methods()["combinatorial"].reuse_aware:
-        if optimal:
-            raise CompareInputError("--optimal: the instance's requests list prefix block ids, "
-                                    "and the formulations do not model prefix reuse "
-                                    "(docs/semantics.md section 6); compare the policies "
-                                    "without --optimal")
         lower = None
         notes.append("no certified lower bound: the instance's requests list prefix block "
                      "ids, and the bounds do not model prefix reuse (docs/semantics.md "
@@ -217,6 +213,19 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
     opt = next((r for r in rows if r.kind == RowKind.OPTIMUM), None)
     return Comparison(instance, objective, rows, opt, rep, ref_kind, ref, time_limit, solver,
                       lower, source, notes, goodput_gap(instance, rows), load)
+
+
+def _refuse_optimal_with_prefix(instance: Instance, optimal: bool, formulation: str) -> None:
+    """``--optimal`` on an instance with prefix block ids needs a formulation that models
+    reuse (docs/semantics.md section 6): refused before any policy runs."""
+    from ..formulations.base import FORMULATIONS
+
+    if optimal and instance.has_prefix and formulation in FORMULATIONS.names() \
+            and not FORMULATIONS.get(formulation).reuse_aware:
+        raise CompareInputError(f"--optimal: the instance's requests list prefix block ids, "
+                                f"and formulation {formulation!r} does not model prefix reuse "
+                                "(docs/semantics.md section 6); compare the policies without "
+                                "--optimal")
 
 
 #: the policies' share of the budget (the rest: the bound, the pipeline's model or its LNS

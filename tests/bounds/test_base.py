@@ -72,7 +72,7 @@ def test_every_reuse_blind_rung_refuses_an_instance_with_prefix_ids(method):
     """A hit skips prefill work and a shared block occupies memory once (docs/semantics.md
     section 6), so a rung that does not model reuse is refused there, in one line naming it."""
     inst = shared_instance()
-    for objective in ("makespan", "total-latency", "mean-ttft"):
+    for objective in bound_methods()[method].objectives:
         with pytest.raises(BoundError, match=f"'{method}' does not model prefix reuse") as e:
             lower_bound(inst, objective, method)
         assert "\n" not in str(e.value)
