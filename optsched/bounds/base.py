@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from ..evaluation import OBJECTIVES
 from ..instance import Instance
+from ..objectives import MODELLED
 from ..plugins import BOUNDS
 from ..solve_types import BoundError, BoundResult, Objective, SolveOptions, SolveReport
 
@@ -77,7 +78,9 @@ class BoundMethod:
     name: str
     fn: BoundFn
     description: str
-    objectives: tuple[str, ...] = OBJECTIVES
+    #: the objectives it bounds (by default those the formulations model: a percentile is
+    #: not one of them, a rung claims it explicitly)
+    objectives: tuple[str, ...] = MODELLED
     rank: int = PLAIN_RANK
     cheap: bool = False
     #: whether the bound stays valid with prefix reuse (docs/semantics.md section 6, "Prefix
@@ -96,7 +99,7 @@ class BoundMethod:
                              f"got {self.rank!r}")
 
 
-def register_bound(name: str, description: str, objectives=OBJECTIVES, *, rank: int,
+def register_bound(name: str, description: str, objectives=MODELLED, *, rank: int,
                    cheap: bool = False, reuse_aware: bool = False):
     """Decorator: ``@register_bound("request", "...", rank=10, cheap=True)`` on a bound
     function registers it in :data:`optsched.plugins.BOUNDS` with its place on the ladder
@@ -123,13 +126,13 @@ def refusal_with_prefix(method: str) -> str:
 
 def _as_method(name: str, entry: Any) -> BoundMethod:
     """A registry entry as a BoundMethod: a plain function loaded from an entry point or a
-    ``module:Name`` reference supports every objective, ranked after ``exact``, before
+    ``module:Name`` reference supports the modelled objectives, ranked after ``exact``, before
     ``best`` (:data:`PLAIN_RANK`)."""
     if isinstance(entry, BoundMethod):
         return entry
     if callable(entry):
         return BoundMethod(name, entry, (entry.__doc__ or name).strip().splitlines()[0],
-                           OBJECTIVES, PLAIN_RANK)
+                           MODELLED, PLAIN_RANK)
     raise BoundError(f"bound method {name!r} is not a function")
 
 

@@ -159,9 +159,12 @@ class Evaluation:
 
     def objective(self, kind: str) -> float:
         """The objective a formulation optimises, computed from this replay only."""
-        key = {"makespan": "makespan", "total-latency": "total_latency", "mean-ttft": "mean_ttft"}
+        key = {"makespan": "makespan", "total-latency": "total_latency", "mean-ttft": "mean_ttft",
+               "p99-ttft": "p99_ttft"}
         if kind not in key:
             raise ValueError(f"unknown objective {kind!r}; choose one of {', '.join(OBJECTIVES)}")
+        if kind == "p99-ttft" and self.metrics.get("mean_ttft") is None:
+            return math.nan  # like mean TTFT: defined only when every request has a first token
         v = self.metrics[key[kind]]
         return math.nan if v is None else float(v)
 
