@@ -37,6 +37,8 @@ INSTRUMENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "arch_stats": ("the import graph and function lengths of optsched/", ()),
     "cluster": ("the router layer and the cluster evaluator on trace prefixes",
                 ("--sizes", "1000", "--replicas", "2")),
+    "prefix": ("prefix reuse: simulate and evaluate on the Mooncake trace by size",
+               ("--sizes", "1000,4000", "--repeat", "1")),
 }
 
 

@@ -33,6 +33,7 @@ import numpy as np
 from . import jsonio
 from .cost import CostModel, UnitCost, cost_model_from_dict
 from .errors import InputFileError, InstanceError
+from .prefix import MAX_BLOCK_ID, PrefixIndex, build_index, check_prefixes
 
 #: token counts: one int, or an integer array (elementwise)
 Tokens = TypeVar("Tokens", int, np.ndarray)
@@ -102,6 +103,9 @@ class Request:
     ttft_slo: float | None = None
     tpot_slo: float | None = None
     deadline: float | None = None
+    #: ids of the prompt's first full KV blocks (docs/semantics.md section 6, "Prefix reuse");
+    #: empty: the request shares nothing
+    prefix: tuple[int, ...] = ()
 
     def __post_init__(self):
         if not isinstance(self.id, str) or not self.id:
@@ -139,6 +143,8 @@ class Request:
             if not _is_num(v) or not math.isfinite(v) or v <= 0:
                 raise InstanceError(f"{where}: field {name!r} must be a finite number > 0, got {v!r}")
             object.__setattr__(self, name, float(v))
+        if type(self.prefix) is not tuple or self.prefix:
+            object.__setattr__(self, "prefix", _check_prefix_ids(where, self.prefix))
 
     @property
     def peak_kv(self) -> int:
@@ -156,6 +162,8 @@ class Request:
             v = getattr(self, f)
             if v is not None:
                 d[f] = v
+        if self.prefix:
+            d["prefix"] = list(self.prefix)
         return d
 
     @classmethod
@@ -176,6 +184,21 @@ class Request:
         if _is_int(rid):
             rid = str(rid)
         return cls(**{**d, "id": rid})
+
+
+def _check_prefix_ids(where: str, v: Any) -> tuple[int, ...]:
+    """``Request.prefix`` validated: a list of integer block ids in ``0 .. 2^62 - 1``."""
+    if isinstance(v, np.ndarray):
+        v = v.tolist()
+    if not isinstance(v, (list, tuple)):
+        raise InstanceError(f"{where}: field 'prefix' must be a list of block ids, got {v!r}")
+    out = []
+    for k, x in enumerate(v):
+        if not _is_int(x) or not 0 <= x < MAX_BLOCK_ID:
+            raise InstanceError(f"{where}: field 'prefix': block id {x!r} at position {k} must "
+                                "be an integer in 0..2^62-1")
+        out.append(int(x))
+    return tuple(out)
 
 
 def _check_hidden_ratio(v: Any) -> float:
@@ -521,15 +544,26 @@ def _check_cluster(cluster: Cluster, limits: Limits, cost_model: CostModel,
 
 
 _PLAIN_KEYS = {"id": None, "arrival": None, "prompt": None, "output": None}.keys()
+_PREFIX_KEYS = {"id": None, "arrival": None, "prompt": None, "output": None,
+                "prefix": None}.keys()
+
+#: the columns of plain requests: ids, arrivals, prompts, outputs and, when some request lists
+#: block ids, their CSR table ``(ptr, flat ids)`` (else None)
+Columns = tuple[list[str], np.ndarray, np.ndarray, np.ndarray,
+                "tuple[np.ndarray, np.ndarray] | None"]
 
 
-def _plain_columns(reqs: list) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray] | None:
+def _plain_columns(reqs: list) -> Columns | None:
     """The columns of a JSON request list when every request is plain -- exactly the keys
-    ``id``, ``arrival``, ``prompt``, ``output`` with a string id, an int or float arrival and
-    int token counts that fit int64 -- else None (``Request.from_dict`` then checks each one
-    and names the first bad request)."""
+    ``id``, ``arrival``, ``prompt``, ``output`` (and ``prefix``, a list of ints, on some or
+    all) with a string id, an int or float arrival and int token counts that fit int64 --
+    else None (``Request.from_dict`` then checks each one and names the first bad request)."""
+    prefixed = False
     if not all(type(r) is dict and r.keys() == _PLAIN_KEYS for r in reqs):
-        return None
+        if not all(type(r) is dict and (r.keys() == _PLAIN_KEYS or r.keys() == _PREFIX_KEYS)
+                   for r in reqs):
+            return None
+        prefixed = True
     ids = [r["id"] for r in reqs]
     arr = [r["arrival"] for r in reqs]
     inp = [r["prompt"] for r in reqs]
@@ -537,11 +571,35 @@ def _plain_columns(reqs: list) -> tuple[list[str], np.ndarray, np.ndarray, np.nd
     if not (all(type(v) is str for v in ids) and all(type(v) in (int, float) for v in arr)
             and all(type(v) is int for v in inp) and all(type(v) is int for v in out)):
         return None
+    prefix = _prefix_columns(reqs) if prefixed else None
+    if prefixed and prefix is None:
+        return None
     try:
         return ids, np.array(arr, dtype=np.float64), np.array(inp, dtype=np.int64), \
-            np.array(out, dtype=np.int64)
+            np.array(out, dtype=np.int64), prefix
     except OverflowError:  # an integer beyond int64: the per-request check names it
         return None
+
+
+def _prefix_columns(reqs: list) -> tuple[np.ndarray, np.ndarray] | None:
+    """The CSR table of the requests' ``prefix`` lists when every one is a list of ints in
+    range (else None: the per-request check names the bad one)."""
+    lists = [r.get("prefix", ()) for r in reqs]
+    if not all(type(v) is list or v == () for v in lists):
+        return None
+    lens = np.fromiter((len(v) for v in lists), np.int64, count=len(lists))
+    ptr = np.zeros(len(lists) + 1, np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    flat_list = [x for v in lists for x in v]
+    if not all(type(x) is int for x in flat_list):
+        return None
+    try:
+        flat = np.array(flat_list, dtype=np.int64)
+    except OverflowError:
+        return None
+    if flat.size and (flat.min() < 0 or flat.max() >= MAX_BLOCK_ID):
+        return None
+    return ptr, flat
 
 
 def _bulk_columns(ids: tuple[str, ...], arrival, prompt, output
@@ -588,6 +646,10 @@ def _bulk_check_requests(ids: tuple[str, ...], arr: np.ndarray, inp: np.ndarray,
         raise _over_capacity(r, limits)
 
 
+def _prefix_json(prefix: tuple[int, ...]) -> str:
+    return ',"prefix":[' + ",".join(map(str, prefix)) + "]" if prefix else ""
+
+
 def _plain_requests_json(requests: Sequence[Request]) -> str | None:
     """The ``requests`` list of :attr:`Instance.content_hash`'s text when every request is
     plain (id, arrival, prompt, output, nothing else), written as ``json.dumps(...,
@@ -604,7 +666,8 @@ def _plain_requests_json(requests: Sequence[Request]) -> str | None:
                 or type(a) not in (float, int) or type(i) is not int or type(o) is not int \
                 or not math.isfinite(a):
             return None
-        parts.append(f'{{"arrival":{a!r},"id":{enc(r.id)},"output":{o!r},"prompt":{i!r}}}')
+        parts.append(f'{{"arrival":{a!r},"id":{enc(r.id)},"output":{o!r}'
+                     f'{_prefix_json(r.prefix)},"prompt":{i!r}}}')
     return "[" + ",".join(parts) + "]"
 
 
@@ -643,6 +706,12 @@ class Instance:
             seen.add(r.id)
             if self.limits.kv_footprint(r.peak_kv) > M:
                 raise _over_capacity(r, self.limits)
+        if any(r.prefix for r in reqs):
+            lens = np.fromiter((len(r.prefix) for r in reqs), np.int64, count=len(reqs))
+            ptr = np.zeros(len(reqs) + 1, np.int64)
+            np.cumsum(lens, out=ptr[1:])
+            flat = np.fromiter((x for r in reqs for x in r.prefix), np.int64, count=int(ptr[-1]))
+            self._check_prefix(ptr, flat)
         self._attach_cluster(self.cluster)
 
     def _attach_cluster(self, cluster: Cluster | None) -> None:
@@ -653,6 +722,25 @@ class Instance:
             raise InstanceError("instance: field 'cluster' must be a Cluster")
         object.__setattr__(self, "cluster", cluster)
         _check_cluster(cluster, self.limits, self.cost_model, self.prompt, self.output, self.ids)
+        if self.has_prefix and not self.single_engine:
+            raise InstanceError("instance: requests list prefix block ids and a cluster of "
+                                f"{cluster.n} engines is declared; prefix reuse is not modelled "
+                                "across engines (docs/semantics.md section 6)")
+
+    def _check_prefix(self, ptr: np.ndarray, flat: np.ndarray,
+                      prompt: np.ndarray | None = None) -> None:
+        """The prefix-reuse checks of docs/semantics.md section 6 ("Prefix reuse") on the
+        requests' block ids, and the extensions it is not combined with."""
+        lim = self.limits
+        if lim.swapping or lim.hidden_cache:
+            what = "host_capacity" if lim.swapping else "hidden_cache"
+            raise InstanceError(f"instance: requests list prefix block ids and limits set "
+                                f"{what}; prefix reuse is not modelled together with swap "
+                                "preemption or hidden cache")
+        if prompt is None:
+            prompt = np.fromiter((r.prompt for r in self.requests), np.int64,
+                                 count=len(self.requests))
+        check_prefixes([r.id for r in self.requests], prompt, ptr, flat, lim.block_size)
 
     def _check_header(self) -> None:
         """The instance-level fields (name, limits, cost model), as ``__post_init__`` checks them."""
@@ -666,7 +754,8 @@ class Instance:
 
     @classmethod
     def from_columns(cls, name: str, limits: Limits, cost_model: CostModel, ids: Sequence[str],
-                     arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray) -> Instance:
+                     arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray,
+                     prefix: tuple[np.ndarray, np.ndarray] | None = None) -> Instance:
         """An instance of plain requests (no predictions, classes or SLOs) built from columns:
         equal to ``Instance(name, limits, cost_model, tuple(Request(...) ...))`` and raising the
         same :class:`InstanceError` (same request, same field, same message) on the first bad
@@ -674,7 +763,9 @@ class Instance:
         (semantics section 2: ``I, O >= 1``, arrivals finite, ids unique, ``I + O - 1`` fits
         ``M`` in blocks) done on whole arrays, so loading a 19K-request trace costs
         milliseconds instead of 19K validated constructions. The columnar views (``ids``,
-        ``index``, ``arrival``, ``prompt``, ``output``) come pre-filled."""
+        ``index``, ``arrival``, ``prompt``, ``output``) come pre-filled. ``prefix``: the
+        requests' block ids as a CSR pair ``(ptr, flat ids)`` (docs/semantics.md section 6,
+        "Prefix reuse"), checked on the arrays too."""
         ids = tuple(ids)
         arr, inp, out = _bulk_columns(ids, arrival, prompt, output)
         _bulk_check_requests(ids, arr, inp, out, limits)
@@ -682,13 +773,30 @@ class Instance:
         for k, v in (("name", name), ("limits", limits), ("cost_model", cost_model)):
             object.__setattr__(inst, k, v)
         inst._check_header()
+        if prefix is not None:
+            ptr, flat = np.asarray(prefix[0], np.int64), np.asarray(prefix[1], np.int64)
+            if ptr.shape != (len(ids) + 1,) or ptr[0] != 0 or ptr[-1] != flat.size \
+                    or (np.diff(ptr) < 0).any():
+                raise InstanceError("instance: the prefix columns are not a CSR table of the "
+                                    "requests' block ids")
+            bad = np.flatnonzero((flat < 0) | (flat >= MAX_BLOCK_ID))
+            if bad.size:  # the per-request message
+                i = int(np.searchsorted(ptr, int(bad[0]), side="right") - 1)
+                _check_prefix_ids(f"request {ids[i]!r}", flat[ptr[i]:ptr[i + 1]].tolist())
+            fl = flat.tolist()
+            pre = [tuple(fl[a:b]) for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist())]
+        else:
+            pre = [()] * len(ids)
         reqs = []
-        for rid, a, i, o in zip(ids, arr.tolist(), inp.tolist(), out.tolist()):
+        for rid, a, i, o, x in zip(ids, arr.tolist(), inp.tolist(), out.tolist(), pre):
             r = object.__new__(Request)  # every field checked above, on the arrays
             r.__dict__.update(id=rid, arrival=a, prompt=i, output=o, predicted_output=None,
-                              cls=None, ttft_slo=None, tpot_slo=None, deadline=None)
+                              cls=None, ttft_slo=None, tpot_slo=None, deadline=None, prefix=x)
             reqs.append(r)
         object.__setattr__(inst, "requests", tuple(reqs))
+        if prefix is not None and ptr[-1]:
+            inst._check_prefix(ptr, flat, inp)
+            inst.__dict__["prefix_index"] = build_index((ptr, flat), inp, limits.block_size)
         inst.__dict__.update(ids=ids, index={rid: k for k, rid in enumerate(ids)},
                              arrival=arr, prompt=inp, output=out)
         return inst
@@ -732,6 +840,21 @@ class Instance:
     @property
     def n(self) -> int:
         return len(self.requests)
+
+    @cached_property
+    def prefix_index(self) -> PrefixIndex | None:
+        """The requests' block ids as dense indices (docs/semantics.md section 6, "Prefix
+        reuse"), or None when no request lists any: then the instance means exactly what it
+        meant without prefix reuse."""
+        if not any(r.prefix for r in self.requests):
+            return None
+        return build_index([r.prefix for r in self.requests], self.prompt,
+                           self.limits.block_size)
+
+    @property
+    def has_prefix(self) -> bool:
+        """Whether some request lists prefix block ids (prefix reuse is part of the instance)."""
+        return self.prefix_index is not None
 
     def request(self, rid: str) -> Request:
         return self.requests[self.index[rid]]
@@ -868,7 +991,7 @@ class Instance:
         cluster = None if d.get("cluster") is None else Cluster.from_dict(d["cluster"])
         cols = _plain_columns(d["requests"])
         if cols is not None:  # every request plain: the same checks, on whole columns
-            inst = cls.from_columns(name, limits, cost_model, *cols)
+            inst = cls.from_columns(name, limits, cost_model, *cols[:4], prefix=cols[4])
             inst._attach_cluster(cluster)
             return inst
         return cls(name=name, limits=limits, cost_model=cost_model,

@@ -14,7 +14,12 @@ File formats: JSON for small schedules (the contract below), ``.npz`` for large:
 An entry may state its cache type as a third element, ``["a", 4, "hidden"]`` (or ``"kv"``, the
 default): the request holds its cache as hidden states (docs/semantics.md, "Hidden cache");
 a schedule without hidden entries stores an all-false ``entry_hidden`` and its JSON and
-``.npz`` are unchanged. ``evict``, ``start``, ``swap_out`` and ``swap_in`` are optional; a missing ``start``
+``.npz`` are unchanged. Prefix reuse (docs/semantics.md section 6, "Prefix reuse") adds two
+optional batch keys: ``"hits": [["a", 1024]]`` (the entry of ``a`` in this batch starts with a
+hit of 1,024 tokens; stored per entry in ``entry_hit``, 0 = none) and ``"drop": [17, 18]``
+(resident blocks dropped by the batch; ``drop_ptr``/``drop_block``). A schedule without hits
+or drops stores zeros and empty arrays and its JSON and ``.npz`` are unchanged.
+``evict``, ``start``, ``swap_out`` and ``swap_in`` are optional; a missing ``start``
 means "as early as possible" (semantics section 4) and is stored as NaN. ``swap_out``
 moves ``tokens`` of a request's cached KV to host memory and ``swap_in`` brings all of
 a request's host KV back (docs/semantics.md, "Swap preemption"); a schedule without
@@ -61,6 +66,10 @@ class Batch(NamedTuple):
     swap_in: Sequence[str] = ()
     #: ids of the entries whose request holds hidden cache (the others are KV)
     hidden: Sequence[str] = ()
+    #: ``(request id, hit tokens)`` of the entries that start with a prefix hit
+    hits: Sequence[tuple[str, int]] = ()
+    #: block ids dropped by the batch (prefix reuse)
+    drop: Sequence[int] = ()
 
 
 #: cache type names of an entry's optional third element (semantics: hidden cache)
@@ -75,6 +84,8 @@ def _no_swaps() -> np.ndarray:
 
 
 _SWAP_ARRAYS = ("swap_out_ptr", "swap_out_req", "swap_out_tokens", "swap_in_ptr", "swap_in_req")
+#: block ids are integers in 0 .. 2^62 - 1 (optsched.prefix.MAX_BLOCK_ID)
+_MAX_BLOCK_ID = 2**62
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,6 +113,11 @@ class Schedule:
     #: engine per batch and transfers (docs/semantics.md section 6, "Clusters"); None: every
     #: batch on the instance's first engine, no KV moved
     placement: Placement | None = None
+    # prefix reuse (optional; not given = no hits, no drops): hit tokens per entry, and the
+    # block ids each batch drops
+    entry_hit: np.ndarray = field(default_factory=_no_swaps)
+    drop_ptr: np.ndarray = field(default_factory=_no_swaps)
+    drop_block: np.ndarray = field(default_factory=_no_swaps)
 
     def __post_init__(self):
         ids = tuple(self.ids)
@@ -109,7 +125,9 @@ class Schedule:
         nb0 = np.asarray(self.start).size
         if self.entry_hidden is _NO_SWAPS or self.entry_hidden is None:
             object.__setattr__(self, "entry_hidden", np.zeros(np.asarray(self.entry_req).size, bool))
-        for name in _SWAP_ARRAYS:
+        if self.entry_hit is _NO_SWAPS or self.entry_hit is None:
+            object.__setattr__(self, "entry_hit", np.zeros(np.asarray(self.entry_req).size, np.int64))
+        for name in _SWAP_ARRAYS + ("drop_ptr", "drop_block"):
             if getattr(self, name) is _NO_SWAPS or getattr(self, name) is None:
                 empty = np.zeros(nb0 + 1 if name.endswith("_ptr") else 0, np.int64)
                 object.__setattr__(self, name, empty)
@@ -121,6 +139,9 @@ class Schedule:
             "evict_req": np.int64,
             "start": np.float64,
             **{name: np.int64 for name in _SWAP_ARRAYS},
+            "entry_hit": np.int64,
+            "drop_ptr": np.int64,
+            "drop_block": np.int64,
         }
         for name, dt in conv.items():
             a = np.asarray(getattr(self, name))
@@ -136,7 +157,8 @@ class Schedule:
             object.__setattr__(self, name, a)
         nb = self.start.size
         for ptr_name, arr_name in (("batch_ptr", "entry_req"), ("evict_ptr", "evict_req"),
-                                   ("swap_out_ptr", "swap_out_req"), ("swap_in_ptr", "swap_in_req")):
+                                   ("swap_out_ptr", "swap_out_req"), ("swap_in_ptr", "swap_in_req"),
+                                   ("drop_ptr", "drop_block")):
             ptr = getattr(self, ptr_name)
             if ptr.size != nb + 1:
                 raise ScheduleFormatError(f"schedule: {ptr_name} must have n_batches + 1 = {nb + 1} items")
@@ -154,6 +176,13 @@ class Schedule:
         object.__setattr__(self, "entry_hidden", h)
         if self.swap_out_tokens.size != self.swap_out_req.size:
             raise ScheduleFormatError("schedule: swap_out_tokens and swap_out_req differ in length")
+        if self.entry_hit.size != self.entry_req.size:
+            raise ScheduleFormatError("schedule: entry_hit and entry_req differ in length")
+        if self.entry_hit.size and (self.entry_hit.min() < 0 or self.entry_hit.max() > _MAX_TOKENS):
+            raise ScheduleFormatError(f"schedule: entry_hit must hold token counts in 0..{_MAX_TOKENS}")
+        if self.drop_block.size and (self.drop_block.min() < 0
+                                     or self.drop_block.max() >= _MAX_BLOCK_ID):
+            raise ScheduleFormatError("schedule: drop_block must hold block ids in 0..2^62-1")
         for arr_name in ("entry_req", "evict_req", "swap_out_req", "swap_in_req"):
             a = getattr(self, arr_name)
             if a.size and (a.min() < 0 or a.max() >= len(ids)):
@@ -197,6 +226,20 @@ class Schedule:
         return bool(self.entry_hidden.any())
 
     @property
+    def has_hits(self) -> bool:
+        """Whether some entry starts with a prefix hit (semantics: prefix reuse)."""
+        return bool(self.entry_hit.any())
+
+    @property
+    def has_drops(self) -> bool:
+        """Whether some batch drops resident blocks (semantics: prefix reuse)."""
+        return self.drop_block.size > 0
+
+    @property
+    def batch_of_drop(self) -> np.ndarray:
+        return np.repeat(np.arange(self.n_batches), np.diff(self.drop_ptr))
+
+    @property
     def has_swaps(self) -> bool:
         """Whether any batch swaps KV out or in (semantics: swap preemption)."""
         return self.swap_out_req.size > 0 or self.swap_in_req.size > 0
@@ -210,6 +253,7 @@ class Schedule:
         s = self.start[j]
         oa, ob = self.swap_out_ptr[j], self.swap_out_ptr[j + 1]
         ia, ib = self.swap_in_ptr[j], self.swap_in_ptr[j + 1]
+        hk = np.flatnonzero(self.entry_hit[a:b]) + a
         return Batch(
             [(self.ids[r], int(c)) for r, c in zip(self.entry_req[a:b], self.entry_tokens[a:b])],
             [self.ids[r] for r in self.evict_req[ea:eb]],
@@ -218,6 +262,8 @@ class Schedule:
                                                     self.swap_out_tokens[oa:ob])],
             [self.ids[r] for r in self.swap_in_req[ia:ib]],
             [self.ids[r] for r in self.entry_req[a:b][self.entry_hidden[a:b]]],
+            [(self.ids[r], int(h)) for r, h in zip(self.entry_req[hk], self.entry_hit[hk])],
+            self.drop_block[self.drop_ptr[j]:self.drop_ptr[j + 1]].tolist(),
         )
 
     def __iter__(self):
@@ -235,10 +281,12 @@ class Schedule:
         for j, item in enumerate(batches):
             swap_out: Any = ()
             swap_in: Any = ()
+            hits: Any = ()
+            drop: Any = ()
             if isinstance(item, dict):
-                entries, evict, start, swap_out, swap_in = _parse_batch_dict(item, j)
+                entries, evict, start, swap_out, swap_in, hits, drop = _parse_batch_dict(item, j)
             elif isinstance(item, Batch):
-                entries, evict, start, swap_out, swap_in, hidden = item
+                entries, evict, start, swap_out, swap_in, hidden, hits, drop = item
                 if hidden:
                     hid = set(hidden)
                     entries = [(r, c, "hidden") if r in hid else (r, c) for r, c in entries]
@@ -253,7 +301,7 @@ class Schedule:
                 entries = item[0]
                 evict = item[1] if len(item) > 1 else ()
                 start = item[2] if len(item) > 2 else None
-            b.add(entries, evict, start, swap_out, swap_in)
+            b.add(entries, evict, start, swap_out, swap_in, hits, drop)
         return b.build()
 
     @classmethod
@@ -291,6 +339,14 @@ class Schedule:
                                                    ids[self.entry_req[hid]].tolist()))),)
         if self.placement is not None:
             out += (("placement",) + self.placement.canonical(self.ids),)
+        if self.has_hits:
+            hk = np.flatnonzero(self.entry_hit)
+            out += (("hits",) + tuple(sorted(zip(self.batch_of_entry[hk].tolist(),
+                                                 ids[self.entry_req[hk]].tolist(),
+                                                 self.entry_hit[hk].tolist()))),)
+        if self.has_drops:
+            out += (("drop",) + tuple(tuple(sorted(self.drop_block[a:b].tolist()))
+                                      for a, b in zip(self.drop_ptr[:-1], self.drop_ptr[1:])),)
         return out
 
     def __eq__(self, other):
@@ -312,6 +368,7 @@ class Schedule:
             self.evict_ptr, self.evict_req, np.asarray(start, dtype=np.float64),
             self.swap_out_ptr, self.swap_out_req, self.swap_out_tokens, self.swap_in_ptr,
             self.swap_in_req, self.entry_hidden, placement=self.placement,
+            entry_hit=self.entry_hit, drop_ptr=self.drop_ptr, drop_block=self.drop_block,
         )
 
     def with_placement(self, placement: Placement | None, ids: Sequence[str] | None = None
@@ -336,6 +393,10 @@ class Schedule:
                 d["swap_out"] = [[r, c] for r, c in b.swap_out]
             if b.swap_in:
                 d["swap_in"] = list(b.swap_in)
+            if b.hits:
+                d["hits"] = [[r, h] for r, h in b.hits]
+            if b.drop:
+                d["drop"] = list(b.drop)
             out.append(d)
         if self.placement is not None:  # section 6, clusters: engine and transfers per batch
             pl = self.placement
@@ -387,6 +448,11 @@ class Schedule:
                 arrays["entry_hidden"] = self.entry_hidden
             if self.placement is not None:
                 arrays.update(self.placement.arrays())
+            if self.has_hits:
+                arrays["entry_hit"] = self.entry_hit
+            if self.has_drops:
+                arrays["drop_ptr"] = self.drop_ptr
+                arrays["drop_block"] = self.drop_block
             if instance is not None:
                 arrays["meta_instance"] = np.array([instance.name, instance.content_hash], dtype=str)
             _write_npz(p, arrays)
@@ -416,6 +482,11 @@ class Schedule:
                             f"npz schedule has placement arrays {placed} but lacks "
                             f"{sorted(set(_PLACEMENT_ARRAYS) - set(placed))}")
                     placement = Placement.from_arrays(z) if placed else None
+                    if ("drop_ptr" in z.files) != ("drop_block" in z.files):
+                        raise ScheduleFormatError("npz schedule has only one of the arrays "
+                                                  "drop_ptr and drop_block")
+                    reuse = {k: z[k] for k in ("entry_hit", "drop_ptr", "drop_block")
+                             if k in z.files}
                     tag = None
                     if "meta_instance" in z.files:
                         meta = z["meta_instance"].tolist()
@@ -424,7 +495,7 @@ class Schedule:
                     return cls(tuple(z["ids"].tolist()), z["batch_ptr"], z["entry_req"],
                                z["entry_tokens"], z["evict_ptr"], z["evict_req"], z["start"],
                                sw[0], sw[1], sw[2], sw[3], sw[4], hidden, tag,
-                               placement=placement)
+                               placement=placement, **reuse)
             text = p.read_text(encoding="utf-8")
         except OSError as e:
             raise InputFileError(f"{p}: cannot read schedule file: {e.strerror or e}") from None
@@ -520,13 +591,13 @@ def _split_placement(batches: list) -> tuple[list, PlacementBuilder | None]:
 
 
 def _parse_batch_dict(item: dict, j: int):
-    extra = set(item) - {"entries", "evict", "start", "swap_out", "swap_in"}
+    extra = set(item) - {"entries", "evict", "start", "swap_out", "swap_in", "hits", "drop"}
     if extra:
         raise ScheduleFormatError(f"batch {j}: unknown fields {sorted(extra)}")
     if "entries" not in item:
         raise ScheduleFormatError(f"batch {j}: missing field 'entries'")
     return (item["entries"], item.get("evict", ()), item.get("start"), item.get("swap_out", ()),
-            item.get("swap_in", ()))
+            item.get("swap_in", ()), item.get("hits", ()), item.get("drop", ()))
 
 
 class ScheduleBuilder:
@@ -550,6 +621,9 @@ class ScheduleBuilder:
         self._si_req: list[int] = []
         self._si_ptr: list[int] = [0]
         self._hid: list[bool] = []
+        self._hit: list[int] = []  # per entry (prefix reuse)
+        self._drop: list[int] = []
+        self._dptr: list[int] = [0]
 
     def _id(self, rid) -> int:
         if not isinstance(rid, str):
@@ -604,9 +678,13 @@ class ScheduleBuilder:
         for rid in names:
             out.append(self._id(rid))
 
-    def add(self, entries, evict=(), start=None, swap_out=(), swap_in=()) -> None:
+    def add(self, entries, evict=(), start=None, swap_out=(), swap_in=(), hits=(),
+            drop=()) -> None:
         j = len(self._start)
+        n0 = len(self._req)
         self._pairs(entries, j, "entries", self._req, self._tok, self._hid)
+        self._hits(hits, j, n0)
+        self._drops(drop, j)
         self._names(evict, j, "evict", self._ev)
         if not isinstance(swap_out, (list, tuple)):
             raise ScheduleFormatError(
@@ -622,22 +700,71 @@ class ScheduleBuilder:
             self._start.append(float(start))
         self._close_batch()
 
+    def _hits(self, hits, j: int, n0: int) -> None:
+        """This batch's ``[request id, hit tokens]`` pairs onto its entries (from ``n0``)."""
+        self._hit.extend([0] * (len(self._req) - n0))
+        if not isinstance(hits, (list, tuple)):
+            raise ScheduleFormatError(f"batch {j}: 'hits' must be a list of [request id, tokens] "
+                                      f"pairs, got {hits!r}")
+        if not hits:
+            return
+        req: list[int] = []
+        tok: list[int] = []
+        self._pairs(hits, j, "hits", req, tok)
+        where = {}
+        for k in range(len(self._req) - 1, n0 - 1, -1):  # the first entry of a request wins
+            where[self._req[k]] = k
+        seen: set[int] = set()
+        for r, h in zip(req, tok):
+            name = self._ids[r]
+            if r not in where:
+                raise ScheduleFormatError(f"batch {j}: hit for request {name!r}, which has no "
+                                          "entry in the batch")
+            if r in seen:
+                raise ScheduleFormatError(f"batch {j}: two hits for request {name!r}")
+            if h < 0:
+                raise ScheduleFormatError(f"batch {j}: hit for request {name!r} must be >= 0 "
+                                          f"tokens, got {h}")
+            seen.add(r)
+            self._hit[where[r]] = h
+
+    def _drops(self, drop, j: int) -> None:
+        if isinstance(drop, np.ndarray):
+            drop = drop.tolist()
+        if not isinstance(drop, (list, tuple)):
+            raise ScheduleFormatError(f"batch {j}: 'drop' must be a list of block ids, got {drop!r}")
+        for x in drop:
+            if isinstance(x, bool) or not isinstance(x, (int, np.integer)) \
+                    or not 0 <= x < _MAX_BLOCK_ID:
+                raise ScheduleFormatError(f"batch {j}: 'drop': block id must be an integer in "
+                                          f"0..2^62-1, got {x!r}")
+            self._drop.append(int(x))
+
     def _close_batch(self) -> None:
+        self._dptr.append(len(self._drop))
         self._bptr.append(len(self._req))
         self._eptr.append(len(self._ev))
         self._so_ptr.append(len(self._so_req))
         self._si_ptr.append(len(self._si_req))
 
     def add_indexed(self, req_idx, tokens, evict_idx=(), start=None, swap_out_idx=(),
-                    swap_out_tokens=(), swap_in_idx=(), hidden=()) -> None:
+                    swap_out_tokens=(), swap_in_idx=(), hidden=(), hits=(), drop=()) -> None:
         """Fast path: ``req_idx``/``evict_idx``/``swap_*_idx`` are positions in the ``ids``
-        given at init; ``hidden`` per entry (empty = all KV)."""
+        given at init; ``hidden`` and ``hits`` per entry (empty = all KV, no hits);
+        ``drop`` block ids."""
         n_before = len(self._req)
         self._req.extend(req_idx)
+        n_new = len(self._req) - n_before
         if len(hidden):
             self._hid.extend(bool(x) for x in hidden)
         else:
-            self._hid.extend([False] * (len(self._req) - n_before))
+            self._hid.extend([False] * n_new)
+        if len(hits):
+            self._hit.extend(hits)
+        else:
+            self._hit.extend([0] * n_new)
+        if len(drop):
+            self._drop.extend(drop)
         self._tok.extend(tokens)
         self._ev.extend(evict_idx)
         self._so_req.extend(swap_out_idx)
@@ -664,4 +791,7 @@ class ScheduleBuilder:
             np.array(self._si_ptr, dtype=np.int64),
             np.array(self._si_req, dtype=np.int64),
             entry_hidden=np.array(self._hid, dtype=bool),
+            entry_hit=np.array(self._hit, dtype=np.int64),
+            drop_ptr=np.array(self._dptr, dtype=np.int64),
+            drop_block=np.array(self._drop, dtype=np.int64),
         )

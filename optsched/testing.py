@@ -8,9 +8,11 @@ example; ``tests/test_testing.py`` runs one):
   cost), :func:`constrained_instances` (every limit varied: prefill budget, batch size, KV
   blocks, random cost models), :func:`online_instances` (tight memory, predicted outputs),
   :func:`policy_instances` (every limit and hidden cache, for a policy's validity),
-  :func:`large_instances` (up to 200 requests) -- and :func:`valid_schedules`: random *feasible*
-  schedules of an instance, built by a deliberately naive step-by-step replay of the rules
-  (``docs/semantics.md`` section 3), independent of the evaluator they are meant to check;
+  :func:`large_instances` (up to 200 requests), :func:`prefix_instances` (requests sharing
+  prompt prefixes: KV block ids, ``docs/semantics.md`` section 6) -- and
+  :func:`valid_schedules`: random *feasible* schedules of an instance, built by a
+  deliberately naive step-by-step replay of the rules (``docs/semantics.md`` section 3),
+  independent of the evaluator they are meant to check;
 * **assertions** -- :func:`assert_feasible` (the one evaluator accepts a schedule) and
   :func:`assert_bound_valid` (a lower bound never exceeds an optimum or any schedule's value);
 * **an oracle** -- :func:`exhaustive_optimum`: the proven optimum of a tiny instance by the exact
@@ -171,6 +173,39 @@ def policy_instances(draw: Any, predictions: bool = True) -> Instance:
     ]))
     hidden = draw(st.booleans())
     return Instance("hyp", Limits(M, C, P, bs, b, hidden_cache=hidden), cost, tuple(reqs))
+
+
+@st.composite
+def prefix_instances(draw: Any, max_requests: int = 8) -> Instance:
+    """Instances whose requests share prompt prefixes (``docs/semantics.md`` section 6,
+    "Prefix reuse"), on which every policy must give a feasible schedule: up to
+    ``max_requests`` requests drawing their block ids from up to three stems (system prompts,
+    conversation turns), the last few blocks of a prompt its own, so the ids form a forest by
+    construction; KV blocks of 1-4 tokens, ``M`` one to three peaks, a prefill budget and a
+    batch-size cap or none, online or not, unit or a fixed linear cost. No hidden cache or
+    swapping (the instance refuses them with block ids)."""
+    b = draw(st.sampled_from([1, 2, 4]))
+    stems = draw(st.integers(1, 3))
+    online = draw(st.booleans())
+    reqs = []
+    for k in range(draw(st.integers(1, max_requests))):
+        prompt, output = draw(st.integers(1, 20)), draw(st.integers(1, 8))
+        stem = draw(st.integers(0, stems - 1))
+        n_ids = draw(st.integers(0, prompt // b))
+        own = draw(st.integers(0, n_ids))  # the last `own` blocks are the request's own
+        ids = tuple(1000 * stem + p + 1 if p < n_ids - own else 100_000 + 100 * k + p
+                    for p in range(n_ids))
+        arrival = float(draw(st.integers(0, 8))) if online else 0.0
+        reqs.append(Request(f"q{k}", arrival, prompt, output, prefix=ids))
+    peak = max(-(-(r.prompt + r.output - 1) // b) * b for r in reqs)
+    M = draw(st.integers(peak, 3 * peak))
+    C = draw(st.integers(max(b, 2), 2 * peak + b))
+    P = draw(st.one_of(st.none(), st.integers(1, C)))
+    bs = draw(st.one_of(st.none(), st.integers(1, 6)))
+    cost = draw(st.sampled_from([
+        UnitCost(), LinearCost(k0=0.5, k1=0.01, kpq=1e-4, kpm=2e-4, kdm=1e-3, kpr=0.05, kdr=0.02),
+    ]))
+    return Instance("hyp-prefix", Limits(M, C, P, bs, b), cost, tuple(reqs))
 
 
 @st.composite
@@ -400,5 +435,6 @@ def wave_schedule(n: int, wave: int = 200, prompt: int = 10, output: int = 50
 __all__ = [
     "DRAIN_AFTER", "DrawnSchedule", "assert_bound_valid", "assert_feasible", "constrained_instances",
     "cost_models", "exhaustive_optimum", "instances", "large_instances", "linear_cost_models",
-    "online_instances", "policy_instances", "valid_schedules", "wave_schedule",
+    "online_instances", "policy_instances", "prefix_instances", "valid_schedules",
+    "wave_schedule",
 ]

@@ -400,3 +400,18 @@ def test_a_columns_instance_hashes_like_the_same_requests():
     cols = Instance.from_columns("c", limits, UnitCost(), ids, arr, inp, out)
     reqs = Instance("c", limits, UnitCost(), tuple(Request(*t) for t in zip(ids, arr, inp, out)))
     assert cols.content_hash == reqs.content_hash == _reference(cols)
+
+
+def test_prefix_reuse_on_a_cluster_of_engines_is_refused():
+    """Prefix reuse is modelled on one engine only (semantics section 6): block ids with a
+    cluster of two engines are refused in one line; a one-engine cluster on the instance's own
+    limits is one engine and loads."""
+    base = Instance("p", Limits(kv_capacity=64, max_batch_tokens=64, block_size=2), UnitCost(),
+                    (Request("a", 0, 4, 2, prefix=(1, 2)), Request("b", 0, 4, 2, prefix=(1,))))
+    with pytest.raises(InstanceError, match="prefix block ids and a cluster of 2 engines") as e:
+        base.replace(cluster=Cluster((Engine("x"), Engine("y"))))
+    assert "\n" not in str(e.value)
+    one = base.replace(cluster=Cluster((Engine("x"),)))
+    assert one.single_engine and one.has_prefix
+    with pytest.raises(InstanceError, match="a cluster of 2 engines"):
+        Instance.from_dict({**base.to_dict(), "cluster": {"engines": [{"id": "x"}, {"id": "y"}]}})

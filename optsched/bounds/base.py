@@ -83,6 +83,11 @@ class BoundMethod:
     objectives: tuple[str, ...] = MODELLED
     rank: int = PLAIN_RANK
     cheap: bool = False
+    #: whether the bound stays valid with prefix reuse (docs/semantics.md section 6, "Prefix
+    #: reuse"): hits make prefills cheaper and shared blocks occupy memory once, so a
+    #: reuse-blind bound can exceed the optimum of an instance with block ids and is refused
+    #: there
+    reuse_aware: bool = False
 
     def __post_init__(self) -> None:
         unknown = [o for o in self.objectives if o not in OBJECTIVES]
@@ -95,17 +100,28 @@ class BoundMethod:
 
 
 def register_bound(name: str, description: str, objectives=MODELLED, *, rank: int,
-                   cheap: bool = False):
+                   cheap: bool = False, reuse_aware: bool = False):
     """Decorator: ``@register_bound("request", "...", rank=10, cheap=True)`` on a bound
     function registers it in :data:`optsched.plugins.BOUNDS` with its place on the ladder
     (:class:`BoundMethod`); a new method is one new module in this package, or an entry
-    point of the group ``optsched.bounds`` (``docs/add-a-bound-rung.md``)."""
+    point of the group ``optsched.bounds`` (``docs/add-a-bound-rung.md``). ``reuse_aware``:
+    the bound is valid on instances with prefix block ids (others are refused there)."""
 
     def deco(fn: BoundFn) -> BoundFn:
-        BOUNDS.add(name, BoundMethod(name, fn, description, tuple(objectives), rank, cheap), fn)
+        BOUNDS.add(name, BoundMethod(name, fn, description, tuple(objectives), rank, cheap,
+                                     reuse_aware), fn)
         return fn
 
     return deco
+
+
+def refusal_with_prefix(method: str) -> str:
+    """Why bound ``method`` refuses an instance with prefix block ids."""
+    return (f"bound method {method!r} does not model prefix reuse, and this instance's "
+            "requests list prefix block ids (docs/semantics.md section 6, 'Prefix reuse'): "
+            "cache hits skip prefill work and shared blocks occupy memory once, so a "
+            "reuse-blind bound is not a lower bound here. Remove the 'prefix' fields to bound "
+            "the problem without reuse")
 
 
 def _as_method(name: str, entry: Any) -> BoundMethod:
@@ -163,6 +179,8 @@ def lower_bound(instance: Instance, objective: str = "makespan", method: str = "
                          "model; a KV-only bound could exceed the optimum. Set hidden_cache "
                          "to false for the KV-only problem")
     instance.require_one_engine(f"bound method {method!r}")  # section 6, clusters
+    if instance.has_prefix and not info.reuse_aware:
+        raise BoundError(refusal_with_prefix(method))
     budget = budget or Budget.seconds(time_limit)
     if exact_solve is not None:
         budget = replace(budget, exact_solve=exact_solve)

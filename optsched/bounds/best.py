@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..objectives import OBJECTIVES
-from .base import BoundError, BoundResult, Budget, register_bound, rungs
+from .base import BoundError, BoundResult, Budget, refusal_with_prefix, register_bound, rungs
 
 #: ``best`` sits above every rung it climbs
 RANK = 1000
@@ -30,14 +30,23 @@ def _share(budget: Budget, name: str) -> Budget:
 
 
 @register_bound("best", "every rung that fits the time limit; the largest bound",
-                objectives=OBJECTIVES, rank=RANK)
+                objectives=OBJECTIVES, rank=RANK, reuse_aware=True)
 def best_bound(instance, objective: str, budget: Budget) -> BoundResult:
     ladder: dict[str, float] = {}
     notes: list[str] = []
     best: BoundResult | None = None
-    for info in rungs(cheap=False, below=RANK):
+    climbed = [info for info in rungs(cheap=False, below=RANK) if objective in info.objectives]
+    if instance.has_prefix and not any(info.reuse_aware for info in climbed):
+        raise BoundError("best: no rung of the ladder models prefix reuse, and this "
+                         "instance's requests list prefix block ids (docs/semantics.md "
+                         "section 6, 'Prefix reuse'): cache hits skip prefill work and shared "
+                         "blocks occupy memory once, so a reuse-blind bound is not a lower "
+                         "bound here. Remove the 'prefix' fields to bound the problem without "
+                         "reuse")
+    for info in climbed:
         name = info.name
-        if objective not in info.objectives:
+        if instance.has_prefix and not info.reuse_aware:  # docs/semantics.md section 6
+            notes.append(refusal_with_prefix(name))
             continue
         if budget.expired:
             notes.append(f"{name}: not run, time limit reached")

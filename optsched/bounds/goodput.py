@@ -226,6 +226,13 @@ def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | N
     """Upper bounds on how many requests any schedule of ``instance`` serves within their
     SLOs (module docstring, B12); ``ttft``, ``tpot``, ``tbt`` are defaults for requests
     without the field (``tbt``: the TBT SLO on every gap, for every request)."""
+    if instance.has_prefix:  # hits shorten prefills: the floors below would not hold
+        from .base import BoundError
+
+        raise BoundError("goodput bound (B12): does not model prefix reuse, and this "
+                         "instance's requests list prefix block ids (docs/semantics.md "
+                         "section 6); a reuse-blind ceiling could lie below what a schedule "
+                         "with cache hits attains")
     slos = Slos.of(instance, ttft, tpot, tbt)
     f = Floors.of(instance)
     ttft_ok, all_ok = own_feasible(f, slos)

@@ -49,6 +49,12 @@ METRIC_ROWS = [
     ("completion_rate", "completions / time unit"),
     ("hidden_entries", "hidden-cache entries"),
     ("hidden_time", "hidden-cache time"),
+    ("hit_tokens", "prefix hit tokens"),
+    ("hit_rate", "prefix hit rate"),
+    ("prefill_tokens", "computed prefill tokens"),
+    ("dropped_blocks", "dropped blocks"),
+    ("peak_resident_blocks", "peak resident blocks"),
+    ("peak_cached_blocks", "peak cached blocks"),
     ("batches", "batches"),
     ("finished", "finished requests"),
 ]

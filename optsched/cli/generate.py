@@ -1,9 +1,11 @@
 """``optsched generate KIND [options] -o FILE``: an instance from a registered generator
 (``optsched.workloads.generators``) or a trace conversion (``azure``, ``vidur``, ``arxiv``;
-``optsched.workloads.traces``); ``--list`` lists the kinds."""
+``optsched.workloads.traces``; ``mooncake``, JSON lines with prefix hash ids,
+``optsched.workloads.mooncake``); ``--list`` lists the kinds."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import warnings
 
@@ -15,7 +17,7 @@ from ..instance import Instance, Limits
 from . import EXIT_OK
 from ._common import cost_name, seed_arg, table
 
-TRACE_KINDS = {"azure": "azure", "vidur": "vidur", "arxiv": "arxiv"}
+TRACE_KINDS = {"azure": "azure", "vidur": "vidur", "arxiv": "arxiv", "mooncake": "mooncake"}
 
 
 def register(sub) -> None:
@@ -46,8 +48,20 @@ def register(sub) -> None:
                    "0.2); for other kinds a default written into every request")
     g.add_argument("--replace", action="store_true", default=None,
                    help="poisson-trace: draw the (prompt, output) pairs with replacement")
-    t = p.add_argument_group("trace options (azure, vidur, arxiv; --trace for poisson-trace)")
-    t.add_argument("--trace", help="trace CSV file")
+    s = p.add_argument_group("shared prefixes (system-prompts, multi-turn, few-shot; block "
+                             "size 16 unless --block-size)")
+    s.add_argument("--prompts", type=int, help="system-prompts: number of system prompts")
+    s.add_argument("--zipf", type=float, help="system-prompts, few-shot: Zipf exponent of the "
+                   "popularity")
+    s.add_argument("--system", type=int, help="system-prompts, multi-turn: system prompt tokens")
+    s.add_argument("--turns", type=float, help="multi-turn: mean turns per conversation")
+    s.add_argument("--think", type=float, help="multi-turn: mean seconds between turns")
+    s.add_argument("--templates", type=int, help="few-shot: number of example sets")
+    s.add_argument("--header", type=int, help="few-shot: shared instruction tokens")
+    s.add_argument("--examples", type=int, help="few-shot: example-set tokens")
+    t = p.add_argument_group("trace options (azure, vidur, arxiv, mooncake; --trace for "
+                             "poisson-trace)")
+    t.add_argument("--trace", help="trace file (CSV; JSON lines for mooncake)")
     t.add_argument("--limit", type=int, help="first N requests")
     t.add_argument("--sample", type=int, help="seeded random sample of N requests")
     t.add_argument("--consecutive", type=int, metavar="N",
@@ -66,11 +80,14 @@ def register(sub) -> None:
     t.add_argument("--too-long", choices=("error", "drop", "clip"),
                    help="requests with I + O - 1 > M (default error)")
     lim = p.add_argument_group("limits and cost model")
-    lim.add_argument("--kv-capacity", type=int, help="M in tokens (default 100000)")
+    lim.add_argument("--kv-capacity", type=int, help="M in tokens (default 100000; mooncake: "
+                     "the trace file's longest request in whole blocks, 126976 for the "
+                     "conversation trace)")
     lim.add_argument("--max-batch-tokens", type=int, help="C (default 4096)")
     lim.add_argument("--max-prefill-tokens", type=int, help="P (default none)")
     lim.add_argument("--block-size", type=int,
-                     help="KV block size in tokens (default 1; docs/semantics.md section 2)")
+                     help="KV block size in tokens (default 1; mooncake: 512, and it must "
+                     "divide 512; docs/semantics.md sections 2 and 6)")
     lim.add_argument("--host-capacity", type=int,
                      help="host tokens for swapped KV (enables swapping; bros default 4 M)")
     lim.add_argument("--cost-model", help="preset name, 'unit', or a cost-model JSON file "
@@ -94,9 +111,12 @@ def _print_list() -> None:
         )
         rows.append((name, k.summary, ps + ("" if k.takes_limits else " (own limits)")))
     for name in sorted(TRACE_KINDS):
-        rows.append((name, f"{name} trace CSV -> instance",
+        what = (f"{name} trace JSON lines (prefix hash ids) -> instance with block ids"
+                if name == "mooncake" else f"{name} trace CSV -> instance")
+        rows.append((name, what,
                      "--trace, --limit|--sample|--consecutive, --seed, --window, --rate-scale|--load"
-                     + (", --rate" if name == "arxiv" else "")))
+                     + (", --rate" if name == "arxiv" else "")
+                     + (", --block-size (divides 512)" if name == "mooncake" else "")))
     print(table(["kind", "what", "parameters"], rows))
 
 
@@ -133,7 +153,8 @@ def _window(s: str | None) -> tuple[float | None, float | None]:
 
 
 _GEN_FLAGS = ("n", "prompt", "output", "mix", "dataset", "seed", "rate", "arrival", "horizon", "trace",
-              "be_batch", "ttft_slo", "tpot_slo", "replace")
+              "be_batch", "ttft_slo", "tpot_slo", "replace", "prompts", "zipf", "system", "turns",
+              "think", "templates", "header", "examples")
 #: with a kind that does not set SLOs itself: a default for every request (semantics sec. 4)
 _SLO_FLAGS = ("ttft_slo", "tpot_slo")
 _TRACE_FLAGS = ("limit", "sample", "consecutive", "window", "zero_tokens", "too_long")
@@ -207,6 +228,8 @@ def _generate_family(args, g) -> Instance:
     limits: Limits | None
     if g.takes_limits:
         limits, cost = _limits(args), _cost(args.cost_model)
+        if g.block_size is not None and args.block_size is None:  # the kind's own default
+            limits = dataclasses.replace(limits, block_size=g.block_size)
     else:
         given = _given(args, ("kv_capacity", "max_batch_tokens", "max_prefill_tokens", "cost_model",
                               "host_capacity", "block_size"))
@@ -294,18 +317,53 @@ def _generate_trace(args, kind: str) -> Instance:
     cost = _cost(args.cost_model) or preset(DEFAULT_PRESET)
     if args.load is not None and args.rate is not None:
         raise InstanceError("--load sets the arrival rate; drop --rate")
-    inst = load_trace_instance(
-        args.trace, _limits(args), cost, name=args.name, too_long=args.too_long or "error",
-        format=kind, limit=args.limit, sample=args.sample, consecutive=args.consecutive,
-        seed=args.seed if args.seed is not None else 0, start=start, end=end,
-        rate_scale=args.rate_scale, zero_tokens=args.zero_tokens or "drop", rate=args.rate,
-    )
+    if kind == "mooncake":
+        inst = _generate_mooncake(args, start, end, cost)
+    else:
+        inst = load_trace_instance(
+            args.trace, _limits(args), cost, name=args.name, too_long=args.too_long or "error",
+            format=kind, limit=args.limit, sample=args.sample, consecutive=args.consecutive,
+            seed=args.seed if args.seed is not None else 0, start=start, end=end,
+            rate_scale=args.rate_scale, zero_tokens=args.zero_tokens or "drop", rate=args.rate,
+        )
     if args.load is not None and inst.n:
         # lazy: the load runs reference policies (start-up time)
         from ..serving.load import scale_to_load
 
         inst = scale_to_load(inst, args.load)
     return inst.with_default_slos(args.ttft_slo, args.tpot_slo)
+
+
+
+def _generate_mooncake(args, start: float | None, end: float | None, cost) -> Instance:
+    """``generate mooncake``: :func:`optsched.workloads.mooncake.mooncake_instance` with the
+    options of the other traces; ``M`` defaults to the file's longest request."""
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..workloads.generators import DEFAULT_MAX_BATCH_TOKENS
+    from ..workloads.mooncake import (
+        DEFAULT_BLOCK_SIZE,
+        default_kv_capacity,
+        mooncake_instance,
+        read_mooncake,
+    )
+
+    if args.host_capacity is not None:
+        raise InstanceError("kind 'mooncake' does not take --host-capacity (prefix reuse is not "
+                            "modelled with swap preemption)")
+    b = args.block_size if args.block_size is not None else DEFAULT_BLOCK_SIZE
+    M = args.kv_capacity
+    if M is None:
+        M = default_kv_capacity(read_mooncake(args.trace, block_size=b,
+                                              zero_tokens=args.zero_tokens or "drop"), b)
+    limits = Limits(kv_capacity=M, max_batch_tokens=(args.max_batch_tokens if
+                    args.max_batch_tokens is not None else DEFAULT_MAX_BATCH_TOKENS),
+                    max_prefill_tokens=args.max_prefill_tokens, block_size=b)
+    return mooncake_instance(
+        args.trace, limits, cost, name=args.name,
+        too_long=args.too_long or "error", zero_tokens=args.zero_tokens or "drop",
+        limit=args.limit, sample=args.sample, consecutive=args.consecutive,
+        seed=args.seed if args.seed is not None else 0, start=start, end=end,
+        rate_scale=args.rate_scale)
 
 
 __all__ = ["register"]

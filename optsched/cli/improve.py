@@ -59,7 +59,7 @@ def _start_schedule(inst, start: str, deadline: float):
 
 def run(args) -> int:
     # lazy: each subcommand imports what it runs (start-up time)
-    from ..search.lns import LNSOptions, improve
+    from ..search.lns import LNSOptions, check_supported, improve
     from ..solving.budget import command_seconds
 
     t0 = time.perf_counter()
@@ -68,6 +68,7 @@ def run(args) -> int:
     opts = LNSOptions(time_limit=args.time_limit, seed=args.seed, max_window=args.max_window,
                       max_requests=args.max_requests, progress=True)
     inst = load_instance(args.instance)
+    check_supported(inst)  # before the start schedule: a refusal costs no simulation
     # lazy: each subcommand imports what it runs (start-up time)
     from ..policies import SimulationTimeout
     from ..progress import phase

@@ -47,7 +47,24 @@ def instance_info(inst: Instance, load: OfferedLoad | None = None) -> dict:
                     "rate": (inst.n - 1) / span if span > 0 else None},
         "total_tokens": int(inst.prompt.sum() + inst.output.sum()),
         "offered_load": (load if load is not None else _load(inst)).to_dict(),
+        **({"prefix_reuse": _reuse_info(inst)} if inst.has_prefix else {}),
     }
+
+
+def _reuse_info(inst: Instance) -> dict:
+    """The reuse potential (docs/semantics.md section 6, "Prefix reuse"): distinct and listed
+    blocks, and the hit tokens of an unbounded cache serving in arrival order."""
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..prefix import reuse_potential
+
+    ix = inst.prefix_index
+    assert ix is not None
+    pot = reuse_potential(ix, inst.arrival, inst.prompt)
+    listers = np.bincount(ix.block, minlength=ix.n_blocks)  # a request lists a block once
+    return {**pot, "block_size": ix.block_size,
+            "distinct_kv_tokens": ix.n_blocks * ix.block_size,
+            "shared_blocks": int((listers >= 2).sum()),
+            "requests_with_ids": int((ix.listed > 0).sum())}
 
 
 def _load(inst: Instance) -> OfferedLoad:
@@ -81,6 +98,14 @@ def run_info(args) -> int:
     print(f"total tokens (prompt + output): {d['total_tokens']}; arrival span {fmt(a['span'])}"
           + (f", mean rate {fmt(rate)} per time unit" if rate else ""))
     print(load.describe() + " (docs/semantics.md section 4)")
+    if "prefix_reuse" in d:
+        r = d["prefix_reuse"]
+        print(f"prefix reuse: {r['requests_with_ids']} requests list {r['listed_blocks']} block "
+              f"ids, {r['distinct_blocks']} distinct ({r['distinct_kv_tokens']} KV tokens, "
+              f"b = {r['block_size']}), {r['shared_blocks']} of them listed by two or more "
+              f"requests; shared fraction: an unbounded cache in arrival order hits "
+              f"{r['hit_tokens']} of {r['prompt_tokens']} prompt tokens "
+              f"({100 * r['hit_share']:.1f}%; docs/semantics.md section 6)")
     return EXIT_OK
 
 

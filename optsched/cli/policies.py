@@ -23,6 +23,7 @@ def run_policies(args) -> int:
                 "description": s.description,
                 "source": s.source,
                 "hypothetical": s.hypothetical,
+                "reuse_aware": s.reuse_aware,
                 "compiled": s.compiled,
                 "params": {p.name: {"type": p.type.__name__,
                                     "default": dict(s.defaults).get(p.name, p.default),
@@ -33,6 +34,7 @@ def run_policies(args) -> int:
         return EXIT_OK
     for s in specs:
         hyp = " [hypothetical: knows output lengths]" if s.hypothetical else ""
+        hyp += " [prefix reuse: hits and drops]" if s.reuse_aware else ""
         print(f"{s.name}{hyp}")
         print(f"    {s.description}")
         print(f"    source: {s.source}")

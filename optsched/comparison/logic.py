@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from ..bounds import Budget, lower_bound
+from ..bounds import Budget, bound_methods, lower_bound
 from ..bounds.goodput import goodput_bound
 from ..errors import OptschedError
 from ..evaluation import OBJECTIVES, evaluate
@@ -172,6 +172,7 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
     if twice:
         raise CompareInputError(f"row label {twice[0]!r} is given twice (policies and --schedule "
                                 "labels name the rows; each must be unique)")
+    _refuse_optimal_with_prefix(instance, optimal, formulation)
     budget = Budget.seconds(time_limit)
     load = offered_load(instance, deadline=load_deadline(time_limit))
     # the policies may use at most POLICY_SHARE of the budget: the rest is for the bound, the
@@ -192,6 +193,11 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
         lower = None
         notes.append("no certified lower bound: the instance enables hidden cache, which the "
                      "bounds do not model (docs/semantics.md section 6)")
+    elif instance.has_prefix and not bound_methods()["combinatorial"].reuse_aware:
+        lower = None
+        notes.append("no certified lower bound: the instance's requests list prefix block "
+                     "ids, and the bounds do not model prefix reuse (docs/semantics.md "
+                     "section 6)")
     else:
         lower = lower_bound(instance, objective, "best", budget=_bound_budget(budget, optimal))
     opt, rep = None, None
@@ -207,6 +213,19 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
     opt = next((r for r in rows if r.kind == RowKind.OPTIMUM), None)
     return Comparison(instance, objective, rows, opt, rep, ref_kind, ref, time_limit, solver,
                       lower, source, notes, goodput_gap(instance, rows), load)
+
+
+def _refuse_optimal_with_prefix(instance: Instance, optimal: bool, formulation: str) -> None:
+    """``--optimal`` on an instance with prefix block ids needs a formulation that models
+    reuse (docs/semantics.md section 6): refused before any policy runs."""
+    from ..formulations.base import FORMULATIONS
+
+    if optimal and instance.has_prefix and formulation in FORMULATIONS.names() \
+            and not FORMULATIONS.get(formulation).reuse_aware:
+        raise CompareInputError(f"--optimal: the instance's requests list prefix block ids, "
+                                f"and formulation {formulation!r} does not model prefix reuse "
+                                "(docs/semantics.md section 6); compare the policies without "
+                                "--optimal")
 
 
 #: the policies' share of the budget (the rest: the bound, the pipeline's model or its LNS
@@ -234,7 +253,8 @@ def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float
             and r.schedule is not None and not r.schedule.has_swaps
             and not r.schedule.has_hidden
             and r.objective is not None and math.isfinite(r.objective)]
-    if not feas or not seconds > 0 or instance.limits.swapping or instance.limits.hidden_cache:
+    if not feas or not seconds > 0 or instance.limits.swapping or instance.limits.hidden_cache \
+            or instance.has_prefix:
         return []
     best = min(feas, key=objective_key)
     if best.schedule is None:  # feas keeps only rows with a schedule
@@ -302,8 +322,8 @@ def goodput_gap_value(attainment: float, upper: float) -> float:
 def goodput_gap(instance: Instance, rows: Sequence[Row]) -> GoodputGap | None:
     """The goodput table of a comparison; None when no request of ``instance`` has an SLO."""
     if not any(r.ttft_slo is not None or r.tpot_slo is not None or r.deadline is not None
-               for r in instance.requests):
-        return None
+               for r in instance.requests) or instance.has_prefix:
+        return None  # with prefix reuse there is no certified ceiling (the goodput rung refuses)
     t0 = time.perf_counter()
     gb = goodput_bound(instance)
     seconds = time.perf_counter() - t0

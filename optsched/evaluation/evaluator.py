@@ -49,6 +49,7 @@ from ..jsonio import finite_or_none
 from ..objectives import OBJECTIVES  # the one list of objective names
 from ..progress import fmt
 from ..schedule import Schedule
+from . import prefix as prefix_rules
 
 #: Violation codes, each with the rule of semantics sections 3-4 it enforces (the table there).
 CODES = {
@@ -79,6 +80,13 @@ CODES = {
                              "(limits.hidden_cache)",
     "CACHE_TYPE_SWITCH": "an entry's cache type differs from the cache the request holds "
                          "(a switch discards the cache: evict first, then recompute)",
+    # prefix reuse (semantics section 6; the rules are in optsched/evaluation/prefix.py)
+    "HIT_INVALID": "a hit is not whole blocks from a block boundary of the request's cached "
+                   "tokens, or reaches past its shareable blocks",
+    "HIT_NOT_RESIDENT": "a hit covers a block that is not resident when the batch's entries start",
+    "DUPLICATE_DROP": "a block is listed twice among one batch's drops",
+    "DROP_NOT_RESIDENT": "a drop names a block that is not resident",
+    "DROP_REFERENCED": "a drop names a block that a request holds",
 }
 
 #: At most this many violations of one code are kept as objects (all are counted).
@@ -141,6 +149,13 @@ class Evaluation:
     #: per entry (schedule order): whether it generated a token (section 3, step 2: its
     #: request's ``m`` reached ``S``) -- a decode, a prefill's last chunk or a refill's
     entry_generates: np.ndarray = field(default_factory=lambda: np.zeros(0, bool), repr=False)
+    #: prefix reuse (section 6; empty when the instance has no block ids and the schedule
+    #: neither hits nor drops): hit tokens per request, resident and cached blocks per batch
+    hit_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    batch_resident_blocks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64),
+                                              repr=False)
+    batch_cached_blocks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64),
+                                            repr=False)
 
     def objective(self, kind: str) -> float:
         """The objective a formulation optimises, computed from this replay only."""
@@ -179,13 +194,16 @@ class Evaluation:
             "metrics": {k: _json_num(v) for k, v in self.metrics.items()},
         }
         if requests:  # whole columns to Python at once (19K requests: 0.025 s, not 0.045 s)
-            keys = ("id", "first_token", "completion", "latency", "ttft", "tpot", "max_tbt",
-                    "evictions", "recomputed_tokens")
+            keys: tuple[str, ...] = ("id", "first_token", "completion", "latency", "ttft",
+                                     "tpot", "max_tbt", "evictions", "recomputed_tokens")
             cols = [list(self.request_ids)] + [
                 _json_list(a) for a in (self.first_token, self.completion, self.latency,
                                         self.ttft, self.tpot, self.max_tbt)] + [
                 np.asarray(a).astype(np.int64).tolist()
                 for a in (self.evictions, self.recomputed_tokens)]
+            if self.hit_tokens.size:
+                keys += ("hit_tokens",)
+                cols.append(self.hit_tokens.tolist())
             d["requests"] = [dict(zip(keys, row)) for row in zip(*cols)]
         if batches:
             d["batches"] = [
@@ -198,6 +216,9 @@ class Evaluation:
                     "prefill_tokens": int(self.batch_prefill_tokens[j]),
                     "prefill_entries": int(self.batch_prefill_entries[j]),
                     "decode_entries": int(self.batch_decode_entries[j]),
+                    **({"resident_blocks": int(self.batch_resident_blocks[j]),
+                        "cached_blocks": int(self.batch_cached_blocks[j])}
+                       if self.batch_resident_blocks.size else {}),
                 }
                 for j in range(self.batch_start.size)
             ]
@@ -287,6 +308,7 @@ class _Items:
     tokens: np.ndarray  # c of an entry, 0 for an eviction
     ok: np.ndarray
     hidden: np.ndarray  # an entry's cache type is hidden (False for an eviction)
+    hit: np.ndarray  # an entry's prefix-hit tokens (0 for an eviction; section 6)
 
 
 def _columns(inst: Instance, s: Schedule) -> tuple[_Items, _Items]:
@@ -294,10 +316,10 @@ def _columns(inst: Instance, s: Schedule) -> tuple[_Items, _Items]:
     e_r = idmap[s.entry_req] if s.n_entries else np.zeros(0, np.int64)
     v_r = idmap[s.evict_req] if s.evict_req.size else np.zeros(0, np.int64)
     entries = _Items("entry", s.batch_of_entry, e_r, s.entry_req, s.entry_tokens,
-                     np.ones(e_r.size, bool), s.entry_hidden.copy())
+                     np.ones(e_r.size, bool), s.entry_hidden.copy(), s.entry_hit)
     evictions = _Items("eviction", s.batch_of_evict, v_r, s.evict_req,
                        np.zeros(v_r.size, np.int64), np.ones(v_r.size, bool),
-                       np.zeros(v_r.size, bool))
+                       np.zeros(v_r.size, bool), np.zeros(v_r.size, np.int64))
     return entries, evictions
 
 
@@ -375,6 +397,7 @@ class _Events:
     batch: np.ndarray
     is_entry: np.ndarray
     c: np.ndarray
+    hit: np.ndarray  # prefix-hit tokens of an entry (section 6), applied before its c
     src: np.ndarray  # position in the entry (or eviction) column
     first: np.ndarray  # the request's first event
     m_before: np.ndarray
@@ -401,9 +424,11 @@ def _sorted_events(entries: _Items, evictions: _Items, nb: int):
     c = np.concatenate([entries.tokens[ei], np.zeros(vi.size, np.int64)])
     src = np.concatenate([ei, vi])
     hidden = np.concatenate([entries.hidden[ei], np.zeros(vi.size, bool)])
+    hit = np.concatenate([entries.hit[ei], np.zeros(vi.size, np.int64)])
     # one int64 sort key: request, then batch, then evictions before entries (unique after dedup)
     order = np.argsort((req * (nb + 1) + batch) * 2 + is_entry, kind="stable")
-    return req[order], batch[order], is_entry[order], c[order], src[order], hidden[order]
+    return (req[order], batch[order], is_entry[order], c[order], src[order], hidden[order],
+            hit[order])
 
 
 def _hidden_before(req, is_entry, hidden, first):
@@ -461,16 +486,18 @@ def _segment_start_tokens(req, is_entry, m_after, reset, I):
 
 
 def _replay(inst: Instance, entries: _Items, evictions: _Items, nb: int) -> _Events:
-    """Apply every valid entry and eviction as given (section 3, steps 1-2)."""
+    """Apply every valid entry and eviction as given (section 3, steps 1-2; a prefix hit
+    advances ``m`` before the entry's ``c``, section 6)."""
     I = inst.prompt
-    req, batch, is_entry, c, src, hidden = _sorted_events(entries, evictions, nb)
-    m_before, first, reset = _cached_before(req, is_entry, c)
-    m_after = m_before + c
+    req, batch, is_entry, c, src, hidden, hit = _sorted_events(entries, evictions, nb)
+    adv = c + hit if hit.any() else c
+    m_before, first, reset = _cached_before(req, is_entry, adv)
+    m_after = m_before + adv
     g_start, seg = _segment_start_tokens(req, is_entry, m_after, reset, I)
     g0 = g_start[seg]
     S0 = I[req] + g0
     return _Events(
-        req=req, batch=batch, is_entry=is_entry, c=c, src=src, first=first,
+        req=req, batch=batch, is_entry=is_entry, c=c, hit=hit, src=src, first=first,
         m_before=m_before, m_after=m_after,
         g_before=g0 + np.maximum(0, m_before - S0 + 1),
         g_after=g0 + np.maximum(0, m_after - S0 + 1),
@@ -528,17 +555,25 @@ def _check_entries(ev: _Events, V: _Violations) -> np.ndarray:
                lambda k: "request already generated all its output tokens")
     live = ev.is_entry & ~after_fin
     avail = np.where(ev.m_before < ev.S0, ev.S0 - ev.m_before, 1)
-    idx = np.flatnonzero(live & (ev.c > avail))
-    V.add_many("TOKENS_OVER_AVAILABLE", ev.batch[idx], ev.req[idx],
-               lambda k: f"processes {int(ev.c[idx[k]])} tokens but only {int(avail[idx[k]])} "
-                         f"are available (S - m)")
+    idx = np.flatnonzero(live & (ev.c + ev.hit > avail))
+    h = ev.hit
+
+    def msg(k: int) -> str:
+        x = idx[k]
+        if h[x]:  # section 6: the hit advances m first, then c <= S - m
+            return (f"processes {int(ev.c[x])} tokens after a hit of {int(h[x])} but only "
+                    f"{int(avail[x] - h[x])} are available (S - m after the hit)")
+        return f"processes {int(ev.c[x])} tokens but only {int(avail[x])} are available (S - m)"
+
+    V.add_many("TOKENS_OVER_AVAILABLE", ev.batch[idx], ev.req[idx], msg)
     return live
 
 
 def _decode_entries(ev: _Events, live: np.ndarray, I: np.ndarray) -> np.ndarray:
-    """Entry phase (section 3): decode when ``g >= 1`` and ``m = S - 1`` before the batch."""
+    """Entry phase (section 3): decode when ``g >= 1`` and ``m = S - 1`` before the batch
+    (an entry with a prefix hit is a prefill entry, section 6)."""
     S_before = I[ev.req] + ev.g_before
-    return live & (ev.g_before >= 1) & (ev.m_before == S_before - 1)
+    return live & (ev.g_before >= 1) & (ev.m_before == S_before - 1) & (ev.hit == 0)
 
 
 @dataclass
@@ -583,13 +618,20 @@ def _check_batch_limits(t: _BatchTotals, lim, V: _Violations) -> None:
                              f"{lim.max_batch_size}")
 
 
-def _kv_in_use(ev: _Events, live, evicted, finish, limits: Limits, nb: int) -> np.ndarray:
+def _kv_in_use(ev: _Events, live, evicted, finish, limits: Limits, nb: int,
+               prefix=None) -> np.ndarray:
     """KV after each batch (section 3, steps 3-4), in whole blocks: a running sum of ``+c``
     per entry, ``-m`` at an eviction and ``-m`` one batch after a request finishes; a hidden
     cache counts ``limits.hidden_ratio`` of its KV, in whole blocks (section 6, hidden
-    cache)."""
-    fp = limits.footprint  # by cache type (semantics: hidden cache, rule "memory")
+    cache). With prefix reuse (``prefix``: the instance's index) each request counts only its
+    private tokens ``m - b*f(m)`` (section 6, "Prefix reuse", rule 4; the evaluator adds the
+    resident blocks)."""
     h, hb = ev.hidden, ev.hidden_before
+    if prefix is not None:
+        def private_fp(m, hid, r):
+            return limits.footprint(prefix_rules.private_tokens(prefix, r, m), hid)
+        return _kv_deltas(ev, live, evicted, finish, nb, private_fp)
+    fp = limits.footprint  # by cache type (semantics: hidden cache, rule "memory")
 
     delta = (
         np.bincount(ev.batch[live], weights=fp(ev.m_after[live], h[live])
@@ -600,6 +642,30 @@ def _kv_in_use(ev: _Events, live, evicted, finish, limits: Limits, nb: int) -> n
                       minlength=nb + 1)
     )
     return np.rint(np.cumsum(delta)[:nb]).astype(np.int64)
+
+
+def _kv_deltas(ev: _Events, live, evicted, finish, nb: int, fp) -> np.ndarray:
+    """:func:`_kv_in_use` with a footprint ``fp(m, hidden, request)`` (prefix reuse)."""
+    h, hb, r = ev.hidden, ev.hidden_before, ev.req
+    delta = (
+        np.bincount(ev.batch[live], weights=fp(ev.m_after[live], h[live], r[live])
+                    - fp(ev.m_before[live], hb[live], r[live]), minlength=nb + 1)
+        - np.bincount(ev.batch[evicted], weights=fp(ev.m_before[evicted], hb[evicted],
+                                                    r[evicted]), minlength=nb + 1)
+        - np.bincount(ev.batch[finish] + 1, weights=fp(ev.m_after[finish], h[finish],
+                                                       r[finish]), minlength=nb + 1)
+    )
+    return np.rint(np.cumsum(delta)[:nb]).astype(np.int64)
+
+
+def _check_prefix_reuse(inst: Instance, s: Schedule, nb: int, ev: _Events, evicted, finish,
+                        live, V: _Violations) -> prefix_rules.BlockEffects:
+    """HIT_INVALID, HIT_NOT_RESIDENT, DUPLICATE_DROP, DROP_NOT_RESIDENT, DROP_REFERENCED: the
+    resident blocks, hits and drops of section 6, "Prefix reuse" (rules 1-3 and 5), walked
+    batch by batch by :func:`optsched.evaluation.prefix.replay_blocks`; returns the resident and
+    cached blocks after each batch (rule 4 adds ``b`` per resident block to the KV)."""
+    return prefix_rules.replay_blocks(inst, s, nb, ev.req, ev.batch, ev.m_before, ev.hit,
+                                      ev.m_after, evicted, finish, live, V)
 
 
 def _check_memory(kv: np.ndarray, M: int, V: _Violations) -> None:
@@ -684,11 +750,22 @@ def _compiled(inst: Instance, s: Schedule) -> Evaluation | None:
     cost, fc = fast.cost_params(inst)
     P = -1 if lim.max_prefill_tokens is None else lim.max_prefill_tokens
     bs = -1 if lim.max_batch_size is None else lim.max_batch_size
-    (ok, dur, kv, tok, pre_tok, pre_ent, dec_ent, end, ent_decode, ent_cached, first_b, done_b,
-     g, n_evict, recomputed, ent_gen) = call(
-        fast.replay, s.batch_ptr, e_req, s.entry_tokens, s.evict_ptr, v_req, s.start, inst.arrival,
-        inst.prompt, inst.output, lim.kv_capacity, lim.max_batch_tokens, P, bs,
-        lim.block_size, cost, fc)
+    hits = None
+    if inst.has_prefix or s.has_hits or s.has_drops:  # section 6, prefix reuse
+        ix = inst.prefix_index or prefix_rules.empty_index(inst)
+        (ok, dur, kv, tok, pre_tok, pre_ent, dec_ent, end, ent_decode, ent_cached, first_b,
+         done_b, g, n_evict, recomputed, ent_gen, hit_req, res_b, cac_b, drop_b) = call(
+            fast.replay_prefix, s.batch_ptr, e_req, s.entry_tokens, s.entry_hit, s.evict_ptr,
+            v_req, s.drop_ptr, ix.dense(s.drop_block), s.start, inst.arrival, inst.prompt,
+            inst.output, lim.kv_capacity, lim.max_batch_tokens, P, bs, lim.block_size, cost, fc,
+            ix.ptr, ix.block, ix.listed, ix.shareable, ix.n_blocks)
+        hits = (hit_req, prefix_rules.BlockEffects(res_b, cac_b, drop_b))
+    else:
+        (ok, dur, kv, tok, pre_tok, pre_ent, dec_ent, end, ent_decode, ent_cached, first_b,
+         done_b, g, n_evict, recomputed, ent_gen) = call(
+            fast.replay, s.batch_ptr, e_req, s.entry_tokens, s.evict_ptr, v_req, s.start,
+            inst.arrival, inst.prompt, inst.output, lim.kv_capacity, lim.max_batch_tokens, P,
+            bs, lim.block_size, cost, fc)
     if not ok:
         return None
     V = _Violations(inst.ids)
@@ -705,7 +782,8 @@ def _compiled(inst: Instance, s: Schedule) -> Evaluation | None:
     totals = _BatchTotals(tok, pre_tok, pre_ent, dec_ent)
     gaps = call(fast.token_gaps, e_req, s.batch_ptr, ent_gen, end, inst.n)
     return _evaluation(inst, V, n_evict, recomputed, first_token, completion, g_final, end, dur,
-                       kv, totals, ent_decode, ent_cached, ent_gen=ent_gen, gaps=gaps)
+                       kv, totals, ent_decode, ent_cached, ent_gen=ent_gen, gaps=gaps,
+                       hits=hits)
 
 
 def _touched(s: Schedule, batches: np.ndarray, e_req: np.ndarray, v_req: np.ndarray
@@ -759,7 +837,7 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     src_e = ev.src[ev.is_entry]
     ent_live[src_e] = live[ev.is_entry]
     ent_decode[src_e] = decode[ev.is_entry]
-    ent_cached[src_e] = ev.m_before[ev.is_entry]
+    ent_cached[src_e] = (ev.m_before + ev.hit)[ev.is_entry]  # hits are context (section 6)
     ent_gen = np.zeros(entries.batch.size, bool)
     gen = live & (ev.g_after > ev.g_before) & (ev.g_before < ev.O)
     ent_gen[src_e] = gen[ev.is_entry]
@@ -771,7 +849,12 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     dur = dur + hidden_dur
     totals = _batch_totals(lb, lc, ld, nb)
     _check_batch_limits(totals, lim, V)
-    kv = _kv_in_use(ev, live, evicted, finish, lim, nb)
+    reuse = inst.has_prefix or s.has_hits or s.has_drops
+    kv = _kv_in_use(ev, live, evicted, finish, lim, nb, inst.prefix_index if reuse else None)
+    blocks = None
+    if reuse:  # section 6, "Prefix reuse": resident blocks count once, cached ones too
+        blocks = _check_prefix_reuse(inst, s, nb, ev, evicted, finish, live, V)
+        kv = kv + lim.block_size * blocks.resident
     swaps = _check_swaps(inst, s, nb, ev, live, evicted, V) if s.has_swaps else None
     if swaps is not None:
         kv = kv + np.cumsum(swaps.gpu_delta)
@@ -796,9 +879,13 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     n_evict = np.bincount(ev.req[evicted], minlength=n)
     recomputed = np.bincount(ev.req[evicted], weights=ev.m_before[evicted],
                              minlength=n).astype(np.int64)
+    hits = None
+    if blocks is not None:
+        hit_req = np.bincount(ev.req[live], weights=ev.hit[live], minlength=n).astype(np.int64)
+        hits = (hit_req, blocks)
     gaps = token_gaps(inst.n, s, entries.req, ent_gen, end)
     return _evaluation(inst, V, n_evict, recomputed, first_token, completion, g_final, end, dur,
-                       kv, totals, ent_decode, ent_cached, swaps, hidden, ent_gen, gaps)
+                       kv, totals, ent_decode, ent_cached, swaps, hidden, ent_gen, gaps, hits)
 
 
 def token_gaps(n: int, s: Schedule, e_req: np.ndarray, ent_gen: np.ndarray,
@@ -853,7 +940,7 @@ def _tbt_metrics(O: np.ndarray, completion: np.ndarray, longest: np.ndarray,
 
 def _evaluation(inst, V, n_evict, recomputed, first_token, completion, g_final, end, dur, kv,
                 totals, ent_decode, ent_cached, swaps=None, hidden=None,
-                ent_gen=None, gaps=None) -> Evaluation:
+                ent_gen=None, gaps=None, hits=None) -> Evaluation:
     """Per-request and summary metrics (section 4) around the replay's arrays."""
     O = inst.output
     latency = completion - inst.arrival
@@ -871,6 +958,11 @@ def _evaluation(inst, V, n_evict, recomputed, first_token, completion, g_final, 
     if hidden is not None:  # section 6, hidden cache: how much of it, at what price
         metrics["hidden_entries"] = int(hidden[0].sum())
         metrics["hidden_time"] = float(hidden[1].sum())
+    reuse: dict[str, Any] = {}
+    if hits is not None:  # section 6, prefix reuse
+        metrics.update(_reuse_metrics(hits[0], hits[1], totals))
+        reuse = {"hit_tokens": hits[0], "batch_resident_blocks": hits[1].resident,
+                 "batch_cached_blocks": hits[1].cached}
     return Evaluation(
         feasible=not V.counts,
         violations=tuple(V.kept),
@@ -896,7 +988,19 @@ def _evaluation(inst, V, n_evict, recomputed, first_token, completion, g_final, 
         entry_cached=ent_cached,
         metrics=metrics,
         entry_generates=np.zeros(ent_decode.size, bool) if ent_gen is None else ent_gen,
+        **reuse,
     )
+
+
+def _reuse_metrics(hit_req: np.ndarray, blocks, totals: _BatchTotals) -> dict[str, Any]:
+    """Section 6, "Prefix reuse", metrics: hit tokens and rate, computed prefill tokens, drops,
+    peak resident and cached blocks."""
+    hit = int(hit_req.sum())
+    pre = int(totals.prefill_tokens.sum())
+    return {"hit_tokens": hit, "hit_rate": hit / (hit + pre) if hit + pre else None,
+            "prefill_tokens": pre, "dropped_blocks": int(blocks.dropped.sum()),
+            "peak_resident_blocks": int(blocks.resident.max()) if blocks.resident.size else 0,
+            "peak_cached_blocks": int(blocks.cached.max()) if blocks.cached.size else 0}
 
 
 # --- swap preemption (semantics section 6, "Swap preemption") ------------------------------

@@ -273,6 +273,9 @@ class FormulationInfo:
     #: unknown in advance)
     applicable_hook: ApplicableFn | None = None
     estimate_hook: EstimateFn | None = None
+    #: whether the model represents prefix reuse (docs/semantics.md section 6, "Prefix
+    #: reuse"); a formulation that does not is refused an instance with block ids
+    reuse_aware: bool = False
 
     def applicable(self, instance: Instance, objective: str, options: SolveOptions,
                    hypotheses: Hypotheses | None = None) -> str | None:
@@ -324,13 +327,14 @@ def register_formulation(name: str, description: str, objectives: Sequence[str] 
                          needs_warm_start: bool = True,
                          params: Sequence[ParamSpec] = (), *,
                          applicable: ApplicableFn | None = None,
-                         estimate: EstimateFn | None = None) -> Callable[[RunFn], RunFn]:
+                         estimate: EstimateFn | None = None,
+                         reuse_aware: bool = False) -> Callable[[RunFn], RunFn]:
     """Decorator: ``@register_formulation("infermax", "...", params=(...), applicable=...,
     estimate=...)`` on a ``run`` function (hooks: :class:`FormulationInfo`)."""
 
     def deco(fn: RunFn) -> RunFn:
         info = FormulationInfo(name, fn, description, tuple(objectives), needs_warm_start,
-                               tuple(params), applicable, estimate)
+                               tuple(params), applicable, estimate, reuse_aware)
         FORMULATIONS.add(name, info, fn)
         return fn
 
@@ -359,6 +363,23 @@ def refuse_swaps(who: str, instance: Instance | None = None, schedule: Schedule 
     if schedule is not None and schedule.has_swaps:
         raise FormulationError(
             f"{who}: the schedule swaps KV (swap_out/swap_in), which this formulation cannot "
+            "represent; it would be mis-priced")
+
+
+def refuse_prefix_reuse(who: str, instance: Instance | None = None,
+                        schedule: Schedule | None = None) -> None:
+    """Refuse what ``who`` cannot represent (docs/semantics.md section 6, "Prefix reuse"): an
+    instance whose requests list block ids (a schedule that hits cached blocks can beat every
+    reuse-blind one, so a reuse-blind optimum is not this instance's) or a schedule with hits
+    or drops (it would be mis-priced)."""
+    if instance is not None and instance.has_prefix:
+        raise FormulationError(
+            f"{who}: cannot represent prefix reuse, and this instance's requests list prefix "
+            "block ids; its reuse-blind optimum would not be this instance's optimum. Remove "
+            "the 'prefix' fields to solve the problem without reuse")
+    if schedule is not None and (schedule.has_hits or schedule.has_drops):
+        raise FormulationError(
+            f"{who}: the schedule hits or drops prefix blocks, which this formulation cannot "
             "represent; it would be mis-priced")
 
 
@@ -407,9 +428,11 @@ def prepare_solve(instance: Instance, formulation: str, objective: str, options:
             f"solver cpsat needs an all-integer model, and formulation {formulation!r} has "
             "continuous times (seconds); use --formulation hindsight (integer time slots, "
             "which CP-SAT solves) or --solver highs")
-    refuse_swaps(formulation, instance,
-                 warm_start.schedule if isinstance(warm_start, WarmStart) else
-                 warm_start if isinstance(warm_start, Schedule) else None)
+    ws = (warm_start.schedule if isinstance(warm_start, WarmStart) else
+          warm_start if isinstance(warm_start, Schedule) else None)
+    refuse_swaps(formulation, instance, ws)
+    if not info.reuse_aware:
+        refuse_prefix_reuse(formulation, instance, ws)
     return objective, options
 
 

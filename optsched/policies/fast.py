@@ -1085,6 +1085,8 @@ def fast_config(instance: Instance, policy: Any) -> tuple[np.ndarray, np.ndarray
     # _wait_gate and the _mq_* helpers); A_min is MC-SF with a queue keyed by its moving
     # estimates and its own victim order (_amin_victim)
     kernel = vars(type(policy)).get("fast_kernel")
+    if kernel == "cached" and not instance.has_prefix:
+        kernel = "unified"  # without block ids a prefix-caching policy is its unified config
     if not HAVE_NUMBA or kernel not in KERNELS:
         return None
     if getattr(policy, "predictor", None) is not None:

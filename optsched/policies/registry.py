@@ -65,6 +65,16 @@ class PolicySpec:
         return parse_params(self.params, params, f"policy {self.name!r}", PolicyError,
                             dict(self.defaults))
 
+    @property
+    def reuse_aware(self) -> bool:
+        """Whether the policy states prefix hits and drops (docs/semantics.md section 6,
+        "Prefix reuse"); the others run blind to block ids. Asked of a policy built with
+        the defaults."""
+        try:
+            return bool(getattr(self.make(), "reuse_aware", False))
+        except PolicyError:
+            return False
+
     def make(self, **params: Any) -> Any:
         parsed = self.parse_params(params)
         missing = sorted(getattr(self.factory, "__abstractmethods__", ()))
@@ -102,7 +112,7 @@ def _adapt(label: str, obj: Any) -> PolicySpec:
 #: distributions add theirs through the ``optsched.policies`` entry-point group
 POLICIES: Registry[PolicySpec] = Registry(
     "policy", plural="policies", packages=("optsched.policies",), group="optsched.policies",
-    error=PolicyError, adapt=_adapt, skip=("registry", "simulator", "fast"),
+    error=PolicyError, adapt=_adapt, skip=("registry", "simulator", "fast", "fast_cached", "reuse"),
 )
 
 

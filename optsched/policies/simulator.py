@@ -59,6 +59,7 @@ from ..cost import LinearCost, UnitCost
 from ..instance import Instance, Limits
 from ..schedule import Schedule, ScheduleBuilder
 from .errors import PolicyError, SimulationError, SimulationTimeout
+from .reuse import BlockState, auto_drops
 
 
 class Plan(NamedTuple):
@@ -71,6 +72,10 @@ class Plan(NamedTuple):
     (semantics section 6, hidden cache): the request holds, or starts, a hidden cache. An
     entry's type must match the cache its request holds; switching means evicting first.
 
+    ``hits`` (optional, one per entry; empty = none) and ``drops`` (dense block indices,
+    :attr:`SimView.prefix`) are a reuse-aware policy's prefix hits and dropped blocks
+    (semantics section 6, "Prefix reuse"; :mod:`optsched.policies.reuse`).
+
     Indices are 0-based instance positions. Arrays or lists of ints are accepted.
     """
 
@@ -81,6 +86,8 @@ class Plan(NamedTuple):
     swap_out_tokens: Sequence[int] = ()
     swap_in: Sequence[int] = ()
     hidden: np.ndarray | Sequence[bool] = ()
+    hits: np.ndarray | Sequence[int] = ()
+    drops: np.ndarray | Sequence[int] = ()
 
 
 EMPTY_PLAN = Plan(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -116,6 +123,10 @@ class SimView:
         self.h = _ro(sim.h)
         #: each request's cache type: True = hidden cache (meaningful while ``m > 0``)
         self.hidden = _ro(sim.hid)
+        #: the requests' block ids as dense indices (semantics: prefix reuse), None without
+        self.prefix = inst.prefix_index
+        #: resident blocks and their holds, kept for a reuse-aware policy (None otherwise)
+        self.blocks: BlockState | None = sim.blocks
         self._sim = sim
         # set by the simulator for a policy with a predictor
         self.predict_remaining: Callable[[np.ndarray], np.ndarray] | None = None
@@ -153,6 +164,14 @@ class SimView:
         """KV tokens charged for ``tokens`` cached tokens (whole blocks)."""
         return self.limits.kv_footprint(tokens)
 
+    def hit_run(self, i: int) -> int:
+        """The longest prefix hit request ``i`` can take in the next batch: whole resident
+        blocks from its cached tokens (a block boundary) up to its shareable blocks
+        (semantics section 6, "Prefix reuse"); 0 for a reuse-blind policy."""
+        if self.blocks is None:
+            return 0
+        return self.blocks.hit_run(i, int(self.m[i]))
+
 
 class Policy(ABC):
     """Base class of scheduling policies.
@@ -168,6 +187,9 @@ class Policy(ABC):
     #: non-hypothetical policies that need output lengths may opt in to the true length
     #: where the instance gives no prediction (documented in their registry entry)
     output_fallback: bool = False
+    #: a policy that states prefix hits and drops (semantics section 6, "Prefix reuse"); the
+    #: others run blind to block ids and the simulator drops every unheld block for them
+    reuse_aware: bool = False
 
     def bind(self, view: SimView) -> None:
         self.view = view
@@ -245,6 +267,7 @@ class _Sim:
         self.hid = np.zeros(n, bool)
         self.host_kv = 0
         self.now = 0.0
+        self.blocks: BlockState | None = None
 
     @cached_property
     def builder(self) -> ScheduleBuilder:
@@ -308,6 +331,8 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
             f"{instance.n_engines} engines; route it: optsched simulate --router NAME, or "
             "optsched.cluster.simulate(instance, policy, router=NAME)")
     sim = _Sim(instance)
+    if instance.prefix_index is not None and policy.reuse_aware:
+        sim.blocks = BlockState(instance.prefix_index)
     n = instance.n
     lim = instance.limits
     M, b = lim.kv_capacity, lim.block_size
@@ -327,10 +352,17 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     limit = max_batches if max_batches is not None else 50 * (int(O.sum()) + int(S.sum())) + 1000
     if fast is None:
         fast = int(O.sum()) >= FAST_MIN_OUTPUT_TOKENS
-    if fast:
+    if fast and sim.blocks is None:
         from .fast import simulate_fast  # lazy: numba is imported only when a kernel runs
 
         compiled = simulate_fast(instance, policy, known, limit, stats)
+        if compiled is not None:
+            return auto_drops(instance, compiled) if instance.has_prefix else compiled
+    elif fast and stats is None:
+        # lazy: numba is imported only when a kernel runs
+        from .fast_cached import simulate_cached_fast
+
+        compiled = simulate_cached_fast(instance, policy, limit)
         if compiled is not None:
             return compiled
     price = batch_pricer(instance.cost_model)
@@ -396,6 +428,24 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         if j >= limit:
             raise SimulationError(f"policy {policy.name!r} exceeded {limit} batches (livelock?)")
         req, c, ev = checked_plan(plan, policy.name, j, instance.ids)
+        if sim.blocks is not None:
+            kv, fin, dur, extra = _reuse_batch(sim, plan, policy.name, j, req, c, ev, kv, price)
+            done += int(fin.size)
+            start = None
+            if idle:
+                touched = np.concatenate([req, ev])
+                if touched.size == 0 or arr[touched].max() < now:
+                    start = now
+                idle = False
+            add(req.tolist(), c.tolist(), ev.tolist(), start, **extra)
+            now = sim.now = now + dur
+            if timing:
+                t0, c0 = clock(), cpu_clock()
+            policy.on_batch_end(plan, fin)
+            if timing:
+                decide += clock() - t0
+                decide_cpu += cpu_clock() - c0
+            continue
         if ev.size:
             mev = m[ev]
             if (mev <= 0).any():
@@ -477,7 +527,73 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         stats.decision_cpu_seconds = decide_cpu
         stats.decisions = calls
         stats.batches = len(builder)
+    if instance.has_prefix and sim.blocks is None:
+        return auto_drops(instance, builder.build())
     return builder.build()
+
+
+def _reuse_batch(sim: _Sim, plan: Plan, name: str, j: int, req: np.ndarray, c: np.ndarray,
+                 ev: np.ndarray, kv: int, price) -> tuple[int, np.ndarray, float, dict]:
+    """One batch of a reuse-aware policy (semantics section 6, "Prefix reuse"): evictions
+    release their blocks, drops, hits, computed tokens complete blocks, memory ``b * |R| +
+    private <= M``, finishing releases after the batch. ``kv`` is the private KV in use.
+    Returns it, the finished requests, the batch's time and the builder's hits and drops."""
+    inst, blocks = sim.instance, sim.blocks
+    assert blocks is not None
+    m, S, g, O = sim.m, sim.S, sim.g, inst.output
+    ids = inst.ids
+    blocks.released = []
+    if len(plan.swap_out) or len(plan.swap_in) or len(plan.hidden):
+        raise SimulationError(f"policy {name!r}, batch {j}: swaps and hidden cache are not "
+                              "modelled with prefix reuse")
+    for i in ev.tolist():
+        if m[i] <= 0:
+            raise SimulationError(f"policy {name!r}, batch {j}: evicts request {ids[i]!r}, "
+                                  "which holds no KV")
+        kv -= blocks.private(i, int(m[i]))
+        blocks.release(i, int(m[i]))
+        m[i] = 0
+    drops = _int_array(plan.drops, "drops", name, j, ids)
+    if drops.size:
+        blocks.apply_drops(drops, name, j)
+    hits = _int_array(plan.hits, "hits", name, j, ids) if len(plan.hits) else \
+        np.zeros(req.size, np.int64)
+    if hits.size != req.size:
+        raise SimulationError(f"policy {name!r}, batch {j}: {hits.size} hits for {req.size} "
+                              "entries")
+    for i, h in zip(req[hits > 0].tolist(), hits[hits > 0].tolist()):
+        blocks.apply_hit(i, int(m[i]), h, name, j, ids[i])
+    mb = m[req] + hits
+    ma = mb + c
+    bad = (c < 1) | (ma > S[req])
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise SimulationError(f"policy {name!r}, batch {j}: request {ids[int(req[k])]!r} "
+                              f"processes {int(c[k])} tokens with {int(S[req[k]] - mb[k])} "
+                              "available")
+    dec = (hits == 0) & (mb == S[req] - 1) & (g[req] >= 1)
+    for i, m0, h, m1 in zip(req.tolist(), m[req].tolist(), hits.tolist(), ma.tolist()):
+        kv += blocks.private(i, m1) - blocks.private(i, m0)
+        blocks.complete(i, m0 + h, m1)
+    m[req] = ma
+    total = kv + blocks.b * blocks.n_res
+    if total > inst.limits.kv_capacity:
+        raise SimulationError(f"policy {name!r}, batch {j}: KV after the batch {total} > "
+                              f"M = {inst.limits.kv_capacity} ({blocks.n_res} resident blocks)")
+    gen = req[ma == S[req]]
+    fin = gen[:0]
+    if gen.size:
+        g[gen] += 1
+        S[gen] += 1
+        fin = gen[g[gen] >= O[gen]]
+        for i in fin.tolist():
+            kv -= blocks.private(i, int(m[i]))
+            blocks.release(i, int(m[i]))
+            m[i] = 0
+    dur = price(c, mb, dec, int(np.count_nonzero(dec))) if req.size else 0.0
+    extra = {"hits": hits.tolist() if hits.any() else (),
+             "drop": blocks.ix.ids[drops].tolist() if drops.size else ()}
+    return kv, fin, dur, extra
 
 
 def check_policy(policy: object) -> None:

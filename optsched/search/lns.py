@@ -598,6 +598,25 @@ class _LNS:
                          self.decodes, self.key_name, self.method)
 
 
+def check_supported(instance: Instance, schedule: Schedule | None = None) -> None:
+    """Raise :class:`LNSError` (one line) when LNS cannot search ``instance`` (or improve
+    ``schedule``): swap preemption, hidden cache and prefix reuse, whose windows the
+    exhaustive search does not solve (docs/semantics.md section 6). Callers check before
+    building a start schedule, so that the refusal costs no simulation."""
+    if instance.limits.swapping or (schedule is not None and schedule.has_swaps):
+        raise LNSError("lns: schedules with swap preemption are not supported")
+    instance.require_one_engine("lns (large-neighbourhood search)")  # section 6, clusters
+    if instance.limits.hidden_cache or (schedule is not None and schedule.has_hidden):
+        raise LNSError("lns: hidden cache is not supported (its windows are solved by the "
+                       "KV-only exhaustive search)")
+    if instance.has_prefix or (schedule is not None and (schedule.has_hits
+                                                         or schedule.has_drops)):
+        raise LNSError("lns: prefix reuse is not supported: the instance's requests list "
+                       "prefix block ids (or the schedule states hits or drops), and its "
+                       "windows are solved by the reuse-blind exhaustive search "
+                       "(docs/semantics.md section 6, 'Prefix reuse')")
+
+
 def improve(instance: Instance, schedule: Schedule, objective: str = "makespan",
             options: LNSOptions | None = None, *, evaluation: Evaluation | None = None
             ) -> LNSResult:
@@ -605,12 +624,7 @@ def improve(instance: Instance, schedule: Schedule, objective: str = "makespan",
     replayed by :func:`optsched.evaluate` and never worse than ``schedule``.
     ``evaluation``: the schedule's replay when the caller has it (the solve pipeline's
     warm start), so that it is not replayed again."""
-    if schedule.has_swaps or instance.limits.swapping:
-        raise LNSError("lns: schedules with swap preemption are not supported")
-    instance.require_one_engine("lns (large-neighbourhood search)")  # section 6, clusters
-    if schedule.has_hidden or instance.limits.hidden_cache:
-        raise LNSError("lns: hidden cache is not supported (its windows are solved by the "
-                       "KV-only exhaustive search)")
+    check_supported(instance, schedule)
     ev = evaluation if evaluation is not None else evaluate(instance, schedule)
     if not ev.feasible:
         raise LNSError(f"lns: the start schedule is infeasible: {ev.violations[0]}")
@@ -620,4 +634,4 @@ def improve(instance: Instance, schedule: Schedule, objective: str = "makespan",
                                                                   ev.objective(objective))
 
 
-__all__ = ["LNSError", "LNSOptions", "LNSResult", "improve"]
+__all__ = ["LNSError", "LNSOptions", "LNSResult", "check_supported", "improve"]

@@ -164,7 +164,8 @@ def in_instance_order(s: Schedule, ids: tuple[str, ...]) -> Schedule:
     perm = np.array([pos[r] for r in s.ids], dtype=np.int64)
     return Schedule(ids, s.batch_ptr, perm[s.entry_req], s.entry_tokens, s.evict_ptr,
                     perm[s.evict_req], s.start, s.swap_out_ptr, perm[s.swap_out_req],
-                    s.swap_out_tokens, s.swap_in_ptr, perm[s.swap_in_req], s.entry_hidden)
+                    s.swap_out_tokens, s.swap_in_ptr, perm[s.swap_in_req], s.entry_hidden,
+                    entry_hit=s.entry_hit, drop_ptr=s.drop_ptr, drop_block=s.drop_block)
 
 
 class PolicyDecoder:

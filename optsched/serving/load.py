@@ -135,7 +135,11 @@ def steady_busy(instance: Instance) -> float:
 
 def certified_rate(instance: Instance) -> float | None:
     """``mu_cert = n / W``: no schedule serves this mix faster in the long run (requests per
-    time unit; None for an empty instance, a zero floor or a cost model without floors)."""
+    time unit; None for an empty instance, a zero floor or a cost model without floors).
+    None with prefix block ids: ``W`` prices every prompt token, and cache hits skip some
+    (docs/semantics.md section 6, "Prefix reuse"), so ``n / W`` is not certified there."""
+    if instance.has_prefix:
+        return None
     try:
         w = steady_busy(instance)
     except TypeError:  # a cost model the floors do not know
@@ -145,7 +149,9 @@ def certified_rate(instance: Instance) -> float | None:
 
 def queued(instance: Instance, copies: int) -> Instance:
     """``copies`` copies of ``instance``'s requests, every one queued at time 0 (ids
-    suffixed ``#k``); plain requests: the lengths are the mix, SLOs and classes are not."""
+    suffixed ``#k``); plain requests: the lengths are the mix, SLOs and classes are not, nor
+    prefix block ids (a schedule of the copies without reuse is one with reuse that drops
+    every block nobody holds, at the same times: the achievable side stays achievable)."""
     ids = tuple(rid if k == 0 else f"{rid}#{k}" for k in range(copies) for rid in instance.ids)
     return Instance.from_columns(f"{instance.name}-queued-x{copies}", instance.limits,
                                  instance.cost_model, ids, np.zeros(len(ids)),
@@ -413,7 +419,7 @@ def scale_to_load(instance: Instance, target: float, load: OfferedLoad | None = 
 
 def _plain(r: Any) -> bool:
     return r.predicted_output is None and r.cls is None and r.ttft_slo is None \
-        and r.tpot_slo is None and r.deadline is None
+        and r.tpot_slo is None and r.deadline is None and not r.prefix
 
 
 __all__ = ["LoadError", "OfferedLoad", "OVERLOAD_HINT", "REFERENCES", "achievable_rate",

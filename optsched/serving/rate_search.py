@@ -80,7 +80,7 @@ def _plain(r: Request) -> bool:
     :meth:`Instance.from_columns` builds): a rate search's probe instance is then built from
     columns, ~10x faster than 19K validated constructions (``optsched capacity``)."""
     return r.predicted_output is None and r.cls is None and r.ttft_slo is None \
-        and r.tpot_slo is None and r.deadline is None
+        and r.tpot_slo is None and r.deadline is None and not r.prefix
 
 
 def trace_rate(instance: Instance) -> float:

@@ -305,7 +305,7 @@ def _improve(instance: Instance, ws: WarmStart, objective: str, budget: Budget,
     seconds = budget.left() - 2 * RESERVE_SECONDS
     schedule = ws.schedule
     if seconds < MIN_LNS_SECONDS or instance.limits.swapping or instance.limits.hidden_cache \
-            or schedule.has_swaps or schedule.has_hidden:
+            or schedule.has_swaps or schedule.has_hidden or instance.has_prefix:
         return None
     phase(f"model skipped: large-neighbourhood search for {seconds:.1f} s from the best policy")
     try:

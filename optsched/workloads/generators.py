@@ -41,6 +41,8 @@ from .defaults import (
     default_limits,
 )
 from .hybrid import bros_workload
+from .shared_prefix import BLOCK_SIZE as SHARED_BLOCK_SIZE
+from .shared_prefix import few_shot, multi_turn, system_prompts
 from .traces import TraceWarning, poisson_arrivals, read_trace
 
 SHORT = (8, 16)
@@ -301,6 +303,8 @@ class GeneratorKind:
     summary: str
     params: tuple[Param, ...]
     takes_limits: bool = True
+    #: the KV block size the command line uses when ``--block-size`` is not given (None: 1)
+    block_size: int | None = None
 
     def call(self, *, limits: Limits | None = None, cost_model: CostModel | None = None,
              name: str | None = None, **params) -> Instance:
@@ -392,6 +396,41 @@ GENERATORS: dict[str, GeneratorKind] = {
          Param("tpot_slo", float, 0.2, "RT time-per-output-token SLO, seconds")),
     ),
 }
+
+
+_SHARED_COMMON = (Param("n", int, REQUIRED, "number of requests"),
+                  Param("rate", float, REQUIRED, "arrival rate, requests (or conversations) "
+                        "per second"),
+                  Param("seed", int, 0, "random seed"),
+                  Param("dataset", str, "sharegpt", "message/answer length statistics",
+                        ("sharegpt", "lmsys", "sharegpt-ecoserve")))
+GENERATORS.update({
+    "system-prompts": GeneratorKind(
+        "system-prompts", system_prompts,
+        "shared prefixes: a few system prompts (Zipf popularity) + the user's message; block "
+        "ids (optsched.workloads.shared_prefix)",
+        _SHARED_COMMON + (Param("prompts", int, 4, "number of system prompts"),
+                          Param("zipf", float, 1.1, "Zipf exponent of their popularity"),
+                          Param("system", int, 1024, "system prompt tokens")),
+        block_size=SHARED_BLOCK_SIZE),
+    "multi-turn": GeneratorKind(
+        "multi-turn", multi_turn,
+        "shared prefixes: conversations whose turn k+1 extends turn k (its prompt, answer and "
+        "a new message); block ids",
+        _SHARED_COMMON + (Param("turns", float, 4.0, "mean turns per conversation (geometric)"),
+                          Param("think", float, 30.0, "mean seconds between turns"),
+                          Param("system", int, 256, "shared system prompt tokens")),
+        block_size=SHARED_BLOCK_SIZE),
+    "few-shot": GeneratorKind(
+        "few-shot", few_shot,
+        "shared prefixes: one instruction, one of a few few-shot example sets (Zipf), the "
+        "query; block ids",
+        _SHARED_COMMON + (Param("templates", int, 8, "number of example sets"),
+                          Param("zipf", float, 1.0, "Zipf exponent of their popularity"),
+                          Param("header", int, 512, "shared instruction tokens"),
+                          Param("examples", int, 2048, "example-set tokens")),
+        block_size=SHARED_BLOCK_SIZE),
+})
 
 
 def _bros(**kw) -> Instance:

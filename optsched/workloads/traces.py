@@ -82,6 +82,9 @@ class Trace:
     dropped_zero: int = 0
     clamped_zero: int = 0
     notes: tuple[str, ...] = field(default=())
+    #: prefix block ids in the instance's block size (docs/semantics.md section 6, "Prefix
+    #: reuse"), a CSR pair ``(ptr, flat ids)`` over the rows; None: the trace has none
+    prefix: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def n(self) -> int:
@@ -107,7 +110,18 @@ class Trace:
             arrival=self.arrival[mask_or_index], prompt=self.prompt[mask_or_index],
             output=self.output[mask_or_index], rows_in_file=self.rows_in_file,
             dropped_zero=self.dropped_zero, clamped_zero=self.clamped_zero, notes=self.notes,
+            prefix=None if self.prefix is None else csr_rows(*self.prefix, mask_or_index),
         )
+
+
+def csr_rows(ptr: np.ndarray, flat: np.ndarray, mask_or_index) -> tuple[np.ndarray, np.ndarray]:
+    """The rows ``mask_or_index`` (a mask, indices or a slice) of a CSR table."""
+    idx = np.arange(ptr.size - 1)[mask_or_index]
+    lo, lens = ptr[idx], ptr[idx + 1] - ptr[idx]
+    new_ptr = np.zeros(idx.size + 1, np.int64)
+    np.cumsum(lens, out=new_ptr[1:])
+    take = np.repeat(lo - new_ptr[:-1], lens) + np.arange(int(new_ptr[-1]))
+    return new_ptr, flat[take]
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -482,7 +496,7 @@ def trace_to_instance(
     return Instance.from_columns(  # the per-request checks, on whole columns
         name if name is not None else Path(trace.path).stem, limits,
         cost_model if cost_model is not None else preset(DEFAULT_PRESET),
-        t.ids, t.arrival, t.prompt, t.output)
+        t.ids, t.arrival, t.prompt, t.output, prefix=t.prefix)
 
 
 def window_instance(path: str | Path, size: int, seed: int, limits: Limits,

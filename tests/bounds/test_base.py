@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from handworked import shared_instance
 from paths import GOOD, REPO
 
-from optsched.bounds import BoundError, lower_bound
+from optsched.bounds import BoundError, bound_methods, lower_bound
 from optsched.cost import DEFAULT_PRESET, preset
 from optsched.evaluation import evaluate
 from optsched.instance import Instance, Request
@@ -60,3 +61,24 @@ def test_epoch_arrivals_keep_the_bound_tight():
     assert abs(a - (b + off)) < 1e-5  # a few ulps of 1.7e9 (2.4e-7 each)
     best = evaluate(epoch, simulate(epoch, "vllm")).objective("makespan")
     assert a <= best
+
+
+#: every registered rung that does not model prefix reuse
+REUSE_BLIND = [m.name for m in bound_methods().values() if not m.reuse_aware]
+
+
+@pytest.mark.parametrize("method", REUSE_BLIND)
+def test_every_reuse_blind_rung_refuses_an_instance_with_prefix_ids(method):
+    """A hit skips prefill work and a shared block occupies memory once (docs/semantics.md
+    section 6), so a rung that does not model reuse is refused there, in one line naming it."""
+    inst = shared_instance()
+    for objective in bound_methods()[method].objectives:
+        with pytest.raises(BoundError, match=f"'{method}' does not model prefix reuse") as e:
+            lower_bound(inst, objective, method)
+        assert "\n" not in str(e.value)
+
+
+def test_best_refuses_in_one_line_when_no_rung_models_prefix_reuse():
+    with pytest.raises(BoundError, match="no rung of the ladder models prefix reuse") as e:
+        lower_bound(shared_instance(), "total-latency", "best")
+    assert "\n" not in str(e.value) and "combinatorial" not in str(e.value)

@@ -7,6 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
+from handworked import shared_instance
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -185,3 +186,14 @@ def test_never_below_a_policy(inst, ttft, tbt):
         s = simulate(inst, "slo-park", ttft_slo=ttft, tbt_slo=tbt, tbt_rule=rule)
         m = serving_metrics(inst, evaluate(inst, s), ttft_slo=ttft, tbt_slo=tbt)
         assert m["ttft_tbt_attainment"] * inst.n <= gb.both + 1e-9, (rule, m, gb)
+
+
+def test_goodput_bound_refuses_an_instance_with_prefix_ids():
+    """Hits shorten prefills, so the floors of the goodput ceiling would not hold (a schedule
+    with cache hits could meet more SLOs than the ceiling says): refused in one line."""
+    from optsched.bounds import BoundError
+
+    inst = shared_instance().with_default_slos(3.0, 1.0)
+    with pytest.raises(BoundError, match="does not model prefix reuse") as e:
+        goodput_bound(inst)
+    assert "\n" not in str(e.value)

@@ -288,3 +288,8 @@ def test_bad_slo_default_exits_2_with_one_line(tmp_path, capsys):
                "-o", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert rc == 2 and "--ttft-slo" in err and len(err.strip().splitlines()) == 1
+
+
+def test_compare_optimal_refuses_prefix_ids_in_one_line(capsys, tmp_path):
+    one_line_error(capsys, "compare", "shared-prefix", "--policies", "vllm-apc", "--optimal",
+                   "--time-limit", "20", "-o", str(tmp_path / "r"), match="prefix block ids")

@@ -55,3 +55,10 @@ def test_cli_solve_refuses_a_swapping_instance(tmp_path):
                          capture_output=True, text=True)
     assert out.returncode == 2, out.stderr
     assert "cannot represent swap preemption" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_solve_refuses_prefix_ids_in_one_line(capsys):
+    """No formulation models prefix reuse yet (docs/semantics.md section 6): exit 2, one line."""
+    for form in ("infermax", "exhaustive", "hindsight"):
+        one_line_error_no_stdout(capsys, "solve", "shared-prefix", "--formulation", form,
+                                 "--time-limit", "20", match=f"{form}: cannot represent prefix")

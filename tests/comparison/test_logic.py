@@ -55,3 +55,21 @@ def test_compare_runs_policies_on_a_hidden_cache_instance_without_a_bound(tmp_pa
     assert cmp.lower_bound is None and any("hidden cache" in n for n in cmp.notes)
     with pytest.raises(CompareInputError, match="hidden cache"):
         compare(inst, ["vllm"], optimal=True, time_limit=10)
+
+
+def test_compare_runs_policies_on_a_shared_prefix_instance_without_a_bound():
+    """No rung models prefix reuse, so compare reports no certified lower bound (a note says
+    why), runs no LNS row and no goodput ceiling, and refuses --optimal in one line."""
+    from handworked import shared_instance
+
+    from optsched.comparison import CompareInputError, compare
+
+    inst = shared_instance().with_default_slos(3.0, 1.0)
+    cmp = compare(inst, ["vllm-apc", "vllm"], time_limit=10, improve_seconds=1.0)
+    assert [r.label for r in cmp.rows] == ["vllm-apc", "vllm"]
+    assert all(r.evaluation.feasible for r in cmp.rows)
+    assert cmp.lower_bound is None and any("prefix block ids" in n for n in cmp.notes)
+    assert cmp.goodput is None
+    with pytest.raises(CompareInputError, match="prefix block ids") as e:
+        compare(inst, ["vllm"], optimal=True, time_limit=10)
+    assert "\n" not in str(e.value)

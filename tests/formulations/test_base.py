@@ -5,7 +5,7 @@ cache) is refused."""
 from __future__ import annotations
 
 import pytest
-from handworked import two_hidden
+from handworked import shared_instance, two_hidden
 from paths import REPO
 
 from optsched.comparison import compare
@@ -14,7 +14,7 @@ from optsched.cost import (
     UnitCost,
 )
 from optsched.formulations import SolveOptions
-from optsched.formulations.base import FormulationError, bound_is_global
+from optsched.formulations.base import FORMULATIONS, FormulationError, bound_is_global
 from optsched.instance import Instance, Limits, Request
 from optsched.schedule import Schedule
 from optsched.solving import solve
@@ -84,6 +84,39 @@ def test_direct_entry_points_refuse_swaps():
         hindsight.check_instance(inst)
     with pytest.raises(FormulationError, match="infermax: cannot represent swap"):
         infermax.build(inst, J=2)
+
+
+#: every registered formulation that does not model prefix reuse
+REUSE_BLIND = [name for name in FORMULATIONS.names() if not FORMULATIONS.get(name).reuse_aware]
+
+
+@pytest.mark.parametrize("name", REUSE_BLIND)
+def test_every_reuse_blind_formulation_refuses_prefix_ids_and_hit_schedules(name):
+    """A schedule that hits cached blocks can beat every reuse-blind one (docs/semantics.md
+    section 6, "Prefix reuse"), so a reuse-blind optimum is not the instance's: refused in one
+    line before any warm start; a warm start stating hits or drops would be mis-priced."""
+    with pytest.raises(FormulationError, match=f"{name}: cannot represent prefix reuse") as e:
+        solve(shared_instance(), name, warm_start=None)
+    assert "\n" not in str(e.value)
+    hits = Schedule.from_dict({"batches": [{"entries": [["a", 5]]},
+                                           {"entries": [["a", 1], ["b", 3]], "hits": [["b", 2]]},
+                                           {"entries": [["b", 1]]}]})
+    plain = shared_instance().replace(requests=tuple(
+        Request(r.id, r.arrival, r.prompt, r.output) for r in shared_instance().requests))
+    with pytest.raises(FormulationError, match="hits or drops prefix blocks"):
+        solve(plain, name, warm_start=hits)
+
+
+def test_direct_entry_points_refuse_prefix_ids():
+    from optsched.formulations import hindsight, infermax
+    from optsched.formulations.exhaustive import search
+
+    with pytest.raises(FormulationError, match="exhaustive: cannot represent prefix reuse"):
+        search(shared_instance())
+    with pytest.raises(FormulationError, match="hindsight: cannot represent prefix reuse"):
+        hindsight.check_instance(shared_instance())
+    with pytest.raises(FormulationError, match="infermax: cannot represent prefix reuse"):
+        infermax.build(shared_instance(), J=2)
 
 
 SEQ = Instance.load(REPO / "instances" / "seq-unit-3.json")

@@ -90,3 +90,11 @@ def E(*entries, evict=()):
 LATE = [Request("x", 0, 2, 3, cls="be"),
         Request("a", 0.2, 1, 2, cls="rt", ttft_slo=0.5, tpot_slo=10.0),
         Request("b", 0.2, 1, 2, cls="rt", ttft_slo=10.0, tpot_slo=10.0)]
+
+
+def shared_instance() -> Instance:
+    """Two requests whose prompts share their first KV block (block size 2, docs/semantics.md
+    section 6, "Prefix reuse"): ``a`` lists blocks 1, 2 and ``b`` blocks 1, 3."""
+    return Instance("shared", Limits(kv_capacity=16, max_batch_tokens=16, block_size=2),
+                    UnitCost(), (Request("a", 0, 5, 2, prefix=(1, 2)),
+                                 Request("b", 0, 5, 2, prefix=(1, 3))))

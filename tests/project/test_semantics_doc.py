@@ -14,6 +14,7 @@ from paths import REPO
 from optsched.cost import _LINEAR_KEYS
 from optsched.evaluation import cluster_rules
 from optsched.evaluation import evaluator as evaluate_module
+from optsched.evaluation import prefix as evaluate_prefix_module
 from optsched.evaluation.cluster import CLUSTER_CODES
 from optsched.evaluation.evaluator import CODES, _time_tolerance
 from optsched.solve_types import OBJECTIVES
@@ -26,13 +27,18 @@ def _section(n: int) -> str:
     return re.split(r"^## \d+\. ", DOC, flags=re.M)[n]
 
 
-def _emitted_codes(module=evaluate_module) -> set[str]:
-    """The violation codes the evaluator's functions can emit: string literals inside function
-    bodies (the CODES table itself is a module-level dict and does not count)."""
-    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+def _emitted_codes(*modules) -> set[str]:
+    """The violation codes the given modules' functions can emit (default: the evaluator and its
+    prefix-reuse rules): string literals inside function and method bodies (the CODES table
+    itself is a module-level dict and does not count)."""
     out = set()
-    for fn in tree.body:
-        if isinstance(fn, ast.FunctionDef):
+    for module in modules or (evaluate_module, evaluate_prefix_module):
+        tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+        defs = [d for node in tree.body
+                for d in ([node] if isinstance(node, ast.FunctionDef) else
+                          node.body if isinstance(node, ast.ClassDef) else [])
+                if isinstance(d, ast.FunctionDef)]
+        for fn in defs:
             for node in ast.walk(fn):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) \
                         and re.fullmatch(r"[A-Z][A-Z_]+", node.value):

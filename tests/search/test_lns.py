@@ -166,3 +166,34 @@ def test_windows_are_solved_when_the_schedule_lists_requests_in_another_order(ob
     res = improve(inst, sched, objective, LNSOptions(max_window=3, priority_share=0.0, **QUICK))
     assert res.objective == best
     assert evaluate(inst, res.schedule).objective(objective) == best
+
+
+def test_prefix_reuse_is_refused_in_one_line_before_any_simulation(capsys):
+    """LNS's windows are solved by the reuse-blind exhaustive search (docs/semantics.md
+    section 6, "Prefix reuse"): an instance with block ids, or a schedule stating hits or
+    drops, is refused; the CLI refuses before building its start schedule (exit 2)."""
+    from handworked import shared_instance
+
+    from optsched.policies import simulate
+    from optsched.search.lns import check_supported
+
+    inst = shared_instance()
+    with pytest.raises(LNSError, match="prefix reuse is not supported") as e:
+        improve(inst, simulate(inst, "vllm-apc"), "makespan", LNSOptions(**QUICK))
+    assert "\n" not in str(e.value)
+    plain = inst.replace(requests=tuple(Request(r.id, r.arrival, r.prompt, r.output)
+                                        for r in inst.requests))
+    with pytest.raises(LNSError, match="prefix reuse"):
+        check_supported(plain, Schedule.from_dict({"batches": [
+            {"entries": [["a", 5]]}, {"entries": [["a", 1], ["b", 3]], "hits": [["b", 2]]}]}))
+    check_supported(plain)  # no ids, no schedule: nothing to refuse
+
+
+def test_cli_improve_refuses_prefix_ids_before_the_start_schedule(tmp_path, capsys):
+    from handworked import shared_instance
+
+    path = tmp_path / "shared.json"
+    shared_instance().save(path)
+    assert main(["improve", str(path), "--from", "no-such-policy"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "prefix reuse is not supported" in err and "\n" not in err  # not the --from error

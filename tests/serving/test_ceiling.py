@@ -103,3 +103,20 @@ def test_ceiling_takes_any_goodput_upper_bound():
     assert share == 1.0 and gb.both == inst.n
     assert bound_share(at_rate(inst, 20.0, 0), TTFT, TBT)[1] == \
         goodput_bound(at_rate(inst, 20.0, 0), ttft=TTFT, tbt=TBT)
+
+
+def test_goodput_ceiling_refuses_prefix_ids_before_any_search(capsys):
+    """The goodput bound (B12) does not model prefix reuse (docs/semantics.md section 6):
+    bound_share refuses, and ``capacity --ceiling`` says so in one line (exit 2) before the
+    policies' rate search."""
+    from cli_helpers import one_line_error_no_stdout
+
+    from optsched.bounds import BoundError
+    from optsched.data import load_embedded
+
+    with pytest.raises(BoundError, match="does not model prefix reuse"):
+        ceiling(load_embedded("shared-prefix"), 0.9, 0.1, 10.0, ttft_slo=2.0, tbt_slo=2.0)
+    one_line_error_no_stdout(capsys, "capacity", "shared-prefix", "--policy", "vllm-apc",
+                             "--metric", "ttft-tbt-attainment", "--ttft-slo", "2",
+                             "--tbt-slo", "2", "--target", "0.9", "--ceiling",
+                             match="--ceiling: the instance's requests list prefix block ids")

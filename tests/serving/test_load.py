@@ -182,3 +182,20 @@ def test_overload_multiple_grows_with_the_window_and_at_load_07_it_does_not():
     assert over[0] < over[1] < over[2] and over[2] >= 1.3 * over[0], over
     stable = _multiples(base, 0.7)
     assert max(stable) <= 1.12 * min(stable), stable
+
+
+def test_prefix_ids_leave_no_certified_side_and_scaling_keeps_them():
+    """``W`` prices every prompt token and cache hits skip some (docs/semantics.md section 6),
+    so ``mu_cert`` is not certified with block ids: None. The achievable side still holds (a
+    reuse-blind schedule is one with reuse that drops every unheld block, at the same
+    times), and scaling the arrivals keeps every request's block ids."""
+    reqs = [Request(f"r{k}", 0.5 * k, 40 + 3 * k, 5 + k, prefix=(1, 2) + (100 + k,))
+            for k in range(8)]
+    inst = Instance("p", Limits(kv_capacity=400, max_batch_tokens=128, block_size=8),
+                    PRESETS["infermax-llama2-7b-a100"], tuple(reqs))
+    assert certified_rate(inst) is None
+    load = offered_load(inst)
+    assert load.certified_rate is None and load.lower is None and load.point is not None
+    out = scale_to_load(inst, 0.5, load)
+    assert [r.prefix for r in out.requests] == [r.prefix for r in inst.requests]
+    assert math.isclose(offered_load(out).point, 0.5, rel_tol=1e-9)

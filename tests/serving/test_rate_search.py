@@ -218,3 +218,15 @@ def test_requests_with_slos_keep_them():
     got = at_rate(inst, 3.0, 5)
     assert got == _rebuilt(inst, 3.0, 5)
     assert all(r.ttft_slo == 2.0 and r.tpot_slo == 0.1 for r in got.requests)
+
+
+def test_at_rate_keeps_prefix_block_ids():
+    """A probe instance is rebuilt with new arrivals; requests that list prefix block ids are
+    not plain (docs/semantics.md section 6), so their ids survive the rebuild."""
+    from optsched.serving.rate_search import at_rate, repeat_trace
+
+    inst = Instance("p", Limits(kv_capacity=64, max_batch_tokens=32, block_size=2), UnitCost(),
+                    (Request("a", 0, 5, 2, prefix=(1, 2)), Request("b", 1, 5, 2, prefix=(1, 3))))
+    out = at_rate(inst, 2.0, seed=1)
+    assert [r.prefix for r in out.requests] == [(1, 2), (1, 3)]
+    assert [r.prefix for r in repeat_trace(inst, 2).requests] == [(1, 2), (1, 3)] * 2

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from paths import GOOD
 
-import optsched.evaluation.evaluator as evaluate_module
+import optsched.evaluation as evaluate_module
 import optsched.policies as policies_module
 from optsched.cli import main
 from optsched.comparison import compare

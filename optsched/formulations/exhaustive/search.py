@@ -88,7 +88,7 @@ from ...cost import LinearCost, UnitCost
 from ...instance import Instance
 from ...schedule import Schedule, ScheduleBuilder
 from ...solve_types import MODELLED, Status
-from ..base import FormulationError, refuse_swaps
+from ..base import FormulationError, refuse_prefix_reuse, refuse_swaps
 
 DEFAULT_MAX_STATES = 200_000
 
@@ -624,6 +624,7 @@ def search(instance: Instance, objective: str = "makespan", options: SearchOptio
            ) -> SearchResult:
     """Exact minimum of ``objective`` over all schedules of ``instance`` (module docstring)."""
     refuse_swaps("exhaustive", instance)
+    refuse_prefix_reuse("exhaustive", instance)
     return _Search(instance, objective, options or SearchOptions()).run()
 
 
@@ -640,6 +641,7 @@ def search_between(instance: Instance, objective: str, start: list[tuple[int, in
     the goal fixes who is evicted and which request ends in which state, and the A* heuristic
     bounds the cost to *completion*, not to ``goal``; so this is plain Dijkstra."""
     refuse_swaps("exhaustive", instance)
+    refuse_prefix_reuse("exhaustive", instance)
     if len(start) != instance.n or len(goal) != instance.n:
         raise FormulationError("exhaustive: start and goal need one state per request")
     opts = options or SearchOptions()

@@ -14,7 +14,7 @@ from ...evaluation import evaluate
 from ...instance import Instance
 from ...schedule import Schedule, ScheduleBuilder
 from ...solve_types import Objective
-from ..base import FormulationError, refuse_swaps
+from ..base import FormulationError, refuse_prefix_reuse, refuse_swaps
 
 #: longest time line (slots) the time-indexed model accepts; the list schedules and rows
 #: allocate per slot
@@ -29,6 +29,7 @@ class NotRepresentable(FormulationError):
 def check_instance(instance: Instance) -> None:
     """The model's domain: unit time, every prompt fits one batch (no chunking), no swapping."""
     refuse_swaps("hindsight", instance)
+    refuse_prefix_reuse("hindsight", instance)
     if not isinstance(instance.cost_model, UnitCost):
         raise FormulationError(
             "hindsight: the time-indexed IP needs the unit-time cost model (every batch takes 1); "

@@ -31,7 +31,7 @@ from ...cost import UnitCost
 from ...instance import Instance, Limits
 from ...schedule import Schedule
 from ...solve_types import Objective
-from ..base import BuiltModel, FormulationError, Hypotheses, refuse_swaps
+from ..base import BuiltModel, FormulationError, Hypotheses, refuse_prefix_reuse, refuse_swaps
 from .encode import canonical, decode, encode
 from .horizon import _cost_coefs, batch_overhead_lower_bound, request_work_lower_bound
 
@@ -789,6 +789,7 @@ def build(inst: Instance, objective: str = "makespan", hyp: Hypotheses | None = 
     """
     hyp = hyp or Hypotheses()
     refuse_swaps("infermax", inst)
+    refuse_prefix_reuse("infermax", inst)
     if variant not in VARIANTS:
         raise FormulationError(f"infermax: unknown variant {variant!r}; choose plain or tight")
     d = _model_data(inst, objective, hyp, J, variant)
