@@ -23,6 +23,9 @@ GOOD = {
     "requests": [{"id": "a", "arrival": 0, "prompt": 4, "output": 3}],
 }
 
+#: a linear cost model with every coefficient stated (a partial one is refused)
+ZERO_LINEAR = {"kind": "linear", **{k: 0.0 for k in LinearCost().coefficients}}
+
 
 def with_request(**changes):
     d = json.loads(json.dumps(GOOD))
@@ -45,7 +48,7 @@ def with_request(**changes):
          "request 'a': missing field 'output'"),
         ({**GOOD, "limits": {"kv_capacity": 16}}, "limits: missing field 'max_batch_tokens'"),
         ({**GOOD, "limits": {**GOOD["limits"], "max_prefill_tokens": 5000}}, "max_prefill_tokens"),
-        ({**GOOD, "cost_model": {"kind": "linear", "k0": -1}}, "coefficient k0"),
+        ({**GOOD, "cost_model": {**ZERO_LINEAR, "k0": -1}}, "coefficient k0"),
         ({**GOOD, "cost_model": {"preset": "nope"}}, "unknown preset 'nope'"),
         ({**GOOD, "cost_model": {"kind": "cubic"}}, "unknown kind 'cubic'"),
     ],
@@ -208,7 +211,7 @@ def test_from_dict_plain_requests_take_the_bulk_path_with_the_same_result():
 def test_instance_json_without_cost_model_is_refused():
     """Before: a missing ``cost_model`` silently meant unit time (semantics section 2:
     missing fields are refused)."""
-    d = json.loads(GOOD.read_text())
+    d = json.loads(json.dumps(GOOD))  # a copy of the module-level instance dict
     del d["cost_model"]
     with pytest.raises(InstanceError, match="missing field 'cost_model'"):
         Instance.from_dict(d)
@@ -266,3 +269,12 @@ def test_a_columns_instance_hashes_like_the_same_requests():
     cols = Instance.from_columns("c", limits, UnitCost(), ids, arr, inp, out)
     reqs = Instance("c", limits, UnitCost(), tuple(Request(*t) for t in zip(ids, arr, inp, out)))
     assert cols.content_hash == reqs.content_hash == _reference(cols)
+
+
+def test_a_request_without_a_usable_id_is_named_by_its_position():
+    """Before: "request None: field 'id' must be a non-empty string" (which request?)."""
+    d = json.loads(json.dumps(GOOD))
+    d["requests"] = [d["requests"][0], {**d["requests"][0], "id": None}]
+    with pytest.raises(InstanceError, match=r"request #1: field 'id' must be a non-empty "
+                                            r"string, got None"):
+        Instance.from_dict(d)
