@@ -130,7 +130,7 @@ def _detect_format(header: list[str], path: str) -> str:
 def _read_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     """Header, data rows and each data row's 1-based line number (blank lines skipped)."""
     try:
-        fh = open(path, newline="")
+        fh = open(path, newline="", encoding="utf-8-sig")  # a byte-order mark is not a header
     except OSError as e:
         raise InputFileError(f"{path}: cannot read trace file: {e.strerror or e}") from None
     with fh:

@@ -220,3 +220,14 @@ def optsched_file() -> str:
 
     return optsched.__file__
 
+
+
+def test_a_csv_with_a_byte_order_mark_is_read(tmp_path):
+    """Before: a CSV saved by a spreadsheet (UTF-8 with a byte-order mark) was refused with
+    "unrecognised trace header" (the mark glued to the first column's name)."""
+    text = "arrived_at,num_prefill_tokens,num_decode_tokens\n0,5,5\n1.5,8,15\n"
+    plain, marked = write(tmp_path, text, "plain.csv"), tmp_path / "bom.csv"
+    marked.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    a, b = read_trace(plain), read_trace(marked)
+    assert list(b.arrival) == [0.0, 1.5] and list(b.prompt) == [5, 8]
+    assert list(a.arrival) == list(b.arrival) and list(a.output) == list(b.output)
