@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+import argparse
+
 from ..evaluation import OBJECTIVES
 from . import EXIT_OK
 from ._common import command_load, load_instance, print_json, say_load, table
 
 
+class _MethodsHelp(argparse.HelpFormatter):
+    """Lists the registered bound methods in ``--method``'s help, read from the registry when
+    the help is printed (importing the rungs is not paid by every command's start-up)."""
+
+    def _get_help_string(self, action):
+        text = super()._get_help_string(action) or ""
+        if action.dest != "method":
+            return text
+        # lazy: the registry imports every rung module
+        from ..bounds import bound_methods
+
+        return f"{text}; registered: {', '.join(bound_methods())}"
+
+
 def register(sub) -> None:
     p = sub.add_parser(
-        "bound",
+        "bound", formatter_class=_MethodsHelp,
         help="a certified lower bound on the optimal objective (any size)",
         description="Climb the ladder of lower bounds (formulations/bounds.md) within the time "
         "limit and report the largest, with the method that gave it. Every value is at most the "
@@ -18,8 +34,8 @@ def register(sub) -> None:
     p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
     p.add_argument("--objective", default="makespan", choices=OBJECTIVES)
     p.add_argument("--method", default="best",
-                   help="a registered bound method (default: best, the whole ladder; an unknown "
-                        "name lists them), or path/file.py:Name of your own")
+                   help="a registered bound method (default: best, the whole ladder), or "
+                        "path/file.py:Name of your own")
     p.add_argument("--time-limit", type=float, default=10.0,
                    help="seconds for the whole command (default 10)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
