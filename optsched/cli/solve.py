@@ -10,7 +10,7 @@ from ..errors import OptschedError
 from ..evaluation import OBJECTIVES, evaluate
 from ..plugins import parse_assignments
 from ..solve_types import Status
-from . import EXIT_NO, EXIT_OK, EXIT_SOLVER_ERROR
+from . import EXIT_NO, EXIT_OK, EXIT_SOLVER_ERROR, EXIT_UNDECIDED
 from ._common import command_load, fmt, load_instance, load_schedule, output_file, print_json, say_load, table
 
 
@@ -22,7 +22,7 @@ def register(sub) -> None:
         "evaluator. Exit 0: an answer (optimal, feasible, or the model skipped and the best "
         "policy's schedule given with the certified bound); 1: infeasible (no schedule meets "
         "the hypotheses); 2: bad input; 3: solver failure (an error, or no schedule within the "
-        "time limit).",
+        "time limit); 4: a hypothesis undecided within the time limit (verdict 'Unknown').",
     )
     p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
     p.add_argument("--formulation", default="infermax",
@@ -174,18 +174,22 @@ def run(args) -> int:
         if args.output and rep.schedule is not None:
             print(f"schedule written to {args.output}")
     say(verdict)
-    return exit_code(rep.status, rep.fallback is not None and not hyp.any)
+    return exit_code(rep.status, rep.fallback is not None and not hyp.any, hyp.any)
 
 
-def exit_code(status: Status, fallback: bool) -> int:
+def exit_code(status: Status, fallback: bool, hypothesis: bool = False) -> int:
     """The exit code of a solve (the command line's contract, ``optsched.cli``): 0 when an
     answer exists (a solution, or the best policy's schedule with the certified bound when the
     model was skipped), 1 when the model proved there is none (infeasible: no schedule meets
-    the hypotheses), 3 when the solver failed or gave nothing within the time limit."""
-    if status in (Status.OPTIMAL, Status.FEASIBLE) or fallback:
+    the hypotheses), 4 when a hypothesis is undecided (no schedule meeting it found and none
+    ruled out within the time limit: the verdict's "Unknown"), 3 when the solver failed or
+    gave nothing within the time limit."""
+    if status.has_solution or fallback:
         return EXIT_OK
     if status == Status.INFEASIBLE:
         return EXIT_NO
+    if hypothesis and status == Status.NO_SOLUTION:
+        return EXIT_UNDECIDED
     return EXIT_SOLVER_ERROR
 
 

@@ -55,3 +55,14 @@ def test_cli_solve_refuses_a_swapping_instance(tmp_path):
                          capture_output=True, text=True)
     assert out.returncode == 2, out.stderr
     assert "cannot represent swap preemption" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_an_undecided_hypothesis_exits_4_not_3(capsys):
+    """Before: "Unknown" (no schedule meeting the hypothesis found, none ruled out) exited 3,
+    the code of a solver crash. 40 requests in 2 s: the model does not fit, so the question
+    "is there a schedule 10% faster than vLLM" is left open, which is exit 4."""
+    rc, out, err = run_cli(capsys, "solve", N40, "--time-limit", 2, "--at-most", 0.9,
+                           "--than", "vllm", "--json")
+    d = json.loads(out)
+    assert d["status"] == "no_solution" and d["verdict"].startswith("Unknown:"), d["verdict"]
+    assert rc == 4, err
