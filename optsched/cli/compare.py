@@ -98,9 +98,10 @@ def run(args: argparse.Namespace) -> int:
                  title=args.instance, deadline=end - CHART_SECONDS)
     # lazy: each subcommand imports what it runs (start-up time)
     from ..progress import unit
+    from ..solve_types import ABOVE_OPTIMAL
 
     headers = headers_in(unit(inst))
-    headers[3] = {"optimum": "gap to optimum", "bound": "gap to bound", None: "gap"}[cmp.reference_kind]
+    headers[3] = {"optimum": "above optimal", "bound": ABOVE_OPTIMAL, None: "gap"}[cmp.reference_kind]
     print(table(headers, table_rows(cmp.rows)))
     if cmp.best is not None:
         print(f"best: {cmp.best.label} ({cmp.best.method}), {args.objective} "

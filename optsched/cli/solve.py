@@ -145,11 +145,11 @@ def run(args) -> int:
     else:
         # lazy: each subcommand imports what it runs (start-up time)
         from ..progress import unit
+        from ..solve_types import ABOVE_OPTIMAL, CERTIFIED_GAP, above_optimal, certified_gap
 
         u = unit(inst)
         rows = [("status", rep.status), (f"objective ({u})", rep.objective),
-                (f"bound ({u})", rep.bound),
-                ("gap", rep.gap), ("runtime (s)", rep.runtime), ("solver", rep.solver),
+                (f"bound ({u})", rep.bound), ("runtime (s)", rep.runtime), ("solver", rep.solver),
                 ("formulation", rep.formulation), ("objective kind", rep.objective_kind)]
         if rep.warm_start is not None:
             ws_text = f"{rep.warm_start.policy} ({fmt(rep.warm_start.objective)})"
@@ -164,8 +164,10 @@ def run(args) -> int:
         rows.append((f"lower bound ({u})", f"{fmt(lb.value)} ({lb.method}; formulations/bounds.md)"))
         if rep.fallback is not None:
             rows.append(("fallback", f"{rep.fallback.policy} ({fmt(rep.fallback.objective)})"))
-        gap = rep.gap_to_lower_bound
-        rows.append(("gap to lower bound", None if gap is None else f"{100 * gap:.2f}%"))
+        lbv = lb.value
+        for name, g in ((CERTIFIED_GAP, certified_gap(rep.answer, lbv)),
+                        (ABOVE_OPTIMAL, None if rep.answer is None else above_optimal(rep.answer, lbv))):
+            rows.append((name, None if g is None else f"{100 * g:.3g}%"))
         print(table(["", "result"], rows))
         for n in rep.notes:
             print(f"note: {n}")

@@ -113,6 +113,7 @@ def _warm_start_of(rows: Sequence[Row]) -> WarmStart | str:
 def optimum_row(rep: SolveReport, formulation: str, objective: str) -> Row:
     """The optimum row of a solve's report (its schedule replayed by the pipeline)."""
     label = {Status.OPTIMAL: f"optimal ({formulation})",
+             Status.RESTRICTED_OPTIMAL: f"best found ({formulation}, restricted-optimal)",
              Status.FEASIBLE: f"best found ({formulation})"}.get(rep.status, formulation)
     ev = rep.evaluation if rep.status.has_solution else None
     return Row(label, RowKind.OPTIMUM, rep.status, rep.schedule if ev is not None else None, ev,

@@ -34,7 +34,14 @@ from ..objectives import OBJECTIVE_WORDS
 from ..progress import fmt, table, value
 from ..schedule import Schedule
 from ..serving.load import OfferedLoad
-from ..solve_types import BoundResult, SolveReport, Status, above_optimum, finite_or_none
+from ..solve_types import (
+    ABOVE_OPTIMAL,
+    BoundResult,
+    SolveReport,
+    Status,
+    above_optimum,
+    finite_or_none,
+)
 
 
 class RowKind(StrEnum):
@@ -97,6 +104,7 @@ class Row:
             return "skipped"
         if self.kind == RowKind.OPTIMUM:
             return {Status.OPTIMAL: "optimal",
+                    Status.RESTRICTED_OPTIMAL: "restricted-optimal (not proven optimal)",
                     Status.FEASIBLE: "best found (not proven optimal)"}.get(self.status,
                                                                             str(self.status))
         if self.status == Status.INFEASIBLE and self.evaluation is not None:
@@ -190,7 +198,7 @@ class Comparison:
     def summary(self) -> str:
         """The comparison in a few lines (``print(comparison)``): a row per schedule, what
         the gaps are measured against, the certified lower bound, the notes and the verdict."""
-        gap_head = {"optimum": "gap to optimum", "bound": "gap to bound"}.get(
+        gap_head = {"optimum": "above optimal", "bound": ABOVE_OPTIMAL}.get(
             self.reference_kind or "", "gap")
         rows = [(r.label, r.status_text, r.objective,
                  None if r.gap is None else f"{100 * r.gap:+.2f}%", r.method) for r in self.rows]

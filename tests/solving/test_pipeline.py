@@ -193,3 +193,55 @@ def test_epoch_arrivals_solve_like_shifted_ones(objective):
     shift = off if objective == "makespan" else 0.0
     assert math.isclose(a.objective, b.objective + shift, rel_tol=1e-12, abs_tol=1e-6)
     assert any("shifted" in n for n in a.notes)
+
+
+def _report(status, objective, bound, restricted):
+    from optsched.solve_types import SolveReport
+
+    return SolveReport(status=status, objective=objective, bound=bound, gap=None, runtime=1.0,
+                       solver="highs", formulation="infermax", objective_kind="total-latency",
+                       warm_start=None, evaluation=None, schedule=None, restricted=restricted)
+
+
+def test_a_restricted_optimum_reads_restricted_optimal_with_the_certified_bound():
+    """Before: a batch-count-restricted model's optimum printed "optimal" 13.6244 with the
+    restricted model's bound 13.6244, where a feasible schedule reached 12.4454. The report
+    now keeps the status restricted-optimal and reports the certified bound (12.0 here) and
+    its gap (13.6244 - 12) / 13.6244."""
+    from optsched.solve_types import BoundResult, Status
+    from optsched.solving.pipeline import _certified
+
+    rep = _certified(_report(Status.RESTRICTED_OPTIMAL, 13.6244, 13.6244, True),
+                     BoundResult(12.0, "work", "total-latency"))
+    assert rep.status == Status.RESTRICTED_OPTIMAL and not rep.proven_optimal
+    assert rep.bound == 12.0 and rep.gap == pytest.approx((13.6244 - 12.0) / 13.6244)
+    assert any("holds for the restricted model only" in n for n in rep.notes)
+    # a solver bound below the certified one (a flow model's -3,182 s dual bound) is replaced
+    rep = _certified(_report(Status.FEASIBLE, 49.1684, -3181.98, False),
+                     BoundResult(35.1523, "work", "makespan"))
+    assert rep.bound == 35.1523 and rep.gap == pytest.approx((49.1684 - 35.1523) / 49.1684)
+    # a stronger solver bound stays
+    rep = _certified(_report(Status.FEASIBLE, 49.1684, 43.0, False),
+                     BoundResult(35.1523, "work", "makespan"))
+    assert rep.bound == 43.0
+
+
+def test_a_restricted_solve_is_not_called_optimal_unless_the_certified_bound_proves_it():
+    """The tight model with J = 6 slots is restricted (the certified horizon is larger). On
+    the three-request unit instance its optimum, total latency 9, meets the certified bound
+    9 (request rung: each request's own 3 steps), so the answer is proven after all; the
+    formulation alone says restricted-optimal."""
+    from optsched.formulations import Hypotheses
+    from optsched.formulations.base import solve_model
+    from optsched.solve_types import Status
+
+    inst = load_instance(GOOD)
+    opts = SolveOptions(time_limit=30, params={"batches": 6, "variant": "tight"})
+    raw = solve_model(inst, "infermax", "total-latency", options=opts, hypotheses=Hypotheses(),
+                      warm_start=None)
+    assert raw.restricted and raw.status == Status.RESTRICTED_OPTIMAL and not raw.proven_optimal
+    rep = run(inst, "infermax", "total-latency", options=opts, warm_start=None,
+              lower="combinatorial")
+    assert rep.lower_bound is not None and rep.lower_bound.value == pytest.approx(9.0)
+    assert rep.objective == pytest.approx(9.0) and rep.status == Status.OPTIMAL
+    assert rep.bound == rep.lower_bound.value
