@@ -22,7 +22,6 @@ from optsched.instance import Instance, Limits, Request
 from optsched.milp import available_backends
 from optsched.serving.load import offered_load
 
-
 #: a linear cost model with every coefficient stated (a partial one is refused)
 ZERO_LINEAR = {"kind": "linear", **{k: 0.0 for k in LinearCost().coefficients}}
 
