@@ -58,7 +58,21 @@ import numpy as np
 from ..cost import LinearCost, UnitCost
 from ..instance import Instance, Limits
 from ..schedule import Schedule, ScheduleBuilder
-from .errors import PolicyError, SimulationError, SimulationTimeout
+from ..errors import OptschedError
+from .errors import PolicyError, SimulationError, SimulationTimeout, UserPolicyError
+
+
+def _user_failure(policy, hook: str, batch: int | None, e: Exception) -> Exception:
+    """An exception raised inside a policy's ``hook``: a :class:`UserPolicyError` naming the
+    policy, the hook and the batch when the policy is a user's (its class lives outside
+    ``optsched``: bad input, exit 2), else ``e`` itself (a bug of ours). optsched's own
+    errors pass through unchanged."""
+    if isinstance(e, OptschedError) or type(policy).__module__.split(".")[0] == "optsched":
+        return e
+    where = "before the first batch" if batch is None or batch < 0 else f"at batch {batch}"
+    first = str(e).splitlines()[0] if str(e) else ""
+    return UserPolicyError(f"policy {policy.name!r} ({type(policy).__qualname__}): {hook}() "
+                           f"raised {type(e).__name__}{': ' + first if first else ''} {where}")
 
 
 class Plan(NamedTuple):
@@ -315,7 +329,10 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     known = known_outputs(instance, policy.hypothetical, policy.output_fallback)
     view = SimView(sim, known)
     bind_predictor(instance, policy, view, sim)
-    policy.bind(view)
+    try:
+        policy.bind(view)
+    except Exception as e:
+        raise _user_failure(policy, "bind", None, e)
     if getattr(policy, "view", None) is not view:
         raise SimulationError(f"policy {policy.name!r}: bind() did not call super().bind(view), "
                               "so the policy has no view of the simulation (docs/policies.md)")
@@ -356,7 +373,10 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
             hi = int(searchsorted(arr_sorted, now, side="right"))
             if timing:
                 t0, c0 = clock(), cpu_clock()
-            policy.on_arrivals(order_list[nxt:hi])
+            try:
+                policy.on_arrivals(order_list[nxt:hi])
+            except Exception as e:
+                raise _user_failure(policy, "on_arrivals", len(builder), e)
             if timing:
                 decide += clock() - t0
                 decide_cpu += cpu_clock() - c0
@@ -364,7 +384,10 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
             next_arrival = arr_list[nxt] if nxt < n else math.inf
         if timing:
             t0, c0 = clock(), cpu_clock()
-        plan = policy.next_batch()
+        try:
+            plan = policy.next_batch()
+        except Exception as e:
+            raise _user_failure(policy, "next_batch", len(builder), e)
         if timing:
             decide += clock() - t0
             decide_cpu += cpu_clock() - c0
@@ -463,7 +486,10 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         now = sim.now = now + dur
         if timing:
             t0, c0 = clock(), cpu_clock()
-        policy.on_batch_end(plan, fin)
+        try:
+            policy.on_batch_end(plan, fin)
+        except Exception as e:
+            raise _user_failure(policy, "on_batch_end", len(builder) - 1, e)
         if timing:
             decide += clock() - t0
             decide_cpu += cpu_clock() - c0
