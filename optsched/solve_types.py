@@ -214,6 +214,12 @@ class BoundError(OptschedError):
     """A bound method cannot handle this instance/objective (say why)."""
 
 
+class BoundUnavailable(BoundError):
+    """A bound method ran on valid input but gave no bound: it stopped at the time limit,
+    its model was too large for the time left, or its solve proved nothing. Not bad input:
+    ``optsched bound`` exits 4 (undecided), not 2."""
+
+
 @dataclass(frozen=True)
 class BoundResult:
     """A certified lower bound: ``value <= optimum`` of ``objective`` on the instance

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from .base import (
     BoundError,
+    BoundUnavailable,
     BoundMethod,
     BoundResult,
     Budget,
@@ -48,5 +49,5 @@ from .base import (
 )
 from .floors import Floors
 
-__all__ = ["BoundError", "BoundMethod", "BoundResult", "Budget", "ExactSolve", "Floors",
+__all__ = ["BoundError", "BoundUnavailable", "BoundMethod", "BoundResult", "Budget", "ExactSolve", "Floors",
            "bound_methods", "lower_bound", "register_bound", "rungs"]
