@@ -132,8 +132,9 @@ def run(args: argparse.Namespace) -> int:
 def exit_code(cmp) -> int:
     """The command line's contract (``optsched.cli``) for a comparison: 1 when a compared
     schedule is infeasible, 2 when a policy refused the instance or broke the simulator's rules
-    (its row says why), 3 when the solver failed, else 0 -- a skipped model or a solve
-    without a proven optimum still leaves schedules and a certified lower bound."""
+    (its row says why), 3 when the solver failed, else 0 -- a skipped model, a solve without a
+    proven optimum or a policy stopped at the time limit (its row says so) still leaves
+    schedules and a certified lower bound."""
     rows = cmp.rows
     if any(r.kind != "optimum" and r.evaluation is not None and not r.evaluation.feasible
            for r in rows):

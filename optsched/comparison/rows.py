@@ -107,6 +107,8 @@ class Row:
                     Status.RESTRICTED_OPTIMAL: "restricted-optimal (not proven optimal)",
                     Status.FEASIBLE: "best found (not proven optimal)"}.get(self.status,
                                                                             str(self.status))
+        if self.kind == RowKind.POLICY and self.status == Status.NO_SOLUTION:
+            return "stopped at the time limit"
         if self.status == Status.INFEASIBLE and self.evaluation is not None:
             return f"infeasible ({sum(self.evaluation.violation_counts.values())} violations)"
         return str(self.status)
