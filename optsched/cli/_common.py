@@ -46,7 +46,19 @@ def load_instance(path: str) -> Instance:
     # lazy: each subcommand imports what it runs (start-up time)
     from ..data import load_instance as load
 
-    return load(path)
+    inst = load(path)
+    warn_units(inst)
+    return inst
+
+
+def warn_units(inst: Instance) -> None:
+    """Units that look off by 1,000 (:mod:`optsched.workloads.units`), one line each on
+    stderr."""
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..workloads.units import unit_warnings
+
+    for w in unit_warnings(inst):
+        print(f"optsched: warning: {w}", file=sys.stderr)
 
 
 def say_load(load: Any, command: str) -> dict[str, Any]:
