@@ -35,9 +35,9 @@ The goodput *upper* bound (B12) is another contract: :mod:`optsched.bounds.goodp
 
 from __future__ import annotations
 
+from ..solve_types import BoundUnavailable
 from .base import (
     BoundError,
-    BoundUnavailable,
     BoundMethod,
     BoundResult,
     Budget,

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from ..evaluation import OBJECTIVES
 from ..instance import Instance
 from ..plugins import BOUNDS
-from ..solve_types import BoundError, BoundResult, BoundUnavailable, Objective, SolveOptions, SolveReport
+from ..solve_types import BoundError, BoundResult, Objective, SolveOptions, SolveReport
 
 #: the rank of a plain function registered without one (an entry point, a ``module:Name``
 #: reference): after ``exact``, before ``best``

@@ -30,8 +30,7 @@ from ..errors import OptschedError
 from ..evaluation import evaluate
 from ..formulations.base import FORMULATIONS, SizeHint
 from ..policies import simulate
-from ..solve_types import SolveOptions, Status
-from ..solve_types import BoundUnavailable
+from ..solve_types import BoundUnavailable, SolveOptions, Status
 from .base import BoundError, BoundResult, Budget, ExactSolve, register_bound
 from .floors import Floors
 

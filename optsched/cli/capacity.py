@@ -17,7 +17,6 @@ from ..workloads.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
 from . import EXIT_OK
 from ._common import fmt, image_file, load_instance, print_json, seed_arg, table
 
-
 #: seconds of ``--time-limit`` kept for the table, the plot and the JSON after the searches
 CAPACITY_RESERVE = 1.0
 

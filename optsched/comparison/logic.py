@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from ..bounds import Budget, lower_bound
+from ..bounds import Budget
 from ..bounds.goodput import goodput_bound
 from ..errors import OptschedError
 from ..evaluation import OBJECTIVES, evaluate
@@ -33,6 +33,7 @@ from ..search.lns import LNSOptions, improve
 from ..serving.load import load_deadline, offered_load
 from ..solve_types import BoundResult, SolveOptions, SolveReport, Status, WarmStart, relative_gap
 from ..solving import run as solve_pipeline
+from ..solving.pipeline import ladder_bound
 from .rows import Comparison, GoodputGap, GoodputGapError, GoodputRow, Row, RowKind, objective_key
 
 
@@ -199,7 +200,8 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
         notes.append("no certified lower bound: the instance enables hidden cache, which the "
                      "bounds do not model (docs/semantics.md section 6)")
     else:
-        lower = lower_bound(instance, objective, "combinatorial", budget=budget)
+        phase("lower bound (the ladder, a third of the time left)")
+        lower = ladder_bound(instance, objective, budget)
     opt, rep = None, None
     if optimal:
         done = _optimum_within(instance, rows, budget, lower, formulation=formulation,

@@ -51,28 +51,29 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import numpy as np
 
 from ..cost import LinearCost, UnitCost
+from ..errors import OptschedError
 from ..instance import Instance, Limits
 from ..schedule import Schedule, ScheduleBuilder
-from ..errors import OptschedError
 from .errors import PolicyError, SimulationError, SimulationTimeout, UserPolicyError
 
 
-def _user_failure(policy, hook: str, batch: int | None, e: Exception) -> Exception:
-    """An exception raised inside a policy's ``hook``: a :class:`UserPolicyError` naming the
-    policy, the hook and the batch when the policy is a user's (its class lives outside
-    ``optsched``: bad input, exit 2), else ``e`` itself (a bug of ours). optsched's own
-    errors pass through unchanged."""
+def _user_failure(policy, hook: str, batch: int | None, e: Exception) -> NoReturn:
+    """Re-raise an exception raised inside a policy's ``hook``: as a :class:`UserPolicyError`
+    naming the policy, the hook and the batch when the policy is a user's (its class lives
+    outside ``optsched``: bad input, exit 2), else ``e`` itself (a bug of ours). optsched's
+    own errors pass through unchanged."""
     if isinstance(e, OptschedError) or type(policy).__module__.split(".")[0] == "optsched":
-        return e
+        raise e
     where = "before the first batch" if batch is None or batch < 0 else f"at batch {batch}"
     first = str(e).splitlines()[0] if str(e) else ""
-    return UserPolicyError(f"policy {policy.name!r} ({type(policy).__qualname__}): {hook}() "
-                           f"raised {type(e).__name__}{': ' + first if first else ''} {where}")
+    raise UserPolicyError(f"policy {policy.name!r} ({type(policy).__qualname__}): {hook}() "
+                          f"raised {type(e).__name__}{': ' + first if first else ''} {where}"
+                          ) from e
 
 
 class Plan(NamedTuple):
@@ -332,7 +333,7 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     try:
         policy.bind(view)
     except Exception as e:
-        raise _user_failure(policy, "bind", None, e)
+        _user_failure(policy, "bind", None, e)
     if getattr(policy, "view", None) is not view:
         raise SimulationError(f"policy {policy.name!r}: bind() did not call super().bind(view), "
                               "so the policy has no view of the simulation (docs/policies.md)")
@@ -376,7 +377,7 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
             try:
                 policy.on_arrivals(order_list[nxt:hi])
             except Exception as e:
-                raise _user_failure(policy, "on_arrivals", len(builder), e)
+                _user_failure(policy, "on_arrivals", len(builder), e)
             if timing:
                 decide += clock() - t0
                 decide_cpu += cpu_clock() - c0
@@ -387,7 +388,7 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         try:
             plan = policy.next_batch()
         except Exception as e:
-            raise _user_failure(policy, "next_batch", len(builder), e)
+            _user_failure(policy, "next_batch", len(builder), e)
         if timing:
             decide += clock() - t0
             decide_cpu += cpu_clock() - c0
@@ -489,7 +490,7 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         try:
             policy.on_batch_end(plan, fin)
         except Exception as e:
-            raise _user_failure(policy, "on_batch_end", len(builder) - 1, e)
+            _user_failure(policy, "on_batch_end", len(builder) - 1, e)
         if timing:
             decide += clock() - t0
             decide_cpu += cpu_clock() - c0
