@@ -211,7 +211,7 @@ def test_from_dict_plain_requests_take_the_bulk_path_with_the_same_result():
 def test_instance_json_without_cost_model_is_refused():
     """Before: a missing ``cost_model`` silently meant unit time (semantics section 2:
     missing fields are refused)."""
-    d = json.loads(json.dumps(GOOD))  # a copy of the module-level instance dict
+    d = json.loads(json.dumps(GOOD))
     del d["cost_model"]
     with pytest.raises(InstanceError, match="missing field 'cost_model'"):
         Instance.from_dict(d)
