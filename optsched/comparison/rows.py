@@ -305,8 +305,34 @@ def compare_verdict(cmp: Any) -> str:
     best = min(policies, key=lambda r: r.objective)
     of = f" (the best of {len(policies)})" if len(policies) > 1 else ""
     return (f"{best.label}{of} is {above_optimum(best.objective, lower, upper, proven)} "
-            f"on {what} ({value(best.objective, inst)}).")
+            f"on {what} ({value(best.objective, inst)})." + starved_decodes(cmp, policies))
+
+
+#: a mean-TTFT row whose mean TPOT is this many times the best policy's starves decodes
+STARVED_TPOT_FACTOR = 5.0
+
+
+def starved_decodes(cmp: Any, policies: list[Row]) -> str:
+    """A sentence flagging a mean-TTFT optimum (or best schedule found) that buys its first
+    tokens by starving decodes, else "": mean TTFT counts no token after the first, so the
+    optimum may evict every request after it (seen: TPOT 4-32 s). Flagged when its mean
+    TPOT is :data:`STARVED_TPOT_FACTOR` times the lowest of the policies'."""
+    if cmp.objective != "mean-ttft":
+        return ""
+    opt = next((r for r in cmp.rows if r.kind == RowKind.OPTIMUM and r.evaluation is not None
+                and r.evaluation.feasible), None)
+    tpots = [r.evaluation.metrics.get("mean_tpot") for r in policies if r.evaluation is not None]
+    tpots = [t for t in tpots if t is not None and math.isfinite(t) and t > 0]
+    if opt is None or opt.evaluation is None or not tpots:
+        return ""
+    mine = opt.evaluation.metrics.get("mean_tpot")
+    if mine is None or not math.isfinite(mine) or mine < STARVED_TPOT_FACTOR * min(tpots):
+        return ""
+    ev = opt.evaluation.metrics.get("evictions", 0)
+    return (f" Warning: the mean-TTFT optimum starves decodes: its mean TPOT is "
+            f"{value(mine, cmp.instance)} against {value(min(tpots), cmp.instance)} for the "
+            f"best policy ({ev} evictions); mean TTFT counts no token after the first.")
 
 
 __all__ = ["Comparison", "GoodputGap", "GoodputGapError", "GoodputRow", "Row", "RowKind",
-           "compare_verdict", "objective_key"]
+           "compare_verdict", "objective_key", "starved_decodes"]
