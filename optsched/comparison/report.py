@@ -88,7 +88,7 @@ def _hypothesis_verdict(instance: Instance, objective: str, rep: SolveReport, hy
     kind = "eviction-free schedule" if hyp.no_evictions else "schedule"
     extra = " meeting the --force/--forbid/--order hypotheses" \
         if (hyp.force or hyp.forbid or hyp.order) else ""
-    if rep.status in (Status.OPTIMAL, Status.FEASIBLE) and rep.objective is not None:
+    if rep.status.has_solution and rep.objective is not None:
         yes = f"Yes: an {kind}{extra} with {what} {value(rep.objective, instance)}"
         if than is not None and hyp.at_most:
             rel = rep.objective / hyp.at_most * than[0] - 1  # at_most = K x the reference
