@@ -321,8 +321,8 @@ def starved_decodes(cmp: Any, policies: list[Row]) -> str:
         return ""
     opt = next((r for r in cmp.rows if r.kind == RowKind.OPTIMUM and r.evaluation is not None
                 and r.evaluation.feasible), None)
-    tpots = [r.evaluation.metrics.get("mean_tpot") for r in policies if r.evaluation is not None]
-    tpots = [t for t in tpots if t is not None and math.isfinite(t) and t > 0]
+    seen = [r.evaluation.metrics.get("mean_tpot") for r in policies if r.evaluation is not None]
+    tpots: list[float] = [float(t) for t in seen if t is not None and math.isfinite(t) and t > 0]
     if opt is None or opt.evaluation is None or not tpots:
         return ""
     mine = opt.evaluation.metrics.get("mean_tpot")
