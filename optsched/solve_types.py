@@ -45,15 +45,16 @@ class Status(StrEnum):
     """The outcome of a solve. ``OPTIMAL``/``RESTRICTED_OPTIMAL``/``FEASIBLE`` carry a
     solution.
 
-    ``OPTIMAL`` is proven optimal for the problem of docs/semantics.md (under the user's
-    hypotheses, if any); an optimum of a model that restricts the problem (the InferMax
-    batch-count horizon below its certified ``Jmax``...) is ``RESTRICTED_OPTIMAL``, never read
-    as a proof; :attr:`SolveReport.proven_optimal` asks both questions at once.
+    ``OPTIMAL`` is proven optimal for the model solved; the InferMax model's optimum under a
+    batch-count horizon below its certified ``Jmax`` is ``RESTRICTED_OPTIMAL``, never read as
+    a proof. Other restrictions (the hindsight model's unit slots without preemption, the
+    user's hypotheses) keep ``OPTIMAL`` with :attr:`SolveReport.restricted` set; ask
+    :attr:`SolveReport.proven_optimal`, which answers for every case.
     """
 
     OPTIMAL = "optimal"
-    #: proven optimal for a model that restricts the problem (the InferMax batch-count
-    #: horizon, unit slots...): a feasible schedule, no proof for docs/semantics.md's problem
+    #: proven optimal among schedules of at most J batches with entries (the InferMax
+    #: horizon below Jmax): a feasible schedule, no proof for docs/semantics.md's problem
     RESTRICTED_OPTIMAL = "restricted-optimal"
     FEASIBLE = "feasible"
     INFEASIBLE = "infeasible"
@@ -488,7 +489,7 @@ class SolveReport:
         what = OBJECTIVE_WORDS.get(self.objective_kind, self.objective_kind)
         head = f"{self.formulation} / {self.solver or '-'}: {self.status}"
         if self.restricted and self.status == Status.OPTIMAL:
-            head += " (under the hypotheses)"
+            head += " (for the restricted model or under the hypotheses)"
         lines = [f"{head}, {what} {fmt(self.objective)}, bound {fmt(self.bound)}, gap "
                  f"{'-' if self.gap is None else pct(self.gap)}, {self.runtime:.3g} s"]
         if self.warm_start is not None:

@@ -236,7 +236,7 @@ def test_a_restricted_solve_is_not_called_optimal_unless_the_certified_bound_pro
     from optsched.solve_types import Status
 
     inst = load_instance(GOOD)
-    opts = SolveOptions(time_limit=30, params={"batches": 6, "variant": "tight"})
+    opts = SolveOptions(time_limit=120, params={"batches": 6, "variant": "tight"})  # load
     raw = solve_model(inst, "infermax", "total-latency", options=opts, hypotheses=Hypotheses(),
                       warm_start=None)
     assert raw.restricted and raw.status == Status.RESTRICTED_OPTIMAL and not raw.proven_optimal
