@@ -23,6 +23,10 @@ from optsched.schedule import Schedule
 from optsched.solving import solve
 from optsched.testing import instances, valid_schedules
 
+#: an explicit ``batches=J`` below the certified horizon restricts the model: its optimum is
+#: restricted-optimal; the objectives asserted beside are the hand-derived optima either way
+OPTIMA = ("optimal", "restricted-optimal")
+
 REL = 1e-6
 
 
@@ -127,7 +131,7 @@ def test_hand_derived_optimum(variant, objective, no_ev):
     inst = two_requests()
     rep = solve(inst, "infermax", objective, options=opts(params={"variant": variant}),
                 hypotheses=Hypotheses(no_evictions=no_ev), warm_start=None)
-    assert rep.status == "optimal", rep.message
+    assert rep.status in OPTIMA, rep.message
     assert math.isclose(rep.objective, HAND[objective, no_ev], rel_tol=REL)
     assert rep.bound <= rep.objective * (1 + REL)
     if no_ev:
@@ -143,7 +147,7 @@ def test_hand_derived_linear_chunking():
                     LinearCost(k0=1, k1=0.1, kpq=0.01, kpm=0.02), (Request("a", 0.0, 3, 1),))
     for variant in ix.VARIANTS:
         rep = solve(inst, "infermax", "makespan", options=opts(params={"variant": variant}))
-        assert rep.status == "optimal" and math.isclose(rep.objective, 2.39, rel_tol=REL)
+        assert rep.status in OPTIMA and math.isclose(rep.objective, 2.39, rel_tol=REL)
 
 
 def test_online_arrival_idles_until_arrival():
@@ -152,7 +156,7 @@ def test_online_arrival_idles_until_arrival():
                     (Request("A", 0.0, 1, 2), Request("B", 5.0, 1, 2)))
     for obj, want in (("makespan", 7.0), ("total-latency", 4.0), ("mean-ttft", 1.0)):
         rep = solve(inst, "infermax", obj, options=opts())
-        assert rep.status == "optimal" and math.isclose(rep.objective, want, rel_tol=REL), obj
+        assert rep.status in OPTIMA and math.isclose(rep.objective, want, rel_tol=REL), obj
 
 
 # ---------------------------------------------------------------- hypotheses
@@ -162,7 +166,7 @@ def test_at_most_below_optimum_is_infeasible():
                 hypotheses=Hypotheses(at_most=2.9), warm_start=None)
     assert rep.status == "infeasible"
     rep = solve(inst, "infermax", "makespan", options=opts(), hypotheses=Hypotheses(at_most=3.0))
-    assert rep.status == "optimal" and math.isclose(rep.objective, 3.0)
+    assert rep.status in OPTIMA and math.isclose(rep.objective, 3.0)
 
 
 def test_force_forbid_order():
@@ -170,17 +174,17 @@ def test_force_forbid_order():
     # order: B completes no later than A -> B is the one that decodes first
     rep = solve(inst, "infermax", "total-latency", options=opts(),
                 hypotheses=Hypotheses(order=(("B", "A"),)))
-    assert rep.status == "optimal" and math.isclose(rep.objective, 5.0)
+    assert rep.status in OPTIMA and math.isclose(rep.objective, 5.0)
     ev = rep.evaluation
     assert ev.completion[1] <= ev.completion[0]
     # forbid B in batch 0: the eviction trick just moves (empty batches take no time)
     rep = solve(inst, "infermax", "makespan", options=opts(),
                 hypotheses=Hypotheses(forbid=(("B", 0),)))
-    assert rep.status == "optimal" and math.isclose(rep.objective, 3.0)
+    assert rep.status in OPTIMA and math.isclose(rep.objective, 3.0)
     assert "B" not in [r for r, _ in rep.schedule.batch(0).entries]
     rep = solve(inst, "infermax", "makespan", options=opts(),
                 hypotheses=Hypotheses(force=(("B", 2),)))
-    assert rep.status == "optimal"
+    assert rep.status in OPTIMA
     assert "B" in [r for r, _ in rep.schedule.batch(2).entries]
 
 
@@ -227,7 +231,7 @@ def test_backends_agree_on_the_optimum(backend):
     rep = solve(inst, "infermax", "total-latency", options=opts(solver=backend,
                                                                    params={"batches": 4}),
                 warm_start=None)
-    assert rep.status == "optimal", rep.message
+    assert rep.status in OPTIMA, rep.message
     assert math.isclose(rep.objective, 5.0, rel_tol=REL)
 
 
@@ -282,7 +286,7 @@ def test_telescoped_prefill_of_a_chunked_prompt_is_not_cut_off_by_the_batch_time
                    options=SolveOptions(time_limit=60, progress=False))
     # the telescoped pricing is the one tested
     assert "eqs. 24-26" in " ".join(ix.build(inst, "makespan", J=12, variant="tight").notes)
-    assert search.status == "optimal" and tight.status == "optimal", tight.message
+    assert search.status in OPTIMA and tight.status in OPTIMA, tight.message
     assert tight.objective == pytest.approx(search.objective, rel=1e-9)
 
 
