@@ -122,9 +122,10 @@ def test_view_is_read_only():
             self.view.m[0] = 5
             return super().next_batch()
 
-    from optsched.policies import simulate_policy
+    from optsched.policies import UserPolicyError, simulate_policy
 
-    with pytest.raises(ValueError):
+    # the write fails (ValueError: read-only), reported as the policy's own error
+    with pytest.raises(UserPolicyError, match=r"next_batch\(\) raised ValueError.*batch 0"):
         simulate_policy(inst([Request("a", 0, 1, 1)]), Writer())
 
 
