@@ -35,6 +35,8 @@ INSTRUMENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "time_limits": ("commands against their --time-limit", ("--only", "solve-200,bound-400")),
     "sweep": ("sweep engine throughput (local pool; Ray when installed)", ("--engines", "local")),
     "arch_stats": ("the import graph and function lengths of optsched/", ()),
+    "cluster": ("the router layer and the cluster evaluator on trace prefixes",
+                ("--sizes", "1000", "--replicas", "2")),
 }
 
 

@@ -288,6 +288,240 @@ class Limits:
         return cls(**d)
 
 
+# -- clusters (docs/semantics.md section 6, "Clusters") ------------------------------------
+
+#: engine roles: ``both`` runs any entry, ``prefill`` only prefill entries, ``decode`` only
+#: decode entries (section 3's phase)
+ROLES = ("both", "prefill", "decode")
+#: largest transfer-link number accepted (bytes, bytes per second, seconds)
+_MAX_LINK = 1e18
+
+
+def _where(engine: Any) -> str:
+    return f"cluster: engine {engine!r}" if engine is not None else "cluster"
+
+
+@dataclass(frozen=True)
+class TransferLink:
+    """The link a request's KV moves over between two engines (semantics section 6,
+    "Clusters"): ``k`` tokens take ``fixed + k * bytes_per_token / bandwidth`` seconds (time
+    units under unit time). Transfers neither share it nor slow batches down."""
+
+    bytes_per_token: float
+    bandwidth: float
+    fixed: float = 0.0
+
+    def __post_init__(self):
+        for name in ("bytes_per_token", "bandwidth", "fixed"):
+            v = getattr(self, name)
+            if not _is_num(v) or not math.isfinite(v) or not 0 <= v <= _MAX_LINK \
+                    or (name == "bandwidth" and v == 0):
+                rng = "(0, 1e18]" if name == "bandwidth" else "[0, 1e18]"
+                raise InstanceError(f"cluster: transfer field {name!r} must be a finite number in "
+                                    f"{rng}, got {v!r}")
+            object.__setattr__(self, name, float(v))
+
+    def time(self, tokens: Tokens) -> Any:
+        """``fixed + tokens * bytes_per_token / bandwidth`` (elementwise for an array)."""
+        return self.fixed + tokens * self.bytes_per_token / self.bandwidth
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fixed": self.fixed, "bytes_per_token": self.bytes_per_token,
+                "bandwidth": self.bandwidth}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> TransferLink:
+        if not isinstance(d, dict):
+            raise InstanceError(f"cluster: field 'transfer' must be an object, got {d!r}")
+        extra = set(d) - {"fixed", "bytes_per_token", "bandwidth"}
+        if extra:
+            raise InstanceError(f"cluster: transfer: unknown fields {sorted(extra)}")
+        for k in ("bytes_per_token", "bandwidth"):
+            if k not in d:
+                raise InstanceError(f"cluster: transfer: missing field {k!r}")
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine of a cluster: its id, role, and its own limits and cost model (None: the
+    instance's), the GPUs it occupies and its optional hourly cost (semantics section 6)."""
+
+    id: str
+    role: str = "both"
+    limits: Limits | None = None
+    cost_model: CostModel | None = None
+    gpus: int = 1
+    hourly_cost: float | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.id, str) or not self.id or not self.id.isprintable():
+            raise InstanceError(f"cluster: engine id must be non-empty printable text, "
+                                f"got {self.id!r}")
+        where = _where(self.id)
+        if self.role not in ROLES:
+            raise InstanceError(f"{where}: field 'role' must be one of {', '.join(ROLES)}, "
+                                f"got {self.role!r}")
+        if self.limits is not None and not isinstance(self.limits, Limits):
+            raise InstanceError(f"{where}: field 'limits' must be a Limits")
+        if self.cost_model is not None and not isinstance(self.cost_model, CostModel):
+            raise InstanceError(f"{where}: field 'cost_model' must be a CostModel")
+        if not _is_int(self.gpus) or not 1 <= self.gpus <= 1_000_000:
+            raise InstanceError(f"{where}: field 'gpus' must be an integer in 1..1000000, "
+                                f"got {self.gpus!r}")
+        object.__setattr__(self, "gpus", int(self.gpus))
+        h = self.hourly_cost
+        if h is not None:
+            if not _is_num(h) or not math.isfinite(h) or not 0 <= h <= _MAX_LINK:
+                raise InstanceError(f"{where}: field 'hourly_cost' must be a finite number "
+                                    f">= 0, got {h!r}")
+            object.__setattr__(self, "hourly_cost", float(h))
+
+    @property
+    def prefills(self) -> bool:
+        """Whether prefill entries may run here (role ``prefill`` or ``both``)."""
+        return self.role != "decode"
+
+    @property
+    def decodes(self) -> bool:
+        """Whether decode entries may run here (role ``decode`` or ``both``)."""
+        return self.role != "prefill"
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"id": self.id, "role": self.role, "gpus": self.gpus}
+        if self.limits is not None:
+            d["limits"] = self.limits.to_dict()
+        if self.cost_model is not None:
+            d["cost_model"] = self.cost_model.to_dict()
+        if self.hourly_cost is not None:
+            d["hourly_cost"] = self.hourly_cost
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Any, position: int) -> Engine:
+        if not isinstance(d, dict):
+            raise InstanceError(f"cluster: engine #{position}: expected an object, got {d!r}")
+        where = _where(d.get("id", f"#{position}"))
+        extra = set(d) - {f.name for f in fields(cls)}
+        if extra:
+            raise InstanceError(f"{where}: unknown fields {sorted(extra)}")
+        if "id" not in d:
+            raise InstanceError(f"{where}: missing field 'id'")
+        kw = dict(d)
+        try:
+            if "limits" in kw:
+                kw["limits"] = Limits.from_dict(kw["limits"])
+            if "cost_model" in kw:
+                kw["cost_model"] = cost_model_from_dict(kw["cost_model"])
+        except InstanceError as e:
+            raise InstanceError(f"{where}: {e}") from None
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The engines of an instance and the link between them (semantics section 6,
+    "Clusters"). Checked here: a non-empty list of engines with unique ids, a
+    prefill-capable engine for every decode engine and the other way round, and a transfer
+    link whenever a role other than ``both`` is declared; the checks that need the
+    instance (limits, requests) are :meth:`Instance.__post_init__`'s."""
+
+    engines: tuple[Engine, ...]
+    transfer: TransferLink | None = None
+
+    def __post_init__(self):
+        engines = tuple(self.engines) if isinstance(self.engines, (list, tuple)) else None
+        if not engines or not all(isinstance(e, Engine) for e in engines):
+            raise InstanceError("cluster: field 'engines' must be a non-empty list of engines")
+        object.__setattr__(self, "engines", engines)
+        seen: set[str] = set()
+        for e in engines:
+            if e.id in seen:
+                raise InstanceError(f"cluster: engine {e.id!r}: duplicate id")
+            seen.add(e.id)
+        if self.transfer is not None and not isinstance(self.transfer, TransferLink):
+            raise InstanceError("cluster: field 'transfer' must be a TransferLink")
+        roles = {e.role for e in engines}
+        if "prefill" in roles and not any(e.decodes for e in engines):
+            raise InstanceError("cluster: a 'prefill' engine needs an engine of role 'decode' "
+                                "or 'both' to decode on")
+        if "decode" in roles and not any(e.prefills for e in engines):
+            raise InstanceError("cluster: a 'decode' engine needs an engine of role 'prefill' "
+                                "or 'both' to prefill on")
+        if roles != {"both"} and self.transfer is None:
+            raise InstanceError("cluster: roles 'prefill' and 'decode' need a transfer link "
+                                "(field 'transfer')")
+
+    @property
+    def n(self) -> int:
+        return len(self.engines)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(e.id for e in self.engines)
+
+    @property
+    def gpus(self) -> int:
+        return sum(e.gpus for e in self.engines)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"engines": [e.to_dict() for e in self.engines]}
+        if self.transfer is not None:
+            d["transfer"] = self.transfer.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Cluster:
+        if not isinstance(d, dict):
+            raise InstanceError(f"cluster: expected an object, got {type(d).__name__}")
+        extra = set(d) - {"engines", "transfer"}
+        if extra:
+            raise InstanceError(f"cluster: unknown fields {sorted(extra)}")
+        engines = d.get("engines")
+        if not isinstance(engines, list) or not engines:
+            raise InstanceError("cluster: field 'engines' must be a non-empty list")
+        link = d.get("transfer")
+        return cls(tuple(Engine.from_dict(e, k) for k, e in enumerate(engines)),
+                   None if link is None else TransferLink.from_dict(link))
+
+
+def _check_cluster(cluster: Cluster, limits: Limits, cost_model: CostModel,
+                   prompt: np.ndarray, output: np.ndarray, ids: Sequence[str]) -> None:
+    """The checks of a cluster that need the instance (semantics section 6, "Clusters",
+    loading): no swapping or hidden cache on any engine, and every request servable."""
+    for e in cluster.engines:
+        lim = e.limits or limits
+        if lim.host_capacity is not None or lim.hidden_cache:
+            who = _where(e.id) if e.limits is not None else "cluster"
+            what = "host_capacity (swapping)" if lim.host_capacity is not None \
+                else "hidden_cache"
+            raise InstanceError(f"{who}: limits enable {what}, which is not defined across "
+                                "engines; drop it from the limits of a cluster instance")
+    if not len(ids):
+        return
+    peak = prompt + output - 1
+    pre_fit = np.zeros(len(ids), bool)
+    dec_fit = np.zeros(len(ids), bool)
+    for e in cluster.engines:
+        lim = e.limits or limits
+        if e.prefills:
+            pre_fit |= lim.kv_footprint(prompt) <= lim.kv_capacity
+        if e.decodes:
+            dec_fit |= lim.kv_footprint(peak) <= lim.kv_capacity
+    if cluster.transfer is not None:
+        ok = pre_fit & ((output == 1) | dec_fit)
+    else:  # no link: every engine is 'both'; one engine serves the request alone
+        ok = dec_fit
+    bad = np.flatnonzero(~ok)
+    if bad.size:
+        k = int(bad[0])
+        raise InstanceError(
+            f"request {ids[k]!r}: no engine of the cluster can serve it (prompt {int(prompt[k])}, "
+            f"prompt + output - 1 = {int(peak[k])} KV tokens: it needs a prefill-capable "
+            "engine holding the prompt and a decode-capable one holding the peak, linked, or "
+            "one engine holding the peak)")
+
+
 _PLAIN_KEYS = {"id": None, "arrival": None, "prompt": None, "output": None}.keys()
 
 
@@ -393,6 +627,9 @@ class Instance:
     limits: Limits
     cost_model: CostModel = field(default_factory=UnitCost)
     requests: tuple[Request, ...] = ()
+    #: the engines serving the requests (semantics section 6, "Clusters"); None: one engine
+    #: with ``limits`` and ``cost_model``, exactly sections 2-5
+    cluster: Cluster | None = None
 
     def __post_init__(self):
         self._check_header()
@@ -408,6 +645,16 @@ class Instance:
             seen.add(r.id)
             if self.limits.kv_footprint(r.peak_kv) > M:
                 raise _over_capacity(r, self.limits)
+        self._attach_cluster(self.cluster)
+
+    def _attach_cluster(self, cluster: Cluster | None) -> None:
+        """Set and check ``cluster`` (semantics section 6, "Clusters", loading)."""
+        if cluster is None:
+            return
+        if not isinstance(cluster, Cluster):
+            raise InstanceError("instance: field 'cluster' must be a Cluster")
+        object.__setattr__(self, "cluster", cluster)
+        _check_cluster(cluster, self.limits, self.cost_model, self.prompt, self.output, self.ids)
 
     def _check_header(self) -> None:
         """The instance-level fields (name, limits, cost model), as ``__post_init__`` checks them."""
@@ -457,6 +704,7 @@ class Instance:
             and self.limits == other.limits
             and self.cost_model == other.cost_model
             and self.requests == other.requests
+            and self.cluster == other.cluster
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -490,6 +738,66 @@ class Instance:
     def request(self, rid: str) -> Request:
         return self.requests[self.index[rid]]
 
+    # -- engines (semantics section 6, "Clusters") ----------------------------------------
+    @property
+    def n_engines(self) -> int:
+        """Engines serving the instance: 1 without a cluster."""
+        return 1 if self.cluster is None else self.cluster.n
+
+    @property
+    def engine_ids(self) -> tuple[str, ...]:
+        """The engines' ids; ``("0",)`` without a cluster (its one implicit engine)."""
+        return ("0",) if self.cluster is None else self.cluster.ids
+
+    def engine(self, k: int) -> Engine:
+        """Engine ``k`` with its limits and cost model resolved (the instance's where it
+        states none); without a cluster, the implicit engine ``"0"``."""
+        if self.cluster is None:
+            if k != 0:
+                raise IndexError(f"engine {k}: the instance has one engine")
+            return Engine("0", "both", self.limits, self.cost_model)
+        e = self.cluster.engines[k]
+        return dataclasses.replace(e, limits=e.limits or self.limits,
+                                   cost_model=e.cost_model or self.cost_model)
+
+    @property
+    def single_engine(self) -> bool:
+        """Whether the instance means exactly sections 2-5: no cluster, or a cluster of one
+        engine of role ``both`` with the instance's own limits and cost model."""
+        if self.cluster is None:
+            return True
+        if self.cluster.n != 1:
+            return False
+        e = self.cluster.engines[0]
+        return e.role == "both" and (e.limits is None or e.limits == self.limits) \
+            and (e.cost_model is None or e.cost_model == self.cost_model)
+
+    def require_one_engine(self, what: str) -> None:
+        """Refuse (:class:`InstanceError`, one line) an instance that is not
+        :attr:`single_engine`: ``what`` (a formulation, a bound, a search) models one engine,
+        and its optimum or bound would be one engine's (semantics section 6, "Clusters")."""
+        if not self.single_engine:
+            assert self.cluster is not None
+            shape = f"a cluster of {self.cluster.n} engines" if self.cluster.n > 1 else \
+                "a one-engine cluster whose engine has its own role, limits or cost model"
+            raise InstanceError(f"{what} models one engine, but the instance declares {shape} "
+                                "(docs/semantics.md section 6, 'Clusters'); simulate it with a "
+                                "router (optsched simulate --router) and judge it with "
+                                "optsched evaluate")
+
+    def for_engine(self, k: int) -> Instance:
+        """The requests on engine ``k``'s limits and cost model, without the cluster: what an
+        engine's policy is bound to. Not checked again (a request may not fit this engine:
+        whoever routes must not send it there)."""
+        e = self.engine(k)
+        inst = object.__new__(Instance)
+        inst.__dict__.update({k2: v for k2, v in self.__dict__.items()
+                              if k2 not in ("content_hash",)})
+        object.__setattr__(inst, "limits", e.limits)
+        object.__setattr__(inst, "cost_model", e.cost_model)
+        object.__setattr__(inst, "cluster", None)
+        return inst
+
     def replace(self, **changes) -> Instance:
         """A copy with fields replaced (validated again)."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -513,12 +821,15 @@ class Instance:
 
     # -- JSON -----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "name": self.name,
             "limits": self.limits.to_dict(),
             "cost_model": self.cost_model.to_dict(),
             "requests": [r.to_dict() for r in self.requests],
         }
+        if self.cluster is not None:  # without one the JSON is unchanged
+            d["cluster"] = self.cluster.to_dict()
+        return d
 
     @cached_property
     def content_hash(self) -> str:
@@ -530,6 +841,10 @@ class Instance:
             "limits": self.limits.to_dict(), "cost_model": self.cost_model.to_dict(),
             "requests": [] if reqs is not None else [r.to_dict() for r in self.requests]}
         d["cost_model"].pop("preset", None)
+        if self.cluster is not None:  # sorts before "requests", which stays the last key
+            d["cluster"] = self.cluster.to_dict()
+            for e in d["cluster"]["engines"]:
+                e.get("cost_model", {}).pop("preset", None)
         text = json.dumps(d, sort_keys=True, separators=(",", ":"), allow_nan=False)
         if reqs is not None:  # "requests" is the last key: '..."requests":[]}'
             text = text[:-3] + reqs + "}"
@@ -542,7 +857,7 @@ class Instance:
     def from_dict(cls, d: Any) -> Instance:
         if not isinstance(d, dict):
             raise InstanceError(f"instance: expected a JSON object, got {type(d).__name__}")
-        extra = set(d) - {"name", "limits", "cost_model", "requests"}
+        extra = set(d) - {"name", "limits", "cost_model", "requests", "cluster"}
         if extra:
             raise InstanceError(f"instance: unknown fields {sorted(extra)}")
         for k in ("limits", "cost_model", "requests"):
@@ -552,11 +867,15 @@ class Instance:
             raise InstanceError("instance: field 'requests' must be a list")
         name, limits = d.get("name", "instance"), Limits.from_dict(d["limits"])
         cost_model = cost_model_from_dict(d["cost_model"])
+        cluster = None if d.get("cluster") is None else Cluster.from_dict(d["cluster"])
         cols = _plain_columns(d["requests"])
         if cols is not None:  # every request plain: the same checks, on whole columns
-            return cls.from_columns(name, limits, cost_model, *cols)
+            inst = cls.from_columns(name, limits, cost_model, *cols)
+            inst._attach_cluster(cluster)
+            return inst
         return cls(name=name, limits=limits, cost_model=cost_model,
-                   requests=tuple(Request.from_dict(r, i) for i, r in enumerate(d["requests"])))
+                   requests=tuple(Request.from_dict(r, i) for i, r in enumerate(d["requests"])),
+                   cluster=cluster)
 
     @classmethod
     def from_json(cls, text: str) -> Instance:

@@ -40,6 +40,8 @@ import numpy as np
 
 from . import jsonio
 from .errors import InputFileError, ScheduleFormatError
+from .placement import NPZ_ARRAYS as _PLACEMENT_ARRAYS
+from .placement import Placement, PlacementBuilder
 
 if TYPE_CHECKING:
     from .instance import Instance
@@ -97,6 +99,9 @@ class Schedule:
     #: ``(instance name, instance content hash)`` from the file this schedule was loaded
     #: from (None: not loaded, or a file that names no instance); see :func:`instance_check`
     instance_tag: tuple[str, str] | None = field(default=None, compare=False)
+    #: engine per batch and transfers (docs/semantics.md section 6, "Clusters"); None: every
+    #: batch on the instance's first engine, no KV moved
+    placement: Placement | None = None
 
     def __post_init__(self):
         ids = tuple(self.ids)
@@ -153,6 +158,10 @@ class Schedule:
             a = getattr(self, arr_name)
             if a.size and (a.min() < 0 or a.max() >= len(ids)):
                 raise ScheduleFormatError(f"schedule: {arr_name} refers outside the id table")
+        if self.placement is not None:
+            if not isinstance(self.placement, Placement):
+                raise ScheduleFormatError("schedule: placement must be a Placement")
+            self.placement.check(nb, len(ids))
 
     # -- sizes & views ----------------------------------------------------------
     @property
@@ -280,6 +289,8 @@ class Schedule:
             hid = np.flatnonzero(self.entry_hidden)
             out += (("hidden",) + tuple(sorted(zip(self.batch_of_entry[hid].tolist(),
                                                    ids[self.entry_req[hid]].tolist()))),)
+        if self.placement is not None:
+            out += (("placement",) + self.placement.canonical(self.ids),)
         return out
 
     def __eq__(self, other):
@@ -300,8 +311,15 @@ class Schedule:
             self.ids, self.batch_ptr, self.entry_req, self.entry_tokens,
             self.evict_ptr, self.evict_req, np.asarray(start, dtype=np.float64),
             self.swap_out_ptr, self.swap_out_req, self.swap_out_tokens, self.swap_in_ptr,
-            self.swap_in_req, self.entry_hidden,
+            self.swap_in_req, self.entry_hidden, placement=self.placement,
         )
+
+    def with_placement(self, placement: Placement | None, ids: Sequence[str] | None = None
+                       ) -> Schedule:
+        """The same batches on ``placement``'s engines (semantics section 6, "Clusters");
+        ``ids`` extends the id table (requests only a transfer names, ``PlacementBuilder``)."""
+        return dataclasses.replace(self, ids=tuple(ids) if ids is not None else self.ids,
+                                   placement=placement)
 
     # -- JSON / npz -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -319,6 +337,15 @@ class Schedule:
             if b.swap_in:
                 d["swap_in"] = list(b.swap_in)
             out.append(d)
+        if self.placement is not None:  # section 6, clusters: engine and transfers per batch
+            pl = self.placement
+            for j, d in enumerate(out):
+                name = pl.engine_name(j)
+                if name is not None:
+                    d["engine"] = name
+                moves = pl.transfers(j, self.ids)
+                if moves:
+                    d["transfer"] = [[r, e] for r, e in moves]
         return {"batches": out}
 
     def to_json(self, indent: int | None = None, instance: Instance | None = None) -> str:
@@ -337,7 +364,11 @@ class Schedule:
             raise ScheduleFormatError(f"schedule: unknown fields {sorted(extra)}")
         if not isinstance(d["batches"], list):
             raise ScheduleFormatError("schedule: 'batches' must be a list")
-        sched = cls.from_batches(d["batches"])
+        batches, placed = _split_placement(d["batches"])
+        sched = cls.from_batches(batches)
+        if placed is not None:
+            placement, ids = placed.build(sched.ids)
+            sched = sched.with_placement(placement, ids)
         tag = _parse_meta(d.get("meta"))
         return sched if tag is None else dataclasses.replace(sched, instance_tag=tag)
 
@@ -354,6 +385,8 @@ class Schedule:
                 arrays.update({name: getattr(self, name) for name in _SWAP_ARRAYS})
             if self.has_hidden:
                 arrays["entry_hidden"] = self.entry_hidden
+            if self.placement is not None:
+                arrays.update(self.placement.arrays())
             if instance is not None:
                 arrays["meta_instance"] = np.array([instance.name, instance.content_hash], dtype=str)
             _write_npz(p, arrays)
@@ -377,6 +410,12 @@ class Schedule:
                             f"{sorted(set(_SWAP_ARRAYS) - set(swaps))}")
                     sw = [z[name] for name in swaps] if swaps else [_NO_SWAPS] * len(_SWAP_ARRAYS)
                     hidden = z["entry_hidden"] if "entry_hidden" in z.files else _NO_SWAPS
+                    placed = [name for name in _PLACEMENT_ARRAYS if name in z.files]
+                    if placed and len(placed) != len(_PLACEMENT_ARRAYS):
+                        raise ScheduleFormatError(
+                            f"npz schedule has placement arrays {placed} but lacks "
+                            f"{sorted(set(_PLACEMENT_ARRAYS) - set(placed))}")
+                    placement = Placement.from_arrays(z) if placed else None
                     tag = None
                     if "meta_instance" in z.files:
                         meta = z["meta_instance"].tolist()
@@ -384,7 +423,8 @@ class Schedule:
                                           if isinstance(meta, list) and len(meta) == 2 else meta)
                     return cls(tuple(z["ids"].tolist()), z["batch_ptr"], z["entry_req"],
                                z["entry_tokens"], z["evict_ptr"], z["evict_req"], z["start"],
-                               sw[0], sw[1], sw[2], sw[3], sw[4], hidden, tag)
+                               sw[0], sw[1], sw[2], sw[3], sw[4], hidden, tag,
+                               placement=placement)
             text = p.read_text(encoding="utf-8")
         except OSError as e:
             raise InputFileError(f"{p}: cannot read schedule file: {e.strerror or e}") from None
@@ -460,6 +500,23 @@ def instance_check(schedule: Schedule, instance: Instance) -> dict[str, Any]:
     renamed = f" (named {name!r} there)" if name != instance.name else ""
     return {**out, "matches": True,
             "message": f"the schedule was written for this instance{renamed}"}
+
+
+def _split_placement(batches: list) -> tuple[list, PlacementBuilder | None]:
+    """The batches without their ``engine`` and ``transfer`` keys, and those keys collected
+    (None when no batch has either; semantics section 6, "Clusters")."""
+    if not any(isinstance(b, dict) and ("engine" in b or "transfer" in b) for b in batches):
+        return batches, None
+    placed = PlacementBuilder()
+    rest = []
+    for j, b in enumerate(batches):
+        if isinstance(b, dict):
+            placed.add(b.get("engine"), b.get("transfer", ()), j)
+            b = {k: v for k, v in b.items() if k not in ("engine", "transfer")}
+        else:
+            placed.add(None, (), j)
+        rest.append(b)
+    return rest, placed
 
 
 def _parse_batch_dict(item: dict, j: int):

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import OptschedError
 from .evaluation import Evaluation
 from .jsonio import finite_or_none  # noqa: F401  (re-exported: the one _num)
-from .objectives import OBJECTIVE_WORDS, OBJECTIVES, Objective
+from .objectives import MODELLED, OBJECTIVE_WORDS, OBJECTIVES, Objective
 from .progress import fmt, pct
 
 if TYPE_CHECKING:
@@ -512,7 +512,7 @@ class SolveReport:
         return self.summary()
 
 
-__all__ = ["MILP_DEFAULTS", "OBJECTIVES", "STATUSES", "BoundError", "BoundResult", "Fallback",
-           "ModelEstimate", "Objective", "OptionsError", "SearchRun", "SolveOptions", "SolvePlan",
+__all__ = ["MILP_DEFAULTS", "MODELLED", "OBJECTIVES", "STATUSES", "BoundError", "BoundResult",
+           "Fallback", "ModelEstimate", "Objective", "OptionsError", "SearchRun", "SolveOptions", "SolvePlan",
            "SolveReport", "Status", "WarmStart", "WarmStartInfo", "above_optimum",
            "finite_or_none", "relative_gap", "upper_gap"]

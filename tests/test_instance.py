@@ -208,6 +208,140 @@ def test_from_dict_plain_requests_take_the_bulk_path_with_the_same_result():
         Instance.from_dict({**doc, "requests": [{**reqs[0], "prompt": True}]})
 
 
+# --- clusters (docs/semantics.md section 6, "Clusters") ------------------------------------
+
+from optsched.instance import Cluster, Engine, TransferLink  # noqa: E402
+
+
+def _cluster_doc(engines, transfer=None, requests=None, limits=None):
+    d = {"name": "c", "limits": limits or {"kv_capacity": 16, "max_batch_tokens": 64},
+         "cost_model": {"kind": "unit"},
+         "requests": requests or [{"id": "a", "arrival": 0, "prompt": 4, "output": 3}],
+         "cluster": {"engines": engines}}
+    if transfer is not None:
+        d["cluster"]["transfer"] = transfer
+    return d
+
+
+LINK = {"fixed": 0.001, "bytes_per_token": 524288, "bandwidth": 2.5e10}
+
+
+def test_cluster_round_trips_and_enters_the_content_hash():
+    d = _cluster_doc([{"id": "p", "role": "prefill", "gpus": 2, "hourly_cost": 3.5},
+                      {"id": "d", "role": "decode",
+                       "limits": {"kv_capacity": 32, "max_batch_tokens": 8},
+                       "cost_model": {"preset": "infermax-llama2-70b-4xa100"}}], LINK)
+    inst = Instance.from_dict(d)
+    assert Instance.from_json(inst.to_json()) == inst
+    assert inst.n_engines == 2 and inst.engine_ids == ("p", "d")
+    assert inst.engine(0).limits == inst.limits and inst.engine(1).limits.kv_capacity == 32
+    assert inst.cluster.transfer.time(4) == pytest.approx(0.001 + 4 * 524288 / 2.5e10)
+    assert inst.cluster.gpus == 3 and not inst.single_engine
+    plain = Instance.from_dict({k: v for k, v in d.items() if k != "cluster"})
+    assert plain.content_hash != inst.content_hash and "cluster" not in plain.to_dict()
+    assert plain.n_engines == 1 and plain.engine_ids == ("0",) and plain.single_engine
+    # the preset label does not enter the hash, its coefficients do
+    d2 = _cluster_doc(d["cluster"]["engines"][:1] + [dict(d["cluster"]["engines"][1])], LINK)
+    from optsched.cost import preset
+    d2["cluster"]["engines"][1]["cost_model"] = {
+        k: v for k, v in preset("infermax-llama2-70b-4xa100").to_dict().items() if k != "preset"}
+    assert Instance.from_dict(d2).content_hash == inst.content_hash
+
+
+def test_for_engine_is_the_instance_on_the_engine_s_limits():
+    d = _cluster_doc([{"id": "a"}, {"id": "b", "limits": {"kv_capacity": 8,
+                                                           "max_batch_tokens": 4}}])
+    inst = Instance.from_dict(d)
+    e = inst.for_engine(1)
+    assert e.cluster is None and e.limits.kv_capacity == 8 and e.requests == inst.requests
+    assert inst.for_engine(0).limits == inst.limits
+
+
+@pytest.mark.parametrize("engines, transfer, match", [
+    ([], None, "non-empty list"),
+    ([{"id": "a"}, {"id": "a"}], None, "engine 'a': duplicate id"),
+    ([{"id": "a", "role": "router"}], None, "engine 'a': field 'role' must be one of"),
+    ([{"id": "a", "gpus": 0}], None, "engine 'a': field 'gpus'"),
+    ([{"id": "a", "hourly_cost": -1}], None, "engine 'a': field 'hourly_cost'"),
+    ([{"id": "a", "speed": 2}], None, r"engine 'a': unknown fields \['speed'\]"),
+    ([{"role": "both"}], None, "missing field 'id'"),
+    ([{"id": ""}], None, "engine id must be non-empty"),
+    ([{"id": "p", "role": "prefill"}], LINK, "needs an engine of role 'decode' or 'both'"),
+    ([{"id": "d", "role": "decode"}], LINK, "needs an engine of role 'prefill' or 'both'"),
+    ([{"id": "p", "role": "prefill"}, {"id": "d", "role": "decode"}], None,
+     "need a transfer link"),
+    ([{"id": "a"}], {"bytes_per_token": 1, "bandwidth": 0}, "transfer field 'bandwidth'"),
+    ([{"id": "a"}], {"bytes_per_token": 1}, "transfer: missing field 'bandwidth'"),
+    ([{"id": "a"}], {"bytes_per_token": 1, "bandwidth": 1, "fixed": float("nan")},
+     "transfer field 'fixed'"),
+    ([{"id": "a", "limits": {"kv_capacity": 16, "max_batch_tokens": 4, "host_capacity": 8}}],
+     None, "engine 'a': limits enable host_capacity"),
+    ([{"id": "a", "limits": {"kv_capacity": 16}}], None,
+     "engine 'a': limits: missing field 'max_batch_tokens'"),
+    ([{"id": "a", "cost_model": {"kind": "cubic"}}], None, "engine 'a': cost_model: unknown kind"),
+])
+def test_a_bad_cluster_is_refused_in_one_line(engines, transfer, match):
+    with pytest.raises(InstanceError, match=match) as e:
+        Instance.from_dict(_cluster_doc(engines, transfer))
+    assert "\n" not in str(e.value)
+
+
+def test_swapping_on_the_instance_of_a_cluster_is_refused():
+    d = _cluster_doc([{"id": "a"}], limits={"kv_capacity": 16, "max_batch_tokens": 64,
+                                            "hidden_cache": True})
+    with pytest.raises(InstanceError, match="cluster: limits enable hidden_cache"):
+        Instance.from_dict(d)
+
+
+def test_a_request_no_engine_can_serve_is_refused():
+    small = {"kv_capacity": 5, "max_batch_tokens": 64}
+    # a: prompt 4 fits the prefill engine (M 5), its peak 6 does not fit the decode engine (5)
+    d = _cluster_doc([{"id": "p", "role": "prefill"}, {"id": "d", "role": "decode",
+                                                       "limits": small}], LINK)
+    with pytest.raises(InstanceError, match="request 'a': no engine of the cluster can serve"):
+        Instance.from_dict(d)
+    # with O = 1 the prefill engine alone serves it
+    d["requests"] = [{"id": "a", "arrival": 0, "prompt": 4, "output": 1}]
+    assert Instance.from_dict(d).n == 1
+    # without a link one engine must hold the peak
+    d = _cluster_doc([{"id": "x", "limits": small}, {"id": "y", "limits": small}])
+    with pytest.raises(InstanceError, match="request 'a'"):
+        Instance.from_dict(d)
+
+
+def test_cluster_dataclasses_validate_themselves():
+    with pytest.raises(InstanceError, match="engines"):
+        Cluster(())
+    with pytest.raises(InstanceError, match="'limits' must be a Limits"):
+        Engine("a", limits={"kv_capacity": 3})
+    assert TransferLink(2, 4).time(np.array([0, 2])).tolist() == [0.0, 1.0]
+
+
+def test_single_engine_code_refuses_a_cluster_in_one_line():
+    """Bounds, formulations, LNS and the one-engine simulator model one engine: on a cluster
+    their answer would be one engine's (a bound above the cluster's optimum), so they refuse;
+    a one-engine cluster with the instance's own limits is exactly one engine and runs."""
+    import optsched
+    from optsched.errors import OptschedError
+    from optsched.search.lns import improve
+
+    base = optsched.load("tiny")
+    two = base.replace(cluster=Cluster((Engine("a"), Engine("b"))))
+    for call in (lambda: optsched.lower_bound(two, "makespan"),
+                 lambda: optsched.solve(two, "infermax", "makespan"),
+                 lambda: optsched.simulate(two, "vllm"),
+                 lambda: improve(two, optsched.simulate(base, "vllm"))):
+        with pytest.raises(OptschedError, match="cluster of 2 engines") as e:
+            call()
+        assert "\n" not in str(e.value)
+    one = base.replace(cluster=Cluster((Engine("a"),)))
+    assert one.single_engine
+    assert optsched.lower_bound(one, "makespan").value == optsched.lower_bound(base,
+                                                                               "makespan").value
+    assert optsched.simulate(one, "vllm") == optsched.simulate(base, "vllm")
+    own = base.replace(cluster=Cluster((Engine("a", limits=Limits(32, 64)),)))
+    with pytest.raises(InstanceError, match="one-engine cluster whose engine has its own"):
+        optsched.lower_bound(own, "makespan")
 def test_instance_json_without_cost_model_is_refused():
     """Before: a missing ``cost_model`` silently meant unit time (semantics section 2:
     missing fields are refused)."""

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from ..evaluation import OBJECTIVES
 from ..instance import Instance
+from ..objectives import MODELLED
 from ..plugins import BOUNDS
 from ..solve_types import BoundError, BoundResult, Objective, SolveOptions, SolveReport
 
@@ -77,7 +78,9 @@ class BoundMethod:
     name: str
     fn: BoundFn
     description: str
-    objectives: tuple[str, ...] = OBJECTIVES
+    #: the objectives it bounds (by default those the formulations model: a percentile is
+    #: not one of them, a rung claims it explicitly)
+    objectives: tuple[str, ...] = MODELLED
     rank: int = PLAIN_RANK
     cheap: bool = False
 
@@ -91,7 +94,7 @@ class BoundMethod:
                              f"got {self.rank!r}")
 
 
-def register_bound(name: str, description: str, objectives=OBJECTIVES, *, rank: int,
+def register_bound(name: str, description: str, objectives=MODELLED, *, rank: int,
                    cheap: bool = False):
     """Decorator: ``@register_bound("request", "...", rank=10, cheap=True)`` on a bound
     function registers it in :data:`optsched.plugins.BOUNDS` with its place on the ladder
@@ -107,13 +110,13 @@ def register_bound(name: str, description: str, objectives=OBJECTIVES, *, rank: 
 
 def _as_method(name: str, entry: Any) -> BoundMethod:
     """A registry entry as a BoundMethod: a plain function loaded from an entry point or a
-    ``module:Name`` reference supports every objective, ranked after ``exact``, before
+    ``module:Name`` reference supports the modelled objectives, ranked after ``exact``, before
     ``best`` (:data:`PLAIN_RANK`)."""
     if isinstance(entry, BoundMethod):
         return entry
     if callable(entry):
         return BoundMethod(name, entry, (entry.__doc__ or name).strip().splitlines()[0],
-                           OBJECTIVES, PLAIN_RANK)
+                           MODELLED, PLAIN_RANK)
     raise BoundError(f"bound method {name!r} is not a function")
 
 
@@ -159,6 +162,7 @@ def lower_bound(instance: Instance, objective: str = "makespan", method: str = "
                          "(limits.hidden_cache), whose half-memory caches the bounds do not "
                          "model; a KV-only bound could exceed the optimum. Set hidden_cache "
                          "to false for the KV-only problem")
+    instance.require_one_engine(f"bound method {method!r}")  # section 6, clusters
     budget = budget or Budget.seconds(time_limit)
     if exact_solve is not None:
         budget = replace(budget, exact_solve=exact_solve)

@@ -29,9 +29,9 @@ from typing import Any
 from ..cost import UnitCost
 from ..data import embedded_instance_names, embedded_instance_path
 from ..errors import OptschedError
-from ..evaluation import OBJECTIVES
 from ..formulations import SolveOptions
 from ..instance import Instance
+from ..objectives import MODELLED
 from ..solve_types import Status
 from ..solving import solve
 
@@ -115,7 +115,7 @@ def build(time_limit: float = 60.0, only: list[str] | None = None, log=sys.stder
             continue
         inst = Instance.load(path)
         per_obj = {}
-        for obj in OBJECTIVES:
+        for obj in MODELLED:
             print(f"{key}: {obj} ...", file=log, flush=True)
             per_obj[obj] = establish(inst, obj, time_limit)
             e = per_obj[obj]

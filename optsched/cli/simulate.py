@@ -31,6 +31,13 @@ def register(sub) -> None:
     p.add_argument("--policy", required=True, help="policy name (see 'optsched policies')")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", default=[],
                    help="policy parameter (repeatable)")
+    p.add_argument("--router", metavar="NAME",
+                   help="route over the instance's engines (docs/semantics.md section 6, "
+                   "'Clusters'): rr, lor, least-kv (replicas), pd (prefill/decode engines); "
+                   "one copy of the policy per engine")
+    p.add_argument("--replicas", type=int, metavar="R",
+                   help="serve a plain instance on R identical engines (router rr unless "
+                   "--router is given)")
     p.add_argument("--ttft-slo", type=float, help="TTFT SLO (seconds; steps under unit time) "
                    "for every request without one: the metrics then report slo_attainment")
     p.add_argument("--tpot-slo", type=float, help="TPOT SLO for every request without one")
@@ -128,12 +135,26 @@ def run_simulate(args) -> int:
     policy = spec.make(**parse_param_args(args.param))  # bad params fail before loading
     output_file(args.output)
     inst = _instance(args).with_default_slos(args.ttft_slo, args.tpot_slo)
-    load = command_load(inst)
+    clustered = args.replicas is not None or args.router is not None or inst.cluster is not None
+    # the offered load models one engine (optsched/serving/load.py): not a cluster's
+    load = None if clustered else command_load(inst)
     # lazy: each subcommand imports what it runs (start-up time)
     from ..progress import phase
 
-    phase(f"simulating {spec.name} on {inst.n} requests")
-    schedule = simulate_policy(inst, policy)
+    if args.replicas is not None or args.router is not None:
+        from ..cluster import replicate
+        from ..cluster import simulate as simulate_cluster
+
+        if args.replicas is not None:
+            inst = replicate(inst, args.replicas)
+        router = args.router or "rr"
+        phase(f"simulating {spec.name} behind router {router} on {inst.n} requests, "
+              f"{inst.n_engines} engines")
+        schedule = simulate_cluster(inst, args.policy, router,
+                                    params=parse_param_args(args.param))
+    else:
+        phase(f"simulating {spec.name} on {inst.n} requests")
+        schedule = simulate_policy(inst, policy)
     phase(f"evaluating {schedule.n_batches} batches")
     ev = evaluate(inst, schedule)
     written = _schedule_path(args.output, schedule.n_entries) if args.output else None
@@ -141,7 +162,9 @@ def run_simulate(args) -> int:
         schedule.save(written, inst)
     if args.json:
         out: dict[str, Any] = {"policy": spec.name, "evaluation": ev.to_dict(),
-                               "offered_load": load.to_dict()}
+                               "offered_load": load.to_dict() if load is not None else None}
+        if args.router is not None or args.replicas is not None:
+            out["router"] = args.router or "rr"
         if schedule.n_entries <= JSON_SCHEDULE_LIMIT or args.with_schedule:
             out["schedule"] = schedule.to_dict()
         else:
@@ -160,7 +183,11 @@ def run_simulate(args) -> int:
         print(table(["metric", "value"], rows))
         if written:
             print(f"schedule written to {written}")
-    say_load(load, "simulate")
+    if load is not None:
+        say_load(load, "simulate")
+    else:
+        print("optsched simulate: offered load: not computed for a cluster (its model is one "
+              "engine's)", file=sys.stderr)
     if not ev.feasible:
         print(f"optsched simulate: policy {spec.name!r} produced an infeasible schedule "
               f"(a bug): {ev.violation_counts}", file=sys.stderr)

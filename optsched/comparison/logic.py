@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from ..bounds import Budget
+from ..bounds import Budget, lower_bound
 from ..bounds.goodput import goodput_bound
 from ..errors import OptschedError
 from ..evaluation import OBJECTIVES, evaluate
@@ -33,7 +33,6 @@ from ..search.lns import LNSOptions, improve
 from ..serving.load import load_deadline, offered_load
 from ..solve_types import BoundResult, SolveOptions, SolveReport, Status, WarmStart, relative_gap
 from ..solving import run as solve_pipeline
-from ..solving.pipeline import ladder_bound
 from .rows import Comparison, GoodputGap, GoodputGapError, GoodputRow, Row, RowKind, objective_key
 
 
@@ -200,8 +199,7 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
         notes.append("no certified lower bound: the instance enables hidden cache, which the "
                      "bounds do not model (docs/semantics.md section 6)")
     else:
-        phase("lower bound (the ladder, a third of the time left)")
-        lower = ladder_bound(instance, objective, budget)
+        lower = lower_bound(instance, objective, "best", budget=_bound_budget(budget, optimal))
     opt, rep = None, None
     if optimal:
         done = _optimum_within(instance, rows, budget, lower, formulation=formulation,
@@ -221,6 +219,17 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
 #: fallback, and the report); seconds of the budget kept for the report (charts are skipped
 #: past the deadline)
 POLICY_SHARE, REPORT_SECONDS = 0.6, 1.0
+#: the bound's share of what is left when a model is solved after it (``optimal``)
+BOUND_SHARE = 0.5
+
+
+def _bound_budget(budget: Budget, optimal: bool) -> Budget:
+    """The ladder (``best``, formulations/bounds.md) climbs for what is left less the report's
+    seconds, half of it when the model is solved afterwards."""
+    if budget.deadline is None:
+        return budget
+    left = max(0.0, budget.left() - REPORT_SECONDS) * (BOUND_SHARE if optimal else 1.0)
+    return Budget(time.perf_counter() + left)
 
 
 def _lns_row(instance: Instance, rows: list[Row], objective: str, seconds: float,

@@ -144,9 +144,12 @@ class Evaluation:
 
     def objective(self, kind: str) -> float:
         """The objective a formulation optimises, computed from this replay only."""
-        key = {"makespan": "makespan", "total-latency": "total_latency", "mean-ttft": "mean_ttft"}
+        key = {"makespan": "makespan", "total-latency": "total_latency", "mean-ttft": "mean_ttft",
+               "p99-ttft": "p99_ttft"}
         if kind not in key:
             raise ValueError(f"unknown objective {kind!r}; choose one of {', '.join(OBJECTIVES)}")
+        if kind == "p99-ttft" and self.metrics.get("mean_ttft") is None:
+            return math.nan  # like mean TTFT: defined only when every request has a first token
         v = self.metrics[key[kind]]
         return math.nan if v is None else float(v)
 
@@ -722,6 +725,9 @@ def evaluate(instance: Instance, schedule: Schedule) -> Evaluation:
     """Replay ``schedule`` on ``instance`` (semantics sections 3-4); never raises on a
     syntactically valid schedule: broken rules come back as violations."""
     inst, s = instance, schedule
+    if inst.cluster is not None or s.placement is not None:  # section 6, clusters
+        raise ValueError("a cluster instance or a schedule that names engines is replayed on all "
+                         "engines by optsched.evaluate (optsched.evaluation.evaluate_cluster)")
     n, nb, lim = inst.n, s.n_batches, inst.limits
     V = _Violations(inst.ids)
     if s.n_entries >= COMPILED_MIN_ENTRIES:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from .. import milp
 
 from ..solve_types import (
+    MODELLED,
     OBJECTIVES,
     STATUSES,
     Objective,
@@ -262,7 +263,7 @@ class FormulationInfo:
     name: str
     run: RunFn
     description: str
-    objectives: tuple[str, ...] = OBJECTIVES
+    objectives: tuple[str, ...] = MODELLED
     #: True if the model needs a warm-start schedule (e.g. to size the batch horizon)
     needs_warm_start: bool = True
     #: the ``--param`` knobs; :func:`solve` hands ``run`` every one of them, checked and with
@@ -305,7 +306,7 @@ def _adapt(label: str, obj: Any) -> FormulationInfo:
     if not callable(obj):
         raise FormulationError(f"{label}: not a formulation (a run function)")
     return FormulationInfo(label, obj, describe_object(obj) or f"user formulation {label}",
-                           tuple(getattr(obj, "objectives", OBJECTIVES)),
+                           tuple(getattr(obj, "objectives", MODELLED)),
                            bool(getattr(obj, "needs_warm_start", False)),
                            getattr(obj, "params", None), getattr(obj, "applicable", None),
                            getattr(obj, "estimate", None))
@@ -319,7 +320,7 @@ FORMULATIONS: Registry[FormulationInfo] = Registry(
 )
 
 
-def register_formulation(name: str, description: str, objectives: Sequence[str] = OBJECTIVES,
+def register_formulation(name: str, description: str, objectives: Sequence[str] = MODELLED,
                          needs_warm_start: bool = True,
                          params: Sequence[ParamSpec] = (), *,
                          applicable: ApplicableFn | None = None,
@@ -399,6 +400,7 @@ def prepare_solve(instance: Instance, formulation: str, objective: str, options:
             f"(supports {', '.join(info.objectives)})"
         )
     hyp.check_against(instance)
+    instance.require_one_engine(f"formulation {formulation!r}")  # section 6, clusters
     options = replace(options, params=info.parse_params(options.params))
     if options.solver == "cpsat" and formulation in CONTINUOUS_FORMULATIONS:
         raise FormulationError(

@@ -187,14 +187,14 @@ def iteration_entries(policy) -> tuple[list[Entry], int]:
         dec = policy._decoding(i)
         full = 1 if dec else min(int(v.S[i] - v.m[i]), C, P)
         rt = bool(policy.is_rt[i])
-        m, h = int(v.m[i]), 0 if rt else int(v.h[i])
+        m, h = int(v.m[i]), int(v.h[i])  # h > 0: checkpointed BE, or a dropped RT request
         if rt or dec:
             options = [full]
         else:
             room = t.room(i, False) - h
             options = sorted(_halvings(full) | _halvings(min(full, room)), reverse=True)
         for c in options:
-            if not rt and c + h > t.room(i, False):
+            if not rt and c + h > t.room(i, False):  # an RT request may overwrite BE slots
                 continue
             out.append(Entry(i, rt, c, m, dec, policy.residual(i) if rt else math.inf, h))
     return out, t.free_total()

@@ -26,18 +26,32 @@
   BE slots; only the overwritten BE tokens are checkpointed to host (a partial swap-out,
   lazy checkpointing), recorded in the preemption table, and swapped back in when that BE
   request runs again. When even that finds no room (no host space for checkpoints, or no
-  BE slots left), section 5.2's **progressive drop** (``drop``, default *off*) frees memory
+  BE slots left), section 5.2's **progressive drop** (``drop``, default on) frees memory
   for the RT request: resident BE requests (newest first), then RT requests less urgent
-  than it (largest residual first), are dropped one at a time until it fits -- a BE request
-  swapped out whole when the host has room, else evicted; an RT request evicted
-  (recompute: Algorithm 1 never swaps an RT request in). It is tried only for an entry that
-  generates a token (``c = S - m``), so every plan that drops makes progress (point 1 of the
-  progress guarantee below). Off by default because it hurts on our model: on notebook 07's
-  full setting at RT 4 req/s (60 RT requests; ``studies/claims/fidelity.py --rt 60``) it made
-  3,085 drops and raised RT normalised latency from 0.025 to 1.0 s/token (BE throughput
-  4.69 -> 0.60 req/s): the Azure prompts are long, and each dropped RT request is
-  recomputed. When nothing can run, a whole BE request is swapped out (host
-  permitting) or, failing that, the least urgent RT request is evicted (recompute).
+  than it (largest residual first), are dropped one at a time until it fits. A dropped
+  request's KV is swapped out whole when the host has room ("swap out their cache blocks",
+  section 5.2; ``rt_victim="recompute"`` evicts RT victims instead, the earlier reading),
+  else evicted; a swapped-out RT request is swapped back in when it is scheduled again.
+  The drop is tried only for an entry that generates a token (``c = S - m``), so every
+  plan that drops makes progress (point 1 of the progress guarantee below). When nothing
+  can run, a whole BE request is swapped out (host permitting) or evicted, else the least
+  urgent RT request is swapped out (or evicted).
+
+  **Admission** (``admission``; our rule, not in the paper). Scheduling an RT request that
+  holds no KV on the GPU (not started, evicted, or swapped out whole) is an admission.
+  With ``admission="reserve"`` (default) it is admitted only while every other RT request
+  holding GPU KV whose blocks are full still finds a block without an RT owner for its
+  next token, and it may drop BE work but no RT request; RT-over-RT drops are for RT
+  requests already on the GPU that need room to grow. ``admission="greedy"`` is Algorithm
+  1 and section 5.2 as written: any RT request takes any memory it finds and drops less
+  urgent RT requests. Why the rule: on the paper-like workload at 24 RT req/s (120 RT
+  requests, 2.15x the engine's saturated RT throughput; ``studies/papers36/FINDINGS.md``) the
+  greedy admission without drops let 60-70 started RT requests hold all of M; a started
+  request whose last block was full could then not grow, so batches held 11 entries against
+  vLLM's 19 while ~25 RT requests an iteration found no memory (RT normalised latency +54% vs
+  vLLM); with drops, as written, every newly urgent request dropped a request that had just
+  decoded and each came back by dropping another (3,591 drops, 984K swapped tokens, +670%).
+  With the reserve: 21 drops, 15.6 entries a batch, +24%.
 
 * ``bros-rr`` -- the paper's round-robin baseline (section 2.2, 7.1): RT and BE FCFS queues
   served in alternate iterations (a class with nothing to run yields its turn), no
@@ -93,8 +107,8 @@ number of drains of a run is kept in ``Bros.drains`` (the BROS notebook reports 
 
 **Swap transfers in the estimate** (``overlap``): the paper copies KV asynchronously,
 overlapped with compute, so its iteration estimate has no transfer term (``overlap=true``,
-the default); ``overlap=false`` adds ``kswap`` per swapped token, as this module once did.
-Either way the evaluator charges the transfers to the batch (semantics section 6,
+the default); ``overlap=false`` adds ``kswap`` per swapped token, as this module did at
+first. Either way the evaluator charges the transfers to the batch (semantics section 6,
 one semantics: an upper bound on what BROS pays).
 
 Our adaptations (not in the paper): BE prefills are chunked by halving to meet the
@@ -135,11 +149,11 @@ class Bros(Policy):
     """See the module docstring; ``round_robin=True`` is ``bros-rr``."""
 
     def __init__(self, block: int = 16, init_batch: int = 4, max_batch: int = 256,
-                 round_robin: bool = False, patience: int = 16, drop: bool = False,
-                 overlap: bool = True):
+                 round_robin: bool = False, patience: int = 16, drop: bool = True,
+                 overlap: bool = True, rt_victim: str = "swap", admission: str = "reserve"):
         self.block, self.init_batch, self.max_batch = block, init_batch, max_batch
         self.round_robin, self.patience, self.drop = round_robin, patience, drop
-        self.overlap = overlap
+        self.overlap, self.rt_victim, self.admission = overlap, rt_victim, admission
 
     def bind(self, view) -> None:
         super().bind(view)
@@ -163,6 +177,9 @@ class Bros(Policy):
         self.dropped = 0
         #: greedy iterations, their summed batch cap and cap resets (adaptive batch sizing)
         self._greedy = self._cap_sum = self._resets = 0
+        #: why the RT pass left requests out: cap reached, budget (eq. 6) broken, RT requests
+        #: that found no memory (counted per request and iteration)
+        self._stops = {"cap": 0, "budget": 0, "rt_no_memory": 0}
 
     def _block_table(self, lim) -> BidirectionalBlocks:
         """The block table of the module docstring's "Block layout and M"."""
@@ -226,27 +243,42 @@ class Bros(Policy):
         drops = _Drops()
         for i in rt:  # step 1: most urgent RT first (Algorithm 1, lines 5-15)
             if len(req) >= cap:
+                self._stops["cap"] += 1
                 break
             c = self._room(i, C - used, P - pre)
             if c <= 0 or i in drops.ids:
                 continue
+            h = int(v.h[i])  # a dropped RT request comes back from the host (section 5.2)
             snap, host = self.table.snapshot(), self.table.host_free
-            over = self.table.grow(i, c, True, protected=set(req))
+            new = self._admitting(i)
+            if new and not self._growth_room(i, c + h):  # cannot hold after any grow either
+                self._stops["rt_no_memory"] += 1
+                continue
+            over = self.table.grow(i, c + h, True, protected=set(req))
             dropped = None
             if over is None and self.drop:
-                over, dropped = self._drop_for(i, c, set(req) | set(swap_out) | drops.ids)
+                over, dropped = self._drop_for(i, c, h, set(req) | set(swap_out) | drops.ids,
+                                               rt_victims=not new or self.admission == "greedy")
+            if over is not None and new and not self._growth_room(i):
+                self.table.restore(snap)
+                self.table.host_free = host
+                over = None
             if over is None:
+                self._stops["rt_no_memory"] += 1
                 continue
-            extra = sum(t for _, t in over) + (dropped.moved if dropped else 0)
+            extra = sum(t for _, t in over) + (dropped.moved if dropped else 0) + h
             if req and self.estimate(req + [i], tok + [c], moved + extra) > budget:
                 self.table.restore(snap)
                 self.table.host_free = host
+                self._stops["budget"] += 1
                 missed = True
                 break
             if dropped:
                 drops.merge(dropped)
             for j, t in over:
                 swap_out[j] = swap_out.get(j, 0) + t
+            if h:
+                swap_in.append(i)
             moved += extra
             req.append(i)
             tok.append(c)
@@ -290,15 +322,41 @@ class Bros(Policy):
         return Plan(req, tok, sorted(drops.evicted), [j for j, _ in so], [t for _, t in so],
                     swap_in)
 
-    def _drop_for(self, i: int, c: int, keep: set[int]):
-        """Section 5.2's progressive drop, for RT request ``i`` whose ``c`` tokens found no
-        memory: resident BE requests (newest first), then RT requests less urgent than ``i``
-        (largest residual first), are dropped one at a time until ``i`` fits. A dropped BE
-        request is swapped out whole when the host has room (else evicted); an RT request is
-        evicted (recompute: Algorithm 1 never swaps an RT request in). Only for an entry that
-        generates a token (``c = S - m``), so every plan that drops makes progress and the
-        drain-mode argument of the module docstring still holds. Returns the slots'
-        overwrites and the drops, or ``(None, None)`` with the table unchanged."""
+    def _admitting(self, i: int) -> bool:
+        """Whether request ``i`` holds no KV on the GPU (never processed, evicted, or swapped
+        out whole): scheduling it is an admission."""
+        return bool(self.view.m[i] == self.view.h[i])
+
+    def _growth_room(self, i: int, slots: int = 0) -> bool:
+        """``admission="reserve"``: after RT request ``i`` (not on the GPU) took its slots,
+        every other RT request holding GPU KV whose own blocks are full (its next token needs
+        a new block) still finds a block without an RT owner -- an empty block or a BE block
+        it may share or overwrite (section 5.2). Called with ``slots`` before ``i`` takes
+        anything, it assumes ``i`` will take at least ``ceil(slots / block)`` such blocks: a
+        necessary condition, so that hopeless admissions are refused without trying drops.
+        Always true with ``admission="greedy"``."""
+        if self.admission == "greedy":
+            return True
+        t = self.table
+        own = t.rt_owner >= 0
+        free = np.bincount(t.rt_owner[own], weights=(t.slots - t.rt_n - t.be_n)[own],
+                           minlength=self.view.n)
+        owners = np.unique(t.rt_owner[own])
+        owners = owners[owners != i]
+        need = int((free[owners] == 0).sum())
+        return int((~own).sum()) - -(-slots // t.size) >= need
+
+    def _drop_for(self, i: int, c: int, h: int, keep: set[int], rt_victims: bool = True):
+        """Section 5.2's progressive drop, for RT request ``i`` whose ``c`` tokens (plus its
+        ``h`` tokens coming back from the host) found no memory: resident BE requests (newest
+        first), then RT requests less urgent than ``i`` (largest residual first), are dropped
+        one at a time until ``i`` fits. A dropped request is swapped out whole when the host
+        has room, as the paper writes it ("swap out their cache blocks"), else evicted
+        (recompute); a swapped-out RT request is swapped back in when it is scheduled again
+        (the RT pass of :meth:`_bros`). Only for an entry that generates a token (``c = S -
+        m``), so every plan that drops makes progress and the drain-mode argument of the
+        module docstring still holds. Returns the slots' overwrites and the drops, or
+        ``(None, None)`` with the table unchanged."""
         v = self.view
         if c != int(v.S[i] - v.m[i]):
             return None, None
@@ -307,10 +365,14 @@ class Bros(Policy):
         mine = self.residual(i)
         cands = [j for j in self.waiting if j not in keep and j != i and v.m[j] - v.h[j] > 0]
         be = sorted((j for j in cands if not self.is_rt[j]), key=lambda j: (-v.arrival[j], -j))
-        rt = sorted((j for j in cands if self.is_rt[j] and self.residual(j) > mine),
+        rt = sorted((j for j in cands if rt_victims and self.is_rt[j] and self.residual(j) > mine),
                     key=lambda j: (-self.residual(j), -j))
+        victims = be + rt
+        reach = self.table.room(i, True) + sum(int(v.m[j] - v.h[j]) for j in victims)
+        if reach < c + h:  # even dropping every victim would not make room: try nothing
+            return None, None
         d = _Drops()
-        for j in be + rt:
+        for j in victims:
             gpu = int(v.m[j] - v.h[j])
             if self._swappable(j):
                 self.table.host_free -= gpu if v.h[j] == 0 else 0
@@ -322,7 +384,7 @@ class Bros(Policy):
                 continue
             d.ids.add(j)
             self.table.drop(j)
-            over = self.table.grow(i, c, True, protected=keep)
+            over = self.table.grow(i, c + h, True, protected=keep)
             if over is not None:
                 return over, d
         self.table.restore(snap)
@@ -334,7 +396,7 @@ class Bros(Policy):
         that is not yet late; unbounded when every RT request is late or none waits. A late
         request (residual <= 0) is still served first, but cannot be helped by a shorter
         batch: letting its negative residual set the budget held every batch to one entry
-        (91% of the iterations at 4 req/s)."""
+        (91% of the iterations at 4 req/s on notebook 07's Azure setting)."""
         return next((r for r in map(self.residual, rt) if r > 0), math.inf)
 
     def _decoding(self, i: int) -> bool:
@@ -378,13 +440,17 @@ class Bros(Policy):
         return k if self.residual(req[k]) >= 2 * est and k != 0 else None
 
     def mechanisms(self) -> dict[str, float | int]:
-        """What BROS's mechanisms did in the run: the mean adaptive batch
-        cap and the share of greedy iterations that reset it (section 4.2), drain episodes and
-        progressive drops, and the partial (lazy-checkpoint) swap-outs are in the evaluator's
-        swap metrics."""
+        """What BROS's mechanisms did in the run: the mean adaptive batch cap and the share of
+        greedy iterations that reset it (section 4.2), drain episodes and progressive drops,
+        and per greedy iteration the RT requests that found no memory and the RT passes cut
+        by the cap or by the time budget (eq. 6); the partial (lazy-checkpoint) swap-outs are
+        in the evaluator's swap metrics."""
         n = max(self._greedy, 1)
         return {"mean_batch_cap": self._cap_sum / n, "cap_reset_share": self._resets / n,
-                "drains": self.drains, "dropped": self.dropped}
+                "drains": self.drains, "dropped": self.dropped,
+                "rt_no_memory_per_iteration": self._stops["rt_no_memory"] / n,
+                "cap_stop_share": self._stops["cap"] / n,
+                "budget_stop_share": self._stops["budget"] / n}
 
     def _adapt(self, missed: bool) -> None:
         self._greedy += 1
@@ -404,17 +470,21 @@ class Bros(Policy):
 
     def _swappable(self, j: int) -> bool:
         """Whether request ``j``'s GPU part may go to the host whole: always for a checkpointed
-        request (reserved), host room permitting for another BE request; never an RT request
-        (Algorithm 1 never swaps one in: RT victims are recomputed) nor in ``bros-rr``."""
+        request (reserved), host room permitting for another request -- an RT request only
+        with ``rt_victim="swap"`` (section 5.2: dropped requests' "cache blocks" are swapped
+        out; ``"recompute"``: RT victims are evicted, the earlier reading) -- and never in
+        ``bros-rr`` (recompute eviction, section 7.1)."""
         v = self.view
         if v.h[j] > 0:
             return True
-        return not (self.round_robin or self.is_rt[j]) and int(v.m[j]) <= self.table.host_free
+        if self.round_robin or (self.is_rt[j] and self.rt_victim != "swap"):
+            return False
+        return int(v.m[j]) <= self.table.host_free
 
     def _unblock(self) -> Plan | None:
         """Nothing fits: swap out the newest resident BE request whole (host permitting) or
-        evict it, else evict (recompute) the least urgent resident RT request; None when
-        nothing is resident (wait)."""
+        evict it, else swap out (:meth:`_swappable`) or evict the least urgent resident RT
+        request; None when nothing is resident (wait)."""
         v = self.view
         resident = [i for i in self.waiting if v.m[i] - v.h[i] > 0]
         # the newest BE first (LIFO), but a request in the middle of its first prefill last: it
@@ -433,6 +503,8 @@ class Bros(Policy):
         if rts:
             i = max(rts, key=self.residual)
             self.table.release(i)
+            if self._swappable(i):
+                return Plan([], [], [], [i], [int(v.m[i] - v.h[i])], [])
             return Plan([], [], [i])
         return None
 
@@ -537,18 +609,27 @@ _PARAMS = (
 )
 _OVERLAP = Param("overlap", bool, True, "the iteration estimate treats swap transfers as "
                  "overlapped with compute (the paper); false: adds kswap per swapped token")
-_DROP = Param("drop", bool, False, "section 5.2's progressive drop: an RT request that finds no "
-              "memory drops BE, then less urgent RT requests (false: it waits; off by default, "
-              "it thrashes on long prompts: module docstring)")
+_DROP = Param("drop", bool, True, "section 5.2's progressive drop: an RT request that finds no "
+              "memory drops BE, then less urgent RT requests (false: it waits)")
+_VICTIM = Param("rt_victim", str, "swap", "what a dropped or unblocked RT request loses: swap = "
+                "its KV goes to the host and comes back when it is scheduled (section 5.2), "
+                "recompute = it is evicted (the earlier reading)",
+                choices=("swap", "recompute"))
+_ADMISSION = Param("admission", str, "reserve", "reserve = an RT request not yet started is "
+                   "admitted only while every started RT request can still take a block for "
+                   "its next token, and drops only BE work (our rule: module docstring); "
+                   "greedy = it takes any memory it finds and may drop less urgent RT requests "
+                   "(Algorithm 1 and section 5.2 as written)", choices=("reserve", "greedy"))
 
 register(
     "bros",
     "BROS: RT by time to token deadline, BE by swap overhead, adaptive batch cap, "
     "bidirectional KV blocks with lazy checkpointing (partial swap-outs)",
     f"{_PAPER}, Algorithm 1, sections 4.2 and 5",
-    params=(*_PARAMS, _DROP, _OVERLAP),
-    factory=lambda block, init_batch, max_batch, patience, drop, overlap: Bros(
-        block, init_batch, max_batch, patience=patience, drop=drop, overlap=overlap),
+    params=(*_PARAMS, _DROP, _OVERLAP, _VICTIM, _ADMISSION),
+    factory=lambda block, init_batch, max_batch, patience, drop, overlap, rt_victim, admission:
+    Bros(block, init_batch, max_batch, patience=patience, drop=drop, overlap=overlap,
+         rt_victim=rt_victim, admission=admission),
 )
 register(
     "bros-rr",

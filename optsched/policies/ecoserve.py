@@ -18,18 +18,26 @@ What exactly is simulated
   the reservations stay within the cap ``M - reserve * M`` (``reserve`` 1-5%). Read the
   other way round (GTs capped at ``M - reserve``, new prompts admitted up to ``M``), a PT's
   prompt KV stays with it as a waiting GT and counts against the GTs' cap: once prompts
-  pass the cap, the waiting GTs hold the memory and cannot start while a few run (measured:
-  1-6 GTs running, 80-96 waiting on ~95% of the KV; a 3-request instance in
+  pass the cap, the waiting GTs hold the memory and cannot start while a few run (seen on
+  the Azure trace: 1-6 GTs running, 80-96 waiting on ~95% of the KV; a 3-request instance in
   ``tests/policies/test_ecoserve.py``). Under this rule the reserve is the headroom an
   under-predicted GT grows into first (section 3.2.2, "it first tries to use the reserved
   KVC"), and prompts never take memory a waiting GT needs.
 * **Length bins** (``length_bin``, default 16 tokens = one KV block of the paper's vLLM
-  base): a padded prediction is rounded up to a multiple of ``length_bin``. The paper groups
-  GTs "with the same predicted RL" and allocates KV in blocks; with token-exact predictions
-  (``length_bin = 1``) same-length groups have mean size 1.00-1.03 on the Azure trace and
-  time-synced batching never acts (EcoServe-SD and EcoServe-D gave identical
-  numbers). The oracle's lengths are binned too (it over-allocates less than a bin).
-* **Time-synced batching** (``sync``, section 3.2.2): GTs with the same ``L`` form a group
+  base): GTs whose padded predictions ``L`` round up to the same multiple of ``length_bin``
+  form one time-synced group. The paper groups GTs "with the same predicted RL"; with
+  token-exact predictions (``length_bin = 1``) same-length groups have mean size 1.00-1.03
+  on the Azure trace and time-synced batching never acts (EcoServe-SD and EcoServe-D gave
+  identical numbers). The bin is the *group key only*: a GT is allocated
+  its padded prediction itself (section 3.2.1, "that allocated to a GT equals to its
+  predicted RL"; section 3.2.2, "the predicted RL is increased by a certain percent"), so
+  the oracle allocates exactly what it will use. (Allocating the binned length, as this
+  module did before, over-allocated up to ``length_bin - 1`` tokens per GT: on a 7-request
+  instance, one long request at t = 0 and six short ones at t = 1.5 with M = 120, the
+  oracle's long GT reserved 55 tokens for 47, the six short GTs could not start until it
+  finished and the mean latency was 49.0 against 25.0 with exact allocation;
+  ``tests/policies/test_ecoserve.py``.)
+* **Time-synced batching** (``sync``, section 3.2.2): GTs with the same group key (binned ``L``) form a group
   and are selected together (split when the free KV cannot hold the whole group); the
   unsynced variant ``ecoserve-d`` selects GTs one by one in arrival order.
 * **Under-prediction** (section 3.2.2, "Misprediction"): a GT whose next token would exceed
@@ -45,13 +53,23 @@ What exactly is simulated
   occupied-KV bucket descending, predicted ``L`` / prompt length descending, arrival).
   The JCT SLO is ``slo_scale * (t_p + t_g * l)`` with ``t_p`` the cost model's time of the
   request's prefill alone, ``t_g`` of one decode at its prompt length, ``l`` the padded
-  predicted output; buckets at 0.2, 0.5 and 2 time units (the paper's seconds). Two
-  readings (``deadline``): ``remaining`` (default; the paper's text, "each task has a
-  deadline") buckets the time left to the absolute deadline ``arrival + SLO`` when the
-  task is selected -- a queued task moves to a more urgent bucket as its deadline nears
-  (its queue entry is renewed then; late tasks are in the first bucket); ``slo-length``
-  (our earlier reading) buckets the SLO's length, fixed per request, which in effect
-  orders by predicted output. When the
+  predicted output; buckets at 0.2, 0.5 and 2 time units (the paper's seconds). The paper:
+  "Each task has a deadline to satisfy its SLO. For each factor, we set up certain magnitude
+  ranges and order tasks accordingly (e.g., 0.2-0.5s, 0.5-2s, >2s for the deadline, ...).
+  First, we order the tasks in ascending order of the deadline." Two readings
+  (``deadline``): ``remaining`` (default) buckets the time left to the absolute deadline
+  ``arrival + SLO`` when the task is selected -- a queued task moves to a more urgent bucket
+  as its deadline nears (its queue entry is renewed then; late tasks are in the first
+  bucket); ``slo-length`` buckets the SLO's length, fixed per request, which in effect orders
+  by predicted output, shortest first. ``remaining`` is the default because it is the
+  text's: a deadline is a point in time, what the ranges can bucket is the time left to it,
+  and the key exists "to ensure compliance with JCT SLO requirements", which the SLO's length
+  cannot tell (a request that has waited a minute ranks with one just arrived). The two
+  differ near and past saturation, where ``remaining`` puts every late task in the first
+  bucket and the later keys order them longest first: on the seeded Azure windows at 90%
+  load EcoServe is 2.83-9.50x the certified total-latency bound under ``remaining`` and
+  2.80-4.83x under ``slo-length`` (within 6% of each other at 50% load);
+  ``studies/papers36/FINDINGS.md``. When the
   head group does not fit, a **binary search** over the queued ``L`` finds the longest GT
   that fills the remaining space, repeatedly. Without ordering both queues are FCFS. PTs are
   chunked to fill ``TFS`` exactly, so no search is needed on the PT side.
@@ -156,6 +174,7 @@ class EcoServe(Policy):
         self.res = np.zeros(n, np.int64)  # own reservation (block-charged tokens)
         self.pt_target = np.zeros(n, np.int64)  # S of a PT when it started: done at m == S
         self.L = np.zeros(n, np.int64)  # padded predicted tokens still to generate (GTs)
+        self.key = np.zeros(n, np.int64)  # L rounded up to length_bin: the group key
         self.total = np.zeros(n, np.int64)  # padded predicted output (at arrival)
         self.dl = np.zeros(n, np.int64)  # JCT-deadline bucket ("slo-length" reading)
         self.due = np.zeros(n, np.float64)  # absolute JCT deadline ("remaining" reading)
@@ -192,11 +211,14 @@ class EcoServe(Policy):
         return block_round(x, self.b)
 
     def _pad(self, pred: np.ndarray) -> np.ndarray:
-        """Padded prediction, rounded up to a multiple of ``length_bin`` (module docstring,
+        """Padded prediction (section 3.2.2: increased by ``padding``)."""
+        return np.ceil(pred * (1.0 + self.padding) - 1e-9).astype(np.int64)
+
+    def _bin(self, L: np.ndarray) -> np.ndarray:
+        """The group key: ``L`` rounded up to a multiple of ``length_bin`` (module docstring,
         "Length bins")."""
-        padded = np.ceil(pred * (1.0 + self.padding) - 1e-9).astype(np.int64)
         k = self.length_bin
-        return padded if k == 1 else -(-padded // k) * k
+        return L if k == 1 else -(-L // k) * k
 
     # -- arrivals and queues -------------------------------------------------------------
     def on_arrivals(self, idx: list[int]) -> None:
@@ -271,7 +293,7 @@ class EcoServe(Policy):
         item = (*self._gt_key(i), i)
         heapq.heappush(self.gt_heap, item)
         if self.sync:
-            heapq.heappush(self.by_len.setdefault(int(self.L[i]), []), item)
+            heapq.heappush(self.by_len.setdefault(int(self.key[i]), []), item)
         self.gkey[i] = item
 
     def _live(self, item: tuple, state: int) -> bool:
@@ -344,7 +366,7 @@ class EcoServe(Policy):
                     break
                 self._start_host(head)
                 continue
-            group, complete = self._take_group(int(self.L[head]), cap)
+            group, complete = self._take_group(int(self.key[head]), cap)
             self._count_group(group)
             if group and self.pipeline:
                 self._host(group)
@@ -353,14 +375,14 @@ class EcoServe(Policy):
         if self.ordering:
             self._fill_by_search(cap)
 
-    def _take_group(self, length: int, cap: int) -> tuple[list[int], bool]:
-        """Start the queued GTs of predicted length ``length`` while they fit; also
-        return whether the whole group was taken."""
-        h = self.by_len.get(length, [])
+    def _take_group(self, key: int, cap: int) -> tuple[list[int], bool]:
+        """Start the queued GTs of group key ``key`` (binned predicted length) while they
+        fit; also return whether the whole group was taken."""
+        h = self.by_len.get(key, [])
         taken: list[int] = []
         while h:
             i = h[0][-1]
-            if not self._live(h[0], _GT_WAIT) or self.L[i] != length:
+            if not self._live(h[0], _GT_WAIT) or self.key[i] != key:
                 heapq.heappop(h)
                 continue
             if self._room() <= 0 or self._need(i) > cap - self.used:
@@ -380,11 +402,11 @@ class EcoServe(Policy):
                 k -= 1  # block rounding: at most a few steps
             if k < 0:
                 return
-            length, i = sl[k]
+            i = sl[k][1]
             self._start_host(i)
             group = [i]
             if self.sync:
-                group += self._take_group(length, cap)[0]
+                group += self._take_group(int(self.key[i]), cap)[0]
             self._count_group(group)
             if self.pipeline:
                 self._host(group)
@@ -398,7 +420,7 @@ class EcoServe(Policy):
     def _host(self, group: list[int]) -> None:
         """KV pipelining (section 3.4): host GTs in the second halves of ``group``'s
         allocations, recursively (module docstring)."""
-        length = int(self.L[group[0]])
+        length = int(self.L[group].min())  # every host of the group has at least this much
         count = len(group)
         level = 1
         while self._room() > 0:
@@ -673,6 +695,7 @@ class EcoServe(Policy):
         if again.any():
             fresh[again] = self._pad(self.predict(d[again]))
         self.L[d] = np.maximum(fresh, 1)
+        self.key[d] = self._bin(self.L[d])
         for i in done:
             self._push_gt(i)
 
@@ -788,7 +811,7 @@ def _params(predictor: str = "noisy", padding: float = 0.15) -> tuple[Param, ...
               "left to the absolute JCT deadline (arrival + SLO) when selecting (the paper's "
               "text); slo-length = the SLO's own length (fixed per request)",
               choices=("remaining", "slo-length")),
-        Param("length_bin", int, 16, "padded predicted lengths rounded up to a multiple of "
+        Param("length_bin", int, 16, "GTs grouped by padded predicted length rounded up to a multiple of "
               "this many tokens, so that same-length groups form (1 = token-exact)", positive),
     )
 

@@ -317,6 +317,11 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     policies); ``None`` (the default) takes the kernel when the instance has at least
     :data:`FAST_MIN_OUTPUT_TOKENS` output tokens, where it pays for loading numba."""
     check_policy(policy)
+    if not instance.single_engine:  # semantics section 6, clusters: a router places requests
+        raise SimulationError(
+            f"policy {policy.name!r} runs one engine, but the instance declares a cluster of "
+            f"{instance.n_engines} engines; route it: optsched simulate --router NAME, or "
+            "optsched.cluster.simulate(instance, policy, router=NAME)")
     sim = _Sim(instance)
     n = instance.n
     lim = instance.limits

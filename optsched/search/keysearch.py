@@ -13,6 +13,9 @@ then instance order, as the policies rank) by one of the compiled kernels of
   requests ranked after it -- a memory-aware *preemptive* key-first scheduler;
 * ``rank-pc``: the same with ``P = C`` (whole prompts per batch);
 * ``rank-ef``: the same reserving ``I + O - 1`` at admission (eviction-free);
+* ``rank-cap4`` / ``rank-cap8``: ``rank`` with at most 4 / 8 requests holding KV (vLLM's
+  ``max_num_seqs``): shorter decode batches (code seed 1 at 0.3 of its arrival rate: the
+  ``rank-i`` policy 2,296 s uncapped, 1,984 s capped at 4, 2,135 s at 8);
 * for mean TTFT, ``prefill-first`` / ``prefill-pack2`` / ``prefill-packed``
   (:mod:`optsched.search.prefill_phase`, Python): every first token in key order as the arrivals
   come, 1, 2 or any number of prompts per batch, then the remaining tokens in groups; and
@@ -78,6 +81,11 @@ CONFIGS: dict[str, dict | None] = {
     "rank": {**_RANK, "P": 512},
     "rank-pc": {**_RANK, "P": 0},
     "rank-ef": {**_RANK, "P": 512, "reserve": "full"},
+    # residency caps (vLLM's max_num_seqs): at most this many requests hold KV, so decode
+    # batches stay short; on the code windows at light load they cut total latency (B15's
+    # study, docs/results/bounds.md "Stable loads")
+    "rank-cap4": {**_RANK, "P": 512, "max_num_seqs": 4},
+    "rank-cap8": {**_RANK, "P": 512, "max_num_seqs": 8},
 }
 #: the prefill-first decoders (:mod:`optsched.search.prefill_phase`): (prompts packed per batch,
 #: preemptive chunk size or 0)
@@ -169,13 +177,14 @@ class PrefillDecoder:
 
 # The decoders of this module, registered (optsched/search/decoder.py) with the objectives the
 # key search (and LNS) try them for by default, in rank order: the seed keys with each in
-# turn. For mean TTFT the prefill-first shape first (every first token before the other
-# tokens), then MC-SF; for the other objectives MC-SF and the ranking kernels. ``rank-pc`` is
+# turn. For mean and P99 TTFT the prefill-first shape first (every first token before the
+# other tokens), then MC-SF; for the other objectives MC-SF and the ranking kernels, with and
+# without a residency cap (``rank-cap4``, ``rank-cap8``). ``rank-pc`` is
 # tried only when named: on the bench's trace windows it was 1.3-1.7x worse than ``rank`` on
 # total latency. ``mcsf`` resumes by the Python path (lns_decode.PolicyDecoder, batch for
 # batch the kernel's schedules): LNS's decoder for every objective.
-_NOT_TTFT = tuple(o for o in OBJECTIVES if o != Objective.MEAN_TTFT)
-_TTFT = (Objective.MEAN_TTFT.value,)
+_TTFT = (Objective.MEAN_TTFT.value, Objective.P99_TTFT.value)
+_NOT_TTFT = tuple(o for o in OBJECTIVES if o not in _TTFT)
 for _rank, _kind in enumerate(PREFILL_PACK, start=10):
     register_decoder(_kind, f"prefill-first in key order, (pack, chunk) = {PREFILL_PACK[_kind]} "
                      "(optsched.search.prefill_phase)", rank=_rank, key_search=_TTFT)(PrefillDecoder)
@@ -188,6 +197,9 @@ register_decoder("rank-ef", "the rank decoder reserving I + O - 1 at admission (
                  rank=22, key_search=_NOT_TTFT)(KernelDecoder)
 register_decoder("rank-pc", "the rank decoder with whole prompts per batch, P = C (compiled)",
                  rank=23)(KernelDecoder)
+for _rank, _cap in enumerate((4, 8), start=24):
+    register_decoder(f"rank-cap{_cap}", f"the rank decoder with at most {_cap} requests holding "
+                     "KV (compiled)", rank=_rank, key_search=_NOT_TTFT)(KernelDecoder)
 
 
 def make_decoder(inst: Instance, kind: str) -> Decoder:
@@ -366,6 +378,12 @@ __all__ = ["CONFIGS", "KernelDecoder", "KeySearchError", "KeySearchResult", "Key
            "make_decoder"]
 
 
+def ttft_objective(objective: str) -> bool:
+    """Mean and P99 TTFT depend only on the batches that complete prompts: the prefill-first
+    decoders and the prompts' works serve both."""
+    return objective in (Objective.MEAN_TTFT, Objective.P99_TTFT)
+
+
 def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
     """The first priority keys tried (smallest first): remaining work -- each request's fluid
     work under three sharing rules (bounds.md B7; prefill work only for mean TTFT) and its
@@ -373,7 +391,7 @@ def seed_keys(inst: Instance, objective: str) -> dict[str, np.ndarray]:
     TTFT), MC-SF's rule (output length) and arrival (FCFS)."""
 
     f = Floors.of(inst)
-    kind = "mean-ttft" if objective == Objective.MEAN_TTFT else "total-latency"
+    kind = "mean-ttft" if ttft_objective(objective) else "total-latency"
     keys = {f"work{mix}": job_works(f, kind, mix)
             for mix in ((1.0, 0.0, 0.0), (0.5, 0.0, 0.5), (0.0, 0.0, 1.0))}
     keys["entry"] = f.prefill_entry_cost if kind == Objective.MEAN_TTFT else f.entry_cost

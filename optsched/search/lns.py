@@ -76,9 +76,9 @@ from ..formulations.exhaustive import SearchOptions, search_between
 from ..instance import Instance, Request
 from ..policies.registry import SimulationTimeout
 from ..schedule import Batch, Schedule
-from ..solve_types import Objective, Status
+from ..solve_types import MODELLED, Objective, Status
 from .decoder import default_decoders
-from .keysearch import KeySearchError, key_search, seed_keys
+from .keysearch import KeySearchError, key_search, seed_keys, ttft_objective
 from .lns_decode import decode, in_instance_order
 from .prefill_phase import PrefillPhaseError
 from .prefill_srpt import GRID, GRID_MIN_CHUNK, prefill_srpt_schedule
@@ -347,7 +347,10 @@ class _LNS:
         if sp is None or left <= 0:
             return None
         sub, start, goal = sp
-        res = search_between(sub, self.obj, start, goal, SearchOptions(
+        # a percentile is no sum the exact search prices: its windows minimise mean TTFT and the
+        # splice is kept only when the evaluator's objective improves
+        res = search_between(sub, self.obj if self.obj in MODELLED else Objective.MEAN_TTFT,
+                             start, goal, SearchOptions(
             max_states=self.opts.max_states, time_limit=min(self.opts.window_time, left)))
         if res.status != Status.OPTIMAL or res.schedule is None:
             return None
@@ -386,10 +389,10 @@ class _LNS:
         return None
 
     def _prefill_srpt_phase(self, best: float, cap: int | None):
-        """Mean TTFT only: the prefill-first SRPT decoder (:mod:`optsched.search.prefill_srpt`)
+        """TTFT objectives only: the prefill-first SRPT decoder (:mod:`optsched.search.prefill_srpt`)
         over its (margin, pack) grid, for at most a quarter of the time limit: (schedule,
         evaluation, objective, decodes) when one beats ``best``, else None."""
-        if self.obj != Objective.MEAN_TTFT:
+        if not ttft_objective(self.obj):
             return None
         until, last, n_dec = self.t0 + 0.25 * self.opts.time_limit, 0.0, 0
         got = None
@@ -458,7 +461,7 @@ class _LNS:
     def _decoders(self) -> tuple[str, ...]:
         """The registered decoders LNS tries for the objective, in rank order
         (:func:`optsched.search.decoder.default_decoders`): TTFT-first's, which evicts for
-        arrivals, first for mean TTFT only, then MC-SF's."""
+        arrivals, first for mean and P99 TTFT only, then MC-SF's."""
         return default_decoders(self.obj, "lns")
 
     def _move(self, s: Schedule, nprng, key: np.ndarray, seeds: dict[str, np.ndarray],
@@ -604,6 +607,7 @@ def improve(instance: Instance, schedule: Schedule, objective: str = "makespan",
     warm start), so that it is not replayed again."""
     if schedule.has_swaps or instance.limits.swapping:
         raise LNSError("lns: schedules with swap preemption are not supported")
+    instance.require_one_engine("lns (large-neighbourhood search)")  # section 6, clusters
     if schedule.has_hidden or instance.limits.hidden_cache:
         raise LNSError("lns: hidden cache is not supported (its windows are solved by the "
                        "KV-only exhaustive search)")

@@ -190,7 +190,7 @@ class PolicyDecoder:
 
 
 register_decoder("ttft", "TTFT-first with the key as first-prefill order and resident "
-                 "priority (Python; resumable)", rank=5, lns=("mean-ttft",),
+                 "priority (Python; resumable)", rank=5, lns=("mean-ttft", "p99-ttft"),
                  resumable=PolicyDecoder)(PolicyDecoder)
 
 

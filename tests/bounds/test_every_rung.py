@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from first_tokens import best_first_tokens, p99
 from hypothesis import HealthCheck, assume, given, seed, settings
 from hypothesis import strategies as st
 
@@ -36,6 +37,7 @@ from optsched.bounds import BoundError, bound_methods
 from optsched.evaluation import OBJECTIVES, evaluate
 from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance
+from optsched.objectives import MODELLED
 from optsched.policies import list_policies, simulate
 from optsched.testing import assert_bound_valid, constrained_instances, large_instances
 
@@ -70,8 +72,13 @@ _OPTIMA: dict[tuple[str, str, int], float | None] = {}
 
 def _optimum(inst: Instance, objective: str, max_states: int) -> float | None:
     """The exhaustive optimum as the evaluator reads it, or None when the search proves none
-    within ``max_states`` states and 5 s (cached: every rung asks for it)."""
+    within ``max_states`` states and 5 s (cached: every rung asks for it). A percentile (P99
+    TTFT) is no objective the exhaustive search models: its oracle is the exact search of
+    first-token schedules (:mod:`first_tokens`, at most two evictions a request, so its value
+    is at least the optimum and a bound above it is above the optimum too)."""
     key = (inst.content_hash, objective, max_states)
+    if key not in _OPTIMA and objective not in MODELLED:
+        _OPTIMA[key] = best_first_tokens(inst, p99, max_nodes=10 * max_states)
     if key not in _OPTIMA:
         res = search(inst, objective, SearchOptions(max_states=max_states, time_limit=5))
         _OPTIMA[key] = (evaluate(inst, res.schedule).objective(objective)

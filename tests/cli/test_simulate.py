@@ -106,3 +106,34 @@ def test_cli_hidden_cache_flag_enables_it_on_a_trace(tmp_path):
         metrics = json.loads(out.stdout)["evaluation"]["metrics"]
         # the hidden-cache metrics are reported exactly when the instance enables it
         assert ("hidden_entries" in metrics) is on
+
+
+# --- --router / --replicas (docs/semantics.md section 6, "Clusters") -----------------------
+
+
+def test_replicas_and_router_write_a_cluster_schedule_the_evaluator_accepts(capsys, tmp_path):
+    from optsched.cluster import replicate
+
+    out = tmp_path / "s.json"
+    assert main(["simulate", str(GOOD), "--policy", "vllm", "--replicas", "2", "--router",
+                 "lor", "--json", "-o", str(out)]) == 0
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert doc["router"] == "lor" and doc["evaluation"]["feasible"]
+    assert doc["offered_load"] is None and "not computed for a cluster" in cap.err
+    assert [e["id"] for e in doc["evaluation"]["engines"]] == ["0", "1"]
+    inst = replicate(Instance.load(GOOD), 2)
+    assert evaluate(inst, Schedule.load(out)).feasible
+    path = tmp_path / "c.json"
+    path.write_text(inst.to_json())
+    assert main(["simulate", str(path), "--policy", "vllm", "--router", "rr"]) == 0
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--router", "nope"], "unknown router 'nope'"),
+    (["--replicas", "0"], "replicas must be an integer"),
+])
+def test_bad_router_input_is_one_line(capsys, args, match):
+    one_line_error_no_stdout(capsys, "simulate", str(GOOD), "--policy", "vllm", *args,
+                             match=match)

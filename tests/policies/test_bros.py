@@ -105,6 +105,64 @@ def test_bros_rr_alternates_classes():
     assert [sorted(r for r, _ in bt.entries) for bt in s][:4] == [["a"], ["b"], ["a"], ["b"]]
 
 
+# -- RT-over-RT drop by swap-out and the admission reserve (section 5.2) ---------------------
+# Unit time, 4-slot BROS blocks, host 64 tokens. x is urgent (TTFT and TPOT SLOs 2), y lax (10).
+GROW = (Request("x", 0, 4, 6, cls="rt", ttft_slo=2.0, tpot_slo=2.0),
+        Request("y", 0, 2, 4, cls="rt", ttft_slo=10.0, tpot_slo=10.0))
+
+
+def _unit(reqs, M, host=64):
+    return Instance("h", Limits(kv_capacity=M, max_batch_tokens=16, host_capacity=host),
+                    UnitCost(), tuple(reqs))
+
+
+def test_started_rt_request_drops_a_less_urgent_one_by_swapping_it_out():
+    # M = 12: blocks 0, 1, 2. B0 [0,1]: x's prompt fills block 0; y (2 tokens) takes block 1:
+    # admitted, since x (block 0 full) still finds block 2 for its next token. B1, B2: x's
+    # decodes take block 2 (m 5, 6), y's fill block 1 (m 3, 4). B3, B4: x decodes (m 7, 8:
+    # block 2 full); y's block is full, no block is free, and y may drop only a less urgent
+    # request (its residual 3 + 10 - 3 = 10 > x's 2): y waits. B5 [5,6]: x needs a slot; y (last token at 3,
+    # residual 3 + 10 - 5 = 8 > x's 2) is dropped: its 4 tokens are swapped out (section 5.2)
+    # and x takes y's block for its last token (g = 6 = O, done at 6). B6 [6,7]: y's 4
+    # tokens are swapped back in and its last token generated (done at 7). Nothing is
+    # recomputed; with rt_victim=recompute y is evicted and refills S = 5 tokens instead.
+    inst = _unit(GROW, 12)
+    p = get_policy("bros", block=4)
+    s = simulate(inst, p)
+    ev = evaluate(inst, s)
+    assert [bt.entries for bt in s] == [[("x", 4), ("y", 2)], [("x", 1), ("y", 1)],
+                                        [("x", 1), ("y", 1)], [("x", 1)], [("x", 1)],
+                                        [("x", 1)], [("y", 1)]]
+    assert s.batch(5).swap_out == [("y", 4)] and s.batch(6).swap_in == ["y"]
+    assert ev.latency.tolist() == [6.0, 7.0] and ev.metrics["evictions"] == 0
+    assert p.dropped == 1
+    s = simulate(inst, get_policy("bros", block=4, rt_victim="recompute"))
+    assert list(s.batch(5).evict) == ["y"] and s.batch(6).entries == [("y", 5)]
+    assert evaluate(inst, s).metrics["recomputed_tokens"] == 4
+
+
+def test_admission_keeps_a_block_for_a_started_requests_next_token():
+    # M = 8: blocks 0, 1. x (4/3) and y (3/2) arrive at 0. B0: x's prompt fills block 0, so
+    # x's next token needs a new block; admitting y into block 1 would leave none, so y waits
+    # (admission="reserve"): B1, B2 x decodes into block 1 and finishes at 3; B3 y's prompt,
+    # B4 its last token (latencies 3 and 5). Algorithm 1 as written (admission="greedy")
+    # admits y at B0 and then drops it for x's next token (y swapped out at B1 and back in at
+    # B3: latencies 3 and 4, one drop): with a swap priced at 0 (unit time) the drop is free
+    # here; on the paper-like workload at 24 RT req/s the same rule made 3,591 drops
+    # (studies/papers36/FINDINGS.md).
+    reqs = (Request("x", 0, 4, 3, cls="rt", ttft_slo=2.0, tpot_slo=2.0),
+            Request("y", 0, 3, 2, cls="rt", ttft_slo=10.0, tpot_slo=10.0))
+    inst = _unit(reqs, 8)
+    s = simulate(inst, get_policy("bros", block=4))
+    assert [bt.entries for bt in s] == [[("x", 4)], [("x", 1)], [("x", 1)], [("y", 3)],
+                                        [("y", 1)]]
+    assert evaluate(inst, s).latency.tolist() == [3.0, 5.0]
+    p = get_policy("bros", block=4, admission="greedy")
+    s = simulate(inst, p)
+    assert s.batch(0).entries == [("x", 4), ("y", 3)] and s.batch(1).swap_out == [("y", 3)]
+    assert evaluate(inst, s).latency.tolist() == [3.0, 4.0] and p.dropped == 1
+
+
 @st.composite
 def hybrid_instances(draw):
     """RT/BE workloads on small KV capacities (a few 16-slot blocks, often not a multiple of
@@ -135,7 +193,9 @@ POLICIES = [p.name for p in list_policies()]
 # patience=1: drain mode at the first preemption, so the drain plans themselves are exercised
 @pytest.mark.parametrize("policy,params", [("bros", {}), ("bros-rr", {}),
                                            ("bros", {"patience": 1}),
-                                           ("bros", {"drop": True}),
+                                           ("bros", {"drop": False}),
+                                           ("bros", {"admission": "greedy"}),
+                                           ("bros", {"rt_victim": "recompute"}),
                                            ("bros", {"overlap": False}),
                                            ("bros-rr", {"patience": 1}),
                                            ("vllm", {}), ("sarathi", {}), ("fcfs", {})])
@@ -418,7 +478,6 @@ def test_bros_urgent_rt_request_drops_be_work_when_no_memory_is_left():
     assert [list(b.evict) for b in simulate(inst, get_policy("bros", block=4, drop=True))][1] \
         == ["x"]
     assert ev.latency.tolist() == [5.0, 2.5] and policy.dropped == 1
-    # drop=false (the default: it thrashes on long prompts, see optsched/policies/bros.py)
-    # keeps the old behaviour: a waits
+    # drop=false keeps the old behaviour: a waits
     _, kept = run_feasible(inst, get_policy("bros", block=4, drop=False))
     assert kept.latency.tolist() == [3.0, 4.5]

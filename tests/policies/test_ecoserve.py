@@ -148,6 +148,36 @@ def test_underprediction_without_reserve_space_preempts_and_repredicts():
     assert p.counters["underpredictions"] == 1 and p.counters["reserve_uses"] == 0
 
 
+# -- length bins group GTs; the allocation is the prediction itself ----------------------
+# One long request at t = 0 and six short ones at t = 1.5, M = 120, C = 120, unit time.
+LONE = [("L", 0, 8, 40)] + [(f"s{k}", 1.5, 10, 10) for k in range(6)]
+
+
+def test_oracle_allocates_the_exact_length_and_the_short_gts_share_the_free_kv():
+    # ecoserve-oracle with its defaults (16-token bins, reserve 3%: PT cap 120 - 3 = 117).
+    # B0 [0,1]: L's prompt (8 tokens, PT reserves 8). L becomes a GT with L = 40 - 1 = 39.
+    # B1 [1,2]: L is allocated fp(8 + 39) = 47 (used 47); nothing to host; L decodes.
+    # B2 [2,3]: the six prompts (10 each; 47 + 60 = 107 <= 117, no GT waits) next to L's decode.
+    #   Each short GT has L = 10 - 1 = 9 and needs 9 more tokens; one group (key 16).
+    # B3: 120 - 107 = 13 free: s0 starts (used 116); s1 needs 9 > 4: the group is split
+    #   (section 3.2.1). s0 decodes B3-B11 and finishes at 12 (latency 10.5).
+    # B12: s0 frees 19 (used 97, free 23): s1 and s2 (18); s3 needs 9 > 5. They finish at 21.
+    # B21: s1, s2 free 38 (used 77, free 43): s3, s4, s5. They finish at 30.
+    # L decodes in every batch from B1: its 39th decode is B39, it finishes at 40.
+    # Mean latency (40 + 10.5 + 2 * 19.5 + 3 * 28.5) / 7 = 175 / 7 = 25.0.
+    # Before, the binned length was allocated: L reserved fp(8 + 47) = 55 and each short GT
+    # 15, so 120 - 115 = 5 free: the six waited behind L for 40 batches (mean latency 49.0).
+    got, ev = run(inst(LONE, M=120, C=120), get_policy("ecoserve-oracle"))
+    short = [f"s{k}" for k in range(6)]
+    assert got[:3] == [E(("L", 8)), E(("L", 1)), E(("L", 1), *[(s, 10) for s in short])]
+    assert got[3:12] == [E(("L", 1), ("s0", 1))] * 9
+    assert got[12:21] == [E(("L", 1), ("s1", 1), ("s2", 1))] * 9
+    assert got[21:30] == [E(("L", 1), ("s3", 1), ("s4", 1), ("s5", 1))] * 9
+    assert got[30:] == [E(("L", 1))] * 10  # B30-B39
+    assert ev.latency.tolist() == [40.0, 10.5, 19.5, 19.5, 28.5, 28.5, 28.5]
+    assert float(ev.latency.mean()) == 25.0
+
+
 # -- KV-cache pipelining ---------------------------------------------------------------
 PIPE = [("a", 0, 1, 9), ("c", 0, 1, 3)]  # after prefill: L_a = 8, L_c = 2
 

@@ -87,7 +87,7 @@ from typing import Any
 from ...cost import LinearCost, UnitCost
 from ...instance import Instance
 from ...schedule import Schedule, ScheduleBuilder
-from ...solve_types import OBJECTIVES, Status
+from ...solve_types import MODELLED, Status
 from ..base import FormulationError, refuse_swaps
 
 DEFAULT_MAX_STATES = 200_000
@@ -136,8 +136,9 @@ class _Search:
     def __init__(self, inst: Instance, objective: str, opts: SearchOptions,
                  start: list[tuple[int, int]] | None = None,
                  goal: list[tuple[int, int]] | None = None):
-        if objective not in OBJECTIVES:
-            raise FormulationError(f"exhaustive: unknown objective {objective!r}")
+        if objective not in MODELLED:
+            raise FormulationError(f"exhaustive: objective {objective!r} is not one it models "
+                                   f"({', '.join(MODELLED)})")
         self.inst, self.obj, self.opts = inst, objective, opts
         lim = inst.limits
         self.M, self.C, self.P = lim.kv_capacity, lim.max_batch_tokens, lim.prefill_budget

@@ -10,7 +10,7 @@ from dataclasses import replace
 from ...evaluation import evaluate
 from ...instance import Instance
 from ...plugins import ParamSpec, parse_params
-from ...solve_types import OBJECTIVES, SolveOptions, Status, WarmStart
+from ...solve_types import MODELLED, SolveOptions, Status, WarmStart
 from ..base import FormulationError, Hypotheses, RawSolution, register_formulation
 from .search import DEFAULT_MAX_STATES, SearchOptions, search
 
@@ -28,7 +28,7 @@ PARAMS = (
 @register_formulation(
     "exhaustive",
     "exact A*/Dijkstra search over schedule states (evictions, chunking, arrivals); tiny instances",
-    objectives=OBJECTIVES,
+    objectives=MODELLED,
     needs_warm_start=False,
     params=PARAMS,
 )

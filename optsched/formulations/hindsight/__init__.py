@@ -1,7 +1,8 @@
-"""The hindsight-optimal time-indexed IP (``formulations/hindsight.md``; equation numbers (H0)-(H21)).
+"""The hindsight-optimal time-indexed IP (``formulations/hindsight.md``; equation numbers (H0)-(H25)).
 
-This package owns the ``hindsight`` formulation; importing it registers the formulation
-(:mod:`.solve`). Its modules, each importing only those above it in this list:
+This package owns the ``hindsight`` formulation and the ``hindsight-ff`` method on the same model;
+importing it registers both (:mod:`.solve`, :mod:`.ffsolve`). Its modules, each importing only
+those above it in this list:
 
 * :mod:`.floors`     -- per-request floors from the memory area and the earliest slots;
 * :mod:`.deadline`   -- the deadline-cardinality floors and rows (H22);
@@ -10,7 +11,12 @@ This package owns the ``hindsight`` formulation; importing it registers the form
 * :mod:`.heuristics` -- the list schedules and local search that give the upper bound (H8, H21);
 * :mod:`.model`      -- the knobs, :class:`HindsightModel` and the builder (one function per
   equation group, each citing its numbers);
-* :mod:`.solve`      -- ``run``, which certifies the horizon (H12).
+* :mod:`.solve`      -- ``run``, which certifies the horizon (H12);
+* :mod:`.future`     -- the future-feasibility kernels (H23a-c);
+* :mod:`.ffcuts`     -- the (H23) cut separation on the LP;
+* :mod:`.lpbound`    -- the LP with (H23) rounds, its certified bound and reduced costs (H24);
+* :mod:`.cpsearch`   -- CP-SAT over the starts reduced-cost fixing leaves (H25);
+* :mod:`.ffsolve`    -- ``hindsight-ff``: (H23)-(H25) after the incumbent (H21).
 
 Jaillet, Jiang, Podimata, Zhou, "Online Scheduling for LLM Inference with KV Cache
 Constraints", appendix B.1: start variables ``x[i,t]`` (H1), unit-time batches, no
@@ -35,6 +41,7 @@ batch ``j`` is time slot ``j``, with stated starts ``j``; empty slots are empty 
 
 from __future__ import annotations
 
+from . import ffsolve  # noqa: F401  (registers hindsight-ff)
 from .deadline import completion_floors, deadline_rows
 from .floors import area_lower_bounds, earliest_slots, footprint, separation_cover
 from .heuristics import greedy_starts, improve_starts, serial_starts

@@ -116,6 +116,8 @@ class HindsightModel:
     notes: list[str] = field(default_factory=list)
     #: groups of identical requests whose starts are put in id order (H10, H11)
     canon_groups: list[np.ndarray] = field(default_factory=list)
+    #: per unit, the latest start of a schedule at most as costly as the upper bound (H8)
+    latest: np.ndarray | None = None
 
     # -- the BuiltModel protocol ---------------------------------------------------------
     @property
@@ -327,7 +329,7 @@ def build(instance: Instance, objective: str, hypotheses: Hypotheses | None = No
         canon = [g for g in _units(instance, True, units.pinned) if g.size > 1]
     hm = HindsightModel(instance, objective, p, m, units.members, cols.unit, cols.start, x, late,
                         late_units, windows.cut, horizon, y=y, z=z, extra=extra, notes=notes,
-                        canon_groups=canon)
+                        canon_groups=canon, latest=windows.latest)
     _hypothesis_rows(hm, hyp)
     return hm
 

@@ -1,0 +1,87 @@
+"""The router layer (optsched/cluster/__init__.py): a one-engine cluster is the single-engine
+simulator, batch for batch, under every router; every router's schedule is feasible under the
+cluster evaluator; bad input is one line."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from optsched.cluster import RouterError, replicate, router_names, simulate
+from optsched.errors import InstanceError
+from optsched.evaluation import evaluate
+from optsched.instance import Cluster, Engine, TransferLink
+from optsched.policies import PolicyError, simulate_policy
+from optsched.policies.registry import get_spec
+from optsched.testing import online_instances
+
+POLICIES = ["vllm", "sarathi", "fcfs", "orca", "rank-o", "mcsf"]
+REPLICA_ROUTERS = ["rr", "lor", "least-kv"]
+
+
+def _batches(schedule) -> list[dict]:
+    return [{k: v for k, v in b.items() if k != "engine"} for b in schedule.to_dict()["batches"]]
+
+
+def test_every_router_is_registered_with_a_source():
+    assert set(router_names()) >= {"rr", "lor", "least-kv", "pd"}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=online_instances(), policy=st.sampled_from(POLICIES),
+       router=st.sampled_from(REPLICA_ROUTERS))
+def test_one_engine_cluster_is_the_single_engine_simulator(inst, policy, router):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = simulate_policy(inst, get_spec(policy).make(), fast=False)
+        ours = simulate(replicate(inst, 1), policy, router)
+    assert _batches(ours) == _batches(one)
+    assert evaluate(replicate(inst, 1), ours).metrics["makespan"] == \
+        pytest.approx(evaluate(inst, one).metrics["makespan"], rel=1e-12)
+
+
+@st.composite
+def clusters(draw):
+    """A replica cluster (1-3 engines, some with less memory or another cost model) or a
+    prefill/decode one (1-2 of each, a link), around an online instance; and a router."""
+    inst = draw(online_instances())
+    if draw(st.booleans()):
+        R = draw(st.integers(1, 3))
+        return inst.replace(cluster=Cluster(tuple(Engine(str(k)) for k in range(R)))), \
+            draw(st.sampled_from(REPLICA_ROUTERS))
+    link = TransferLink(bytes_per_token=draw(st.sampled_from([0, 1, 64])),
+                        bandwidth=draw(st.sampled_from([1.0, 8.0, 1e3])),
+                        fixed=draw(st.sampled_from([0.0, 0.5])))
+    engines = tuple(Engine(f"p{k}", "prefill") for k in range(draw(st.integers(1, 2)))) + \
+        tuple(Engine(f"d{k}", "decode") for k in range(draw(st.integers(1, 2))))
+    return inst.replace(cluster=Cluster(engines, link)), "pd"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=clusters(), policy=st.sampled_from(POLICIES))
+def test_every_router_s_schedule_is_feasible(case, policy):
+    inst, router = case
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s = simulate(inst, policy, router)
+    ev = evaluate(inst, s)
+    assert ev.feasible, (router, policy, ev.violation_counts)
+    assert ev.metrics["engines"] == inst.n_engines
+    assert sum(e["completions"] for e in ev.engines) == inst.n
+
+
+def test_bad_input_is_one_line():
+    import optsched
+
+    inst = optsched.load("demo")
+    with pytest.raises(RouterError, match="unknown router 'nope'; known routers: .*lor"):
+        simulate(inst, "vllm", "nope")
+    with pytest.raises(PolicyError):
+        simulate(inst, "vllm", "rr", params={"nope": 1})
+    with pytest.raises(InstanceError, match="replicas must be an integer"):
+        replicate(inst, 0)
+    with pytest.raises(InstanceError, match="without a cluster"):
+        replicate(replicate(inst, 2), 2)
