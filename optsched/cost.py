@@ -400,6 +400,11 @@ def cost_model_from_dict(d: Any) -> CostModel:
                 f"cost_model: unknown fields {sorted(extra)}; linear takes {', '.join(_LINEAR_KEYS)}, "
                 "kswap, rho"
             )
+        missing = [k for k in _LINEAR_KEYS if k not in d]
+        if missing:  # a zero-filled coefficient would silently price a different engine
+            raise InstanceError(
+                f"cost_model: missing coefficients {', '.join(missing)}; a linear model states "
+                f"all of {', '.join(_LINEAR_KEYS)} (write 0 for a term the engine does not have)")
         return LinearCost(**{k: v for k, v in d.items() if k != "kind"})
     raise InstanceError(f"cost_model: unknown kind {kind!r} (expected 'unit' or 'linear')")
 

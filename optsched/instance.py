@@ -171,7 +171,7 @@ class Request:
         where = f"request #{position}" if position is not None else "request"
         if not isinstance(d, dict):
             raise InstanceError(f"{where}: expected an object, got {type(d).__name__}")
-        if "id" in d:
+        if isinstance(d.get("id"), str) and d["id"]:
             where = f"request {d['id']!r}"
         known = {f.name for f in fields(cls)}
         extra = set(d) - known
@@ -183,6 +183,8 @@ class Request:
         rid = d["id"]
         if _is_int(rid):
             rid = str(rid)
+        if not isinstance(rid, str) or not rid:
+            raise InstanceError(f"{where}: field 'id' must be a non-empty string, got {rid!r}")
         return cls(**{**d, "id": rid})
 
 

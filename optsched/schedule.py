@@ -625,12 +625,13 @@ class ScheduleBuilder:
         self._drop: list[int] = []
         self._dptr: list[int] = [0]
 
-    def _id(self, rid) -> int:
+    def _id(self, rid, where: str) -> int:
+        """The index of request id ``rid``; ``where`` (batch and field) names it in an error."""
         if not isinstance(rid, str):
             if isinstance(rid, (int, np.integer)) and not isinstance(rid, bool):
                 rid = str(rid)
             else:
-                raise ScheduleFormatError(f"request id must be a string, got {rid!r}")
+                raise ScheduleFormatError(f"{where}: request id must be a string, got {rid!r}")
         i = self._pos.get(rid)
         if i is None:
             i = self._pos[rid] = len(self._ids)
@@ -639,6 +640,7 @@ class ScheduleBuilder:
 
     def _pairs(self, pairs, j: int, field: str, req: list[int], tok: list[int],
                hid: list[bool] | None = None) -> None:
+        start = len(req)
         try:
             for e in pairs:
                 if hid is not None and isinstance(e, (list, tuple)) and len(e) == 3:
@@ -662,7 +664,7 @@ class ScheduleBuilder:
                 if not -_MAX_TOKENS <= int(c) <= _MAX_TOKENS:
                     raise ScheduleFormatError(
                         f"batch {j}: tokens for request {rid!r} out of range, got {c!r}")
-                req.append(self._id(rid))
+                req.append(self._id(rid, f"batch {j}: {field!r} entry {len(req) - start}"))
                 tok.append(int(c))
         except (TypeError, ValueError) as ex:
             if isinstance(ex, ScheduleFormatError):
@@ -675,8 +677,8 @@ class ScheduleBuilder:
         if not isinstance(names, (list, tuple, np.ndarray)):
             raise ScheduleFormatError(
                 f"batch {j}: {field!r} must be a list of request ids, got {names!r}")
-        for rid in names:
-            out.append(self._id(rid))
+        for k, rid in enumerate(names):
+            out.append(self._id(rid, f"batch {j}: {field!r} item {k}"))
 
     def add(self, entries, evict=(), start=None, swap_out=(), swap_in=(), hits=(),
             drop=()) -> None:

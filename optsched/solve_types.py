@@ -42,16 +42,20 @@ if TYPE_CHECKING:
 
 
 class Status(StrEnum):
-    """The outcome of a solve. ``OPTIMAL``/``FEASIBLE`` carry a solution.
+    """The outcome of a solve. ``OPTIMAL``/``RESTRICTED_OPTIMAL``/``FEASIBLE`` carry a
+    solution.
 
-    ``OPTIMAL`` is proven optimal *for the model solved*: when that model restricts the
-    problem (:attr:`SolveReport.restricted`), it is not a proof for the problem of
-    docs/semantics.md; ask :attr:`SolveReport.proven_optimal`, which says so, rather than
-    comparing the status (a separate status for a restricted model's optimum can then
-    replace the flag without changing the question).
+    ``OPTIMAL`` is proven optimal for the model solved; the InferMax model's optimum under a
+    batch-count horizon below its certified ``Jmax`` is ``RESTRICTED_OPTIMAL``, never read as
+    a proof. Other restrictions (the hindsight model's unit slots without preemption, the
+    user's hypotheses) keep ``OPTIMAL`` with :attr:`SolveReport.restricted` set; ask
+    :attr:`SolveReport.proven_optimal`, which answers for every case.
     """
 
     OPTIMAL = "optimal"
+    #: proven optimal among schedules of at most J batches with entries (the InferMax
+    #: horizon below Jmax): a feasible schedule, no proof for docs/semantics.md's problem
+    RESTRICTED_OPTIMAL = "restricted-optimal"
     FEASIBLE = "feasible"
     INFEASIBLE = "infeasible"
     UNBOUNDED = "unbounded"
@@ -60,7 +64,7 @@ class Status(StrEnum):
 
     @property
     def has_solution(self) -> bool:
-        return self in (Status.OPTIMAL, Status.FEASIBLE)
+        return self in (Status.OPTIMAL, Status.RESTRICTED_OPTIMAL, Status.FEASIBLE)
 
 
 #: every status name, in declaration order (for argparse choices and messages)
@@ -150,6 +154,27 @@ def upper_gap(upper: float | None, lower: float | None) -> float | None:
     return relative_gap(upper, lower) if lower < upper else 0.0
 
 
+#: the two names of a distance to the optimum, used identically in tables, verdicts and JSON
+CERTIFIED_GAP = "certified gap"
+ABOVE_OPTIMAL = "above optimal (at most)"
+
+
+def certified_gap(best: float | None, bound: float | None) -> float | None:
+    """The **certified gap** ``(best - bound) / best`` of the best schedule known against the
+    certified lower bound (:func:`upper_gap`; the MIP gap when ``bound`` is the solver's):
+    the share of ``best`` that may still be saved. JSON ``certified_gap``."""
+    return upper_gap(best, bound)
+
+
+def above_optimal(value: float | None, bound: float | None) -> float | None:
+    """**At most x above optimal**: ``(value - bound) / bound`` of a schedule of ``value``
+    against a lower bound (exact against a proven optimum), never negative
+    (:func:`relative_gap` ``per="bound"``). JSON ``above_optimal``; the verdicts' "at most
+    x% above optimal" and ``compare``'s column."""
+    g = relative_gap(value, bound, per="bound")
+    return None if g is None else max(0.0, g)
+
+
 def above_optimum(v: float, lower: float | None, upper: float | None, proven: bool) -> str:
     """How far a schedule of value ``v`` is above the optimum, in words. With a proven
     optimum ``OPT = upper``, ``v / OPT - 1`` above it; otherwise ``OPT`` lies in ``[L, U]``
@@ -188,6 +213,12 @@ class WarmStart:
 # -- the result of a bound --------------------------------------------------------------------
 class BoundError(OptschedError):
     """A bound method cannot handle this instance/objective (say why)."""
+
+
+class BoundUnavailable(BoundError):
+    """A bound method ran on valid input but gave no bound: it stopped at the time limit,
+    its model was too large for the time left, or its solve proved nothing. Not bad input:
+    ``optsched bound`` exits 4 (undecided), not 2."""
 
 
 @dataclass(frozen=True)
@@ -444,7 +475,10 @@ class SolveReport:
         }
         if pipeline:
             d["lower_bound"] = None if self.lower_bound is None else self.lower_bound.to_dict()
-            d["gap_to_lower_bound"] = self.gap_to_lower_bound
+            d["gap_to_lower_bound"] = self.gap_to_lower_bound  # = certified_gap; kept for readers
+            lb = None if self.lower_bound is None else self.lower_bound.value
+            d["certified_gap"] = certified_gap(self.answer, lb)
+            d["above_optimal"] = None if self.answer is None else above_optimal(self.answer, lb)
             d["budget"] = None if self.plan is None else self.plan.to_dict()
             d["fallback"] = None if self.fallback is None else self.fallback.to_dict()
         return d
@@ -455,7 +489,7 @@ class SolveReport:
         what = OBJECTIVE_WORDS.get(self.objective_kind, self.objective_kind)
         head = f"{self.formulation} / {self.solver or '-'}: {self.status}"
         if self.restricted and self.status == Status.OPTIMAL:
-            head += " (for the restricted model)"
+            head += " (for the restricted model or under the hypotheses)"
         lines = [f"{head}, {what} {fmt(self.objective)}, bound {fmt(self.bound)}, gap "
                  f"{'-' if self.gap is None else pct(self.gap)}, {self.runtime:.3g} s"]
         if self.warm_start is not None:

@@ -54,7 +54,8 @@ def test_kswap_default_is_the_stated_derivation():
     # kswap is written even at its default: a saved instance does not depend on it;
     # one read without it takes the default
     assert LinearCost(k0=1.0).to_dict()["kswap"] == KSWAP_DEFAULT
-    assert cost_model_from_dict({"kind": "linear", "k0": 1.0}).kswap == KSWAP_DEFAULT
+    full = {k: 0.0 for k in LinearCost().coefficients} | {"kind": "linear", "k0": 1.0}
+    assert cost_model_from_dict(full).kswap == KSWAP_DEFAULT
     assert LinearCost(k0=1.0, kswap=0.25).to_dict()["kswap"] == 0.25
 
 
@@ -76,3 +77,16 @@ def test_coarsened_takes_a_whole_number_of_tokens(q):
     with pytest.raises(InstanceError, match="q must be an integer >= 1"):
         coarsened(preset(DEFAULT_PRESET), q)
 
+
+
+def test_a_partial_linear_cost_model_is_refused_naming_the_missing_coefficients():
+    # {"kind": "linear", "k0": 1.0} used to read as k1 = kpq = ... = 0: a different engine
+    with pytest.raises(OptschedError, match=r"missing coefficients k1, kpq, kpm, kdm, kpr, kdr, "
+                                            r"kpl, kpb, kdb"):
+        cost_model_from_dict({"kind": "linear", "k0": 1.0})
+    full = {k: 0.0 for k in LinearCost().coefficients} | {"kind": "linear"}
+    del full["kdb"]
+    with pytest.raises(OptschedError, match=r"missing coefficients kdb;"):
+        cost_model_from_dict(full)
+    # every coefficient stated: accepted, and a model's own dict reads back to itself
+    assert cost_model_from_dict(LinearCost(k0=1.0, kdb=0.5).to_dict()) == LinearCost(k0=1.0, kdb=0.5)

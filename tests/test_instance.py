@@ -23,6 +23,9 @@ GOOD = {
     "requests": [{"id": "a", "arrival": 0, "prompt": 4, "output": 3}],
 }
 
+#: a linear cost model with every coefficient stated (a partial one is refused)
+ZERO_LINEAR = {"kind": "linear", **{k: 0.0 for k in LinearCost().coefficients}}
+
 
 def with_request(**changes):
     d = json.loads(json.dumps(GOOD))
@@ -45,7 +48,7 @@ def with_request(**changes):
          "request 'a': missing field 'output'"),
         ({**GOOD, "limits": {"kv_capacity": 16}}, "limits: missing field 'max_batch_tokens'"),
         ({**GOOD, "limits": {**GOOD["limits"], "max_prefill_tokens": 5000}}, "max_prefill_tokens"),
-        ({**GOOD, "cost_model": {"kind": "linear", "k0": -1}}, "coefficient k0"),
+        ({**GOOD, "cost_model": {**ZERO_LINEAR, "k0": -1}}, "coefficient k0"),
         ({**GOOD, "cost_model": {"preset": "nope"}}, "unknown preset 'nope'"),
         ({**GOOD, "cost_model": {"kind": "cubic"}}, "unknown kind 'cubic'"),
     ],
@@ -415,3 +418,12 @@ def test_prefix_reuse_on_a_cluster_of_engines_is_refused():
     assert one.single_engine and one.has_prefix
     with pytest.raises(InstanceError, match="a cluster of 2 engines"):
         Instance.from_dict({**base.to_dict(), "cluster": {"engines": [{"id": "x"}, {"id": "y"}]}})
+
+
+def test_a_request_without_a_usable_id_is_named_by_its_position():
+    """Before: "request None: field 'id' must be a non-empty string" (which request?)."""
+    d = json.loads(json.dumps(GOOD))
+    d["requests"] = [d["requests"][0], {**d["requests"][0], "id": None}]
+    with pytest.raises(InstanceError, match=r"request #1: field 'id' must be a non-empty "
+                                            r"string, got None"):
+        Instance.from_dict(d)

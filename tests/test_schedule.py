@@ -73,3 +73,13 @@ def test_swap_format_errors_name_the_batch():
         Schedule.from_dict({"batches": [{"entries": [], "swap_out": ["a"]}]})
     with pytest.raises(ScheduleFormatError, match="batch 0: 'swap_in' must be a list"):
         Schedule.from_dict({"batches": [{"entries": [], "swap_in": "a"}]})
+
+
+def test_a_bad_request_id_names_its_batch_field_and_position():
+    """Before: "request id must be a string, got None" with no batch, field or entry."""
+    with pytest.raises(ScheduleFormatError, match=r"batch 1: 'entries' entry 1: request id must "
+                                                   r"be a string, got None"):
+        Schedule.from_dict({"batches": [{"entries": [["a", 1]]},
+                                        {"entries": [["a", 1], [None, 1]]}]})
+    with pytest.raises(ScheduleFormatError, match=r"batch 0: 'evict' item 1: .*got \[\]"):
+        Schedule.from_dict({"batches": [{"entries": [["a", 1]], "evict": ["a", []]}]})

@@ -115,7 +115,10 @@ def test_the_solve_json_holds_the_pipeline_keys_and_the_report_json_does_not():
     assert d["fallback"] == fb.to_dict() and d["lower_bound"] == lb.to_dict()
     assert d["status"] == "no_solution" and type(d["status"]) is str
     model_only = rep.to_dict(include_schedule=False, pipeline=False)
-    assert set(d) - set(model_only) == {"lower_bound", "gap_to_lower_bound", "budget", "fallback"}
+    assert set(d) - set(model_only) == {"lower_bound", "gap_to_lower_bound", "budget", "fallback",
+                                        "certified_gap", "above_optimal"}
+    # the two named distances: (12 - 8) / 12 and (12 - 8) / 8
+    assert d["certified_gap"] == pytest.approx(1 / 3) and d["above_optimal"] == pytest.approx(0.5)
 
 
 def test_summaries_say_the_numbers():

@@ -35,6 +35,7 @@ The goodput *upper* bound (B12) is another contract: :mod:`optsched.bounds.goodp
 
 from __future__ import annotations
 
+from ..solve_types import BoundUnavailable
 from .base import (
     BoundError,
     BoundMethod,
@@ -48,5 +49,5 @@ from .base import (
 )
 from .floors import Floors
 
-__all__ = ["BoundError", "BoundMethod", "BoundResult", "Budget", "ExactSolve", "Floors",
+__all__ = ["BoundError", "BoundUnavailable", "BoundMethod", "BoundResult", "Budget", "ExactSolve", "Floors",
            "bound_methods", "lower_bound", "register_bound", "rungs"]

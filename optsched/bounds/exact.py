@@ -30,7 +30,7 @@ from ..errors import OptschedError
 from ..evaluation import evaluate
 from ..formulations.base import FORMULATIONS, SizeHint
 from ..policies import simulate
-from ..solve_types import SolveOptions, Status
+from ..solve_types import BoundUnavailable, SolveOptions, Status
 from .base import BoundError, BoundResult, Budget, ExactSolve, register_bound
 from .floors import Floors
 
@@ -64,7 +64,7 @@ def _solve(solve: ExactSolve, instance, formulation: str, objective: str, second
     while it loads and presolves (the fill and flow models on 400 identical requests ran 8
     and 16 s past limits of 2.3 and 2.6 s), and a rung must not break the command's budget."""
     if seconds < MIN_SECONDS:
-        raise BoundError(f"exact: {formulation}: {max(0.0, seconds):.2g} s left, not started")
+        raise BoundUnavailable(f"exact: {formulation}: {max(0.0, seconds):.2g} s left, not started")
     if deadline is None or not hasattr(os, "fork"):
         return _solve_here(solve, instance, formulation, objective, seconds, params)
     import multiprocessing
@@ -77,16 +77,16 @@ def _solve(solve: ExactSolve, instance, formulation: str, objective: str, second
     send.close()
     try:
         if not receive.poll(max(0.0, deadline - time.perf_counter())):
-            raise BoundError(f"exact: {formulation}: stopped at the time limit")
+            raise BoundUnavailable(f"exact: {formulation}: stopped at the time limit")
         out = receive.recv()
     except EOFError:
-        raise BoundError(f"exact: {formulation}: the solve ended without an answer") from None
+        raise BoundUnavailable(f"exact: {formulation}: the solve ended without an answer") from None
     finally:
         if child.is_alive():
             child.kill()
         child.join()
     if isinstance(out, str):
-        raise BoundError(out)
+        raise BoundUnavailable(out)
     return out
 
 
@@ -106,7 +106,7 @@ def _solve_here(solve: ExactSolve, instance, formulation: str, objective: str, s
     try:
         rep = solve(instance, formulation, objective, options=opts, warm_start="auto")
     except OptschedError as e:
-        raise BoundError(f"exact: {formulation}: {e}") from None
+        raise BoundUnavailable(f"exact: {formulation}: {e}") from None
     return _Outcome(rep.status, rep.objective, rep.bound, rep.global_bound, rep.message)
 
 
@@ -121,7 +121,7 @@ def exact_bound(instance, objective: str, budget: Budget) -> BoundResult:
                          "exact_solve=optsched.solving.pipeline.solve)")
     left = budget.left()
     if left < MIN_SECONDS:
-        raise BoundError(f"exact: {left:.2g} s left, not started")
+        raise BoundUnavailable(f"exact: {left:.2g} s left, not started")
     if instance.n <= EXHAUSTIVE_MAX_REQUESTS:
         rep = _solve(solve, instance, "exhaustive", objective, min(left / 2, EXHAUSTIVE_SECONDS),
                      {"max_states": 300_000})
@@ -151,22 +151,22 @@ def _infermax_bound(solve: ExactSolve, instance, objective: str, budget: Budget,
         reason += f"; fill model gave no global bound ({rep.status})"
     why = info.applicable(instance, objective, _variant("flow"))
     if why is not None:
-        raise BoundError(f"exact: {reason}; flow model: {why}")
+        raise BoundUnavailable(f"exact: {reason}; flow model: {why}")
     size = _flow_size(instance, objective, J_least)
     if size > FLOW_MAX_ARCS:
-        raise BoundError(f"exact: {reason}; flow model would have over {size:,} arcs "
+        raise BoundUnavailable(f"exact: {reason}; flow model would have over {size:,} arcs "
                          f"(> {FLOW_MAX_ARCS:,}) even with J = {J_least}")
     J = _flow_horizon(instance, budget)
     size = _flow_size(instance, objective, J)
     if size > FLOW_MAX_ARCS:
-        raise BoundError(f"exact: {reason}; flow model would have ~{size:,} arcs "
+        raise BoundUnavailable(f"exact: {reason}; flow model would have ~{size:,} arcs "
                          f"(> {FLOW_MAX_ARCS:,}) with J = {J}")
     if budget.left() < MIN_SECONDS:
-        raise BoundError(f"exact: {reason}; no time left for the flow model")
+        raise BoundUnavailable(f"exact: {reason}; no time left for the flow model")
     rep = _solve(solve, instance, "infermax", objective, budget.left() / MILP_SAFETY,
                  {"variant": "flow"}, _end(budget))
     if rep.global_bound is None:
-        raise BoundError(f"exact: {reason}; flow model gave no global bound ({rep.status})")
+        raise BoundUnavailable(f"exact: {reason}; flow model gave no global bound ({rep.status})")
     return BoundResult(rep.global_bound, "exact", objective,
                        notes=(f"infermax flow model: {rep.status}, bound {rep.global_bound:.6g}",))
 

@@ -9,8 +9,10 @@ optsched.cli.warm``) registers no command.
 Exit codes mean one thing in every command: 0 an answer exists (a feasible schedule, an
 optimum, or the best schedule found with a certified bound); 1 a negative answer (an
 infeasible schedule, a claim violated, no schedule meets the hypotheses); 2 unreadable or
-invalid input (one line on stderr naming the problem); 3 a solver failure, or an internal
-error (one line on stderr; set ``OPTSCHED_TRACEBACK=1`` for the traceback).
+invalid input (one line on stderr naming the problem), and only that; 3 a solver failure, or
+an internal error (one line on stderr; set ``OPTSCHED_TRACEBACK=1`` for the traceback); 4
+undecided: the question asked (a hypothesis, an exact bound) was neither answered yes nor no
+within the time limit, which is no failure (a longer limit may decide it).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import warnings
 from ..errors import OptschedError
 from ..runtime.stdout_guard import stdout_for_python_only
 
-EXIT_OK, EXIT_NO, EXIT_INPUT, EXIT_SOLVER_ERROR = 0, 1, 2, 3
+EXIT_OK, EXIT_NO, EXIT_INPUT, EXIT_SOLVER_ERROR, EXIT_UNDECIDED = 0, 1, 2, 3, 4
 
 
 

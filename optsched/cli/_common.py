@@ -46,7 +46,19 @@ def load_instance(path: str) -> Instance:
     # lazy: each subcommand imports what it runs (start-up time)
     from ..data import load_instance as load
 
-    return load(path)
+    inst = load(path)
+    warn_units(inst)
+    return inst
+
+
+def warn_units(inst: Instance) -> None:
+    """Units that look off by 1,000 (:mod:`optsched.workloads.units`), one line each on
+    stderr."""
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..workloads.units import unit_warnings
+
+    for w in unit_warnings(inst):
+        print(f"optsched: warning: {w}", file=sys.stderr)
 
 
 def say_load(load: Any, command: str) -> dict[str, Any]:
@@ -158,12 +170,43 @@ def _default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def print_violations(ev) -> None:
-    """The violations of an infeasible evaluation, one a line (``validate``, ``evaluate``)."""
-    total = sum(ev.violation_counts.values())
-    print(f"infeasible: {total} violation(s)")
-    for v in ev.violations:
+#: violation lines ``validate`` and ``evaluate`` print before "... and N more" (--all: every one)
+VIOLATION_LINES = 20
+
+
+def print_violations(ev, show_all: bool = False) -> None:
+    """The violations of an infeasible evaluation (``validate``, ``evaluate``): the count per
+    code first, most frequent first, then the first :data:`VIOLATION_LINES` violations one a
+    line (every one the evaluator kept with ``show_all``)."""
+    counts = sorted(ev.violation_counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    total = sum(n for _, n in counts)
+    print(f"infeasible: {total} violation(s): "
+          + ", ".join(f"{code} x {n}" for code, n in counts))
+    lines = list(ev.violations) if show_all else _sample(ev.violations, VIOLATION_LINES)
+    for v in lines:
         print(f"  {v}")
-    shown = len(ev.violations)
-    if shown < total:
-        print(f"  ... and {total - shown} more (counts: {ev.violation_counts})")
+    if len(lines) < total:
+        more = "" if show_all or len(ev.violations) <= len(lines) else " (--all lists them)"
+        print(f"  ... and {total - len(lines)} more{more}")
+
+
+def _sample(violations, n: int) -> list:
+    """The first violation of every code, then the earliest others, ``n`` in all at most
+    (every code when there are more codes than ``n``), in the evaluator's order: a rare
+    code is not hidden behind thousands of a frequent one."""
+    first: dict[str, int] = {}
+    for k, v in enumerate(violations):
+        first.setdefault(v.code, k)
+    keep = set(first.values())
+    for k in range(len(violations)):
+        if len(keep) >= n:
+            break
+        keep.add(k)
+    return [violations[k] for k in sorted(keep)]
+
+
+def add_all_flag(p) -> None:
+    """``--all`` for the commands that print violations."""
+    p.add_argument("--all", action="store_true", dest="all_violations",
+                   help=f"list every violation (default: the count per code, then the first "
+                        f"{VIOLATION_LINES})")

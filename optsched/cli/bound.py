@@ -2,24 +2,42 @@
 
 from __future__ import annotations
 
+import argparse
+import sys
+
 from ..evaluation import OBJECTIVES
-from . import EXIT_OK
+from . import EXIT_OK, EXIT_UNDECIDED
 from ._common import command_load, load_instance, print_json, say_load, table
+
+
+class _MethodsHelp(argparse.HelpFormatter):
+    """Lists the registered bound methods in ``--method``'s help, read from the registry when
+    the help is printed (importing the rungs is not paid by every command's start-up)."""
+
+    def _get_help_string(self, action):
+        text = super()._get_help_string(action) or ""
+        if action.dest != "method":
+            return text
+        # lazy: the registry imports every rung module
+        from ..bounds import bound_methods
+
+        return f"{text}; registered: {', '.join(bound_methods())}"
 
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "bound",
+        "bound", formatter_class=_MethodsHelp,
         help="a certified lower bound on the optimal objective (any size)",
         description="Climb the ladder of lower bounds (formulations/bounds.md) within the time "
         "limit and report the largest, with the method that gave it. Every value is at most the "
-        "optimum over all feasible schedules. Exit 0: a bound was found; 2: bad input.",
+        "optimum over all feasible schedules. Exit 0: a bound was found; 2: bad input; 4: the "
+        "method gave no bound within the time limit (e.g. exact).",
     )
     p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
     p.add_argument("--objective", default="makespan", choices=OBJECTIVES)
     p.add_argument("--method", default="best",
-                   help="a registered bound method (default: best, the whole ladder; an unknown "
-                        "name lists them), or path/file.py:Name of your own")
+                   help="a registered bound method (default: best, the whole ladder), or "
+                        "path/file.py:Name of your own")
     p.add_argument("--time-limit", type=float, default=10.0,
                    help="seconds for the whole command (default 10)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -28,7 +46,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     # lazy: each subcommand imports what it runs (start-up time)
-    from ..bounds import BoundError, bound_methods
+    from ..bounds import BoundError, BoundUnavailable, bound_methods
 
     if args.time_limit is not None and not args.time_limit > 0:
         raise BoundError(f"--time-limit must be > 0 seconds, got {args.time_limit:g}")
@@ -45,8 +63,14 @@ def run(args) -> int:
     from ..solving import lower_bound  # the ladder with the one solve for its exact rung
     from ..solving.budget import command_seconds
 
-    res = lower_bound(inst, args.objective, args.method,
-                      time_limit=command_seconds(args.time_limit))
+    try:
+        res = lower_bound(inst, args.objective, args.method,
+                          time_limit=command_seconds(args.time_limit))
+    except BoundUnavailable as e:  # valid input, no bound within the limit: not exit 2
+        say_load(load, "bound")
+        print(f"optsched bound: no bound: {e} (undecided; a longer --time-limit or "
+              "--method best may give one)", file=sys.stderr)
+        return EXIT_UNDECIDED
     # lazy: each subcommand imports what it runs (start-up time)
     from ..comparison.report import bound_verdict, say
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import time
 
 from ..cost import DEFAULT_PRESET, PRESETS
 from ..errors import InputFileError
@@ -15,6 +16,9 @@ from ..workloads.capacity import preset_hidden_ratio
 from ..workloads.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS
 from . import EXIT_OK
 from ._common import fmt, image_file, load_instance, print_json, seed_arg, table
+
+#: seconds of ``--time-limit`` kept for the table, the plot and the JSON after the searches
+CAPACITY_RESERVE = 1.0
 
 
 def register(sub) -> None:
@@ -76,6 +80,10 @@ def register(sub) -> None:
     p.add_argument("--ceiling-probes", type=int, default=12,
                    help="probes of the ceiling search (default 12; each is one bound, no "
                    "simulation)")
+    p.add_argument("--time-limit", type=float, default=None,
+                   help="seconds for the whole command (default: none), shared evenly by the "
+                   "policies still to search; a search out of time reports the rates probed "
+                   "until then ('stopped at the time limit')")
     p.add_argument("--plot", metavar="IMAGE", help="draw the metric against the rate")
     p.add_argument("--json", action="store_true", help="print the results as one JSON document")
     p.set_defaults(func=run_capacity)
@@ -178,15 +186,29 @@ def run_capacity(args) -> int:
               file=sys.stderr, flush=True)
         settings["slo"] = slo_from_reference(inst, args.slo_reference, args.slo_scale)
     params = parse_param_args(args.param)
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise InputFileError(f"--time-limit must be > 0 seconds, got {args.time_limit:g}")
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..solving.budget import command_seconds
+
+    end = None if args.time_limit is None else \
+        time.perf_counter() + command_seconds(args.time_limit) - CAPACITY_RESERVE
     results = []
-    for name in names:
+    for k, name in enumerate(names):
+        # each policy left gets an equal share of what is left
+        deadline = None if end is None else \
+            time.perf_counter() + (end - time.perf_counter()) / (len(names) - k)
         print(f"{name}: searching {lo:g}..{hi:g} req/s for {args.metric} "
               f"{'<=' if metric.better == 'lower' else '>='} {args.target:g}",
               file=sys.stderr, flush=True)
         try:
             results.append(search(inst, name, args.metric, args.target, lo, hi,
                                   probes=args.probes, seed=args.seed, params=params,
-                                  settings=settings, confirm_factor=args.confirm))
+                                  settings=settings, confirm_factor=args.confirm,
+                                  deadline=deadline))
+            if results[-1].stopped:
+                print(f"{name}: stopped at the time limit after {len(results[-1].probes)} "
+                      "probe(s)", file=sys.stderr, flush=True)
         except RateSearchError as e:
             raise InputFileError(str(e)) from None
     ceil = _ceiling(args, inst, lo, hi) if args.ceiling else None
@@ -202,12 +224,16 @@ def run_capacity(args) -> int:
     rows: list[tuple[object, ...]] = []
     for r in results:
         rate = r.sustainable_rate
-        if rate is None:
+        if rate is None and r.lowest_failing_rate is None:
+            text = "none probed"
+        elif rate is None:
             text = f"< {lo:g} (misses at the lowest rate)"
         elif r.lowest_failing_rate is None:
             text = f">= {hi:g} (meets at the highest rate)"
         else:
             text = f"{fmt(rate, 4)} (misses at {fmt(r.lowest_failing_rate, 4)})"
+        if r.stopped:
+            text += " (stopped at the time limit)"
         above = rate is not None and r.work_limit is not None and rate > r.work_limit
         load = None if r.at_rate is None else r.at_rate.load
         rows.append((r.policy, text, fmt(r.throughput, 4) if r.throughput else "n/a",

@@ -98,9 +98,10 @@ def run(args: argparse.Namespace) -> int:
                  title=args.instance, deadline=end - CHART_SECONDS)
     # lazy: each subcommand imports what it runs (start-up time)
     from ..progress import unit
+    from ..solve_types import ABOVE_OPTIMAL
 
     headers = headers_in(unit(inst))
-    headers[3] = {"optimum": "gap to optimum", "bound": "gap to bound", None: "gap"}[cmp.reference_kind]
+    headers[3] = {"optimum": "above optimal", "bound": ABOVE_OPTIMAL, None: "gap"}[cmp.reference_kind]
     print(table(headers, table_rows(cmp.rows)))
     if cmp.best is not None:
         print(f"best: {cmp.best.label} ({cmp.best.method}), {args.objective} "
@@ -131,8 +132,9 @@ def run(args: argparse.Namespace) -> int:
 def exit_code(cmp) -> int:
     """The command line's contract (``optsched.cli``) for a comparison: 1 when a compared
     schedule is infeasible, 2 when a policy refused the instance or broke the simulator's rules
-    (its row says why), 3 when the solver failed, else 0 -- a skipped model or a solve
-    without a proven optimum still leaves schedules and a certified lower bound."""
+    (its row says why), 3 when the solver failed, else 0 -- a skipped model, a solve without a
+    proven optimum or a policy stopped at the time limit (its row says so) still leaves
+    schedules and a certified lower bound."""
     rows = cmp.rows
     if any(r.kind != "optimum" and r.evaluation is not None and not r.evaluation.feasible
            for r in rows):

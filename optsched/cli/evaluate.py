@@ -7,6 +7,7 @@ import sys
 from ..evaluation import evaluate
 from . import EXIT_NO, EXIT_OK
 from ._common import (
+    add_all_flag,
     checked_schedule,
     command_load,
     load_instance,
@@ -23,6 +24,7 @@ def register(sub) -> None:
     p.add_argument("schedule", help="schedule file (.json or .npz)")
     p.add_argument("--json", action="store_true", help="print the evaluation as JSON")
     p.add_argument("--requests", action="store_true", help="also print the per-request table")
+    add_all_flag(p)
     p.set_defaults(func=run_evaluate)
 
 
@@ -70,7 +72,7 @@ def run_evaluate(args) -> int:
         print_json({**ev.to_dict(), "instance_check": check, "offered_load": load.to_dict()})
         return EXIT_OK if ev.feasible else EXIT_NO
     if not ev.feasible:
-        print_violations(ev)
+        print_violations(ev, args.all_violations)
         print("(metrics below replay the schedule as given and are not meaningful)", file=sys.stderr)
     rows = [(label, ev.metrics[k]) for k, label in METRIC_ROWS if k in ev.metrics]
     print(table(["metric", "value"], rows))

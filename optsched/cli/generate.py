@@ -15,7 +15,7 @@ from ..cost import cost_model_arg, preset
 from ..errors import InstanceError
 from ..instance import Instance, Limits
 from . import EXIT_OK
-from ._common import cost_name, seed_arg, table
+from ._common import cost_name, seed_arg, table, warn_units
 
 TRACE_KINDS = {"azure": "azure", "vidur": "vidur", "arxiv": "arxiv", "mooncake": "mooncake"}
 
@@ -189,6 +189,7 @@ def run_generate(args) -> int:
             )
     for w in caught:
         print(f"optsched generate: warning: {w.message}", file=sys.stderr)
+    warn_units(inst)
     if inst.n == 0:
         raise InstanceError(f"kind {kind!r}: no request left to write (the trace, --window, "
                             f"--limit/--sample or the dropped rows selected none); "

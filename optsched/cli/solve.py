@@ -10,7 +10,7 @@ from ..errors import OptschedError
 from ..evaluation import OBJECTIVES, evaluate
 from ..plugins import parse_assignments
 from ..solve_types import Status
-from . import EXIT_NO, EXIT_OK, EXIT_SOLVER_ERROR
+from . import EXIT_NO, EXIT_OK, EXIT_SOLVER_ERROR, EXIT_UNDECIDED
 from ._common import command_load, fmt, load_instance, load_schedule, output_file, print_json, say_load, table
 
 
@@ -22,7 +22,7 @@ def register(sub) -> None:
         "evaluator. Exit 0: an answer (optimal, feasible, or the model skipped and the best "
         "policy's schedule given with the certified bound); 1: infeasible (no schedule meets "
         "the hypotheses); 2: bad input; 3: solver failure (an error, or no schedule within the "
-        "time limit).",
+        "time limit); 4: a hypothesis undecided within the time limit (verdict 'Unknown').",
     )
     p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
     p.add_argument("--formulation", default="infermax",
@@ -127,10 +127,10 @@ def run(args) -> int:
     # the limit counts from the command's start (imports included): what is left of it now
     opts = replace(opts, time_limit=command_seconds(args.time_limit))
     rep = solve_pipeline(inst, args.formulation, args.objective, options=opts, hypotheses=hyp,
-                         warm_start=ws, lower="combinatorial", fallback=True,
+                         warm_start=ws, lower="best", fallback=True,
                          improve_fallback=True)
     lb = rep.lower_bound
-    assert lb is not None  # lower="combinatorial" always gives one
+    assert lb is not None  # lower="best" always gives one (combinatorial at the least)
     # lazy: each subcommand imports what it runs (start-up time)
     from ..comparison.report import say, solve_verdict
 
@@ -145,11 +145,11 @@ def run(args) -> int:
     else:
         # lazy: each subcommand imports what it runs (start-up time)
         from ..progress import unit
+        from ..solve_types import ABOVE_OPTIMAL, CERTIFIED_GAP, above_optimal, certified_gap
 
         u = unit(inst)
         rows = [("status", rep.status), (f"objective ({u})", rep.objective),
-                (f"bound ({u})", rep.bound),
-                ("gap", rep.gap), ("runtime (s)", rep.runtime), ("solver", rep.solver),
+                (f"bound ({u})", rep.bound), ("runtime (s)", rep.runtime), ("solver", rep.solver),
                 ("formulation", rep.formulation), ("objective kind", rep.objective_kind)]
         if rep.warm_start is not None:
             ws_text = f"{rep.warm_start.policy} ({fmt(rep.warm_start.objective)})"
@@ -164,8 +164,10 @@ def run(args) -> int:
         rows.append((f"lower bound ({u})", f"{fmt(lb.value)} ({lb.method}; formulations/bounds.md)"))
         if rep.fallback is not None:
             rows.append(("fallback", f"{rep.fallback.policy} ({fmt(rep.fallback.objective)})"))
-        gap = rep.gap_to_lower_bound
-        rows.append(("gap to lower bound", None if gap is None else f"{100 * gap:.2f}%"))
+        lbv = lb.value
+        for name, g in ((CERTIFIED_GAP, certified_gap(rep.answer, lbv)),
+                        (ABOVE_OPTIMAL, None if rep.answer is None else above_optimal(rep.answer, lbv))):
+            rows.append((name, None if g is None else f"{100 * g:.3g}%"))
         print(table(["", "result"], rows))
         for n in rep.notes:
             print(f"note: {n}")
@@ -174,18 +176,22 @@ def run(args) -> int:
         if args.output and rep.schedule is not None:
             print(f"schedule written to {args.output}")
     say(verdict)
-    return exit_code(rep.status, rep.fallback is not None and not hyp.any)
+    return exit_code(rep.status, rep.fallback is not None and not hyp.any, hyp.any)
 
 
-def exit_code(status: Status, fallback: bool) -> int:
+def exit_code(status: Status, fallback: bool, hypothesis: bool = False) -> int:
     """The exit code of a solve (the command line's contract, ``optsched.cli``): 0 when an
     answer exists (a solution, or the best policy's schedule with the certified bound when the
     model was skipped), 1 when the model proved there is none (infeasible: no schedule meets
-    the hypotheses), 3 when the solver failed or gave nothing within the time limit."""
-    if status in (Status.OPTIMAL, Status.FEASIBLE) or fallback:
+    the hypotheses), 4 when a hypothesis is undecided (no schedule meeting it found and none
+    ruled out within the time limit: the verdict's "Unknown"), 3 when the solver failed or
+    gave nothing within the time limit."""
+    if status.has_solution or fallback:
         return EXIT_OK
     if status == Status.INFEASIBLE:
         return EXIT_NO
+    if hypothesis and status == Status.NO_SOLUTION:
+        return EXIT_UNDECIDED
     return EXIT_SOLVER_ERROR
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..evaluation import evaluate
 from . import EXIT_NO, EXIT_OK
-from ._common import checked_schedule, fmt, load_instance, print_json, print_violations
+from ._common import add_all_flag, checked_schedule, fmt, load_instance, print_json, print_violations
 
 
 def register(sub) -> None:
@@ -12,6 +12,7 @@ def register(sub) -> None:
     p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
     p.add_argument("schedule", help="schedule file (.json or .npz)")
     p.add_argument("--json", action="store_true", help="print the evaluation as JSON")
+    add_all_flag(p)
     p.set_defaults(func=run_validate)
 
 
@@ -25,5 +26,5 @@ def run_validate(args) -> int:
         print(f"feasible: {ev.metrics['batches']} batches, {inst.n} requests, "
               f"makespan {fmt(ev.metrics['makespan'])}")
     else:
-        print_violations(ev)
+        print_violations(ev, args.all_violations)
     return EXIT_OK if ev.feasible else EXIT_NO

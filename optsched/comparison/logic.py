@@ -26,7 +26,7 @@ from ..errors import OptschedError
 from ..evaluation import OBJECTIVES, evaluate
 from ..instance import Instance
 from ..plugins import is_reference
-from ..policies import get_spec, list_policies, simulate
+from ..policies import SimulationTimeout, get_spec, list_policies, simulate
 from ..progress import phase
 from ..schedule import Schedule
 from ..search.lns import LNSOptions, improve
@@ -69,8 +69,9 @@ def evaluated_row(label: str, kind: str, inst: Instance, sched: Schedule, object
 
 def run_policies(inst: Instance, names: Sequence[str], objective: str = "makespan",
                  deadline: float | None = None) -> list[Row]:
-    """Simulate and evaluate each policy; a policy that fails, or does not finish by
-    ``deadline`` (a ``time.perf_counter()`` value), is a row with status ``error``."""
+    """Simulate and evaluate each policy; a policy that fails is a row with status ``error``,
+    one that does not finish by ``deadline`` (a ``time.perf_counter()`` value) a row with
+    status ``no_solution`` (out of time: no failure, the command still exits 0)."""
 
     rows = []
     for name in names:
@@ -78,6 +79,10 @@ def run_policies(inst: Instance, names: Sequence[str], objective: str = "makespa
         phase(f"simulating {name}")
         try:
             sched = simulate(inst, name, deadline=deadline)
+        except SimulationTimeout as e:  # out of time, not a failure: the row says so
+            rows.append(Row(name, RowKind.POLICY, Status.NO_SOLUTION,
+                            runtime=time.perf_counter() - t0, message=str(e)))
+            continue
         except OptschedError as e:
             rows.append(Row(name, RowKind.POLICY, Status.ERROR, runtime=time.perf_counter() - t0,
                             message=str(e)))
@@ -113,6 +118,7 @@ def _warm_start_of(rows: Sequence[Row]) -> WarmStart | str:
 def optimum_row(rep: SolveReport, formulation: str, objective: str) -> Row:
     """The optimum row of a solve's report (its schedule replayed by the pipeline)."""
     label = {Status.OPTIMAL: f"optimal ({formulation})",
+             Status.RESTRICTED_OPTIMAL: f"best found ({formulation}, restricted-optimal)",
              Status.FEASIBLE: f"best found ({formulation})"}.get(rep.status, formulation)
     ev = rep.evaluation if rep.status.has_solution else None
     return Row(label, RowKind.OPTIMUM, rep.status, rep.schedule if ev is not None else None, ev,

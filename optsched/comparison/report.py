@@ -30,7 +30,15 @@ from ..formulations.base import Hypotheses
 from ..instance import Instance
 from ..objectives import OBJECTIVE_WORDS
 from ..progress import fmt, pct, phase, unit, value
-from ..solve_types import BoundResult, SolveReport, Status, above_optimum, finite_or_none
+from ..solve_types import (
+    ABOVE_OPTIMAL,
+    CERTIFIED_GAP,
+    BoundResult,
+    SolveReport,
+    Status,
+    above_optimum,
+    finite_or_none,
+)
 from .rows import Comparison, GoodputGap, Row, compare_verdict
 
 
@@ -80,7 +88,7 @@ def _hypothesis_verdict(instance: Instance, objective: str, rep: SolveReport, hy
     kind = "eviction-free schedule" if hyp.no_evictions else "schedule"
     extra = " meeting the --force/--forbid/--order hypotheses" \
         if (hyp.force or hyp.forbid or hyp.order) else ""
-    if rep.status in (Status.OPTIMAL, Status.FEASIBLE) and rep.objective is not None:
+    if rep.status.has_solution and rep.objective is not None:
         yes = f"Yes: an {kind}{extra} with {what} {value(rep.objective, instance)}"
         if than is not None and hyp.at_most:
             rel = rep.objective / hyp.at_most * than[0] - 1  # at_most = K x the reference
@@ -238,7 +246,8 @@ def _figures(out: Path, cmp: Comparison, clock: _Clock) -> dict[str, str]:
         metrics = [m for m in COMPARE_METRICS if ref_kind or m[0] != "gap"]
         compare_bars(bar_rows, title=f"{inst.name}: {cmp.objective}"
                      + ("" if ref_kind else " (no optimum computed)"), metrics=metrics,
-                     gap_label=f"gap to {ref_kind} (%)" if ref_kind else None, save=out / "compare.png")
+                     gap_label=("above optimal (%)" if ref_kind == "optimum" else
+                                f"{ABOVE_OPTIMAL} (%)") if ref_kind else None, save=out / "compare.png")
         files["bars"] = "compare.png"
         clock.done()
     if done and not clock.late(cmp, "kv.png (KV cache use over time)"):
@@ -284,7 +293,7 @@ def _markdown(cmp: Comparison, files: dict[str, str], gantts: dict[str, str],
               title: str | None) -> list[str]:
     inst, rep, ref, ref_kind = cmp.instance, cmp.report, cmp.reference, cmp.reference_kind
     lim = inst.limits
-    gap_head = {"optimum": "gap to optimum", "bound": "gap to bound (optimum not proven)",
+    gap_head = {"optimum": "above optimal", "bound": f"{ABOVE_OPTIMAL} (optimum not proven)",
                 None: "gap (no bound)"}[ref_kind]
 
     headers = headers_in(unit(inst), cmp.objective)
@@ -305,7 +314,7 @@ def _markdown(cmp: Comparison, files: dict[str, str], gantts: dict[str, str],
         limit = "none" if cmp.time_limit is None else f"{cmp.time_limit:g} s"
         md.append(f"- solver: formulation `{rep.formulation}`, {rep.solver or cmp.solver}, status "
                   f"**{rep.status}**, objective {fmt(rep.objective)}, bound {fmt(rep.bound)}, "
-                  f"solver gap {fmt(rep.gap)}, {rep.runtime:.3g} s (limit {limit} for the command)")
+                  f"{CERTIFIED_GAP} {fmt(rep.gap)}, {rep.runtime:.3g} s (limit {limit} for the command)")
         for n in rep.notes:
             md.append(f"- note: {n}")
         if rep.message:

@@ -34,7 +34,14 @@ from ..objectives import OBJECTIVE_WORDS
 from ..progress import fmt, table, value
 from ..schedule import Schedule
 from ..serving.load import OfferedLoad
-from ..solve_types import BoundResult, SolveReport, Status, above_optimum, finite_or_none
+from ..solve_types import (
+    ABOVE_OPTIMAL,
+    BoundResult,
+    SolveReport,
+    Status,
+    above_optimum,
+    finite_or_none,
+)
 
 
 class RowKind(StrEnum):
@@ -97,8 +104,11 @@ class Row:
             return "skipped"
         if self.kind == RowKind.OPTIMUM:
             return {Status.OPTIMAL: "optimal",
+                    Status.RESTRICTED_OPTIMAL: "restricted-optimal (not proven optimal)",
                     Status.FEASIBLE: "best found (not proven optimal)"}.get(self.status,
                                                                             str(self.status))
+        if self.kind == RowKind.POLICY and self.status == Status.NO_SOLUTION:
+            return "stopped at the time limit"
         if self.status == Status.INFEASIBLE and self.evaluation is not None:
             return f"infeasible ({sum(self.evaluation.violation_counts.values())} violations)"
         return str(self.status)
@@ -190,7 +200,7 @@ class Comparison:
     def summary(self) -> str:
         """The comparison in a few lines (``print(comparison)``): a row per schedule, what
         the gaps are measured against, the certified lower bound, the notes and the verdict."""
-        gap_head = {"optimum": "gap to optimum", "bound": "gap to bound"}.get(
+        gap_head = {"optimum": "above optimal", "bound": ABOVE_OPTIMAL}.get(
             self.reference_kind or "", "gap")
         rows = [(r.label, r.status_text, r.objective,
                  None if r.gap is None else f"{100 * r.gap:+.2f}%", r.method) for r in self.rows]
@@ -295,8 +305,34 @@ def compare_verdict(cmp: Any) -> str:
     best = min(policies, key=lambda r: r.objective)
     of = f" (the best of {len(policies)})" if len(policies) > 1 else ""
     return (f"{best.label}{of} is {above_optimum(best.objective, lower, upper, proven)} "
-            f"on {what} ({value(best.objective, inst)}).")
+            f"on {what} ({value(best.objective, inst)})." + starved_decodes(cmp, policies))
+
+
+#: a mean-TTFT row whose mean TPOT is this many times the best policy's starves decodes
+STARVED_TPOT_FACTOR = 5.0
+
+
+def starved_decodes(cmp: Any, policies: list[Row]) -> str:
+    """A sentence flagging a mean-TTFT optimum (or best schedule found) that buys its first
+    tokens by starving decodes, else "": mean TTFT counts no token after the first, so the
+    optimum may evict every request after it (seen: TPOT 4-32 s). Flagged when its mean
+    TPOT is :data:`STARVED_TPOT_FACTOR` times the lowest of the policies'."""
+    if cmp.objective != "mean-ttft":
+        return ""
+    opt = next((r for r in cmp.rows if r.kind == RowKind.OPTIMUM and r.evaluation is not None
+                and r.evaluation.feasible), None)
+    seen = [r.evaluation.metrics.get("mean_tpot") for r in policies if r.evaluation is not None]
+    tpots: list[float] = [float(t) for t in seen if t is not None and math.isfinite(t) and t > 0]
+    if opt is None or opt.evaluation is None or not tpots:
+        return ""
+    mine = opt.evaluation.metrics.get("mean_tpot")
+    if mine is None or not math.isfinite(mine) or mine < STARVED_TPOT_FACTOR * min(tpots):
+        return ""
+    ev = opt.evaluation.metrics.get("evictions", 0)
+    return (f" Warning: the mean-TTFT optimum starves decodes: its mean TPOT is "
+            f"{value(mine, cmp.instance)} against {value(min(tpots), cmp.instance)} for the "
+            f"best policy ({ev} evictions); mean TTFT counts no token after the first.")
 
 
 __all__ = ["Comparison", "GoodputGap", "GoodputGapError", "GoodputRow", "Row", "RowKind",
-           "compare_verdict", "objective_key"]
+           "compare_verdict", "objective_key", "starved_decodes"]

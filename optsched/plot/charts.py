@@ -88,7 +88,7 @@ def kv_over_time(
 #: (row key, panel title, scale) of the default comparison panels
 COMPARE_METRICS: tuple[tuple[str, str, float], ...] = (
     ("objective", "objective", 1.0),
-    ("gap", "gap to optimum (%)", 100.0),
+    ("gap", "above optimal (%)", 100.0),
     ("evictions", "evictions", 1.0),
     ("mean_ttft", "mean TTFT", 1.0),
     ("mean_tpot", "mean TPOT", 1.0),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..instance import Instance
 from ..schedule import Schedule
+from .errors import UserPolicyError
 from .registry import (
     POLICIES,
     Param,
@@ -58,6 +59,7 @@ __all__ = [
     "PolicyError",
     "SimulationError",
     "SimulationTimeout",
+    "UserPolicyError",
     "Plan",
     "Policy",
     "SimView",

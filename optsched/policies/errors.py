@@ -24,8 +24,15 @@ class SimulationError(OptschedError, RuntimeError):
     """A policy produced a batch the simulator cannot apply (a policy bug), or stalled."""
 
 
+class UserPolicyError(SimulationError):
+    """An exception raised inside a user's policy (a hook of a class outside ``optsched``),
+    named with the policy, the hook and the batch: bad input to optsched (exit 2), not an
+    internal error."""
+
+
 class SimulationTimeout(SimulationError):
     """The run passed its deadline (a command's time limit) before every request finished."""
 
 
-__all__ = ["PolicyError", "PolicyWarning", "SimulationError", "SimulationTimeout"]
+__all__ = ["PolicyError", "PolicyWarning", "SimulationError", "SimulationTimeout",
+           "UserPolicyError"]

@@ -51,15 +51,30 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import numpy as np
 
 from ..cost import LinearCost, UnitCost
+from ..errors import OptschedError
 from ..instance import Instance, Limits
 from ..schedule import Schedule, ScheduleBuilder
-from .errors import PolicyError, SimulationError, SimulationTimeout
+from .errors import PolicyError, SimulationError, SimulationTimeout, UserPolicyError
 from .reuse import BlockState, auto_drops
+
+
+def _user_failure(policy, hook: str, batch: int | None, e: Exception) -> NoReturn:
+    """Re-raise an exception raised inside a policy's ``hook``: as a :class:`UserPolicyError`
+    naming the policy, the hook and the batch when the policy is a user's (its class lives
+    outside ``optsched``: bad input, exit 2), else ``e`` itself (a bug of ours). optsched's
+    own errors pass through unchanged."""
+    if isinstance(e, OptschedError) or type(policy).__module__.split(".")[0] == "optsched":
+        raise e
+    where = "before the first batch" if batch is None or batch < 0 else f"at batch {batch}"
+    first = str(e).splitlines()[0] if str(e) else ""
+    raise UserPolicyError(f"policy {policy.name!r} ({type(policy).__qualname__}): {hook}() "
+                          f"raised {type(e).__name__}{': ' + first if first else ''} {where}"
+                          ) from e
 
 
 class Plan(NamedTuple):
@@ -345,7 +360,10 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
     known = known_outputs(instance, policy.hypothetical, policy.output_fallback)
     view = SimView(sim, known)
     bind_predictor(instance, policy, view, sim)
-    policy.bind(view)
+    try:
+        policy.bind(view)
+    except Exception as e:
+        _user_failure(policy, "bind", None, e)
     if getattr(policy, "view", None) is not view:
         raise SimulationError(f"policy {policy.name!r}: bind() did not call super().bind(view), "
                               "so the policy has no view of the simulation (docs/policies.md)")
@@ -393,7 +411,10 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
             hi = int(searchsorted(arr_sorted, now, side="right"))
             if timing:
                 t0, c0 = clock(), cpu_clock()
-            policy.on_arrivals(order_list[nxt:hi])
+            try:
+                policy.on_arrivals(order_list[nxt:hi])
+            except Exception as e:
+                _user_failure(policy, "on_arrivals", len(builder), e)
             if timing:
                 decide += clock() - t0
                 decide_cpu += cpu_clock() - c0
@@ -401,7 +422,10 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
             next_arrival = arr_list[nxt] if nxt < n else math.inf
         if timing:
             t0, c0 = clock(), cpu_clock()
-        plan = policy.next_batch()
+        try:
+            plan = policy.next_batch()
+        except Exception as e:
+            _user_failure(policy, "next_batch", len(builder), e)
         if timing:
             decide += clock() - t0
             decide_cpu += cpu_clock() - c0
@@ -518,7 +542,10 @@ def simulate_policy(instance: Instance, policy: Policy, max_batches: int | None 
         now = sim.now = now + dur
         if timing:
             t0, c0 = clock(), cpu_clock()
-        policy.on_batch_end(plan, fin)
+        try:
+            policy.on_batch_end(plan, fin)
+        except Exception as e:
+            _user_failure(policy, "on_batch_end", len(builder) - 1, e)
         if timing:
             decide += clock() - t0
             decide_cpu += cpu_clock() - c0

@@ -33,7 +33,7 @@ from ..evaluation import evaluate
 from ..instance import Instance, Request
 from ..metrics.registry import METRICS, RateMetric, register_metric
 from ..metrics.serving import JctSlo, serving_metrics
-from ..policies import SimStats, get_spec, simulate_policy
+from ..policies import SimStats, SimulationTimeout, get_spec, simulate_policy
 from .load import achievable_rate, arrival_rate, certified_rate
 
 
@@ -189,6 +189,9 @@ class RateSearchResult:
     #: stability checks (:func:`confirm`), the sustainable rate's first, then the rates below
     #: it probed for one that holds; empty when not checked
     checks: tuple[Check, ...] = ()
+    #: the search or its stability check stopped at the deadline (``--time-limit``): the
+    #: rates are those probed until then
+    stopped: bool = False
 
     @property
     def at_rate(self) -> Probe | None:
@@ -265,19 +268,22 @@ class RateSearchResult:
                 "load": None if self.at_rate is None else self.at_rate.load,
                 "stable_rate": self.stable_rate, "counted_rate": self.counted_rate,
                 "checks": [c.to_dict() for c in self.checks],
-                "probes": [p.to_dict() for p in self.probes]}
+                "probes": [p.to_dict() for p in self.probes],
+                "stopped_at_time_limit": self.stopped}
 
 
 def probe(instance: Instance, policy: str, rate: float, metric: RateMetric, target: float,
           *, seed: int = 0, params: dict[str, Any] | None = None,
-          settings: dict[str, Any] | None = None, saturated: float | None = None) -> Probe:
+          settings: dict[str, Any] | None = None, saturated: float | None = None,
+          deadline: float | None = None) -> Probe:
     """Simulate ``policy`` at ``rate``, evaluate, and judge ``metric`` against ``target``;
     ``saturated``: the mix's saturated rate (``OfferedLoad.achievable_rate``) for the
     probe's load."""
     t0 = time.perf_counter()
     inst = at_rate(instance, rate, seed)
     stats = SimStats()
-    schedule = simulate_policy(inst, get_spec(policy).make(**(params or {})), stats=stats)
+    schedule = simulate_policy(inst, get_spec(policy).make(**(params or {})), stats=stats,
+                               deadline=deadline)
     ev = evaluate(inst, schedule)
     if not ev.feasible:
         raise RateSearchError(f"policy {policy!r} produced an infeasible schedule at rate "
@@ -316,11 +322,13 @@ def search(instance: Instance, policy: str, metric: str, target: float, lo: floa
            *, probes: int = 8, seed: int = 0, params: dict[str, Any] | None = None,
            settings: dict[str, Any] | None = None, progress: bool = True,
            confirm_factor: int = CONFIRM_FACTOR,
-           confirm_tries: int = CONFIRM_TRIES) -> RateSearchResult:
+           confirm_tries: int = CONFIRM_TRIES, deadline: float | None = None) -> RateSearchResult:
     """The highest probed rate in ``[lo, hi]`` meeting ``target`` (module docstring), then
     the stability check on the trace repeated ``confirm_factor`` times, at most
     ``confirm_tries`` checks (:func:`confirm`; ``confirm_factor = 0`` skips it, and the rate
-    is then not checked)."""
+    is then not checked). ``deadline`` (a ``time.perf_counter()`` value, a command's
+    ``--time-limit``): no probe starts after it and a probe running past it stops; the result
+    keeps the probes done and says :attr:`RateSearchResult.stopped`."""
     if not (math.isfinite(target)):
         raise RateSearchError(f"target must be a finite number, got {target!r}")
     if not (0 < lo < hi and math.isfinite(hi)):
@@ -336,8 +344,10 @@ def search(instance: Instance, policy: str, metric: str, target: float, lo: floa
     saturated = achievable_rate(instance)[0]  # the mix's: arrivals are redrawn anyway
 
     def run(rate: float) -> Probe:
+        if deadline is not None and time.perf_counter() >= deadline:
+            raise SimulationTimeout(f"{policy}: no time left for the probe at {rate:g} req/s")
         p = probe(instance, policy, rate, m, target, seed=seed, params=params,
-                  settings=settings, saturated=saturated)
+                  settings=settings, saturated=saturated, deadline=deadline)
         done.append(p)
         if progress:
             val = "n/a" if p.value is None else f"{p.value:.6g}"
@@ -347,25 +357,30 @@ def search(instance: Instance, policy: str, metric: str, target: float, lo: floa
         return p
 
     good, bad = None, None
-    if run(lo).meets:
-        good = lo
-        if run(hi).meets:
-            good, bad = hi, None
+    stopped = False
+    try:
+        if run(lo).meets:
+            good = lo
+            if run(hi).meets:
+                good, bad = hi, None
+            else:
+                bad = hi
         else:
-            bad = hi
-    else:
-        bad = lo
-    while good is not None and bad is not None and len(done) < probes:
-        mid = math.sqrt(good * bad)
-        if run(mid).meets:
-            good = mid
-        else:
-            bad = mid
+            bad = lo
+        while good is not None and bad is not None and len(done) < probes:
+            mid = math.sqrt(good * bad)
+            if run(mid).meets:
+                good = mid
+            else:
+                bad = mid
+    except SimulationTimeout:
+        stopped = True
     res = RateSearchResult(policy, m.name, float(target), good, bad, tuple(done),
-                           work_limit=work_limit_rate(instance))
-    if confirm_factor:
+                           work_limit=work_limit_rate(instance), stopped=stopped)
+    if confirm_factor and not stopped:
         res = confirm(res, instance, confirm_factor, seed=seed, params=params,
-                      settings=settings, lo=lo, tries=confirm_tries, progress=progress)
+                      settings=settings, lo=lo, tries=confirm_tries, progress=progress,
+                      deadline=deadline)
     return res
 
 
@@ -390,7 +405,8 @@ def _check(instance: Instance, result: RateSearchResult, rate: float, factor: in
 def confirm(result: RateSearchResult, instance: Instance, factor: int = CONFIRM_FACTOR, *,
             seed: int = 0, params: dict[str, Any] | None = None,
             settings: dict[str, Any] | None = None, lo: float | None = None,
-            tries: int = CONFIRM_TRIES, progress: bool = False) -> RateSearchResult:
+            tries: int = CONFIRM_TRIES, progress: bool = False,
+            deadline: float | None = None) -> RateSearchResult:
     """``result`` with the stability check: its sustainable rate probed again on ``factor`` x
     the trace (:func:`repeat_trace`, the same rate); a rate holds if the target is met there
     too and the mean latency grew at most :data:`LATENCY_GROWTH` times. When the sustainable
@@ -404,7 +420,8 @@ def confirm(result: RateSearchResult, instance: Instance, factor: int = CONFIRM_
     settings = dict(settings or {})
     m = check_settings(result.metric, settings)
     saturated = achievable_rate(instance)[0]
-    kw: dict[str, Any] = {"seed": seed, "params": params, "settings": settings}
+    kw: dict[str, Any] = {"seed": seed, "params": params, "settings": settings,
+                          "deadline": deadline}
     checks: list[Check] = []
 
     def run(rate: float) -> bool:
@@ -417,18 +434,21 @@ def confirm(result: RateSearchResult, instance: Instance, factor: int = CONFIRM_
                   f"{'holds' if c.holds else 'does not hold'}", file=sys.stderr, flush=True)
         return c.holds
 
-    if not run(good_rate):
-        bad: float = good_rate
-        held: float | None = None
-        low = lo if lo is not None else good_rate / 4
-        if low < bad and len(checks) < tries and run(low):
-            held = low
-        while held is not None and len(checks) < tries:
-            mid = math.sqrt(held * bad)
-            if run(mid):
-                held = mid
-            else:
-                bad = mid
+    try:
+        if not run(good_rate):
+            bad: float = good_rate
+            held: float | None = None
+            low = lo if lo is not None else good_rate / 4
+            if low < bad and len(checks) < tries and run(low):
+                held = low
+            while held is not None and len(checks) < tries:
+                mid = math.sqrt(held * bad)
+                if run(mid):
+                    held = mid
+                else:
+                    bad = mid
+    except SimulationTimeout:  # the checks done so far stand; no rate is counted unchecked
+        return dataclasses.replace(result, checks=tuple(checks), stopped=True)
     return dataclasses.replace(result, checks=tuple(checks))
 
 

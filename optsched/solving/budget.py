@@ -96,6 +96,9 @@ def plan_solve(estimate: ModelEstimate | None, seconds_left: float) -> SolvePlan
                      f"{estimate.describe()}; the solver gets {solver:.0f} s")
 
 
+#: the bound ladder's share of what is left when ``solve`` and ``compare`` start it (the rest:
+#: the warm start, the model or its LNS fallback, the report)
+LADDER_SHARE = 1 / 3
 #: the warm start's share of the budget: its policies stop there (the rest goes to the bound,
 #: the model or, when the model is skipped, to large-neighbourhood search)
 WARM_SHARE = 0.5
@@ -131,7 +134,7 @@ def command_seconds(time_limit: float) -> float:
     return max(0.1, float(time_limit) - elapsed())
 
 
-__all__ = ["MIN_LNS_SECONDS", "MIN_SOLVER_SECONDS", "OVERHEAD_SECONDS", "RESERVE_SECONDS",
+__all__ = ["LADDER_SHARE", "MIN_LNS_SECONDS", "MIN_SOLVER_SECONDS", "OVERHEAD_SECONDS", "RESERVE_SECONDS",
            "RUN_SLACK_SECONDS", "RUN_SLACK_SHARE", "SECONDS_PER_VARIABLE", "SMALL_MIN_SECONDS",
            "SMALL_MODEL_VARIABLES", "SMALL_OVERHEAD_SECONDS", "WARM_SHARE", "ModelEstimate",
            "SolvePlan", "command_seconds", "estimate_model", "overrun_note", "plan_solve",

@@ -82,7 +82,7 @@ def run_formulation(instance: Instance, method: MethodSpec) -> dict[str, Any]:
                         rel_gap=o["gap"], progress=False, params=dict(method.params))
     rep = solve(instance, method.name, method.objective, options=opts, warm_start=ws)
     ev = rep.evaluation
-    has_schedule = rep.status in (Status.OPTIMAL, Status.FEASIBLE) and ev is not None
+    has_schedule = rep.status.has_solution and ev is not None
     return {"status": str(rep.status),
             "objective": finite_or_none(rep.objective) if has_schedule else None,
             "bound": finite_or_none(rep.bound),

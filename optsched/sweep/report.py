@@ -29,7 +29,8 @@ from .cells import FAILED
 from .results import ResultsError, ResultStore
 
 TOL = 1e-9
-WITH_SCHEDULE = {"policy": (Status.FEASIBLE,), "formulation": (Status.OPTIMAL, Status.FEASIBLE)}
+WITH_SCHEDULE = {"policy": (Status.FEASIBLE,),
+                 "formulation": (Status.OPTIMAL, Status.RESTRICTED_OPTIMAL, Status.FEASIBLE)}
 MAX_LISTED = 20
 
 

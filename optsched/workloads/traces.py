@@ -144,7 +144,7 @@ def _detect_format(header: list[str], path: str) -> str:
 def _read_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     """Header, data rows and each data row's 1-based line number (blank lines skipped)."""
     try:
-        fh = open(path, newline="")
+        fh = open(path, newline="", encoding="utf-8-sig")  # a byte-order mark is not a header
     except OSError as e:
         raise InputFileError(f"{path}: cannot read trace file: {e.strerror or e}") from None
     with fh:
@@ -372,6 +372,12 @@ def select(
         hi = math.inf if end is None else float(end)
         if not (lo >= 0 and hi > lo):
             raise InstanceError(f"time window [{start}, {end}) is empty or negative")
+        last = float(t.arrival.max()) if t.n else 0.0
+        if math.isfinite(hi) and hi >= 1000 and hi > 2 * last:
+            warnings.warn(TraceWarning(
+                f"time window [{lo:g}, {hi:g}) reaches far past the trace's last arrival "
+                f"({last:.6g} s): the window is in seconds; was it given in milliseconds?"),
+                stacklevel=2)
         m = (t.arrival >= lo) & (t.arrival < hi)
         t = t.subset(m)
         t = Trace(**{**t.__dict__, "arrival": t.arrival - lo})

@@ -1,10 +1,39 @@
-"""``optsched bound``: the refusals of its command line (the rungs themselves are tested in
-tests/bounds/)."""
+"""``optsched bound``: its help, exit codes and refusals on the command line (the rungs
+themselves are tested in tests/bounds/)."""
 
 from __future__ import annotations
 
 import pytest
 from cli_helpers import one_line_error
+
+from optsched.bounds import bound_methods
+from optsched.cli import build_parser
+
+
+def test_help_lists_every_registered_method(capsys):
+    """Before: ``bound --help`` named a hand-written subset of the rungs and omitted
+    ``events``; the list is now read from the registry when the help is printed."""
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bound", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    listed = text.split("registered: ", 1)[1]
+    for name in bound_methods():
+        assert name in listed, name
+    assert "events" in listed
+
+
+def test_exact_out_of_time_exits_4_not_2(capsys):
+    """Before: ``bound --method exact`` stopping at its time limit exited 2, the code of bad
+    input. 40 requests in 1 s: no exact bound (the exhaustive search is for small instances,
+    the flow model does not fit the second), so the answer is undecided: exit 4, one line."""
+    from cli_helpers import run_cli
+    from paths import N40
+
+    rc, out, err = run_cli(capsys, "bound", N40, "--method", "exact", "--time-limit", 1)
+    assert rc == 4, err
+    assert out == "" and "no bound: exact:" in err and "Traceback" not in err
+    rc, _, err = run_cli(capsys, "bound", N40, "--method", "no-such-rung")
+    assert rc == 2, err  # bad input stays 2
 
 
 @pytest.mark.parametrize("method", ["best", "combinatorial", "request", "exact"])

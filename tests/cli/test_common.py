@@ -17,11 +17,13 @@ from paths import GOOD, N40, SHARED_DATA
 from trace_files import azure_csv
 
 from optsched.cli import build_parser, main
-from optsched.cost import UnitCost
+from optsched.cost import LinearCost, UnitCost
 from optsched.instance import Instance, Limits, Request
 from optsched.milp import available_backends
 from optsched.serving.load import offered_load
 
+#: a linear cost model with every coefficient stated (a partial one is refused)
+ZERO_LINEAR = {"kind": "linear", **{k: 0.0 for k in LinearCost().coefficients}}
 
 def instance_with(tmp_path, **changes) -> Path:
     d = json.loads(GOOD.read_text())
@@ -106,8 +108,8 @@ def test_malformed_schedule_files(capsys, tmp_path):
     ({"requests__0__prompt": 10**25}, "'prompt' must be an integer in 1..1099511627776"),
     ({"requests__1__arrival": 1e19}, "'arrival' must be a finite number in [0, 1e+12]"),
     ({"cost_model": {"preset": ["x"]}}, "'preset' must be a preset name"),
-    ({"cost_model": {"kind": "linear", "k0": 1e308}}, "coefficient k0 must be a finite number of at most"),
-    ({"cost_model": {"kind": "linear", "k0": 1.0, "preset": "whatever"}}, "unknown preset label 'whatever'"),
+    ({"cost_model": {**ZERO_LINEAR, "k0": 1e308}}, "coefficient k0 must be a finite number of at most"),
+    ({"cost_model": {**ZERO_LINEAR, "k0": 1.0, "preset": "whatever"}}, "unknown preset label 'whatever'"),
 ])
 def test_out_of_range_instances(capsys, tmp_path, changes, match):
     one_line_error(capsys, "info", instance_with(tmp_path, **changes), match=match)
@@ -209,7 +211,7 @@ def test_bad_encodings_exit_2(tmp_path, capsys, raw):
                                           ("-Infinity", "k0")])
 def test_nan_and_infinity_name_the_field(tmp_path, capsys, value, field):
     d = json.loads(GOOD.read_text())
-    d["cost_model"] = {"kind": "linear", "k0": 1.0}
+    d["cost_model"] = {**ZERO_LINEAR, "k0": 1.0}
     target = d["cost_model"] if field == "k0" else d["requests"][1]
     target[field] = "@@"
     f = tmp_path / "i.json"

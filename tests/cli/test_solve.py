@@ -62,3 +62,14 @@ def test_solve_refuses_prefix_ids_in_one_line(capsys):
     for form in ("infermax", "exhaustive", "hindsight"):
         one_line_error_no_stdout(capsys, "solve", "shared-prefix", "--formulation", form,
                                  "--time-limit", "20", match=f"{form}: cannot represent prefix")
+
+
+def test_an_undecided_hypothesis_exits_4_not_3(capsys):
+    """Before: "Unknown" (no schedule meeting the hypothesis found, none ruled out) exited 3,
+    the code of a solver crash. 40 requests in 2 s: the model does not fit, so the question
+    "is there a schedule 10% faster than vLLM" is left open, which is exit 4."""
+    rc, out, err = run_cli(capsys, "solve", N40, "--time-limit", 2, "--at-most", 0.9,
+                           "--than", "vllm", "--json")
+    d = json.loads(out)
+    assert d["status"] == "no_solution" and d["verdict"].startswith("Unknown:"), d["verdict"]
+    assert rc == 4, err

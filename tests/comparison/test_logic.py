@@ -73,3 +73,29 @@ def test_compare_runs_policies_on_a_shared_prefix_instance_without_a_bound():
     with pytest.raises(CompareInputError, match="prefix block ids") as e:
         compare(inst, ["vllm"], optimal=True, time_limit=10)
     assert "\n" not in str(e.value)
+
+
+def test_a_policy_stopped_at_the_time_limit_is_no_failure(monkeypatch):
+    """Before: ``compare --policies all`` exited 2 ("bad input") when some policies did not
+    finish within the limit: their rows were errors. A deadline already past stops every
+    policy; each row says so, and the exit code stays 0 unless a row failed or broke a rule."""
+    import time
+
+    from optsched.cli.compare import exit_code
+    from optsched.comparison.logic import run_policies
+    from optsched.data import load_instance
+    from optsched.policies import simulator
+    from optsched.solve_types import Status
+
+    monkeypatch.setattr(simulator, "DEADLINE_EVERY", 1)  # look at the clock every batch
+    rows = run_policies(load_instance(GOOD), ["fcfs", "vllm"], deadline=time.perf_counter() - 1)
+    assert [r.status for r in rows] == [Status.NO_SOLUTION] * 2
+    assert all(r.status_text == "stopped at the time limit" for r in rows)
+
+    class Cmp:
+        optimum = None
+
+    Cmp.rows = rows
+    assert exit_code(Cmp) == 0
+    Cmp.rows = rows + run_policies(load_instance(GOOD), ["no-such-policy"])
+    assert Cmp.rows[-1].status == Status.ERROR and exit_code(Cmp) == 2

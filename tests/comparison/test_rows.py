@@ -78,3 +78,30 @@ def test_comparison_summary_lists_every_row_and_ends_with_the_verdict():
     assert any(line.startswith("vllm ") for line in lines)
     assert any(line.startswith("sarathi ") for line in lines)
     assert lines[-1] == optsched.comparison.compare_verdict(cmp)
+
+
+def test_a_mean_ttft_optimum_that_starves_decodes_is_flagged():
+    """Before: compare reported the mean-TTFT optimum that evicts every request after its
+    first token (TPOT 4-32 s) without a word. Flagged when its mean TPOT is 5x the best
+    policy's; quiet at 4x and for any other objective."""
+    from types import SimpleNamespace as NS
+
+    from optsched.comparison.rows import starved_decodes
+
+    def row(kind, tpot, evictions=0):
+        ev = NS(feasible=True, metrics={"mean_tpot": tpot, "evictions": evictions})
+        return NS(kind=kind, evaluation=ev)
+
+    inst = optsched.Instance.from_dict({"name": "x", "limits": {
+        "kv_capacity": 8, "max_batch_tokens": 8, "max_prefill_tokens": None,
+        "max_batch_size": None, "block_size": 1}, "cost_model": {"kind": "unit"},
+        "requests": [{"id": "a", "arrival": 0, "prompt": 2, "output": 3}]})
+    policies = [row(RowKind.POLICY, 0.05), row(RowKind.POLICY, 0.08)]
+    starving = NS(objective="mean-ttft", instance=inst,
+                  rows=[*policies, row(RowKind.OPTIMUM, 4.0, evictions=40)])
+    text = starved_decodes(starving, policies)
+    assert "starves decodes" in text and "40 evictions" in text
+    fine = NS(objective="mean-ttft", instance=inst, rows=[*policies, row(RowKind.OPTIMUM, 0.2)])
+    assert starved_decodes(fine, policies) == ""  # 4x the best policy's 0.05
+    other = NS(objective="makespan", instance=inst, rows=starving.rows)
+    assert starved_decodes(other, policies) == ""

@@ -122,9 +122,10 @@ def test_view_is_read_only():
             self.view.m[0] = 5
             return super().next_batch()
 
-    from optsched.policies import simulate_policy
+    from optsched.policies import UserPolicyError, simulate_policy
 
-    with pytest.raises(ValueError):
+    # the write fails (ValueError: read-only), reported as the policy's own error
+    with pytest.raises(UserPolicyError, match=r"next_batch\(\) raised ValueError.*batch 0"):
         simulate_policy(inst([Request("a", 0, 1, 1)]), Writer())
 
 
@@ -405,3 +406,45 @@ def test_simulator_applies_swaps_like_the_evaluator():
 def test_simulator_refuses_swaps_without_host_memory():
     with pytest.raises(SimulationError, match="host KV 4 > host_capacity = 0"):
         simulate(swap_instance(host=None), SwapOnce())
+
+
+BROKEN_POLICY = '''
+from optsched.policies import Plan, Policy
+
+
+class Breaks(Policy):
+    """Prefills request 0 whole, then fails in next_batch at batch 2."""
+
+    def bind(self, view):
+        super().bind(view)
+        self.calls = 0
+
+    def on_arrivals(self, idx):
+        pass
+
+    def next_batch(self):
+        self.calls += 1
+        if self.calls == 3:
+            return {}["missing"]
+        return Plan([0], [1], [])
+
+    def on_batch_end(self, plan, finished):
+        pass
+'''
+
+
+def test_an_exception_in_a_users_policy_names_the_policy_hook_and_batch(tmp_path, capsys):
+    """Before: "optsched simulate: internal error: KeyError: 'missing' (please report it)",
+    exit 3, as if optsched had failed. The user's policy is input: exit 2, one line naming
+    the policy, the hook and the batch (the third next_batch call builds batch 2)."""
+    from cli_helpers import run_cli
+    from paths import GOOD
+
+    f = tmp_path / "mine.py"
+    f.write_text(BROKEN_POLICY)
+    rc, out, err = run_cli(capsys, "simulate", GOOD, "--policy", f"{f}:Breaks")
+    assert rc == 2 and out == ""
+    line = err.strip().splitlines()[-1]
+    assert "internal error" not in err and "Traceback" not in err
+    assert "Breaks" in line and "next_batch()" in line and "KeyError" in line
+    assert "at batch 2" in line

@@ -230,3 +230,37 @@ def test_at_rate_keeps_prefix_block_ids():
     out = at_rate(inst, 2.0, seed=1)
     assert [r.prefix for r in out.requests] == [(1, 2), (1, 3)]
     assert [r.prefix for r in repeat_trace(inst, 2).requests] == [(1, 2), (1, 3)] * 2
+
+
+def test_search_stops_at_its_deadline_with_the_probes_done():
+    """Before: ``capacity`` had no ``--time-limit``; a search ran every probe and check
+    whatever it cost. With a deadline already past, no probe starts: the result is empty and
+    says it stopped; with time enough it is the undisturbed search."""
+    import time
+
+    inst = synthetic()
+    res = search(inst, "vllm", "normalized-latency", 1.5, 0.05, 40.0, probes=7,
+                 progress=False, deadline=time.perf_counter() - 1)
+    assert res.stopped and res.probes == () and res.sustainable_rate is None
+    assert res.to_dict()["stopped_at_time_limit"] is True
+    free = search(inst, "vllm", "normalized-latency", 1.5, 0.05, 40.0, probes=7, progress=False,
+                  confirm_factor=0)
+    timed = search(inst, "vllm", "normalized-latency", 1.5, 0.05, 40.0, probes=7,
+                   progress=False, confirm_factor=0, deadline=time.perf_counter() + 600)
+    assert not timed.stopped and timed.sustainable_rate == free.sustainable_rate
+
+
+def test_capacity_takes_a_time_limit(tmp_path, capsys):
+    from cli_helpers import run_cli
+
+    f = tmp_path / "syn.json"
+    synthetic().save(f)
+    rc, out, err = run_cli(capsys, "capacity", f, "--policy", "vllm", "--metric",
+                           "normalized-latency", "--target", 1.5, "--rates", "0.05:40",
+                           "--time-limit", 0.001, "--json")
+    assert rc == 0, err
+    r = json.loads(out)["results"][0]
+    assert r["stopped_at_time_limit"] is True and r["probes"] == []
+    rc, _, err = run_cli(capsys, "capacity", f, "--policy", "vllm", "--metric",
+                         "normalized-latency", "--target", 1.5, "--time-limit", -1)
+    assert rc == 2 and "--time-limit" in err

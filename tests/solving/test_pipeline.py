@@ -193,3 +193,109 @@ def test_epoch_arrivals_solve_like_shifted_ones(objective):
     shift = off if objective == "makespan" else 0.0
     assert math.isclose(a.objective, b.objective + shift, rel_tol=1e-12, abs_tol=1e-6)
     assert any("shifted" in n for n in a.notes)
+
+
+def _report(status, objective, bound, restricted):
+    from optsched.solve_types import SolveReport
+
+    return SolveReport(status=status, objective=objective, bound=bound, gap=None, runtime=1.0,
+                       solver="highs", formulation="infermax", objective_kind="total-latency",
+                       warm_start=None, evaluation=None, schedule=None, restricted=restricted)
+
+
+def test_a_restricted_optimum_reads_restricted_optimal_with_the_certified_bound():
+    """Before: a batch-count-restricted model's optimum printed "optimal" 13.6244 with the
+    restricted model's bound 13.6244, where a feasible schedule reached 12.4454. The report
+    now keeps the status restricted-optimal and reports the certified bound (12.0 here) and
+    its gap (13.6244 - 12) / 13.6244."""
+    from optsched.solve_types import BoundResult, Status
+    from optsched.solving.pipeline import _certified
+
+    rep = _certified(_report(Status.RESTRICTED_OPTIMAL, 13.6244, 13.6244, True),
+                     BoundResult(12.0, "work", "total-latency"))
+    assert rep.status == Status.RESTRICTED_OPTIMAL and not rep.proven_optimal
+    assert rep.bound == 12.0 and rep.gap == pytest.approx((13.6244 - 12.0) / 13.6244)
+    assert any("holds for the restricted model only" in n for n in rep.notes)
+    # a solver bound below the certified one (a flow model's -3,182 s dual bound) is replaced
+    rep = _certified(_report(Status.FEASIBLE, 49.1684, -3181.98, False),
+                     BoundResult(35.1523, "work", "makespan"))
+    assert rep.bound == 35.1523 and rep.gap == pytest.approx((49.1684 - 35.1523) / 49.1684)
+    # a stronger solver bound stays
+    rep = _certified(_report(Status.FEASIBLE, 49.1684, 43.0, False),
+                     BoundResult(35.1523, "work", "makespan"))
+    assert rep.bound == 43.0
+
+
+def test_a_restricted_solve_is_not_called_optimal_unless_the_certified_bound_proves_it():
+    """The tight model with J = 6 slots is restricted (the certified horizon is larger). On
+    the three-request unit instance its optimum, total latency 9, meets the certified bound
+    9 (request rung: each request's own 3 steps), so the answer is proven after all; the
+    formulation alone says restricted-optimal."""
+    from optsched.formulations import Hypotheses
+    from optsched.formulations.base import solve_model
+    from optsched.solve_types import Status
+
+    inst = load_instance(GOOD)
+    opts = SolveOptions(time_limit=120, params={"batches": 6, "variant": "tight"})  # load
+    raw = solve_model(inst, "infermax", "total-latency", options=opts, hypotheses=Hypotheses(),
+                      warm_start=None)
+    assert raw.restricted and raw.status == Status.RESTRICTED_OPTIMAL and not raw.proven_optimal
+    rep = run(inst, "infermax", "total-latency", options=opts, warm_start=None,
+              lower="combinatorial")
+    assert rep.lower_bound is not None and rep.lower_bound.value == pytest.approx(9.0)
+    assert rep.objective == pytest.approx(9.0) and rep.status == Status.OPTIMAL
+    assert rep.bound == rep.lower_bound.value
+
+
+def test_the_formulation_gets_every_second_left_not_the_estimate_less_its_build(monkeypatch):
+    """Before: the solver got ``time left - estimated build`` (e.g. 25 s - 15 s spent - ~4 s
+    estimated = 5 s on the k0-dominated eviction family under load) even when the build took
+    a fraction of that, and the command ended early. The formulation's time limit covers its
+    own build, so it now gets what is left less the reserve."""
+    import time
+
+    import optsched.solving.pipeline as pipeline
+
+    seen = {}
+
+    def spy(instance, formulation, objective, *, options, **kw):
+        seen["limit"], seen["at"] = options.time_limit, time.perf_counter()
+        return real(instance, formulation, objective, options=options, **kw)
+
+    real = pipeline.solve_model
+    monkeypatch.setattr(pipeline, "solve_model", spy)
+    t0 = time.perf_counter()
+    rep = run(load_instance(GOOD), "infermax", "makespan",
+              options=SolveOptions(time_limit=60), warm_start="fcfs")
+    assert rep.plan is not None and rep.plan.build and rep.plan.solver_seconds is not None
+    left = 60 - (seen["at"] - t0)
+    assert seen["limit"] >= rep.plan.solver_seconds
+    assert seen["limit"] == pytest.approx(left - pipeline.RESERVE_SECONDS, abs=0.5)
+
+
+def test_solve_climbs_the_whole_ladder_within_a_third_of_its_budget(monkeypatch):
+    """Before: solve and compare certified with the cheapest rungs (combinatorial) and gave
+    the rest to search, though `bound` certifies more within seconds (conversation window:
+    15,001 against 23,577). The pipeline now asks the ``best`` ladder, with a budget ending a
+    third of the time left from its start; the answer is the largest rung found."""
+    import time
+
+    from optsched import bounds
+    from optsched.solve_types import BoundResult
+
+    calls = []
+
+    def spy(instance, objective, method, time_limit=None, budget=None, exact_solve=None):
+        calls.append((method, time.perf_counter(), None if budget is None else budget.deadline,
+                      budget is not None and budget.exact_solve is not None))
+        return BoundResult(1.0, "exact", objective, ladder={"work": 0.5, "exact": 1.0})
+
+    monkeypatch.setattr(bounds, "lower_bound", spy)
+    t0 = time.perf_counter()
+    rep = run(load_instance(GOOD), "infermax", "makespan", options=SolveOptions(time_limit=30),
+              warm_start="fcfs", lower="best")
+    method, at, deadline, has_exact = calls[0]
+    assert method == "best" and not has_exact  # the model solved next is the exact attempt
+    assert deadline == pytest.approx(at + (t0 + 30 - at) / 3, abs=0.05)
+    # the ladder's answer is the certified bound's start (the solver's proof of 6 tops it)
+    assert rep.lower_bound is not None and rep.lower_bound.ladder["exact"] == 1.0

@@ -220,3 +220,25 @@ def optsched_file() -> str:
 
     return optsched.__file__
 
+
+
+def test_a_csv_with_a_byte_order_mark_is_read(tmp_path):
+    """Before: a CSV saved by a spreadsheet (UTF-8 with a byte-order mark) was refused with
+    "unrecognised trace header" (the mark glued to the first column's name)."""
+    text = "arrived_at,num_prefill_tokens,num_decode_tokens\n0,5,5\n1.5,8,15\n"
+    plain, marked = write(tmp_path, text, "plain.csv"), tmp_path / "bom.csv"
+    marked.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    a, b = read_trace(plain), read_trace(marked)
+    assert list(b.arrival) == [0.0, 1.5] and list(b.prompt) == [5, 8]
+    assert list(a.arrival) == list(b.arrival) and list(a.output) == list(b.output)
+
+
+def test_a_window_given_in_milliseconds_is_flagged(tmp_path):
+    """Before: ``--window 0:600000`` on a trace of a few seconds passed without a word."""
+    p = write(tmp_path, "arrived_at,num_prefill_tokens,num_decode_tokens\n0,5,5\n1.5,8,15\n3,4,4\n")
+    with pytest.warns(TraceWarning, match="was it given in milliseconds"):
+        t = select(read_trace(p), start=0, end=600_000)
+    assert t.n == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert select(read_trace(p), start=0, end=2).n == 2

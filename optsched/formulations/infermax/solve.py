@@ -396,6 +396,7 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
               warm_start: WarmStart | None, J_param: int | None, slack: int,
               forced: bool) -> RawSolution:
     """The flow variant (``formulations/infermax.md`` section 9)."""
+    t0 = time.perf_counter()
     notes: list[str] = ["infermax variant flow (identical requests aggregated, eqs. F1-F10)"]
     ws, ub = _flow_warm_start(inst, objective, hyp, warm_start)
     whole = fo.whole_prefills_apply(inst, objective)
@@ -445,10 +446,9 @@ def _run_flow(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
     if fm.rem is not None:
         notes.append("flow F2c: kpm < 2 kpq, continuing chunks priced on the kpq' = kpm/2 chain "
                      "plus the remainder (kpq - kpm/2) c^2 bounded by perspective secants")
-    t_solve = time.perf_counter()
-    res = _solve_built(fm, ws, options, notes)
+    res = _solve_built(fm, ws, _left(options, t0), notes)
     left = None if options.time_limit is None else \
-        options.time_limit - (time.perf_counter() - t_solve)
+        options.time_limit - (time.perf_counter() - t0)
     if ws is not None and _values_disagree(fm, res) and (left is None or left >= 1.0):
         assert res.values is not None and res.objective is not None  # _values_disagree checked
         # seen with HiGHS 1.16: a MIP start accepted "in the reduced space" at a lower
@@ -483,6 +483,7 @@ def _run_fill(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
               warm_start: WarmStart | None, J_param: int | None, slack: int) -> RawSolution:
     """The fill variant (``formulations/infermax.md`` section 11): distinct requests, every
     prefill segment one entry (eq. G1), the flow model's rows over the states W, R, F."""
+    t0 = time.perf_counter()
     notes: list[str] = ["infermax variant fill (distinct requests, prefill segments merged, "
                         "eqs. G1-G7)"]
     ws, ub = _flow_warm_start(inst, objective, hyp, warm_start)
@@ -497,8 +498,17 @@ def _run_fill(inst: Instance, objective: str, hyp: Hypotheses, options: SolveOpt
     notes.append(_flow_horizon_note(J, jmax, ub))
     fm = fill.FillModel(inst, J, hyp, ub, objective, restricted=jmax is None or J < jmax)
     notes.append(f"fill: {fm.fixed} arc columns fixed at 0 (eq. G3)")
-    res = _solve_built(fm, ws, options, notes)
+    res = _solve_built(fm, ws, _left(options, t0), notes)
     return _decoded(fm, res, notes, jmax, J_param)
+
+
+def _left(options: SolveOptions, t0: float) -> SolveOptions:
+    """``options`` with the time limit less what building the model took since ``t0`` (the
+    run's start): the limit is the whole run's, as in the Big-M path, so the caller may give
+    the run all the time it has rather than guess the build time."""
+    if options.time_limit is None:
+        return options
+    return replace(options, time_limit=max(options.time_limit - (time.perf_counter() - t0), 0.5))
 
 
 def _flow_warm_start(inst: Instance, objective: str, hyp: Hypotheses,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,9 +19,14 @@ from optsched.formulations import Hypotheses, SolveOptions
 from optsched.formulations import infermax as ix
 from optsched.instance import Instance, Limits, Request
 from optsched.objectives import MODELLED
+from optsched.policies import simulate
 from optsched.schedule import Schedule
 from optsched.solving import solve
 from optsched.testing import instances, valid_schedules
+
+#: an explicit ``batches=J`` below the certified horizon restricts the model: its optimum is
+#: restricted-optimal; the objectives asserted beside are the hand-derived optima either way
+OPTIMA = ("optimal", "restricted-optimal")
 
 REL = 1e-6
 
@@ -126,7 +132,7 @@ def test_hand_derived_optimum(variant, objective, no_ev):
     inst = two_requests()
     rep = solve(inst, "infermax", objective, options=opts(params={"variant": variant}),
                 hypotheses=Hypotheses(no_evictions=no_ev), warm_start=None)
-    assert rep.status == "optimal", rep.message
+    assert rep.status in OPTIMA, rep.message
     assert math.isclose(rep.objective, HAND[objective, no_ev], rel_tol=REL)
     assert rep.bound <= rep.objective * (1 + REL)
     if no_ev:
@@ -142,7 +148,7 @@ def test_hand_derived_linear_chunking():
                     LinearCost(k0=1, k1=0.1, kpq=0.01, kpm=0.02), (Request("a", 0.0, 3, 1),))
     for variant in ix.VARIANTS:
         rep = solve(inst, "infermax", "makespan", options=opts(params={"variant": variant}))
-        assert rep.status == "optimal" and math.isclose(rep.objective, 2.39, rel_tol=REL)
+        assert rep.status in OPTIMA and math.isclose(rep.objective, 2.39, rel_tol=REL)
 
 
 def test_online_arrival_idles_until_arrival():
@@ -151,7 +157,7 @@ def test_online_arrival_idles_until_arrival():
                     (Request("A", 0.0, 1, 2), Request("B", 5.0, 1, 2)))
     for obj, want in (("makespan", 7.0), ("total-latency", 4.0), ("mean-ttft", 1.0)):
         rep = solve(inst, "infermax", obj, options=opts())
-        assert rep.status == "optimal" and math.isclose(rep.objective, want, rel_tol=REL), obj
+        assert rep.status in OPTIMA and math.isclose(rep.objective, want, rel_tol=REL), obj
 
 
 # ---------------------------------------------------------------- hypotheses
@@ -161,7 +167,7 @@ def test_at_most_below_optimum_is_infeasible():
                 hypotheses=Hypotheses(at_most=2.9), warm_start=None)
     assert rep.status == "infeasible"
     rep = solve(inst, "infermax", "makespan", options=opts(), hypotheses=Hypotheses(at_most=3.0))
-    assert rep.status == "optimal" and math.isclose(rep.objective, 3.0)
+    assert rep.status in OPTIMA and math.isclose(rep.objective, 3.0)
 
 
 def test_force_forbid_order():
@@ -169,17 +175,17 @@ def test_force_forbid_order():
     # order: B completes no later than A -> B is the one that decodes first
     rep = solve(inst, "infermax", "total-latency", options=opts(),
                 hypotheses=Hypotheses(order=(("B", "A"),)))
-    assert rep.status == "optimal" and math.isclose(rep.objective, 5.0)
+    assert rep.status in OPTIMA and math.isclose(rep.objective, 5.0)
     ev = rep.evaluation
     assert ev.completion[1] <= ev.completion[0]
     # forbid B in batch 0: the eviction trick just moves (empty batches take no time)
     rep = solve(inst, "infermax", "makespan", options=opts(),
                 hypotheses=Hypotheses(forbid=(("B", 0),)))
-    assert rep.status == "optimal" and math.isclose(rep.objective, 3.0)
+    assert rep.status in OPTIMA and math.isclose(rep.objective, 3.0)
     assert "B" not in [r for r, _ in rep.schedule.batch(0).entries]
     rep = solve(inst, "infermax", "makespan", options=opts(),
                 hypotheses=Hypotheses(force=(("B", 2),)))
-    assert rep.status == "optimal"
+    assert rep.status in OPTIMA
     assert "B" in [r for r, _ in rep.schedule.batch(2).entries]
 
 
@@ -226,7 +232,7 @@ def test_backends_agree_on_the_optimum(backend):
     rep = solve(inst, "infermax", "total-latency", options=opts(solver=backend,
                                                                    params={"batches": 4}),
                 warm_start=None)
-    assert rep.status == "optimal", rep.message
+    assert rep.status in OPTIMA, rep.message
     assert math.isclose(rep.objective, 5.0, rel_tol=REL)
 
 
@@ -281,5 +287,56 @@ def test_telescoped_prefill_of_a_chunked_prompt_is_not_cut_off_by_the_batch_time
                    options=SolveOptions(time_limit=60, progress=False))
     # the telescoped pricing is the one tested
     assert "eqs. 24-26" in " ".join(ix.build(inst, "makespan", J=12, variant="tight").notes)
-    assert search.status == "optimal" and tight.status == "optimal", tight.message
+    assert search.status in OPTIMA and tight.status in OPTIMA, tight.message
     assert tight.objective == pytest.approx(search.objective, rel=1e-9)
+
+
+#: the k0-dominated eviction-family instance of instances/regressions/README.md
+K0_FAMILY = Path(__file__).resolve().parents[3] / "instances" / "regressions" / \
+    "evict-family-I64-k0.json"
+
+
+def test_k0_family_instance_is_the_reported_one():
+    """vLLM's makespan, by hand: 16 batches (each request alone: a whole 64-token prefill,
+    then 3 decodes; two prompts fill M = 128, so a decode beside another request's cache
+    does not fit) x k0 = 2 s, plus 4 x (64 + 3) = 268 tokens x k1 = 0.064 s, plus four
+    prefills' kpq c^2 = 4 x 64^2 x 1e-6 s: 32 + 17.152 + 0.016384 = 49.168384 s, the
+    49.16 s of the report; the flow F2c model is what auto builds for it."""
+    from optsched.formulations.infermax.solve import route
+
+    inst = Instance.load(K0_FAMILY)
+    s = simulate(inst, "vllm")
+    ev = evaluate(inst, getattr(s, "schedule", s))
+    assert ev.metrics["batches"] == 16
+    assert ev.objective("makespan") == pytest.approx(32 + 268 * 0.064 + 4 * 64 ** 2 * 1e-6)
+    assert route(inst, "makespan", Hypotheses(), "auto") == "flow"
+
+
+@pytest.mark.slow
+def test_k0_family_solve_never_reports_a_bound_below_the_certified_one():
+    """The flow model's dual bound on it was about -3,000 s after the time limit while the
+    ladder certifies 35.15 s: the report's bound is the larger, and the certified gap is
+    measured against it."""
+    from optsched.solving import run as solve_pipeline
+
+    rep = solve_pipeline(Instance.load(K0_FAMILY), "infermax", "makespan",
+                         options=SolveOptions(time_limit=25), warm_start="vllm",
+                         lower="combinatorial", fallback=True)
+    assert rep.lower_bound is not None and rep.lower_bound.value >= 35.15
+    if rep.objective is not None:
+        assert rep.bound is not None and rep.bound >= rep.lower_bound.value - 1e-9
+        assert rep.objective <= 49.168384 + 1e-6  # never worse than the vLLM warm start
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="open: the flow F2c model's LP relaxation is weak on "
+                   "this k0-dominated instance (dual bound about -3,000 s at the root) and the "
+                   "tight eq. 27 model reaches 43.16 s, not the optimum near 49.17 s, in 25 s; "
+                   "instances/regressions/README.md")
+def test_k0_family_is_proven_within_25_s():
+    from optsched.solving import run as solve_pipeline
+
+    rep = solve_pipeline(Instance.load(K0_FAMILY), "infermax", "makespan",
+                         options=SolveOptions(time_limit=25), warm_start="vllm",
+                         lower="combinatorial", fallback=True)
+    assert rep.proven_optimal, (rep.status, rep.bound, rep.objective)
