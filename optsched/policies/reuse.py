@@ -30,13 +30,19 @@ from ..prefix import PrefixIndex
 from ..schedule import Schedule
 from .errors import SimulationError
 
-try:  # numba is a dependency; without it the walk runs as Python
-    from numba import njit
-except ImportError:  # pragma: no cover - only without numba
-    def njit(*args: Any, **kwargs: Any) -> Any:  # type: ignore[no-redef]
-        def wrap(f: Any) -> Any:
-            return f
-        return wrap
+#: the compiled walk of :func:`_auto_drops`, built on first use (numba loads only when a
+#: schedule needs drops, not when the simulator is imported)
+_KERNEL: dict[str, Any] = {}
+
+
+def _auto_drops_kernel() -> Any:
+    if "walk" not in _KERNEL:
+        try:  # numba is a dependency; without it the walk runs as Python
+            from numba import njit
+            _KERNEL["walk"] = njit(cache=True)(_auto_drops)
+        except ImportError:  # pragma: no cover - only without numba
+            _KERNEL["walk"] = _auto_drops
+    return _KERNEL["walk"]
 
 
 class BlockState:
@@ -146,7 +152,6 @@ class BlockState:
 # --- drops for a reuse-blind schedule ---------------------------------------------------------
 
 
-@njit(cache=True)
 def _auto_drops(bptr, e_req, e_tok, vptr, v_req, prompt, output, blk_ptr, blk, n_blocks, b):
     """Replay a schedule without hits (semantics section 3) and list, per batch, the resident
     blocks nobody holds after the batch's evictions (dense indices)."""
@@ -229,7 +234,7 @@ def auto_drops(instance: Instance, schedule: Schedule) -> Schedule:
         else np.arange(len(schedule.ids), dtype=np.int64)
     from ..runtime.numba_load import call  # lazy: numba loads only when a schedule needs drops
 
-    dptr, dense = call(_auto_drops, schedule.batch_ptr, idmap[schedule.entry_req],
+    dptr, dense = call(_auto_drops_kernel(), schedule.batch_ptr, idmap[schedule.entry_req],
                        schedule.entry_tokens, schedule.evict_ptr, idmap[schedule.evict_req],
                        instance.prompt, instance.output, ix.ptr, ix.block, ix.n_blocks,
                        ix.block_size)

@@ -95,8 +95,9 @@ def test_every_reuse_blind_formulation_refuses_prefix_ids_and_hit_schedules(name
     """A schedule that hits cached blocks can beat every reuse-blind one (docs/semantics.md
     section 6, "Prefix reuse"), so a reuse-blind optimum is not the instance's: refused in one
     line before any warm start; a warm start stating hits or drops would be mis-priced."""
+    objective = FORMULATIONS.get(name).objectives[0]  # one it models (hindsight-ff: total latency)
     with pytest.raises(FormulationError, match=f"{name}: cannot represent prefix reuse") as e:
-        solve(shared_instance(), name, warm_start=None)
+        solve(shared_instance(), name, objective, warm_start=None)
     assert "\n" not in str(e.value)
     hits = Schedule.from_dict({"batches": [{"entries": [["a", 5]]},
                                            {"entries": [["a", 1], ["b", 3]], "hits": [["b", 2]]},
@@ -104,7 +105,7 @@ def test_every_reuse_blind_formulation_refuses_prefix_ids_and_hit_schedules(name
     plain = shared_instance().replace(requests=tuple(
         Request(r.id, r.arrival, r.prompt, r.output) for r in shared_instance().requests))
     with pytest.raises(FormulationError, match="hits or drops prefix blocks"):
-        solve(plain, name, warm_start=hits)
+        solve(plain, name, objective, warm_start=hits)
 
 
 def test_direct_entry_points_refuse_prefix_ids():

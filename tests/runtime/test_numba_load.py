@@ -106,5 +106,6 @@ def test_the_simulator_and_evaluator_kernels_load_without_refresh():
     out = subprocess.run([sys.executable, "-c", SIMULATE], env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == {"same": True, "loaded": ["simulate_unified", "replay"],
+    assert json.loads(out.stdout) == {"same": True,
+                                      "loaded": ["simulate_unified", "replay", "token_gaps"],
                                       "evaluated": True, "refreshed": False}

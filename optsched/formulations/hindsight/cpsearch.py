@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...instance import Instance
+from ...solve_types import Status
 from .floors import footprint, separation_intervals
 
 #: reduced costs are scaled by this and rounded down (H25)
@@ -55,11 +56,11 @@ class SearchSpace:
 
 @dataclass(frozen=True)
 class SearchResult:
-    """What CP-SAT found: ``status`` (optimal, infeasible, feasible, unknown), its best starts
-    (None when it found none), its lower bound on the objective over the search space (None
-    when it has none) and its wall time."""
+    """What CP-SAT found: ``status`` (optimal, infeasible, feasible; no_solution when it
+    decided nothing), its best starts (None when it found none), its lower bound on the
+    objective over the search space (None when it has none) and its wall time."""
 
-    status: str
+    status: Status
     starts: np.ndarray | None
     bound: float | None
     seconds: float
@@ -99,7 +100,7 @@ def search(instance: Instance, sp: SearchSpace, bound: float, target: float, *,
     O = instance.output.astype(np.int64)
     const = float(O.sum()) - float(instance.arrival.sum())
     if any(s.size == 0 for s in sp.starts):
-        return SearchResult("infeasible", None, None, time.perf_counter() - t0)
+        return SearchResult(Status.INFEASIBLE, None, None, time.perf_counter() - t0)
     m = cp_model.CpModel()
     t = [m.new_int_var_from_domain(cp_model.Domain.from_values(sp.starts[i].tolist()), f"t{i}")
          for i in range(n)]
@@ -118,11 +119,12 @@ def search(instance: Instance, sp: SearchSpace, bound: float, target: float, *,
     status = solver.solve(m)
     secs = time.perf_counter() - t0
     if status == cp_model.INFEASIBLE:
-        return SearchResult("infeasible", None, None, secs)
+        return SearchResult(Status.INFEASIBLE, None, None, secs)
     found = None
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         found = np.array([solver.value(v) for v in t], np.int64)
-    name = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible"}.get(status, "unknown")
+    name = {cp_model.OPTIMAL: Status.OPTIMAL, cp_model.FEASIBLE: Status.FEASIBLE}.get(
+        status, Status.NO_SOLUTION)
     lb = solver.best_objective_bound + const if status != cp_model.MODEL_INVALID else None
     return SearchResult(name, found, lb, secs)
 
