@@ -85,7 +85,7 @@ def test_flow_optimum_equals_exhaustive_search(objective, data, random_cost):
     assume(ex.status == "optimal")
     fl = solve(inst, "infermax", objective,
                options=SolveOptions(time_limit=20, progress=False, params={"variant": "flow"}))
-    assert fl.status in ("optimal", "feasible"), (fl.status, fl.message, fl.notes)
+    assert fl.status in ("optimal", "restricted-optimal", "feasible"), (fl.status, fl.message, fl.notes)
     # under load the 20 s limit can end before HiGHS has any dual bound: then there is none
     assert fl.status == "feasible" or fl.bound is not None
     assert fl.bound is None or fl.bound <= fl.objective * (1 + 1e-9)
