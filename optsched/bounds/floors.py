@@ -93,8 +93,20 @@ class Floors:
         return min(cap, lim.max_batch_size) if lim.max_batch_size is not None else cap
 
     @cached_property
+    def computed_prompt(self) -> np.ndarray:
+        """Prompt tokens ``i``'s last prefill pass computes at least: all ``I`` of them
+        (:class:`~optsched.bounds.reuse_floors.ReuseFloors` subtracts the possible hits)."""
+        return self.instance.prompt
+
+    @cached_property
+    def hit_offset(self) -> np.ndarray:
+        """Where those computed tokens start at the latest: 0 (position of the first; a hit
+        of ``L`` tokens starts them at ``L``, bounds.md B18)."""
+        return np.zeros(self.instance.n, np.int64)
+
+    @cached_property
     def kmin(self) -> np.ndarray:
-        return -(-self.instance.prompt // self.prefill_cap)
+        return -(-self.computed_prompt // self.prefill_cap)
 
     @cached_property
     def own_batches(self) -> np.ndarray:  # F1
@@ -121,12 +133,15 @@ class Floors:
 
         With ``Q = sum c^2``: ``sum c*m = (I^2 - Q) / 2``, so the quadratic terms are
         ``kpm I^2 / 2 + (kpq - kpm / 2) Q`` with ``I^2 / k <= Q <= I * min(I, cap)``;
-        ``kpl * m >= 0`` is dropped."""
+        ``kpl * m >= 0`` is dropped. With hits (B18) ``I`` is the computed part ``u`` starting
+        at position ``L``, which adds ``kpm * L * u`` (every computed token sees the ``L``
+        tokens before it)."""
         k = self.k
-        I = self.instance.prompt.astype(np.float64)
+        I = self.computed_prompt.astype(np.float64)
+        L = self.hit_offset.astype(np.float64)
         kmin = self.kmin.astype(np.float64)
         a = k["kpq"] - k["kpm"] / 2
-        base = k["k1"] * I + k["kpm"] * I * I / 2
+        base = k["k1"] * I + k["kpm"] * I * I / 2 + k["kpm"] * L * I
         if a <= 0:  # fewer, larger chunks are cheaper: Q at its largest, k at its least
             return base + a * I * np.minimum(I, self.prefill_cap) + kmin * per_chunk
         # k * per_chunk + a I^2 / k: convex in k, best at sqrt(a I^2 / per_chunk)
@@ -184,7 +199,9 @@ class Floors:
         S = (np.arange(total, dtype=np.int64)
              + np.repeat(inst.prompt[has] + 1 - first, steps[has])).astype(np.float64)
         dec = (k["k1"] + k["kdr"] - k["kdm"]) + k["kdm"] * S
-        ref = k["kpr"] + k["k1"] * S + self._quad_floor(S)
+        # a refill computes the S - L tokens after its possible hits, each seeing >= L (B18)
+        L = np.repeat(self.hit_offset[has], steps[has]).astype(np.float64)
+        ref = k["kpr"] + k["k1"] * (S - L) + k["kpm"] * L * (S - L) + self._quad_floor(S - L)
         entry, chain = np.zeros(inst.n), np.zeros(inst.n)
         entry[has] = np.add.reduceat(np.minimum(dec, ref), first)
         dec += k["k0"] + k["kdb"]

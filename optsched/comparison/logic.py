@@ -199,12 +199,13 @@ def compare(instance: Instance, policies: str | Sequence[str] = (),
         lower = None
         notes.append("no certified lower bound: the instance enables hidden cache, which the "
                      "bounds do not model (docs/semantics.md section 6)")
-    elif instance.has_prefix and not bound_methods()["combinatorial"].reuse_aware:
+    elif instance.has_prefix and not any(m.reuse_aware and objective in m.objectives
+                                         for m in bound_methods().values() if m.name != "best"):
         lower = None
-        notes.append("no certified lower bound: the instance's requests list prefix block "
-                     "ids, and the bounds do not model prefix reuse (docs/semantics.md "
-                     "section 6)")
-    else:
+        notes.append(f"no certified lower bound: the instance's requests list prefix block "
+                     f"ids, and no bound of {objective} models prefix reuse "
+                     "(docs/semantics.md section 6)")
+    else:  # with block ids ``best`` climbs the reuse-aware rungs only
         lower = lower_bound(instance, objective, "best", budget=_bound_budget(budget, optimal))
     opt, rep = None, None
     if optimal:

@@ -78,7 +78,11 @@ def test_every_reuse_blind_rung_refuses_an_instance_with_prefix_ids(method):
         assert "\n" not in str(e.value)
 
 
-def test_best_refuses_in_one_line_when_no_rung_models_prefix_reuse():
+def test_best_refuses_in_one_line_when_no_rung_models_prefix_reuse(monkeypatch):
+    import optsched.bounds.best as best
+
+    blind = [m for m in best.rungs(cheap=False, below=best.RANK) if not m.reuse_aware]
+    monkeypatch.setattr(best, "rungs", lambda **_: blind)
     with pytest.raises(BoundError, match="no rung of the ladder models prefix reuse") as e:
         lower_bound(shared_instance(), "total-latency", "best")
     assert "\n" not in str(e.value) and "combinatorial" not in str(e.value)

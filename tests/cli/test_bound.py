@@ -36,9 +36,24 @@ def test_exact_out_of_time_exits_4_not_2(capsys):
     assert rc == 2, err  # bad input stays 2
 
 
-@pytest.mark.parametrize("method", ["best", "combinatorial", "request", "exact"])
+@pytest.mark.parametrize("method", ["combinatorial", "request", "exact"])
 def test_bound_refuses_prefix_ids_in_one_line(capsys, method):
-    """No rung models prefix reuse yet (docs/semantics.md section 6): a reuse-blind bound is
-    not a lower bound when hits skip prefill work, so the command exits 2 with one line."""
+    """A reuse-blind rung (docs/semantics.md section 6) is not a lower bound when hits skip
+    prefill work, so the command exits 2 with one line."""
     one_line_error(capsys, "bound", "shared-prefix", "--method", method,
                    match="prefix reuse", stdout_empty=True)
+
+
+def test_bound_best_on_prefix_ids_climbs_the_reuse_aware_rungs(capsys):
+    """With block ids ``best`` climbs only the rungs valid with prefix reuse (bounds.md B18),
+    names the one that gave the bound, and says which rungs it left out."""
+    import json
+
+    from cli_helpers import run_cli
+
+    rc, out, err = run_cli(capsys, "bound", "shared-prefix", "--method", "best", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["method"] in ("reuse-request", "reuse-work")
+    assert "does not model prefix reuse" in err or any(
+        "does not model prefix reuse" in n for n in doc.get("notes", []))

@@ -57,9 +57,10 @@ def test_compare_runs_policies_on_a_hidden_cache_instance_without_a_bound(tmp_pa
         compare(inst, ["vllm"], optimal=True, time_limit=10)
 
 
-def test_compare_runs_policies_on_a_shared_prefix_instance_without_a_bound():
-    """No rung models prefix reuse, so compare reports no certified lower bound (a note says
-    why), runs no LNS row and no goodput ceiling, and refuses --optimal in one line."""
+def test_compare_on_a_shared_prefix_instance_bounds_with_the_reuse_aware_rungs():
+    """With block ids compare's certified bound comes from the rungs valid with prefix reuse
+    (formulations/bounds.md B18), below every policy; it runs no goodput ceiling and refuses
+    --optimal in one line (no formulation models reuse)."""
     from handworked import shared_instance
 
     from optsched.comparison import CompareInputError, compare
@@ -68,7 +69,9 @@ def test_compare_runs_policies_on_a_shared_prefix_instance_without_a_bound():
     cmp = compare(inst, ["vllm-apc", "vllm"], time_limit=10, improve_seconds=1.0)
     assert [r.label for r in cmp.rows] == ["vllm-apc", "vllm"]
     assert all(r.evaluation.feasible for r in cmp.rows)
-    assert cmp.lower_bound is None and any("prefix block ids" in n for n in cmp.notes)
+    assert cmp.lower_bound is not None
+    assert cmp.lower_bound.method in ("reuse-request", "reuse-work")
+    assert all(cmp.lower_bound.value <= r.objective for r in cmp.rows)
     assert cmp.goodput is None
     with pytest.raises(CompareInputError, match="prefix block ids") as e:
         compare(inst, ["vllm"], optimal=True, time_limit=10)

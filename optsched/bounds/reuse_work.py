@@ -1,0 +1,89 @@
+"""Bound ``reuse-work``: the server's busy time with prefix reuse (``formulations/bounds.md``
+B18: B4-B6 with :class:`~optsched.bounds.reuse_floors.ReuseFloors`).
+
+* makespan (B5): the batches holding the requests that arrive at or after ``t`` compute
+  each one's unskippable prompt tokens, and once every block that only they list, and only
+  at shareable positions (its first computation is by one of them, after ``t``);
+* total latency / mean TTFT (B6): the ``k``-th completion (first token) comes after every
+  batch that computed a block one of the first ``k`` requests hit, so the busy time before
+  it counts each request's share of those blocks (B18), and the KV area counts a block held
+  by several of them once.
+
+Valid whatever the cache holds: the blocks are counted as an unbounded cache would need
+them (computed once); a finite cache only adds recomputation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..solve_types import Objective
+from .base import BoundResult, Budget, register_bound
+from .reuse_floors import ReuseFloors
+from .reuse_request import reuse_request_floors
+from .work import _suffix, busy_floor, prefill_busy_floor
+
+
+def suffix_block_tokens(instance, order: np.ndarray) -> np.ndarray:
+    """Per suffix ``order[s:]`` (requests sorted by arrival), ``b`` times the blocks listed
+    only by requests of the suffix and by each only at a shareable position."""
+    n = instance.n
+    idx = instance.prefix_index
+    if idx is None:
+        return np.zeros(n)
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n)
+    req = np.repeat(np.arange(n), idx.listed)
+    pos = np.arange(idx.n_listed) - idx.ptr[req]
+    first = np.full(idx.n_blocks, n, np.int64)
+    np.minimum.at(first, idx.block, rank[req])
+    fixed = np.bincount(idx.block[pos >= idx.shareable[req]], minlength=idx.n_blocks) > 0
+    count = np.bincount(first[~fixed], minlength=n)[:n].astype(np.float64)
+    return instance.limits.block_size * _suffix(count)
+
+
+def reuse_makespan_floor(instance) -> float:
+    """B5 with reuse: ``max_t t + busy(requests arriving at or after t)``."""
+    f = ReuseFloors.of(instance)
+    order = np.argsort(instance.arrival, kind="stable")
+    a = instance.arrival[order]
+    blocks = suffix_block_tokens(instance, order)
+
+    def s(x, op=np.add):
+        return _suffix(np.asarray(x)[order], op)
+
+    busy = busy_floor(f, s(f.own_batches, np.maximum), s(f.tokens) + blocks, s(f.area),
+                      s(f.own_batches), s(f.kmin, np.maximum), s(f.computed_prompt) + blocks,
+                      s(f.kmin), s(f.entry_cost))
+    return float((a + busy).max())
+
+
+def reuse_order_statistic_floor(instance, objective: str) -> float:
+    """B6 with reuse: sum over k of a floor on the k-th completion (first token)."""
+    f = ReuseFloors.of(instance)
+    a_min = float(instance.arrival.min())
+
+    def p(x, op=np.add):
+        return op.accumulate(np.sort(np.asarray(x)))
+
+    prompt = f.computed_prompt + f.block_tokens
+    if objective == Objective.MEAN_TTFT:
+        busy = prefill_busy_floor(f, np.sort(f.kmin), p(prompt), p(f.kmin),
+                                  p(f.prefill_area), p(f.prefill_entry_cost))
+    else:
+        busy = busy_floor(f, np.sort(f.own_batches), p(f.tokens + f.block_tokens), p(f.area),
+                          p(f.own_batches), np.sort(f.kmin), p(prompt), p(f.kmin),
+                          p(f.entry_cost))
+    own = np.sort(reuse_request_floors(instance, objective))
+    total = float(np.maximum(own, a_min + busy).sum() - instance.arrival.sum())
+    return total / instance.n if objective == Objective.MEAN_TTFT else total
+
+
+@register_bound("reuse-work", "busy time of the server charging only what prefix reuse "
+                "cannot save: unskippable prompt tokens, each shared block computed once, "
+                "shared KV counted once (B18, B4-B6), O(n log n); valid with prefix reuse",
+                rank=22, reuse_aware=True)
+def reuse_work_bound(instance, objective: str, budget: Budget) -> BoundResult:
+    v = reuse_makespan_floor(instance) if objective == Objective.MAKESPAN else \
+        reuse_order_statistic_floor(instance, objective)
+    return BoundResult(v, "reuse-work", objective)
