@@ -27,6 +27,9 @@ is in ``formulations/bounds.md``. The built-in ones, in ladder order:
 * ``exact`` -- the exhaustive search / InferMax flow model when they fit (B8), solved by the
   one solve pipeline, which the caller hands down (``exact_solve``; the top-level
   ``optsched.lower_bound`` does);
+* ``reuse-request``, ``reuse-work``, ``reuse-srpt`` -- B3, B4-B6 and B7 valid with prefix reuse
+  (B18: only what a hit cannot skip, shared blocks computed and held once); the only rungs
+  ``best`` climbs on an instance with block ids;
 * ``best`` -- the ladder within the time limit: ``combinatorial``, then every other rung that
   is not ``cheap`` and ranks below it, in rank order.
 

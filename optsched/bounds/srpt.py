@@ -104,7 +104,7 @@ def job_works(f: Floors, objective: str, mix) -> np.ndarray:
     if objective == Objective.MEAN_TTFT:
         h = k["k0"] + k["kpb"]
         share = (lk * f.prefill_area / lim.kv_capacity
-                 + lt * f.instance.prompt / lim.prefill_budget + lc * f.kmin / f.max_entries)
+                 + lt * f.computed_prompt / lim.prefill_budget + lc * f.kmin / f.max_entries)
         return f.prefill_entry_cost + h * share
     share = (lk * f.area / lim.kv_capacity + lt * f.tokens / lim.max_batch_tokens
              + lc * f.own_batches / f.max_entries)

@@ -60,7 +60,7 @@ def _below(inst: Instance, policies: tuple[str, ...]) -> None:
         assert ev.feasible, p
         values[p] = ev
     for objective in ("makespan", "total-latency", "mean-ttft"):
-        for rung in REUSE_RUNGS:
+        for rung in (r for r in REUSE_RUNGS if objective in bound_methods()[r].objectives):
             b = optsched.lower_bound(inst, objective, rung, time_limit=2.0).value
             for p, ev in values.items():
                 assert_bound_valid({rung: b}, ev.objective(objective), f"policy {p}", inst)
