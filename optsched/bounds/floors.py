@@ -105,6 +105,11 @@ class Floors:
         return np.zeros(self.instance.n, np.int64)
 
     @cached_property
+    def refill_offset(self) -> np.ndarray:
+        """Where a refill's computed tokens start at the latest: 0 (B2; with hits, B18)."""
+        return np.zeros(self.instance.n, np.int64)
+
+    @cached_property
     def kmin(self) -> np.ndarray:
         return -(-self.computed_prompt // self.prefill_cap)
 
@@ -200,7 +205,7 @@ class Floors:
              + np.repeat(inst.prompt[has] + 1 - first, steps[has])).astype(np.float64)
         dec = (k["k1"] + k["kdr"] - k["kdm"]) + k["kdm"] * S
         # a refill computes the S - L tokens after its possible hits, each seeing >= L (B18)
-        L = np.repeat(self.hit_offset[has], steps[has]).astype(np.float64)
+        L = np.repeat(self.refill_offset[has], steps[has]).astype(np.float64)
         ref = k["kpr"] + k["k1"] * (S - L) + k["kpm"] * L * (S - L) + self._quad_floor(S - L)
         entry, chain = np.zeros(inst.n), np.zeros(inst.n)
         entry[has] = np.add.reduceat(np.minimum(dec, ref), first)

@@ -5,16 +5,20 @@ A request ``i`` lists ``P`` blocks of ``b`` tokens, the first ``H`` of them shar
 hit skips at most ``L = H*b <= I - 1`` prompt tokens and only tokens before position ``L``.
 Whatever the cache holds (an unbounded one included), in ANY feasible schedule:
 
-* the last prefill pass of ``i`` computes every prompt position ``L .. I-1``:
-  ``u = I - L >= 1`` tokens, each seeing at least ``L`` tokens before it (F1, F4, F5 with
-  ``u`` computed tokens from offset ``L``); a refill between tokens likewise;
+* before its first token ``i`` computes every prompt position ``L' .. I-1`` at least once,
+  ``L' <= L`` the leading shareable blocks another request lists too (a block only ``i``
+  lists is resident only if ``i`` computed it): ``u = I - L' >= 1`` tokens, each seeing at
+  least its position's tokens before it (F1, F4, F5 with ``u`` computed tokens from offset
+  ``L'``); a refill between tokens computes positions ``L .. S-1`` (it may hit ``i``'s own
+  cached blocks);
 * ``i``'s *private* KV (semantics rule 4) after the batch generating token ``g`` is
   ``fp(I + g - 1 - P*b)``; its ``P`` listed blocks are resident then too, but count once
   however many requests hold them: request ``i`` is charged ``b * sum_x 1/n_x`` of them
   (``n_x`` the requests listing ``x``), which over any set of requests is at most the
   distinct blocks it holds (F3 with sharing);
-* a block ``x`` listed only at shareable positions must be computed once, by one of its
-  ``n_x`` listers, before any of them hits it: each is charged ``b / n_x`` computed tokens.
+* a block ``x`` listed by ``n_x >= 2`` requests, only at shareable positions, must be
+  computed once, by one of them, before any of them hits it: each is charged ``b / n_x``
+  computed tokens.
   This share is *not* the request's own work: it bounds the work of all batches before the
   request's first token (B18's order statistics), never one request's own time;
 * the per-batch entry count loses its memory cap: requests that share blocks can hold less
@@ -64,16 +68,43 @@ class ReuseFloors(Floors):
         return np.zeros(self.instance.n, np.int64) if idx is None else np.asarray(idx.listed)
 
     @cached_property
-    def hit_offset(self) -> np.ndarray:
-        """``L = H*b``: the most prompt tokens a hit can skip."""
+    def refill_offset(self) -> np.ndarray:
+        """``L = H*b``: the most prompt tokens a hit can skip (a refill may hit blocks the
+        request computed itself before its eviction)."""
         idx = self.instance.prefix_index
         if idx is None:
             return np.zeros(self.instance.n, np.int64)
         return np.asarray(idx.shareable, np.int64) * self.instance.limits.block_size
 
     @cached_property
+    def _listing(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per listed block: its request, its position, whether it is shareable there, and
+        ``n_x`` (the requests listing it)."""
+        idx = self.instance.prefix_index
+        assert idx is not None
+        req = np.repeat(np.arange(self.instance.n), idx.listed)
+        pos = np.arange(idx.n_listed) - idx.ptr[req]
+        n_x = np.bincount(idx.block, minlength=idx.n_blocks)[idx.block]
+        return req, pos, pos < idx.shareable[req], n_x
+
+    @cached_property
+    def hit_offset(self) -> np.ndarray:
+        """``L' = b *`` the leading shareable blocks that another request lists too: before
+        its first token the request computes every position from ``L'`` on at least once
+        itself (a block only it lists is resident only if it computed it, in this pass or an
+        earlier one). ``L' <= L``."""
+        idx = self.instance.prefix_index
+        if idx is None:
+            return np.zeros(self.instance.n, np.int64)
+        req, pos, shareable, n_x = self._listing
+        first_own = np.asarray(idx.shareable, np.int64).copy()
+        own = shareable & (n_x == 1)
+        np.minimum.at(first_own, req[own], pos[own])
+        return first_own * self.instance.limits.block_size
+
+    @cached_property
     def computed_prompt(self) -> np.ndarray:
-        """``u = I - L``: prompt tokens the last prefill pass computes at least."""
+        """``u = I - L'``: prompt tokens the request computes itself before its first token."""
         return self.instance.prompt - self.hit_offset
 
     @cached_property
@@ -94,15 +125,14 @@ class ReuseFloors(Floors):
         idx = inst.prefix_index
         if idx is None:
             return np.zeros(inst.n), np.zeros(inst.n)
-        req = np.repeat(np.arange(inst.n), idx.listed)
-        pos = np.arange(idx.n_listed) - idx.ptr[req]
-        shareable = pos < idx.shareable[req]
-        n_x = np.bincount(idx.block, minlength=idx.n_blocks)
+        req, pos, shareable, n_x = self._listing
         fixed = np.bincount(idx.block[~shareable], minlength=idx.n_blocks) > 0
-        w = 1.0 / n_x[idx.block]
+        w = 1.0 / n_x
         held = np.bincount(req, weights=w, minlength=inst.n)
-        comp = np.bincount(req, weights=np.where(shareable & ~fixed[idx.block], w, 0.0),
-                           minlength=inst.n)
+        # a block only one request lists is that request's own work (``hit_offset``)
+        counted = shareable & ~fixed[idx.block] & (n_x >= 2) & (pos * inst.limits.block_size
+                                                                 < self.hit_offset[req])
+        comp = np.bincount(req, weights=np.where(counted, w, 0.0), minlength=inst.n)
         return held, comp
 
     @cached_property

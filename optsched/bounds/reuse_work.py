@@ -26,7 +26,8 @@ from .work import _suffix, busy_floor, prefill_busy_floor
 
 def suffix_block_tokens(instance, order: np.ndarray) -> np.ndarray:
     """Per suffix ``order[s:]`` (requests sorted by arrival), ``b`` times the blocks listed
-    only by requests of the suffix and by each only at a shareable position."""
+    only by requests of the suffix, by at least two, and by each only at a shareable
+    position."""
     n = instance.n
     idx = instance.prefix_index
     if idx is None:
@@ -38,6 +39,8 @@ def suffix_block_tokens(instance, order: np.ndarray) -> np.ndarray:
     first = np.full(idx.n_blocks, n, np.int64)
     np.minimum.at(first, idx.block, rank[req])
     fixed = np.bincount(idx.block[pos >= idx.shareable[req]], minlength=idx.n_blocks) > 0
+    # a block one request lists is its own work (ReuseFloors.hit_offset), counted there
+    fixed |= np.bincount(idx.block, minlength=idx.n_blocks) < 2
     count = np.bincount(first[~fixed], minlength=n)[:n].astype(np.float64)
     return instance.limits.block_size * _suffix(count)
 

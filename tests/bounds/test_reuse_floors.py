@@ -44,14 +44,28 @@ def test_a_block_listed_at_a_non_shareable_position_is_no_extra_work():
 
 
 def test_prefill_price_counts_the_hit_as_context():
-    # one request, I = 9 after a hit of L = 8: one computed token at m = 8. The entry costs
-    # k1 + kpq + kpm * 8 = 0.1 + 0.01 + 0.16, the batch k0 = 1 more: 1.27 (kpq = kpm / 2, so
-    # kpm is not lowered). Without reuse (F5) one chunk of 9 from m = 0: 1 + 0.9 + 0.01 * 81 = 2.71
+    # two requests of I = 9 listing blocks 1, 2; either may hit L = 8 tokens and compute one
+    # at m = 8: k1 + kpq + kpm * 8 = 0.1 + 0.01 + 0.16, the batch k0 = 1 more: 1.27 (kpq =
+    # kpm / 2, so kpm is not lowered). Without reuse (F5) one chunk of 9 from m = 0:
+    # 1 + 0.9 + 0.01 * 81 = 2.71
     cost = LinearCost(k0=1.0, k1=0.1, kpq=0.01, kpm=0.02)
-    inst = Instance("one", Limits(64, 10, block_size=4), cost,
-                    (Request("a", 0, 9, 1, prefix=(1, 2)),))
-    assert ReuseFloors.of(inst).prefill_chain == pytest.approx([1.27])
-    assert Floors.of(inst).prefill_chain == pytest.approx([2.71])
+    reqs = (Request("a", 0, 9, 1, prefix=(1, 2)), Request("b", 0, 9, 1, prefix=(1, 2)))
+    inst = Instance("two", Limits(64, 10, block_size=4), cost, reqs)
+    assert ReuseFloors.of(inst).prefill_chain == pytest.approx([1.27, 1.27])
+    assert Floors.of(inst).prefill_chain == pytest.approx([2.71, 2.71])
+
+
+def test_blocks_only_one_request_lists_are_its_own_work():
+    # `a` lists 1, 2, 3 (I = 13, H = 3), `b` lists 1, 4 (I = 9, H = 2): only block 1 is shared.
+    # Before its first token `a` computes blocks 2, 3 itself (no one else can: a hit on them
+    # needs `a`'s own earlier computation), so u = 13 - 4 = 9 from L' = 4; `b`: u = 9 - 4 = 5.
+    # A refill may hit the request's own cached blocks: it starts at L = H*b (12 and 8).
+    # Block 1's computation is shared: 4 / 2 = 2 tokens each
+    reqs = (Request("a", 0, 13, 2, prefix=(1, 2, 3)), Request("b", 0, 9, 2, prefix=(1, 4)))
+    f = ReuseFloors.of(Instance("own", Limits(64, 16, block_size=4), UnitCost(), reqs))
+    assert f.hit_offset.tolist() == [4, 4] and f.computed_prompt.tolist() == [9, 5]
+    assert f.refill_offset.tolist() == [12, 8]
+    assert f.block_tokens == pytest.approx([2.0, 2.0])
 
 
 def test_kpm_is_lowered_to_twice_kpq():
