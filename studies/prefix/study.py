@@ -42,6 +42,9 @@ FILES = {"conversation": "mooncake_conversation_trace.jsonl",
          "synthetic": "mooncake_synthetic_trace.jsonl"}
 BLIND = ("vllm", "sarathi")
 REUSE = ("vllm-apc", "sarathi-apc", "lpm", "dfs", "k-lpm", "belady")
+#: reuse-blind policies with another order (shortest first, ranked, TTFT first): candidates
+#: for the best schedule, and the "order, not cache" side of the comparison
+ORDERS = ("svf", "rank-i", "ttft-first")
 OBJS = ("total-latency", "mean-ttft")
 C = 8192
 
@@ -73,10 +76,21 @@ def _timed(fn):
     return out, time.process_time() - t
 
 
-def run_window(trace: str, seed: int, size: int, load: float, blind_limit: float) -> dict:
-    import optsched
+def run_policies(inst, names, row: dict) -> None:
+    """Each policy's schedule on ``inst``, replayed by the evaluator, into ``row``."""
     from optsched.evaluation import evaluate
     from optsched.policies import simulate
+
+    for p in names:
+        ev, t = _timed(lambda p=p: evaluate(inst, simulate(inst, p)))
+        assert ev.feasible, p
+        row["policies"][p] = {o: ev.objective(o) for o in OBJS}
+        row["policies"][p]["hit_rate"] = float(ev.metrics.get("hit_rate", 0.0))
+        row["cpu"][p] = round(t, 2)
+
+
+def run_window(trace: str, seed: int, size: int, load: float, blind_limit: float) -> dict:
+    import optsched
     from optsched.prefix import reuse_potential
 
     inst, t_gen = _timed(lambda: instance(trace, seed, size, load))
@@ -86,12 +100,7 @@ def run_window(trace: str, seed: int, size: int, load: float, blind_limit: float
                  "M": inst.limits.kv_capacity, "C": C, "gen_cpu": round(t_gen, 2),
                  "potential": reuse_potential(idx, inst.arrival, inst.prompt),
                  "policies": {}, "reuse_bound": {}, "blind_bound": {}, "cpu": {}}
-    for p in BLIND + REUSE:
-        ev, t = _timed(lambda p=p: evaluate(inst, simulate(inst, p)))
-        assert ev.feasible, p
-        row["policies"][p] = {o: ev.objective(o) for o in OBJS}
-        row["policies"][p]["hit_rate"] = float(ev.metrics.get("hit_rate", 0.0))
-        row["cpu"][p] = round(t, 2)
+    run_policies(inst, BLIND + REUSE + ORDERS, row)
     blind = without_ids(inst)
     row["reuse_bound"], cpu = reuse_bounds(inst)
     row["cpu"].update(cpu)
@@ -138,10 +147,12 @@ def reuse_bounds(inst) -> tuple[dict, dict]:
 
 def rebound(path: Path, size: int) -> None:
     """Recompute the reuse-aware bounds and the rung pairs of every window of ``path`` (after a
-    change of the reuse rungs; the policies' schedules do not depend on them)."""
+    change of the reuse rungs; the policies' schedules do not depend on them), and run the
+    policies of :data:`ORDERS` where they are missing."""
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     for r in rows:
         inst = instance(r["trace"], r["seed"], size, r["load"])
+        run_policies(inst, [p for p in ORDERS if p not in r["policies"]], r)
         r["reuse_bound"], cpu = reuse_bounds(inst)
         r["cpu"].update(cpu)
         r["pairs"] = rung_pairs(inst)
@@ -150,43 +161,46 @@ def rebound(path: Path, size: int) -> None:
 
 def summary(path: Path) -> str:
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    names = BLIND + REUSE + ORDERS
     out = []
     for o in OBJS:
-        out.append(f"\n{o} (s; gap = best schedule / reuse bound - 1; blind/best = the "
-                   "reuse-blind bound over the best schedule)\n")
-        out.append("| trace | seed | load | hit share (unbounded) | vllm | sarathi | vllm-apc | "
-                   "sarathi-apc | lpm | dfs | k-lpm | belady | best schedule | reuse bound "
-                   "(rung) | gap | blind bound | blind / best |")
-        out.append("|" + "---|" * 17)
+        fmt = (lambda x: f"{x:,.0f}") if o == "total-latency" else (lambda x: f"{x:.2f}")
+        out.append(f"\n{o} (s). gap: best schedule / reuse bound - 1; blind / apc: the "
+                   "reuse-blind bound over the best reuse-aware policy\n")
+        out.append("| trace | seed | hit share | " + " | ".join(names) + " | best | reuse bound "
+                   "(rung) | gap | blind bound (rung) | blind / apc |")
+        out.append("|" + "---|" * (len(names) + 8))
         for r in rows:
             pol = {p: v[o] for p, v in r["policies"].items()}
             best_p = min(pol, key=lambda p: pol[p])
-            rb, bb = r["reuse_bound"][o], r["blind_bound"][o]["value"]
-            cells = [f"{pol[p]:,.1f}" if o == "total-latency" else f"{pol[p]:.3f}"
-                     for p in BLIND + REUSE]
-            fmt = (lambda x: f"{x:,.1f}") if o == "total-latency" else (lambda x: f"{x:.3f}")
-            out.append(f"| {r['trace']} | {r['seed']} | {r['load']} | "
-                       f"{r['potential']['hit_share']:.1%} | " + " | ".join(cells)
+            best_apc = min(pol[p] for p in REUSE)
+            rb, bb = r["reuse_bound"][o], r["blind_bound"][o]
+            out.append(f"| {r['trace']} | {r['seed']} | {r['potential']['hit_share']:.1%} | "
+                       + " | ".join(fmt(pol[p]) if p in pol else "-" for p in names)
                        + f" | {best_p} | {fmt(rb['value'])} ({rb['method']}) | "
-                       f"{pol[best_p] / rb['value'] - 1:.1%} | {fmt(bb)} | "
-                       f"{bb / pol[best_p]:.2f} |")
-    out.append("\nhit rate of each reuse-aware policy (hit tokens / prompt tokens served)\n")
+                       f"{pol[best_p] / rb['value'] - 1:.0%} | {fmt(bb['value'])} "
+                       f"({bb['method']}) | {bb['value'] / best_apc:.2f} |")
+    out.append("\nhit rate of each reuse-aware policy (hit tokens / (hit + computed prefill "
+               "tokens))\n")
     out.append("| trace | seed | load | " + " | ".join(REUSE) + " |")
     out.append("|" + "---|" * (3 + len(REUSE)))
     for r in rows:
         out.append(f"| {r['trace']} | {r['seed']} | {r['load']} | " + " | ".join(
             f"{r['policies'][p]['hit_rate']:.1%}" for p in REUSE) + " |")
-    out.append("\nrung by rung: the reuse-blind closed forms on the window without ids / their "
-               "reuse-aware versions (B18) on the window, total latency (s)\n")
-    out.append("| trace | seed | load | " + " | ".join(f"{b} / {r}" for b, r in PAIRS) + " |")
-    out.append("|" + "---|" * (3 + len(PAIRS)))
-    for r in rows:
-        if "pairs" in r:
-            pr = r["pairs"]["total-latency"]
-            out.append(f"| {r['trace']} | {r['seed']} | {r['load']} | " + " | ".join(
-                f"{pr[b]:,.1f} / {pr[q]:,.1f}" for b, q in PAIRS) + " |")
+    for o in OBJS:
+        out.append(f"\nrung by rung, {o}: each reuse-blind closed form on the window without "
+                   "ids / its reuse-aware version (B18) on the window\n")
+        out.append("| trace | seed | " + " | ".join(f"{b} / {q}" for b, q in PAIRS) + " |")
+        out.append("|" + "---|" * (2 + len(PAIRS)))
+        fmt = (lambda x: f"{x:,.0f}") if o == "total-latency" else (lambda x: f"{x:.2f}")
+        for r in rows:
+            if "pairs" in r:
+                pr = r["pairs"][o]
+                out.append(f"| {r['trace']} | {r['seed']} | " + " | ".join(
+                    f"{fmt(pr[b])} / {fmt(pr[q])}" for b, q in PAIRS) + " |")
     cpu = sum(sum(r["cpu"].values()) + r["gen_cpu"] for r in rows)
-    out.append(f"\n{len(rows)} windows, {cpu:,.0f} CPU seconds in all (load average "
+    out.append(f"\n{len(rows)} windows at point load {sorted({r['load'] for r in rows})}, "
+               f"{cpu:,.0f} CPU seconds in all (load average "
                f"{min(r['loadavg'] for r in rows):.1f}-{max(r['loadavg'] for r in rows):.1f})")
     return "\n".join(out)
 

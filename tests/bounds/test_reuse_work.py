@@ -74,7 +74,7 @@ def test_reuse_rungs_below_the_reuse_aware_policies(inst):
 
 
 @pytest.mark.slow
-@settings(max_examples=120, deadline=None, database=None,
+@settings(max_examples=50, deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
 @given(inst=prefix_instances(max_requests=8))
 def test_reuse_rungs_below_every_policy(inst):
