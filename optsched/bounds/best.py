@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..objectives import OBJECTIVES
-from .base import BoundError, BoundResult, Budget, refusal_with_prefix, register_bound, rungs
+from .base import BoundError, BoundResult, Budget, register_bound, rungs
 
 #: ``best`` sits above every rung it climbs
 RANK = 1000
@@ -43,10 +43,15 @@ def best_bound(instance, objective: str, budget: Budget) -> BoundResult:
                          "blocks occupy memory once, so a reuse-blind bound is not a lower "
                          "bound here. Remove the 'prefix' fields to bound the problem without "
                          "reuse")
+    blind = [info.name for info in climbed if instance.has_prefix and not info.reuse_aware]
+    if blind:  # docs/semantics.md section 6
+        notes.append(f"not climbed: {', '.join(repr(n) for n in blind)} "
+                     f"{'does' if len(blind) == 1 else 'do'} not model prefix reuse, and this "
+                     "instance's requests list prefix block ids (docs/semantics.md section 6): "
+                     "a reuse-blind bound is not a lower bound there")
     for info in climbed:
         name = info.name
-        if instance.has_prefix and not info.reuse_aware:  # docs/semantics.md section 6
-            notes.append(refusal_with_prefix(name))
+        if name in blind:
             continue
         if budget.expired:
             notes.append(f"{name}: not run, time limit reached")
