@@ -10,7 +10,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optsched.cluster import RouterError, replicate, router_names, simulate
+from optsched.cluster import (
+    RouterError,
+    default_link,
+    disaggregate,
+    replicate,
+    router_names,
+    simulate,
+)
+from optsched.cost import UnitCost
 from optsched.errors import InstanceError
 from optsched.evaluation import evaluate
 from optsched.instance import Cluster, Engine, TransferLink
@@ -19,7 +27,7 @@ from optsched.policies.registry import get_spec
 from optsched.testing import online_instances
 
 POLICIES = ["vllm", "sarathi", "fcfs", "orca", "rank-o", "mcsf"]
-REPLICA_ROUTERS = ["rr", "lor", "least-kv"]
+REPLICA_ROUTERS = ["rr", "lor", "least-kv", "p2c"]
 
 
 def _batches(schedule) -> list[dict]:
@@ -27,7 +35,7 @@ def _batches(schedule) -> list[dict]:
 
 
 def test_every_router_is_registered_with_a_source():
-    assert set(router_names()) >= {"rr", "lor", "least-kv", "pd"}
+    assert set(router_names()) >= {"rr", "lor", "least-kv", "p2c", "pd"}
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -85,3 +93,26 @@ def test_bad_input_is_one_line():
         replicate(inst, 0)
     with pytest.raises(InstanceError, match="without a cluster"):
         replicate(replicate(inst, 2), 2)
+    with pytest.raises(RouterError, match="router 'prefix' is not available: prefix reuse is "
+                       "modelled on one engine"):
+        simulate(replicate(inst, 2), "vllm", "prefix")
+
+
+def test_disaggregate_builds_prefill_and_decode_engines_on_the_model_s_link():
+    import optsched
+
+    inst = optsched.load("demo")  # InferMax's Llama-2-7B preset
+    c = disaggregate(inst, 2, 3).cluster
+    assert [(e.id, e.role) for e in c.engines] == \
+        [("p0", "prefill"), ("p1", "prefill"), ("d0", "decode"), ("d1", "decode"),
+         ("d2", "decode")]
+    # 1,000 tokens of Llama-2-7B KV (524,288 bytes each) over 25 GB/s: 0.0209715 s
+    assert c.transfer.time(1000) == pytest.approx(1000 * 524_288 / 25e9, rel=1e-12)
+    link = default_link(inst, bandwidth=1e9, fixed=0.01, bytes_per_token=100)
+    assert disaggregate(inst, 1, 1, link).cluster.transfer == link
+    with pytest.raises(InstanceError, match="without a cluster"):
+        disaggregate(replicate(inst, 2), 1, 1)
+    with pytest.raises(InstanceError, match="decode replicas must be an integer"):
+        disaggregate(inst, 1, 0)
+    with pytest.raises(InstanceError, match="give --transfer-bytes-per-token"):
+        default_link(inst.replace(cost_model=UnitCost()))
