@@ -226,11 +226,11 @@ def run_generate(args) -> int:
     from ..serving.load import offered_load
 
     load = offered_load(plain)
+    said, warning = (load.describe(), load.warning()) if inst.cluster is None \
+        else _cluster_load(inst, load)
     print(f"wrote {args.out}: {inst.n} requests, M={inst.limits.kv_capacity}, "
           f"C={inst.limits.max_batch_tokens}, cost model {cost_name(inst)}"
-          + _cluster_line(inst) + "; " + ("on one engine: " if inst.cluster else "")
-          + load.describe() + _per_engine_load(inst, load))
-    warning = load.warning() if inst.cluster is None else _cluster_warning(inst, load)
+          + _cluster_line(inst) + "; " + said)
     if warning:
         print(f"optsched generate: warning: {warning}", file=sys.stderr)
     return EXIT_OK
@@ -290,32 +290,21 @@ def _cluster_line(inst: Instance) -> str:
             f"(link {t.bandwidth:g} B/s, {t.bytes_per_token:g} B/token, fixed {t.fixed:g})")
 
 
-def _per_engine_load(inst: Instance, load) -> str:
-    """The load per replica of identical engines: both sides of the one-engine load over
-    ``R`` (docs/semantics.md section 6, "Clusters", load)."""
-    c = inst.cluster
-    if c is None or load.point is None:
-        return ""
-    if {e.role for e in c.engines} != {"both"}:
-        return (f"; per GPU if the {c.n} engines were replicas: {load.point / c.n:.3g} (a "
-                "prefill/decode cluster's load is not modelled)")
-    lo = f"{load.lower / c.n:.3g} certified .. " if load.lower is not None else ""
-    return f"; per replica of {c.n}: {lo}{load.point / c.n:.3g}"
+def _cluster_load(inst: Instance, load) -> tuple[str, str | None]:
+    """What generate says of the load of a cluster instance (line, warning): per replica for
+    identical engines, one engine's otherwise (docs/semantics.md section 6, "Load per
+    replica")."""
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..cluster import identical_replicas, replica_load
 
-
-def _cluster_warning(inst: Instance, load) -> str | None:
-    c = inst.cluster
-    assert c is not None
-    if load.point is None or {e.role for e in c.engines} != {"both"}:
-        return None
-    if load.lower is not None and load.lower / c.n > 1:
-        return (f"the cluster is overloaded (certified: load per replica >= "
-                f"{load.lower / c.n:.3g}): latency grows with the window's length; see --load")
-    if load.point / c.n > 1:
-        return (f"the cluster is overloaded against {load.reference}'s rate (load per replica "
-                f"{load.point / c.n:.3g}, not certified): latency grows with the window's "
-                "length; see --load")
-    return None
+    R = identical_replicas(inst)
+    if R is not None:
+        _, line, warning = replica_load(load, R)
+        return f"{line}; on one engine: {load.describe()}", warning
+    n = inst.n_engines
+    per = f"{load.point / n:.3g}" if load.point is not None else "none"
+    return (f"load per GPU if the {n} engines were replicas: {per} (a prefill/decode "
+            f"cluster's own load is not modelled); on one engine: {load.describe()}", None)
 
 
 def _generate_family(args, g) -> Instance:

@@ -83,6 +83,43 @@ def disaggregate(instance: Instance, prefill: int, decode: int,
     return instance.replace(cluster=Cluster(engines, link or default_link(instance)))
 
 
+def identical_replicas(instance: Instance) -> int | None:
+    """``R`` when ``instance``'s cluster is ``R`` engines of role ``both`` with the instance's
+    own limits and cost model (what :func:`replicate` builds), else None."""
+    c = instance.cluster
+    if c is None:
+        return None
+    for e in c.engines:
+        if e.role != "both" or e.limits not in (None, instance.limits) \
+                or e.cost_model not in (None, instance.cost_model):
+            return None
+    return c.n
+
+
+def replica_load(load: Any, replicas: int) -> tuple[dict[str, Any], str, str | None]:
+    """The load per replica of ``replicas`` identical engines from one engine's
+    :class:`~optsched.serving.load.OfferedLoad` (both sides over ``R``, docs/semantics.md
+    section 6, "Load per replica"): its JSON, a line for humans and an overload warning
+    (None when stable)."""
+    R = replicas
+    side = {k: (None if getattr(load, k) is None else getattr(load, k) / R)
+            for k in ("point", "lower", "upper")}
+    doc = {"replicas": R, **side, "one_engine": load.to_dict()}
+    if side["point"] is None:
+        return doc, f"load per replica of {R}: none ({load.describe()})", None
+    lo = f"{side['lower']:.3g} certified .. " if side["lower"] is not None else ""
+    line = f"load per replica of {R}: {lo}{side['point']:.3g} (one engine's: {load.point:.3g})"
+    warning = None
+    if side["lower"] is not None and side["lower"] > 1:
+        warning = (f"the cluster is overloaded (certified: load per replica >= "
+                   f"{side['lower']:.3g}): latency grows with the window's length; see --load")
+    elif side["point"] > 1:
+        warning = (f"the cluster is overloaded against {load.reference}'s rate (load per "
+                   f"replica {side['point']:.3g}, not certified): latency grows with the "
+                   "window's length; see --load")
+    return doc, line, warning
+
+
 def simulate(instance: Instance, policy: str | Callable[[], Policy], router: str = "rr", *,
              params: dict[str, Any] | None = None) -> Schedule:
     """Run ``policy`` (a registered name with ``params``, or a factory of fresh policy
@@ -109,5 +146,5 @@ def simulate(instance: Instance, policy: str | Callable[[], Policy], router: str
 
 
 __all__ = ["DEFAULT_BANDWIDTH", "ROUTERS", "Router", "RouterError", "RouterSpec", "default_link",
-           "disaggregate", "get_router", "register_router", "replicate", "router_names",
-           "simulate"]
+           "disaggregate", "get_router", "identical_replicas", "register_router", "replica_load",
+           "replicate", "router_names", "simulate"]

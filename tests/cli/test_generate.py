@@ -140,12 +140,18 @@ def test_generate_replicas_writes_identical_engines_and_the_load_per_replica(cap
     inst = Instance.load(out)
     assert rc == 0 and [(e.id, e.role) for e in inst.cluster.engines] == \
         [("0", "both"), ("1", "both"), ("2", "both")]
-    assert "3 identical engines" in text and "per replica of 3:" in text
+    assert "3 identical engines" in text and "load per replica of 3:" in text
     # --load with --replicas is per replica: the one-engine load is 3 x 0.5 (scale_to_load
     # reaches the upper side exactly, so the printed one-engine load is 1.5)
     rc, text, _ = run(capsys, "generate", "azure", "--trace", str(trace), "--replicas", "3",
                       "--load", "0.5", "-o", str(out))
-    assert rc == 0 and "offered load 1.5 " in text and text.rstrip().endswith(" 0.5")
+    assert rc == 0 and "offered load 1.5 " in text and " .. 0.5 (one engine's: 1.5)" in text
+    rc, out_, err = run(capsys, "simulate", str(out), "--policy", "vllm", "--router", "lor",
+                        "--json")
+    per = json.loads(out_)["offered_load_per_replica"]
+    assert rc == 0 and per["replicas"] == 3 and abs(per["point"] - 0.5) < 1e-9
+    assert per["one_engine"]["point"] == per["point"] * 3
+    assert "load per replica of 3:" in err
 
 
 def test_generate_disaggregated_writes_the_default_link(capsys, tmp_path):
@@ -155,6 +161,7 @@ def test_generate_disaggregated_writes_the_default_link(capsys, tmp_path):
     c = Instance.load(out).cluster
     assert rc == 0 and [(e.id, e.role) for e in c.engines] == \
         [("p0", "prefill"), ("d0", "decode"), ("d1", "decode")]
+    assert "load per GPU if the 3 engines were replicas: none" in text  # all at t = 0
     # the default preset's model, Llama-2-7B: 2 (K, V) x 32 layers x 4096 x 2 bytes; 25 GB/s
     assert (c.transfer.bytes_per_token, c.transfer.bandwidth, c.transfer.fixed) == \
         (2 * 32 * 4096 * 2, 25e9, 0.0)

@@ -120,7 +120,9 @@ def test_replicas_and_router_write_a_cluster_schedule_the_evaluator_accepts(caps
     cap = capsys.readouterr()
     doc = json.loads(cap.out)
     assert doc["router"] == "lor" and doc["evaluation"]["feasible"]
-    assert doc["offered_load"] is None and "not computed for a cluster" in cap.err
+    # the offered load is one engine's; identical replicas get it per replica
+    assert doc["offered_load"] is None and "load per replica of 2:" in cap.err
+    assert doc["offered_load_per_replica"]["replicas"] == 2
     assert [e["id"] for e in doc["evaluation"]["engines"]] == ["0", "1"]
     inst = replicate(Instance.load(GOOD), 2)
     assert evaluate(inst, Schedule.load(out)).feasible

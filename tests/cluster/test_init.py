@@ -116,3 +116,30 @@ def test_disaggregate_builds_prefill_and_decode_engines_on_the_model_s_link():
         disaggregate(inst, 1, 0)
     with pytest.raises(InstanceError, match="give --transfer-bytes-per-token"):
         default_link(inst.replace(cost_model=UnitCost()))
+
+
+def test_the_load_per_replica_divides_both_sides_by_r():
+    import optsched
+    from optsched.cluster import identical_replicas, replica_load
+    from optsched.instance import Limits
+    from optsched.serving.load import OfferedLoad
+
+    inst = optsched.load("demo")
+    assert identical_replicas(replicate(inst, 3)) == 3
+    assert identical_replicas(inst) is None and identical_replicas(disaggregate(inst, 1, 1)) is None
+    odd = inst.replace(cluster=Cluster((Engine("a"), Engine("b", limits=Limits(50, 8)))))
+    assert identical_replicas(odd) is None
+    # arrivals 8/s against mu_cert 5 and mu_ach 4: one engine's load in [1.6, 2]; over 4
+    # replicas [0.4, 0.5], stable; over 1, certified overloaded
+    one = OfferedLoad(requests=10, arrival_rate=8.0, certified_rate=5.0, achievable_rate=4.0,
+                      reference="vllm")
+    doc, line, warning = replica_load(one, 4)
+    assert (doc["lower"], doc["point"], doc["upper"]) == (0.4, 0.5, 0.5) and warning is None
+    assert line == "load per replica of 4: 0.4 certified .. 0.5 (one engine's: 2)"
+    assert "overloaded (certified: load per replica >= 1.6)" in replica_load(one, 1)[2]
+    # mu_ach 3: one engine's load in [1.6, 2.67]; over 2 replicas [0.8, 1.33]: overloaded
+    # against the reference only
+    slow = OfferedLoad(requests=10, arrival_rate=8.0, certified_rate=5.0, achievable_rate=3.0,
+                       reference="vllm")
+    assert "overloaded against vllm's rate (load per replica 1.33, not certified)" in \
+        replica_load(slow, 2)[2]
