@@ -257,7 +257,7 @@ class _Run:
                 return
             self.queue.pop(0)
             _, d, peak = best
-            d.settle(ts)
+            d.settle(T)  # not ts: a later decision may start its transfer earlier
             d.reserved += peak
             d.n_routed += 1
             j = self._carrier(k, T)
