@@ -193,6 +193,34 @@ def report(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def page(records: list[dict[str, Any]]) -> str:
+    """The compact tables of docs/results/cluster.md: one row per (R, load, router), the
+    seeds side by side (``s0 / s1``)."""
+    rs = [r for r in records if r["kind"] == "routers"]
+    seeds = sorted({r["seed"] for r in rs})
+    cells: dict[tuple[int, float, str], dict[int, dict[str, Any]]] = {}
+    for r in rs:
+        cells.setdefault((r["R"], r["rho"], r["router"]), {})[r["seed"]] = r
+
+    def both(c: dict[int, dict[str, Any]], f) -> str:
+        return " / ".join(f(c[s]) if s in c else "-" for s in seeds)
+
+    lines = [f"Seeds {' / '.join(map(str, seeds))} side by side.", "",
+             "| R | load per replica | router | mean latency (s) | / floor | mean TTFT (s) | "
+             "/ floor | P99 TTFT (s) | makespan / floor |", "|---|---|---|---|---|---|---|---|---|"]
+    for (R, rho, router), c in sorted(cells.items(),
+                                      key=lambda kv: (kv[0][0], kv[0][1], ROUTERS.index(kv[0][2]))):
+        cols = [both(c, lambda r: f"{r['mean_latency']:.2f}"),
+                both(c, lambda r: gap(r["mean_latency"], r["floors"]["mean_latency"])),
+                both(c, lambda r: f"{r['mean_ttft']:.3f}"),
+                both(c, lambda r: gap(r["mean_ttft"], r["floors"]["mean_ttft"])),
+                both(c, lambda r: f"{r['p99_ttft']:.2f}"),
+                both(c, lambda r: gap(r["makespan"], r["floors"]["makespan"]))]
+        lines.append(f"| {R} | {rho:g}{' **overload**' if rho > 1 else ''} | {router} | "
+                     + " | ".join(cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _by_config(records: list[dict[str, Any]]) -> dict[tuple[int, str], list[dict[str, Any]]]:
     out: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for r in records:
@@ -241,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{key(c)} cpu {rec['cpu_simulate']:.1f}s mean latency "
                   f"{rec['mean_latency']:.3f} feasible {rec['feasible']}", flush=True)
     out.with_suffix(".md").write_text(report(done))
+    out.with_name(out.name + "-page.md").write_text(page(done))
     print(f"wrote {out.with_suffix('.md')} ({len(done)} cells)")
     return 0
 
