@@ -84,7 +84,7 @@ def register_router(name: str, description: str, source: str, *, kind: str = "bo
     return deco
 
 
-#: router names the issue tracker asks for that the model cannot give a meaning yet, with why
+#: router names users ask for that the model cannot give a meaning yet, with why
 REFUSED = {
     "prefix": "prefix reuse is modelled on one engine (an instance with block ids on several "
               "engines is refused, docs/semantics.md section 6), so a prefix-aware router has "
