@@ -17,7 +17,8 @@
 #   docs/semantics.md section 4): at their own arrivals the conversation windows are overloaded
 #   (certified load 1.4-1.6, `docs/results/load.md`), where every multiple grows with the
 #   window's length;
-# * the online paper's random family (`optsched generate online-paper`: all at 0, unit time);
+# * the online paper's random family (`optsched generate online-paper`: all at 0, unit time;
+#   **offline**, so no arrival rate and no load);
 #
 # with the certified lower bound (`lower_bound(..., "best")`) as the reference: a policy's gap
 # `(policy - bound) / policy` is an upper bound on how far it is from the optimum. Then the worst
@@ -97,6 +98,8 @@ for inst in instances:
 #
 # Cells: total latency / certified bound (1.00 would be provably optimal). Theory policies
 # marked `*` read the true output lengths (hypothetical, semantics section 6); `gsa` never does.
+# Columns `conv-*` and `code-*` are the trace windows at offered load 0.7 (stable; each window's
+# load is printed above), `paper-*` the online paper's instances (all at 0: offline, no load).
 
 # %%
 names = [i.name for i in instances]
@@ -121,7 +124,8 @@ show(fig, "09-theory-vs-bound")
 # %% [markdown]
 # ## The claims: worst policy / exact optimum found
 #
-# `check-claim *-ratio`: a seeded hill climb over tiny instances (all at 0, heterogeneous prompts,
+# `check-claim *-ratio`: a seeded hill climb over tiny instances (all at 0, so offline: no load;
+# heterogeneous prompts,
 # unit time, C = M) maximising policy / the exhaustive optimum of the classical model (no
 # evictions, chunking or pausing), with the ratio to the optimum of our semantics beside it. The
 # worst instances of longer runs are kept in `instances/evidence/theory/` (replayed by the tests).
@@ -157,7 +161,8 @@ lines = [
     "here, as no instance carries predictions); gsa, the one length-blind theory policy, is "
     f"the worst or next to worst on {sum(sorted(POLICIES, key=lambda p: -results[n, p]).index('gsa') < 2 for n in names)}"
     f" of {len(names)} instances (its restarts re-prefill the prompt under our recompute).",
-    "* Gaps to the bound (best theory / best practice): "
+    f"* Gaps to the bound (best theory / best practice; the trace windows at offered load {LOAD:g}, "
+    "the online-paper instances offline): "
     + "; ".join(f"{n} {pct(1 - bounds[n] / results[n, best_theory[n]])} / "
                 f"{pct(1 - bounds[n] / results[n, best_practice[n]])}" for n in names) + ".",
 ]
