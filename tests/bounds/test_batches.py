@@ -77,27 +77,39 @@ def test_refusals_name_the_reason():
         optsched.lower_bound(big, "makespan", "batches")
 
 
+#: chunks of each request's prompt per batch of a 16-batch schedule (request k generates its
+#: first token in batch 4k and decodes in the next three): the least sum of squared chunks
+#: with those generating batches, found by a small CP-SAT search over chunk plans (so only
+#: an upper bound on the optimum); the evaluator checks it below
+CHUNK_PLAN = ([64], [12, 12, 12, 12, 16], [3, 4, 3, 3, 9, 9, 9, 9, 15],
+              [0, 0, 0, 0, 3, 3, 3, 3, 11, 10, 10, 10, 11])
+
+
 @pytest.mark.slow  # CP-SAT proves the relaxation in ~0.5 s CPU, ~1.5 s wall under load
 def test_k0_family_bound_and_a_schedule_below_vllm():
     """The bound by hand (formulations/bounds.md B18): 16 generating batches x k0 = 2, tokens
     4 x 64 + 12 at k1 = 0.064, and the first prefills in at most 1, 5, 9, 13 chunks:
     kpq 64^2 (1 + 1/5 + 1/9 + 1/13). vLLM (49.168384, the prompts unchunked) is not optimal:
-    each next prompt in four 16-token chunks, three beside the current request's decodes
-    (65 + 16, 66 + 32, 67 + 48 <= 128), saves kpq (64^2 - 4 x 16^2) = 0.003072 s for each of
-    three requests, 16 batches still: 49.159168."""
+    :data:`CHUNK_PLAN` prefills each next prompt in chunks beside the decodes, 16 batches
+    still, sum of squared chunks 4096 + 832 + 592 + 578 = 6098 against vLLM's 4 x 4096:
+    32 + 17.152 + 1e-6 x 6098 = 49.158098."""
     inst = Instance.load(K0_FAMILY)
     by_hand = 32 + 0.064 * (4 * 64 + 12) + 1e-6 * 64 ** 2 * (1 + 1 / 5 + 1 / 9 + 1 / 13)
     bound = _bound(inst, "batches")
     assert bound == pytest.approx(by_hand, abs=1e-6)
     ids = [r.id for r in inst.requests]
     batches: list = []
-    for k, r in enumerate(ids):
-        nxt = ids[k + 1] if k + 1 < len(ids) else None
-        batches.append(([(r, 64 if k == 0 else 16)], []))
-        batches.extend(([(r, 1)] + ([(nxt, 16)] if nxt else []), []) for _ in range(3))
+    for t in range(16):
+        k = t // 4
+        entries = [(ids[k], CHUNK_PLAN[k][-1] if t % 4 == 0 else 1)]
+        entries += [(ids[j], CHUNK_PLAN[j][t]) for j in range(k + 1, 4)
+                    if t < 4 * j and CHUNK_PLAN[j][t] > 0]
+        batches.append((entries, []))
     ev = evaluate(inst, Schedule.from_batches(batches))
     assert ev.feasible and ev.metrics["batches"] == 16
+    assert sum(c * c for plan in CHUNK_PLAN for c in plan) == 6098
     chunked = ev.objective("makespan")
-    assert chunked == pytest.approx(49.168384 - 3 * 1e-6 * (64 ** 2 - 4 * 16 ** 2))
+    assert chunked == pytest.approx(32 + 0.064 * 268 + 1e-6 * 6098)
     vllm = evaluate(inst, simulate(inst, "vllm")).objective("makespan")
+    assert vllm == pytest.approx(49.168384)
     assert bound <= chunked < vllm

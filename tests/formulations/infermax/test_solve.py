@@ -333,9 +333,9 @@ def test_k0_family_solve_never_reports_a_bound_below_the_certified_one():
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="open: vLLM's 49.168384 s is not the optimum (a schedule "
-                   "chunking each next prompt beside the current decodes reaches 49.159168 s) "
+                   "chunking each next prompt beside the current decodes reaches 49.158098 s) "
                    "and the certified bound (batches rung, formulations/bounds.md B18) is "
-                   "49.15769 s; closing [49.15769, 49.15917] to 1e-6 needs the KV of partial "
+                   "49.15769 s; closing [49.15769, 49.15810] to 1e-6 needs the KV of partial "
                    "prefills priced exactly, which neither that relaxation nor the flow F2c "
                    "model (no useful LP bound) does in 25 s; instances/regressions/README.md")
 def test_k0_family_is_proven_within_25_s():
