@@ -8,7 +8,10 @@ yet). Each cell: simulate, evaluate (wall and CPU seconds of this process), batc
 feasibility; the load average is printed first::
 
     .venv/bin/python -m benchmarks.cluster [--sizes 1000,4000] [--replicas 2,8]
-        [--routers rr,lor,least-kv,pd] [--policy vllm]
+        [--routers rr,lor,least-kv,p2c,pd] [--policy vllm] [--profile 15]
+
+``--profile K`` runs each simulate under :mod:`cProfile` and prints the ``K`` functions with
+the most time of their own (where the router path's time goes; the profiler slows it).
 
 Skips with a message when the trace is missing.
 """
@@ -16,7 +19,9 @@ Skips with a message when the trace is missing.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
+import pstats
 import time
 import warnings
 
@@ -41,12 +46,26 @@ def cluster_of(inst: Instance, R: int, router: str) -> Instance:
     return inst.replace(cluster=Cluster(tuple(Engine(str(k)) for k in range(R))))
 
 
+def _top(prof: cProfile.Profile, k: int, batches: int) -> None:
+    """The ``k`` functions with the most own time, and their microseconds per batch."""
+    st = pstats.Stats(prof)
+    rows = sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:k]  # type: ignore[attr-defined]
+    total = sum(v[2] for v in st.stats.values())  # type: ignore[attr-defined]
+    print(f"#   profile: {total:.2f} s own time in all, {1e6 * total / batches:.0f} us a batch")
+    for (file, line, fn), (_, calls, own, _cum, _) in rows:
+        where = f"{os.path.relpath(file) if os.path.isabs(file) else file}:{line}({fn})"
+        print(f"#   {own:8.2f} s {100 * own / total:5.1f}% {1e6 * own / batches:7.1f} us/batch "
+              f"{calls:>9} calls  {where}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,4000")
     ap.add_argument("--replicas", default="2,8")
-    ap.add_argument("--routers", default="rr,lor,least-kv,pd")
+    ap.add_argument("--routers", default="rr,lor,least-kv,p2c,pd")
     ap.add_argument("--policy", default="vllm")
+    ap.add_argument("--profile", type=int, default=0, metavar="K",
+                    help="profile each simulate; print the K functions with most own time")
     args = ap.parse_args(argv)
     if not TRACE.exists():
         print(f"skipped: {TRACE} not found (set OPTSCHED_DATA)")
@@ -65,7 +84,12 @@ def main(argv: list[str] | None = None) -> int:
             for router in args.routers.split(","):
                 inst = cluster_of(base, R, router)
                 c0, w0 = time.process_time(), time.perf_counter()
+                prof = cProfile.Profile() if args.profile else None
+                if prof is not None:
+                    prof.enable()
                 s = simulate(inst, args.policy, router)
+                if prof is not None:
+                    prof.disable()
                 sw, sc = time.perf_counter() - w0, time.process_time() - c0
                 c0, w0 = time.process_time(), time.perf_counter()
                 ev = evaluate(inst, s)
@@ -74,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{n:>6} {R:>3} {router:9} {sw:>9.2f} {sc:>8.2f} {ew:>9.2f} {ec:>8.2f} "
                       f"{s.n_batches:>8} {ev.metrics['makespan']:>10.2f} {floor:>10.2f} "
                       f"{ev.feasible}", flush=True)
+                if prof is not None:
+                    _top(prof, args.profile, s.n_batches)
     return 0
 
 

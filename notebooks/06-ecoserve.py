@@ -320,7 +320,9 @@ display(Markdown(md_table(["rate (req/s)", "policy", "normalised latency (s/toke
 # ## The 7-request hand instance: why EcoServe can trail vLLM here
 #
 # One long request (prompt 8, output 40) at t = 0 and six short ones (prompt 10, output 10) at
-# t = 1.5, M = 120, unit time. `ecoserve-oracle` knows the output lengths. Its schedule, batch by
+# t = 1.5, M = 120, unit time (a hand instance: seven requests, no steady state, so no load is
+# stated; its figures are about one schedule, not a regime). `ecoserve-oracle` knows the output
+# lengths. Its schedule, batch by
 # batch, is derived by hand in `tests/policies/test_ecoserve.py`.
 
 # %%

@@ -219,7 +219,8 @@ if HAVE_DATA:
     for rate in RATES:
         b, v = azure[rate, "bros"], azure[rate, "vllm"]
         lines.append(
-            f"- {rate:g} RT req/s (RT load {loads_a[rate].point:.2f}): `bros` RT normalised latency "
+            f"- {rate:g} RT req/s (RT load {loads_a[rate].point:.2f}, plus the BE backlog: the "
+            "engine is **overloaded**): `bros` RT normalised latency "
             f"{fmt(change(b['rt_normalised_latency'], v['rt_normalised_latency']), True)} against "
             f"vLLM, TTFT attainment {fmt(b['rt_ttft_attainment'], True)} vs "
             f"{fmt(v['rt_ttft_attainment'], True)}; BE throughput over the run "
@@ -249,19 +250,21 @@ if HAVE_DATA:
 # | paper-like, 120 RT | 7.83 | 0.65 (0.70) | 0.01333 / 0.01317 / 0.01317 | 95.8% / 100% / 100% | 4.259 / 4.282 / 4.282 |
 # | paper-like, 120 RT | 10.06 | 0.84 (0.90) | 0.01528 / 0.01457 / 0.01457 | 94.2% / 100% / 100% | 3.379 / 3.428 / 3.428 |
 # | paper-like, 120 RT | 24 | 2.00 (2.15), overload | 0.02274 / 0.03497 / 0.02817 | 55.8% / 72.5% / 62.5% | 1.217 / 0.923 / 1.084 |
-# | Azure, 60 RT, BE backlog | 1 | 0.21 (0.22) | 0.02087 / 0.0142 / 0.01484 | 66.7% / 80.0% / 85.0% | 8.369 / 6.411 / 6.548 (while RT served 8.181 / 5.508 / 5.666) |
-# | Azure, 60 RT, BE backlog | 2 | 0.43 (0.44) | 0.04593 / 0.0124 / 0.0124 | 20.0% / 83.3% / 83.3% | 7.158 / 5.343 / 5.343 (while RT served 7.158 / 1.050 / 1.050) |
-# | Azure, 60 RT, BE backlog | 4 | 0.85 (0.88) | 0.06039 / 0.02554 / 0.02534 | 20.0% / 66.7% / 68.3% | 5.256 / 4.738 / 4.780 (while RT served 5.256 / 0.755 / 0.761) |
+# | Azure, 60 RT, BE backlog | 1 | 0.21 (0.22) + BE backlog, engine **overload** | 0.02087 / 0.0142 / 0.01484 | 66.7% / 80.0% / 85.0% | 8.369 / 6.411 / 6.548 (while RT served 8.181 / 5.508 / 5.666) |
+# | Azure, 60 RT, BE backlog | 2 | 0.43 (0.44) + BE backlog, engine **overload** | 0.04593 / 0.0124 / 0.0124 | 20.0% / 83.3% / 83.3% | 7.158 / 5.343 / 5.343 (while RT served 7.158 / 1.050 / 1.050) |
+# | Azure, 60 RT, BE backlog | 4 | 0.85 (0.88) + BE backlog, engine **overload** | 0.06039 / 0.02554 / 0.02534 | 20.0% / 66.7% / 68.3% | 5.256 / 4.738 / 4.780 (while RT served 5.256 / 0.755 / 0.761) |
 #
-# At 24 req/s, 120 RT, `bros (before)` held 11.0 entries a batch against vLLM's 19.1 while 25.6 RT
+# At 24 req/s, 120 RT (RT load 2.00, **overload**), `bros (before)` held 11.0 entries a batch against vLLM's 19.1 while 25.6 RT
 # requests an iteration found no memory; `bros` holds 15.6 (21 drops). Section 5.2's drop with the
 # paper's admission (`admission=greedy`) made 3,591 drops there (RT normalised latency 0.1752, +670%
-# against vLLM) and 4,622 on the Azure setting at 4 req/s (1.202 s/token).
+# against vLLM) and 4,622 on the Azure setting at 4 req/s (RT load 0.85 plus the BE backlog,
+# overloaded; 1.202 s/token).
 
 # %% [markdown]
 # ## Greedy vs the per-iteration integer program
 #
-# At every 100th iteration of `bros` (at most 8; Azure setting, RT rate 2/s) the IP of equations 1–8
+# At every 100th iteration of `bros` (at most 8; Azure setting, RT rate 2/s: RT load 0.43 plus the
+# BE backlog, so the engine is overloaded, the regime where BE work queues) the IP of equations 1–8
 # is solved on the state the greedy saw: maximise BE entries subject to the most urgent RT entry being
 # in the batch, every selected RT entry meeting its residual time, the batch cap, C and the free slots.
 # The IP also models lazy checkpointing (RT entries may overwrite BE slots of requests outside the

@@ -266,6 +266,12 @@ def ratio(a, b):
     return None if a is None or b is None or b <= 0 else a / b
 
 
+def at_load(rate):
+    """A rate with its offered load against this mix, overload labelled."""
+    load = rate / MU
+    return f"{rate:.2f} req/s, load {load:.2f}" + (", **overload**" if load > 1 else "")
+
+
 sr = {p: r.sustainable_rate for p, r in results.items()}
 lines = [f"- Every rate below is at a stated load against this mix's saturated rate {MU:.2f} req/s "
          f"(certified at most {load0.certified_rate:.2f}); the counted rates (table above) hold on "
@@ -276,7 +282,8 @@ if x is None:
                  f"({LO:.2f}..{HI:.2f} req/s), no ratio.")
 else:
     lines.append(f"- **Effective throughput at 90%, aptserve / vLLM = {x:.2f}x** (paper: 2.3x on "
-                 "average, at most 4.0x; the 8.8x is at 60% attainment): "
+                 f"average, at most 4.0x; the 8.8x is at 60% attainment; aptserve at "
+                 f"{at_load(sr['aptserve'])}, vLLM at {at_load(sr['vllm'])}): "
                  + ("agrees (between the paper's average and its peak)." if 2.3 <= x <= 4.0 else
                     "partly agrees: aptserve sustains more than vLLM, but less than the paper's "
                     "2.3x average." if 1.0 < x < 2.3 else
@@ -284,7 +291,8 @@ else:
 y = ratio(at_60(results["aptserve"]), at_60(results["vllm"]))
 if y is not None:
     lines.append(f"- At 60% attainment (a search aimed at 60%): aptserve / vLLM = {y:.2f}x "
-                 "(paper: 4.9x on average, up to 8.8x): "
+                 f"(paper: 4.9x on average, up to 8.8x; aptserve at "
+                 f"{at_load(at_60(results['aptserve']))}, vLLM at {at_load(at_60(results['vllm']))}): "
                  + ("consistent with 'up to 8.8x' (a gain, below the paper's 4.9x average)."
                     if 1.0 < y < 4.9 else "agrees." if 4.9 <= y <= 8.8 else
                     "**disagrees**" + (" (higher)." if y > 8.8 else ": no gain over vLLM.")))
@@ -301,7 +309,8 @@ lines.append(
     "trace, about 160), so the value model `p - (|W| + |R|) rho m` favours hidden cache only for requests "
     "waiting long relative to their size (hidden-cache entries above), and every switch of cache type is "
     "an eviction and a recompute. The scheduler alone (aptserve-kv-only) "
-    + (f"reaches {g_kv:.2f}x vLLM's highest probed rate at 60%: the value-based choice with the SLO "
+    + (f"reaches {g_kv:.2f}x vLLM's highest probed rate at 60% "
+       f"({at_load(at_60(results['aptserve-kv-only']))}): the value-based choice with the SLO "
        "fallback serves requests still inside their SLO first, while FCFS keeps serving the oldest, "
        "already late ones." if g_kv is not None else "has no 60% reading in the probed range.")
     + " The paper measures OPT-13B on a 40 GB A100, where KV memory binds much harder than in this "
@@ -310,7 +319,7 @@ w = ratio(park.sustainable_rate, sr["vllm"])
 if w is not None:
     lines.append(f"- A scheduler built for the SLOs (`slo-park`, clairvoyant) sustains "
                  f"{'at least ' if at_least else ''}{w:.2f}x vLLM's rate at 90% when every gap "
-                 "counts.")
+                 f"counts ({at_load(park.sustainable_rate)}).")
 if park_old.sustainable_rate is not None and park_old.at_rate is not None:
     lines.append(f"- Under the per-request P99 reading `slo-park tbt_rule=p99` \"sustains\" "
                  f"{park_old.sustainable_rate:.2f} req/s (load "

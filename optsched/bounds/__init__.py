@@ -24,11 +24,14 @@ is in ``formulations/bounds.md``. The built-in ones, in ladder order:
   (memory-full batches are slow): an SRPT count per time (B10);
 * ``dual`` -- the same trade-off in one interval-indexed relaxation, its Lagrangian dual
   over interval prices (B11, total latency);
+* ``batches`` -- makespan: the generating batches whose KV fits together, each request held
+  or dropped (refilled) between tokens, its first prefill in no more chunks than the batches
+  before its first token: a small CP-SAT model (B18);
 * ``exact`` -- the exhaustive search / InferMax flow model when they fit (B8), solved by the
   one solve pipeline, which the caller hands down (``exact_solve``; the top-level
   ``optsched.lower_bound`` does);
 * ``reuse-request``, ``reuse-work``, ``reuse-srpt`` -- B3, B4-B6 and B7 valid with prefix reuse
-  (B18: only what a hit cannot skip, shared blocks computed and held once); the only rungs
+  (B19: only what a hit cannot skip, shared blocks computed and held once); the only rungs
   ``best`` climbs on an instance with block ids;
 * ``best`` -- the ladder within the time limit: ``combinatorial``, then every other rung that
   is not ``cheap`` and ranks below it, in rank order.

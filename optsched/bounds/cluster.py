@@ -1,4 +1,4 @@
-"""A certified makespan floor for a cluster of identical engines (``formulations/bounds.md``,
+"""Certified floors for a cluster of identical engines (``formulations/bounds.md``,
 B17 "Clusters"): B3 (each request's own chain of batches) and B5 (the busy time of every
 arrival suffix) with that busy time shared by the ``R`` engines.
 
@@ -49,4 +49,17 @@ def cluster_makespan_floor(instance: Instance) -> float:
     return float(max((a + busy / R).max(), (one.arrival + f.chain).max()))
 
 
-__all__ = ["cluster_makespan_floor", "identical_engine"]
+def cluster_request_floors(instance: Instance) -> dict[str, float]:
+    """B17's per-request floors over identical engines (B3 on a cluster): total latency
+    ``>= sum_i chain_i``, mean TTFT ``>= mean_i prefill_chain_i``, and the makespan floor of
+    :func:`cluster_makespan_floor` (keys ``total_latency``, ``mean_latency``, ``mean_ttft``,
+    ``makespan``, as the evaluator's metrics)."""
+    f = Floors.of(identical_engine(instance))
+    n = max(instance.n, 1)
+    total = float(f.chain.sum())
+    return {"total_latency": total, "mean_latency": total / n,
+            "mean_ttft": float(f.prefill_chain.sum()) / n,
+            "makespan": cluster_makespan_floor(instance)}
+
+
+__all__ = ["cluster_makespan_floor", "cluster_request_floors", "identical_engine"]

@@ -101,12 +101,12 @@ class Floors:
     @cached_property
     def hit_offset(self) -> np.ndarray:
         """Where those computed tokens start at the latest: 0 (position of the first; a hit
-        of ``L`` tokens starts them at ``L``, bounds.md B18)."""
+        of ``L`` tokens starts them at ``L``, bounds.md B19)."""
         return np.zeros(self.instance.n, np.int64)
 
     @cached_property
     def refill_offset(self) -> np.ndarray:
-        """Where a refill's computed tokens start at the latest: 0 (B2; with hits, B18)."""
+        """Where a refill's computed tokens start at the latest: 0 (B2; with hits, B19)."""
         return np.zeros(self.instance.n, np.int64)
 
     @cached_property
@@ -138,7 +138,7 @@ class Floors:
 
         With ``Q = sum c^2``: ``sum c*m = (I^2 - Q) / 2``, so the quadratic terms are
         ``kpm I^2 / 2 + (kpq - kpm / 2) Q`` with ``I^2 / k <= Q <= I * min(I, cap)``;
-        ``kpl * m >= 0`` is dropped. With hits (B18) ``I`` is the computed part ``u`` starting
+        ``kpl * m >= 0`` is dropped. With hits (B19) ``I`` is the computed part ``u`` starting
         at position ``L``, which adds ``kpm * L * u`` (every computed token sees the ``L``
         tokens before it)."""
         k = self.k
@@ -204,7 +204,7 @@ class Floors:
         S = (np.arange(total, dtype=np.int64)
              + np.repeat(inst.prompt[has] + 1 - first, steps[has])).astype(np.float64)
         dec = (k["k1"] + k["kdr"] - k["kdm"]) + k["kdm"] * S
-        # a refill computes the S - L tokens after its possible hits, each seeing >= L (B18)
+        # a refill computes the S - L tokens after its possible hits, each seeing >= L (B19)
         L = np.repeat(self.refill_offset[has], steps[has]).astype(np.float64)
         ref = k["kpr"] + k["k1"] * (S - L) + k["kpm"] * L * (S - L) + self._quad_floor(S - L)
         entry, chain = np.zeros(inst.n), np.zeros(inst.n)

@@ -56,7 +56,11 @@ def _fluid_srpt(a, x, dur, first, reserve, cap_mem, dur_weight=0.0):  # pragma: 
             suffix[k] = acc
     order = np.argsort(a, kind="mergesort")
     step = first.copy()
-    rem = x[first].copy()  # remaining work of the current step
+    # remaining work of the current step; a step of no work (x = 0, e.g. a cost model whose
+    # only terms are per block) is a timer instead: it takes its duration and no capacity
+    rem = np.empty(n)
+    for i in range(n):
+        rem[i] = x[first[i]] if x[first[i]] > 0.0 else max(dur[first[i]], 0.0)
     done = np.full(n, np.nan)
     admitted = np.zeros(n, np.bool_)
     waiting = np.empty(n, np.int64)  # released, not admitted
@@ -105,6 +109,10 @@ def _fluid_srpt(a, x, dur, first, reserve, cap_mem, dur_weight=0.0):  # pragma: 
         for q in perm:
             j = active[q]
             k = step[j]
+            if x[k] <= 0.0:  # a timer: no capacity, done after its duration
+                rate[j] = 0.0
+                dt = min(dt, rem[j])
+                continue
             r = 1.0 if dur[k] <= 0.0 else min(1.0, x[k] / dur[k])
             r = min(r, left)
             rate[j] = r
@@ -117,9 +125,10 @@ def _fluid_srpt(a, x, dur, first, reserve, cap_mem, dur_weight=0.0):  # pragma: 
         q = 0
         while q < na:
             j = active[q]
-            if rate[j] > 0.0:
-                rem[j] -= rate[j] * dt
-                if rem[j] <= 1e-12 * max(1.0, x[step[j]]):
+            timer = x[step[j]] <= 0.0
+            if rate[j] > 0.0 or timer:
+                rem[j] -= dt if timer else rate[j] * dt
+                if rem[j] <= 1e-12 * max(1.0, dur[step[j]] if timer else x[step[j]]):
                     step[j] += 1
                     if step[j] == last[j]:
                         done[j] = t
@@ -129,7 +138,8 @@ def _fluid_srpt(a, x, dur, first, reserve, cap_mem, dur_weight=0.0):  # pragma: 
                         active[q] = active[na - 1]
                         na -= 1
                         continue
-                    rem[j] = x[step[j]]
+                    k = step[j]
+                    rem[j] = x[k] if x[k] > 0.0 else max(dur[k], 0.0)
             rate[j] = 0.0
             q += 1
     return done

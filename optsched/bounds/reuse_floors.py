@@ -1,4 +1,4 @@
-"""Per-request floors that stay valid with prefix reuse (``formulations/bounds.md`` B18,
+"""Per-request floors that stay valid with prefix reuse (``formulations/bounds.md`` B19,
 ``docs/semantics.md`` section 6, "Prefix reuse").
 
 A request ``i`` lists ``P`` blocks of ``b`` tokens, the first ``H`` of them shareable, so a
@@ -20,13 +20,13 @@ Whatever the cache holds (an unbounded one included), in ANY feasible schedule:
   computed once, by one of them, before any of them hits it: each is charged ``b / n_x``
   computed tokens.
   This share is *not* the request's own work: it bounds the work of all batches before the
-  request's first token (B18's order statistics), never one request's own time;
+  request's first token (B19's order statistics), never one request's own time;
 * the per-batch entry count loses its memory cap: requests that share blocks can hold less
   than one private KV slot each.
 
 The cost model is priced with ``kpm`` lowered to ``min(kpm, 2 kpq)`` (every entry costs no
 more, so the floors stay floors) so that the chunk price is convex in the computed part
-(B18: a chunk straddling the hit boundary costs at least its part after it).
+(B19: a chunk straddling the hit boundary costs at least its part after it).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from .floors import Floors, block_area
 @dataclass(frozen=True, eq=False)
 class ReuseFloors(Floors):
     """Floors F1-F5 of an instance with prefix block ids, charging only what reuse cannot
-    save (B18). Without ids they are F1-F5 with ``kpm`` at most ``2 kpq`` and no memory
+    save (B19). Without ids they are F1-F5 with ``kpm`` at most ``2 kpq`` and no memory
     cap on the entries of a batch."""
 
     @classmethod

@@ -1,5 +1,5 @@
 """Bound ``reuse-request``: each request's own chain of batches with prefix reuse
-(``formulations/bounds.md`` B18, B3 with :class:`~optsched.bounds.reuse_floors.ReuseFloors`).
+(``formulations/bounds.md`` B19, B3 with :class:`~optsched.bounds.reuse_floors.ReuseFloors`).
 
 A hit skips at most the shareable ``L = H*b`` prompt tokens, so the last prefill pass of a
 request still computes its last ``u = I - L`` prompt tokens after ``L`` others; the batches
@@ -24,7 +24,7 @@ def reuse_request_floors(instance, objective: str) -> np.ndarray:
 
 
 @register_bound("reuse-request", "each request's own chain of batches, charging only the "
-                "prompt tokens a prefix hit cannot skip (B18, B3), O(n); valid with prefix "
+                "prompt tokens a prefix hit cannot skip (B19, B3), O(n); valid with prefix "
                 "reuse", rank=12, reuse_aware=True)
 def reuse_request_bound(instance, objective: str, budget: Budget) -> BoundResult:
     done = reuse_request_floors(instance, objective)

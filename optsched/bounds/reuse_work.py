@@ -1,12 +1,12 @@
 """Bound ``reuse-work``: the server's busy time with prefix reuse (``formulations/bounds.md``
-B18: B4-B6 with :class:`~optsched.bounds.reuse_floors.ReuseFloors`).
+B19: B4-B6 with :class:`~optsched.bounds.reuse_floors.ReuseFloors`).
 
 * makespan (B5): the batches holding the requests that arrive at or after ``t`` compute
   each one's unskippable prompt tokens, and once every block that only they list, and only
   at shareable positions (its first computation is by one of them, after ``t``);
 * total latency / mean TTFT (B6): the ``k``-th completion (first token) comes after every
   batch that computed a block one of the first ``k`` requests hit, so the busy time before
-  it counts each request's share of those blocks (B18), and the KV area counts a block held
+  it counts each request's share of those blocks (B19), and the KV area counts a block held
   by several of them once.
 
 Valid whatever the cache holds: the blocks are counted as an unbounded cache would need
@@ -84,7 +84,7 @@ def reuse_order_statistic_floor(instance, objective: str) -> float:
 
 @register_bound("reuse-work", "busy time of the server charging only what prefix reuse "
                 "cannot save: unskippable prompt tokens, each shared block computed once, "
-                "shared KV counted once (B18, B4-B6), O(n log n); valid with prefix reuse",
+                "shared KV counted once (B19, B4-B6), O(n log n); valid with prefix reuse",
                 rank=22, reuse_aware=True)
 def reuse_work_bound(instance, objective: str, budget: Budget) -> BoundResult:
     v = reuse_makespan_floor(instance) if objective == Objective.MAKESPAN else \

@@ -92,6 +92,23 @@ def register(sub) -> None:
                      help="host tokens for swapped KV (enables swapping; bros default 4 M)")
     lim.add_argument("--cost-model", help="preset name, 'unit', or a cost-model JSON file "
                      "(as written by 'optsched fit -o'; default: the InferMax Llama-2-7B preset)")
+    c = p.add_argument_group("cluster (docs/semantics.md section 6, 'Clusters'; every kind "
+                             "without block ids)")
+    c.add_argument("--replicas", type=int, metavar="R",
+                   help="serve on R identical engines of role both (ids 0..R-1); --load is "
+                   "then the load per replica (one engine's load R x RHO)")
+    c.add_argument("--prefill-replicas", type=int, metavar="P",
+                   help="with --decode-replicas: P prefill engines (p0..) and D decode engines "
+                   "(d0..) linked by the transfer link; --load is then per GPU of the P + D "
+                   "(one engine's load (P + D) x RHO)")
+    c.add_argument("--decode-replicas", type=int, metavar="D", help="see --prefill-replicas")
+    c.add_argument("--transfer-bandwidth", type=float, metavar="BYTES_PER_S",
+                   help="link bandwidth in bytes per second (default 25e9: PCIe 4.0 x16)")
+    c.add_argument("--transfer-fixed", type=float, metavar="SECONDS",
+                   help="fixed time of every transfer (default 0)")
+    c.add_argument("--transfer-bytes-per-token", type=float, metavar="BYTES",
+                   help="KV bytes per token (default: the cost preset's model in fp16, "
+                   "524288 for Llama-2-7B; required with another cost model)")
     p.set_defaults(func=run_generate)
 
 
@@ -177,6 +194,9 @@ def run_generate(args) -> int:
         raise InstanceError("give the output file with -o FILE")
     kind = args.kind
     _check_load_args(args)
+    engines = _cluster_size(args)
+    if args.load is not None and engines > 1:
+        args.load *= engines  # the one-engine load of RHO per replica (per GPU)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if kind in TRACE_KINDS:
@@ -194,6 +214,7 @@ def run_generate(args) -> int:
         raise InstanceError(f"kind {kind!r}: no request left to write (the trace, --window, "
                             f"--limit/--sample or the dropped rows selected none); "
                             f"{args.out} not written")
+    plain, inst = inst, _clustered(args, inst)
     try:
         inst.save(args.out)
     except OSError as e:
@@ -204,14 +225,86 @@ def run_generate(args) -> int:
     # lazy: the load runs reference policies (start-up time)
     from ..serving.load import offered_load
 
-    load = offered_load(inst)
+    load = offered_load(plain)
+    said, warning = (load.describe(), load.warning()) if inst.cluster is None \
+        else _cluster_load(inst, load)
     print(f"wrote {args.out}: {inst.n} requests, M={inst.limits.kv_capacity}, "
-          f"C={inst.limits.max_batch_tokens}, cost model {cost_name(inst)}; "
-          + load.describe())
-    warning = load.warning()
+          f"C={inst.limits.max_batch_tokens}, cost model {cost_name(inst)}"
+          + _cluster_line(inst) + "; " + said)
     if warning:
         print(f"optsched generate: warning: {warning}", file=sys.stderr)
     return EXIT_OK
+
+
+_LINK_FLAGS = ("transfer_bandwidth", "transfer_fixed", "transfer_bytes_per_token")
+
+
+def _cluster_size(args) -> int:
+    """The engines the cluster flags ask for (1 without them), after checking they go
+    together; one-line errors."""
+    P, D, R = args.prefill_replicas, args.decode_replicas, args.replicas
+    if R is not None and (P is not None or D is not None):
+        raise InstanceError("give --replicas (identical engines) or --prefill-replicas with "
+                            "--decode-replicas (disaggregated), not both")
+    if (P is None) != (D is None):
+        raise InstanceError("--prefill-replicas and --decode-replicas go together")
+    given = _given(args, _LINK_FLAGS)
+    if given and P is None:
+        raise InstanceError(f"--{given[0].replace('_', '-')} applies with --prefill-replicas "
+                            "and --decode-replicas (replicas move no KV)")
+    for name, v in (("replicas", R), ("prefill-replicas", P), ("decode-replicas", D)):
+        if v is not None and not 1 <= v <= 4096:
+            raise InstanceError(f"--{name} must be an integer in 1..4096, got {v}")
+    if R is not None:
+        return R
+    return P + D if P is not None else 1
+
+
+def _clustered(args, inst: Instance) -> Instance:
+    """``inst`` on the engines the cluster flags ask for (unchanged without them)."""
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..cluster import DEFAULT_BANDWIDTH, default_link, disaggregate, replicate
+
+    if args.replicas is not None:
+        return replicate(inst, args.replicas)
+    if args.prefill_replicas is None:
+        return inst
+    link = default_link(
+        inst, bytes_per_token=args.transfer_bytes_per_token,
+        bandwidth=args.transfer_bandwidth if args.transfer_bandwidth is not None
+        else DEFAULT_BANDWIDTH,
+        fixed=args.transfer_fixed if args.transfer_fixed is not None else 0.0)
+    return disaggregate(inst, args.prefill_replicas, args.decode_replicas, link)
+
+
+def _cluster_line(inst: Instance) -> str:
+    c = inst.cluster
+    if c is None:
+        return ""
+    roles = [e.role for e in c.engines]
+    if set(roles) == {"both"}:
+        return f", {c.n} identical engines"
+    t = c.transfer
+    assert t is not None  # roles other than both need a link (Cluster)
+    return (f", {roles.count('prefill')} prefill + {roles.count('decode')} decode engines "
+            f"(link {t.bandwidth:g} B/s, {t.bytes_per_token:g} B/token, fixed {t.fixed:g})")
+
+
+def _cluster_load(inst: Instance, load) -> tuple[str, str | None]:
+    """What generate says of the load of a cluster instance (line, warning): per replica for
+    identical engines, one engine's otherwise (docs/semantics.md section 6, "Load per
+    replica")."""
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..cluster import identical_replicas, replica_load
+
+    R = identical_replicas(inst)
+    if R is not None:
+        _, line, warning = replica_load(load, R)
+        return f"{line}; on one engine: {load.describe()}", warning
+    n = inst.n_engines
+    per = f"{load.point / n:.3g}" if load.point is not None else "none"
+    return (f"load per GPU if the {n} engines were replicas: {per} (a prefill/decode "
+            f"cluster's own load is not modelled); on one engine: {load.describe()}", None)
 
 
 def _generate_family(args, g) -> Instance:

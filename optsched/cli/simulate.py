@@ -130,14 +130,34 @@ def _schedule_path(path: str, n_entries: int) -> str:
     return str(chosen)
 
 
+def _replicas(inst, replicas: int | None) -> int | None:
+    """The replicas the command serves ``inst`` on when they are identical engines."""
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..cluster import identical_replicas
+
+    if replicas is not None:
+        return replicas if inst.cluster is None else None  # replicate() refuses the latter
+    return identical_replicas(inst) if inst.cluster is not None else None
+
+
+def _replica_load(load, replicas):
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..cluster import replica_load
+
+    return replica_load(load, replicas)
+
+
 def run_simulate(args) -> int:
     spec = get_spec(args.policy)
     policy = spec.make(**parse_param_args(args.param))  # bad params fail before loading
     output_file(args.output)
     inst = _instance(args).with_default_slos(args.ttft_slo, args.tpot_slo)
     clustered = args.replicas is not None or args.router is not None or inst.cluster is not None
-    # the offered load models one engine (optsched/serving/load.py): not a cluster's
+    # the offered load models one engine (optsched/serving/load.py): not a cluster's; for
+    # identical replicas, per replica (docs/semantics.md section 6, "Load per replica")
     load = None if clustered else command_load(inst)
+    replicas = _replicas(inst, args.replicas) if clustered else None
+    per_replica = command_load(inst.replace(cluster=None)) if replicas else None
     # lazy: each subcommand imports what it runs (start-up time)
     from ..progress import phase
 
@@ -165,6 +185,8 @@ def run_simulate(args) -> int:
                                "offered_load": load.to_dict() if load is not None else None}
         if args.router is not None or args.replicas is not None:
             out["router"] = args.router or "rr"
+        if per_replica is not None:
+            out["offered_load_per_replica"] = _replica_load(per_replica, replicas)[0]
         if schedule.n_entries <= JSON_SCHEDULE_LIMIT or args.with_schedule:
             out["schedule"] = schedule.to_dict()
         else:
@@ -185,9 +207,14 @@ def run_simulate(args) -> int:
             print(f"schedule written to {written}")
     if load is not None:
         say_load(load, "simulate")
+    elif per_replica is not None:
+        _, line, warning = _replica_load(per_replica, replicas)
+        print(f"optsched simulate: {line}", file=sys.stderr)
+        if warning:
+            print(f"optsched simulate: warning: {warning}", file=sys.stderr)
     else:
-        print("optsched simulate: offered load: not computed for a cluster (its model is one "
-              "engine's)", file=sys.stderr)
+        print("optsched simulate: offered load: not computed for a cluster of engines that "
+              "are not identical replicas (its model is one engine's)", file=sys.stderr)
     if not ev.feasible:
         print(f"optsched simulate: policy {spec.name!r} produced an infeasible schedule "
               f"(a bug): {ev.violation_counts}", file=sys.stderr)

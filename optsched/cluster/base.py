@@ -84,8 +84,20 @@ def register_router(name: str, description: str, source: str, *, kind: str = "bo
     return deco
 
 
+#: router names users ask for that the model cannot give a meaning yet, with why
+REFUSED = {
+    "prefix": "prefix reuse is modelled on one engine (an instance with block ids on several "
+              "engines is refused, docs/semantics.md section 6), so a prefix-aware router has "
+              "no cache hits to aim for",
+}
+
+
 def get_router(name: str) -> RouterSpec:
-    """The router registered as ``name`` (:class:`RouterError` naming the known ones)."""
+    """The router registered as ``name`` (:class:`RouterError` naming the known ones, or why
+    a router of :data:`REFUSED` is not available)."""
+    if name in REFUSED and name not in ROUTERS.names():
+        raise RouterError(f"router {name!r} is not available: {REFUSED[name]}; known routers: "
+                          f"{', '.join(router_names())}")
     return ROUTERS.get(name)
 
 
@@ -93,5 +105,5 @@ def router_names() -> list[str]:
     return ROUTERS.names()
 
 
-__all__ = ["ROUTERS", "EngineState", "Router", "RouterError", "RouterSpec", "get_router",
+__all__ = ["REFUSED", "ROUTERS", "EngineState", "Router", "RouterError", "RouterSpec", "get_router",
            "register_router", "router_names"]

@@ -42,6 +42,16 @@ from .base import EngineState, RouterError, register_router
 from .engine import Batch, EngineRun
 from .replicas import merge
 
+#: the gap (relative, at least absolute 1e-9) between a decode batch's end, where it frees
+#: KV, and a transfer that counts on that KV: the evaluator recomputes the batch's end from
+#: its own clock, which may differ from the router's in the last bits
+GAP = 1e-9
+
+
+def _after(x: float) -> float:
+    """A time clearly after ``x`` (by :data:`GAP`), robust to rounding of ``x``."""
+    return x + GAP * max(1.0, abs(x))
+
 
 @register_router(
     "pd", "prefill/decode disaggregation: prompts on prefill engines (least outstanding), KV "
@@ -82,15 +92,15 @@ class _Decoder:
         return self.n_routed - bisect.bisect_right(self.finished_at, t)
 
     def reserved_before(self, ts: float) -> int:
-        """KV reserved at ``ts``: releases strictly before it are free (at equal times a
-        transfer arrives before a batch frees, section 6)."""
-        return self.reserved - sum(tok for r, tok in self.releases if r < ts)
+        """KV reserved at ``ts``: releases clearly before it (:func:`_after`) are free (at
+        equal times a transfer arrives before a batch frees, section 6)."""
+        return self.reserved - sum(tok for r, tok in self.releases if _after(r) <= ts)
 
     def settle(self, t: float) -> None:
-        """Forget releases strictly before ``t``."""
+        """Forget releases clearly before ``t``."""
         keep = []
         for r, tok in self.releases:
-            if r < t:
+            if _after(r) <= t:
                 self.reserved -= tok
             else:
                 keep.append((r, tok))
@@ -202,8 +212,7 @@ class _Run:
             elif kind == 1:
                 end = self.D[k].step()
                 if self.D[k].releases:
-                    self.q_at = min(self.q_at, float(np.nextafter(end, math.inf))) \
-                        if self.queue else self.q_at
+                    self.q_at = min(self.q_at, _after(end)) if self.queue else self.q_at
             else:
                 e = self.P[k]
                 before = len(e.batches)
@@ -233,7 +242,7 @@ class _Run:
         while self.queue and self.queue[0][0] <= T:
             _, i, k = self.queue[0]
             e = self.P[k]
-            ts = e.now if e.batches and e.now >= T and e.batches[-1].end >= T else T
+            ts = e.batches[-1].end if e.batches and e.batches[-1].end >= T else T  # _carrier's
             I, O = int(inst.prompt[i]), int(inst.output[i])
             best = None
             for d in self.D.values():
@@ -243,12 +252,12 @@ class _Run:
                     if best is None or key < best[0]:
                         best = (key, d, peak)
             if best is None:  # tried again once a decode engine frees KV
-                later = [r for d in self.D.values() for r, _ in d.releases if r >= ts]
-                self.q_at = float(np.nextafter(min(later), math.inf)) if later else math.inf
+                later = [r for d in self.D.values() for r, _ in d.releases if _after(r) > ts]
+                self.q_at = _after(min(later)) if later else math.inf
                 return
             self.queue.pop(0)
             _, d, peak = best
-            d.settle(ts)
+            d.settle(T)  # not ts: a later decision may start its transfer earlier
             d.reserved += peak
             d.n_routed += 1
             j = self._carrier(k, T)

@@ -3,7 +3,8 @@
 * :func:`write_report` -- ``report.md`` (Markdown table + figures), ``report.json``,
   ``compare.png`` (bars), ``kv.png`` (KV over time), ``progress.png`` (solver incumbent and
   bound over time) and one ``gantt_<label>.png`` per schedule of a
-  :class:`~optsched.comparison.rows.Comparison`;
+  :class:`~optsched.comparison.rows.Comparison` (a Gantt chart; past ``max_rows`` requests
+  the trace-scale :func:`optsched.plot.timeline` instead);
 * the table cells (:func:`table_rows`, :func:`headers_in`, :func:`markdown_table`) and the
   goodput table (:func:`goodput_table_rows`, :func:`goodput_lines`) the CLI prints too;
 * the verdicts of ``solve``, ``bound`` (here) and ``compare``
@@ -269,8 +270,10 @@ def _gantts(out: Path, cmp: Comparison, max_rows: int | None, clock: _Clock) -> 
     used: set[str] = set()
     if math.isinf(clock.last):  # no chart at all (the note says so)
         return gantts
-    from ..plot import gantt
+    from ..plot import gantt, timeline
 
+    # past max_rows requests a sampled Gantt chart hides most rows: the timeline draws all
+    trace_scale = max_rows is not None and max_rows > 0 and cmp.instance.n > max_rows
     for r in cmp.rows:
         if r.evaluation is None or r.schedule is None:
             continue
@@ -281,9 +284,13 @@ def _gantts(out: Path, cmp: Comparison, max_rows: int | None, clock: _Clock) -> 
         while name in used:
             name, k = f"gantt_{_slug(r.label)}_{k}.png", k + 1
         used.add(name)
-        gantt(cmp.instance, r.schedule, r.evaluation, max_rows=max_rows or None,
-              title=f"{r.label}: {cmp.objective} {fmt(r.objective)}, "
-                    f"{r.metric('evictions')} evictions", save=out / name)
+        title = f"{r.label}: {cmp.objective} {fmt(r.objective)}, " \
+                f"{r.metric('evictions')} evictions"
+        if trace_scale:
+            timeline(cmp.instance, r.schedule, r.evaluation, title=title, save=out / name)
+        else:
+            gantt(cmp.instance, r.schedule, r.evaluation, max_rows=max_rows or None,
+                  title=title, save=out / name)
         gantts[r.label] = name
         clock.done()
     return gantts

@@ -2,6 +2,8 @@
 
 * :func:`gantt` -- one row per request: (p)refill black, decode gray, evicted red
   (InferMax Figure 15), plus KV use over time against ``M``;
+* :func:`timeline` -- the same at trace scale: every request a raster row sorted by arrival
+  (waiting shaded, arrivals drawn), requests running and waiting, KV use and batch times;
 * :func:`kv_over_time` -- KV use of several schedules against ``M``;
 * :func:`compare_bars` -- policy comparison bars (objective, gap, evictions, TTFT, TPOT);
 * :func:`solver_progress` -- incumbent and bound against time.
@@ -14,8 +16,9 @@ and phases come from :func:`optsched.evaluate`, never from here.
 
 from .charts import COMPARE_METRICS, compare_bars, kv_over_time, solver_progress
 from .gantt import gantt, gantt_spans, kv_steps, sample_rows
+from .timeline import TimelineData, timeline, timeline_data
 
 __all__ = [
     "COMPARE_METRICS", "compare_bars", "gantt", "gantt_spans", "kv_over_time", "kv_steps",
-    "sample_rows", "solver_progress",
+    "sample_rows", "solver_progress", "TimelineData", "timeline", "timeline_data",
 ]

@@ -113,11 +113,35 @@ def gantt_spans(instance: Instance, schedule: Schedule, evaluation: Evaluation,
     return out
 
 
-def sample_rows(n: int, max_rows: int | None) -> np.ndarray:
-    """Instance positions of the rows drawn: all, or ``max_rows`` evenly spaced ones."""
+def sample_rows(n: int, max_rows: int | None, keep: np.ndarray | None = None) -> np.ndarray:
+    """Positions (of ``0..n-1``) of the rows drawn: all, or ``max_rows`` evenly spaced ones.
+    ``keep`` (positions, e.g. the evicted requests) are drawn first: all of them when they
+    fit, an even sample of them otherwise, and the rest of the rows evenly spaced."""
     if max_rows is None or n <= max_rows:
         return np.arange(n)
-    return np.unique(np.linspace(0, n - 1, max(int(max_rows), 1)).round().astype(np.int64))
+    max_rows = max(int(max_rows), 1)
+
+    def even(pos: np.ndarray, k: int) -> np.ndarray:
+        if k <= 0 or pos.size == 0:
+            return pos[:0]
+        return pos[np.unique(np.linspace(0, pos.size - 1, min(k, pos.size)).round()
+                             .astype(np.int64))]
+
+    kept = np.unique(np.asarray(keep, np.int64)) if keep is not None else np.zeros(0, np.int64)
+    kept = even(kept, max_rows)
+    rest = np.setdiff1d(np.arange(n), kept, assume_unique=True)
+    return np.union1d(kept, even(rest, max_rows - kept.size))
+
+
+def window_rows(instance: Instance, evaluation: Evaluation,
+                window: tuple[float, float]) -> np.ndarray:
+    """Instance positions of the requests present in ``window = (t0, t1)``: arrived by ``t1``
+    and not finished before ``t0`` (an unfinished request is present to the end)."""
+    t0, t1 = (float(x) for x in window)
+    if not (np.isfinite(t0) and np.isfinite(t1)) or t1 <= t0:
+        raise ValueError(f"window: expected start < end, got {window!r}")
+    done = np.where(np.isfinite(evaluation.completion), evaluation.completion, np.inf)
+    return np.flatnonzero((instance.arrival <= t1) & (done >= t0))
 
 
 def gantt(
@@ -131,13 +155,17 @@ def gantt(
     kv: bool = True,
     kv_ax: Axes | None = None,
     merge_above: int = MERGE_ABOVE,
+    window: tuple[float, float] | None = None,
     save: str | Path | None = None,
 ) -> Figure:
     """Gantt chart (one row per request) plus KV use over time against ``M``.
 
     ``evaluation`` must be ``evaluate(instance, schedule)`` (computed if omitted).
     With more than ``max_rows`` requests an evenly spaced sample of rows is drawn
-    (the title says so); the KV panel always covers every request. With ``ax``
+    (the axis label says so; evicted requests are always in it when they fit); the KV panel
+    always covers every request. ``window = (t0, t1)``: only those times, and the requests
+    present in them (:func:`window_rows`). At trace scale :func:`optsched.plot.timeline`
+    draws every request. With ``ax``
     given the chart goes there and the KV panel into ``kv_ax`` (skipped if None).
     ``save``: also write the figure to this path.
     """
@@ -145,7 +173,10 @@ def gantt(
     if ev.batch_start.size != schedule.n_batches:
         raise ValueError("evaluation does not belong to this schedule (batch counts differ)")
     n = instance.n
-    rows = sample_rows(n, max_rows)
+    present = np.arange(n) if window is None else window_rows(instance, ev, window)
+    # evicted requests are kept in any sample: their red spans are what a reader looks for
+    rows = present[sample_rows(present.size, max_rows,
+                               np.flatnonzero(ev.evictions[present] > 0))]
     sampled = rows.size < n
     nrow = max(rows.size, 1)
 
@@ -200,7 +231,8 @@ def gantt(
     t_end = float(ev.batch_end[-1]) if ev.batch_end.size else 1.0
     t_end = t_end if t_end > 0 else 1.0
     t0 = min(0.0, float(ev.batch_start[0])) if ev.batch_start.size else 0.0
-    ax.set_xlim(t0, t_end * 1.01)
+    xlim = (t0, t_end * 1.01) if window is None else (float(window[0]), float(window[1]))
+    ax.set_xlim(*xlim)
     ax.set_ylim(nrow - 0.5, -0.5)
     if rows.size <= LABEL_ROWS:
         ax.set_yticks(np.arange(rows.size))
@@ -209,7 +241,10 @@ def gantt(
         tick = np.unique(np.linspace(0, rows.size - 1, 12).round().astype(int))
         ax.set_yticks(tick)
         ax.set_yticklabels([instance.ids[rows[i]] for i in tick], fontsize=8)
-    ax.set_ylabel("request" + (f" ({rows.size} of {n} sampled)" if sampled else ""))
+    where = "" if window is None else f" in [{float(window[0]):.6g}, {float(window[1]):.6g}]"
+    ax.set_ylabel("request" + (f" ({rows.size} of {present.size}{where}"
+                               f"{' sampled' if rows.size < present.size else ''})"
+                               if sampled else ""))
     ax.grid(axis="x", color="0.9", zorder=0)
     ax.set_axisbelow(True)
     handles = [Patch(facecolor=c, label=lbl) for c, lbl in styles.values()]
@@ -225,7 +260,7 @@ def gantt(
     if kv_ax is not None:
         _kv_panel(kv_ax, ev, instance.limits.kv_capacity)
         kv_ax.set_xlabel(time_label(instance))
-        kv_ax.set_xlim(t0, t_end * 1.01)
+        kv_ax.set_xlim(*xlim)
     else:
         ax.set_xlabel(time_label(instance))
     return finish(fig, save)

@@ -34,7 +34,8 @@ What exactly is simulated, and every difference from the authors' code
 3. **The safety buffer** (its rule is not in the abstract) is our memory guard: if the
    batch would leave more than ``M`` KV (semantics section 3), the newest admissions are
    dropped from it, then running requests are evicted (recompute), most recently admitted
-   first, never the oldest running request (so it always progresses).
+   first, never the oldest running request (so it always progresses); a batch the guard
+   would leave empty gives the oldest holder the budget.
 4. **Budgets**: decodes take the token budget ``C`` first, then prefills and recomputes (in
    segment order) chunked to what is left of ``C`` and of the prefill budget; at most
    ``max_batch_size`` entries. The code has no token budget.
@@ -209,6 +210,12 @@ class NestedWait(Policy):
             if not req:
                 kv_after += self._feed_oldest(oldest, c, kv_after)
                 req = [oldest] if oldest in c else []
+        elif not req and holders:
+            # the dropped admissions had taken the whole budget ahead of a holder (a request
+            # at an earlier stage sorts first): the oldest holder gets it, or nothing runs
+            oldest = min(holders, key=lambda i: int(self.seq[i]) or _BIG)
+            kv_after += self._feed_oldest(oldest, c, kv_after)
+            req = [oldest] if oldest in c else []
         return req, [c[i] for i in req], ev
 
     def _feed_oldest(self, i: int, c: dict[int, int], kv_after: int) -> int:

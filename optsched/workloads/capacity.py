@@ -123,6 +123,8 @@ MODEL_HEADS = {
     "llama2-70b": (8192, 64, 8),
     "llama3-8b": (4096, 32, 8),
 }
+#: Layers of the models behind the cost presets (the models' published configurations).
+MODEL_LAYERS = {"llama2-7b": 32, "llama2-70b": 80, "llama3-8b": 32}
 #: The model of each named cost preset (``optsched.cost.PRESETS``).
 PRESET_MODEL = {
     "infermax-llama2-7b-a100": "llama2-7b",
@@ -141,6 +143,17 @@ def preset_hidden_ratio(preset: str | None) -> float | None:
         return None
     hidden, n_heads, kv_heads = MODEL_HEADS[model]
     return hidden_kv_ratio(hidden, n_heads=n_heads, kv_heads=kv_heads)
+
+
+def preset_kv_bytes(preset: str | None) -> int | None:
+    """KV bytes of one token (:func:`kv_bytes_per_token`, fp16) of a named cost preset's
+    model: 524,288 for Llama-2-7B (2 x 32 layers x 4,096 x 2 bytes), 327,680 for Llama-2-70B
+    (8 KV heads of 128), 131,072 for Llama-3-8B; None for a model we do not know."""
+    model = PRESET_MODEL.get(preset or "")
+    if model is None:
+        return None
+    hidden, n_heads, kv_heads = MODEL_HEADS[model]
+    return kv_bytes_per_token(MODEL_LAYERS[model], hidden, 2, n_heads=n_heads, kv_heads=kv_heads)
 
 
 def kv_capacity(
@@ -186,6 +199,7 @@ def kv_capacity_tokens(*args, **kwargs) -> int:
     return kv_capacity(*args, **kwargs).tokens
 
 
-__all__ = ["KVCapacity", "MODEL_HEADS", "PRESET_MODEL", "hidden_kv_ratio", "preset_hidden_ratio",
-           "kv_bytes_per_token", "kv_capacity", "kv_capacity_tokens",
+__all__ = ["KVCapacity", "MODEL_HEADS", "MODEL_LAYERS", "PRESET_MODEL", "hidden_kv_ratio",
+           "preset_hidden_ratio", "kv_bytes_per_token", "preset_kv_bytes", "kv_capacity",
+           "kv_capacity_tokens",
            "PAPER_LLAMA2_70B_2XA100_TOKENS", "PAPER_INPUTS", "GB", "GIB"]

@@ -13,7 +13,7 @@ load with reuse is lower):
   total latency, mean TTFT and hit rate; the best of them is the best schedule found (the
   improvement search, LNS, does not model reuse);
 * per objective, the certified bound with reuse (``best``, which climbs the reuse-aware
-  rungs ``reuse-request`` and ``reuse-work``, formulations/bounds.md B18) and the reuse-blind
+  rungs ``reuse-request`` and ``reuse-work``, formulations/bounds.md B19) and the reuse-blind
   ``best`` of the same window with its block ids removed (every rung, ``--blind-limit``
   seconds): what a bound that ignores reuse would claim.
 
@@ -114,7 +114,7 @@ def run_window(trace: str, seed: int, size: int, load: float, blind_limit: float
     return row
 
 
-#: each reuse-blind closed-form rung and its reuse-aware version (formulations/bounds.md B18)
+#: each reuse-blind closed-form rung and its reuse-aware version (formulations/bounds.md B19)
 PAIRS = (("request", "reuse-request"), ("work", "reuse-work"), ("srpt", "reuse-srpt"))
 
 
@@ -189,7 +189,7 @@ def summary(path: Path) -> str:
             f"{r['policies'][p]['hit_rate']:.1%}" for p in REUSE) + " |")
     for o in OBJS:
         out.append(f"\nrung by rung, {o}: each reuse-blind closed form on the window without "
-                   "ids / its reuse-aware version (B18) on the window\n")
+                   "ids / its reuse-aware version (B19) on the window\n")
         out.append("| trace | seed | " + " | ".join(f"{b} / {q}" for b, q in PAIRS) + " |")
         out.append("|" + "---|" * (2 + len(PAIRS)))
         fmt = (lambda x: f"{x:,.0f}") if o == "total-latency" else (lambda x: f"{x:.2f}")

@@ -1,5 +1,6 @@
-"""The cluster makespan floor (optsched/bounds/cluster.py, formulations/bounds.md B17):
-hand-worked, refused on engines that differ, below every router's schedule (property)."""
+"""The cluster floors (optsched/bounds/cluster.py, formulations/bounds.md B17): makespan,
+total and mean latency, mean TTFT; hand-worked, refused on engines that differ, below every
+router's schedule (property)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optsched.bounds.cluster import cluster_makespan_floor
+from optsched.bounds.cluster import cluster_makespan_floor, cluster_request_floors
 from optsched.bounds.work import makespan_floor
 from optsched.cluster import replicate, simulate
 from optsched.cost import UnitCost
@@ -46,13 +47,23 @@ def test_engines_that_differ_are_refused():
         cluster_makespan_floor(inst)
 
 
+def test_the_request_floors_are_each_request_s_own_chain():
+    # unit time: a (I = 1, O = 5) needs 5 batches one after another, its first token the
+    # first; b (I = 1, O = 2) needs 2. On any number of engines: total latency >= 5 + 2,
+    # mean latency >= 3.5, mean TTFT >= (1 + 1) / 2; the makespan floor is B17's (3 + 5)
+    inst = Instance("c", Limits(100, 2), UnitCost(), (Request("a", 3, 1, 5),
+                                                     Request("b", 0, 1, 2)))
+    assert cluster_request_floors(replicate(inst, 4)) == \
+        {"total_latency": 7.0, "mean_latency": 3.5, "mean_ttft": 1.0, "makespan": 8.0}
+
+
 @st.composite
 def identical_clusters(draw):
     inst = draw(online_instances())
     if draw(st.booleans()):
         R = draw(st.integers(1, 4))
         return inst.replace(cluster=Cluster(tuple(Engine(str(k)) for k in range(R)))), \
-            draw(st.sampled_from(["rr", "lor", "least-kv"]))
+            draw(st.sampled_from(["rr", "lor", "least-kv", "p2c"]))
     link = TransferLink(bytes_per_token=1, bandwidth=draw(st.sampled_from([1.0, 1e3])))
     engines = tuple(Engine(f"p{k}", "prefill") for k in range(draw(st.integers(1, 2)))) + \
         tuple(Engine(f"d{k}", "decode") for k in range(draw(st.integers(1, 2))))
@@ -67,4 +78,6 @@ def test_the_floor_is_below_every_router_s_makespan(case, policy):
         warnings.simplefilter("ignore")
         ev = evaluate(inst, simulate(inst, policy, router))
     assert ev.feasible
-    assert cluster_makespan_floor(inst) <= ev.metrics["makespan"] * (1 + 1e-9) + 1e-9
+    floors = cluster_request_floors(inst)
+    for k in ("makespan", "total_latency", "mean_latency", "mean_ttft"):
+        assert floors[k] <= ev.metrics[k] * (1 + 1e-9) + 1e-9, k

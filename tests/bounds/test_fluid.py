@@ -57,3 +57,27 @@ def test_one_request_alone_by_hand():
     assert done.tolist() == pytest.approx([2.0 + float(np.maximum(x, dur).sum())], rel=1e-12)
     assert reserve.tolist() == [5 + 4 - 1]
 
+
+
+def test_a_step_of_no_work_is_a_timer_not_a_livelock():
+    """A cost model whose only terms are per block (kpb) and per step (kpl) gives R pieces of no
+    work (x = 0) but positive duration; the schedule once waited forever for them at rate 0 (the
+    slow test's hang). Such a piece is a timer: it takes its duration and no capacity, so with
+    room for all three requests each ends at its own chain (the sum of its step durations), and
+    with room for one of the 10-token reservations at a time (M = 11; reservations I + O - 1 =
+    10, 10, 4, admitted in index order as every key is 0) the chains run one after the other."""
+    from optsched.bounds.fluid import _fluid_srpt
+    from optsched.cost import LinearCost
+    from optsched.instance import Instance, Limits, Request
+
+    cost = LinearCost(k0=0.0, k1=0.0, kpq=0.0, kpm=0.0, kdm=0.0, kpr=0.0, kdr=0.0, kpl=0.0001,
+                      kpb=0.1, kdb=0.0)
+    inst = Instance("timer", Limits(kv_capacity=28, max_batch_tokens=5, block_size=2), cost,
+                    (Request("q0", 0.0, 6, 5), Request("q1", 0.0, 6, 5), Request("q2", 0.0, 1, 4)))
+    x, dur, first, reserve = relaxation(inst)
+    assert np.all(x == 0) and np.all(dur[first] > 0)
+    chain = np.add.reduceat(dur, first)
+    a = inst.arrival.astype(np.float64)
+    for cap in (math.inf, 28.0):
+        assert _fluid_srpt(a, x, dur, first, reserve, cap, 0.0) == pytest.approx(chain)
+    assert _fluid_srpt(a, x, dur, first, reserve, 11.0, 0.0) == pytest.approx(np.cumsum(chain))

@@ -1,5 +1,5 @@
 """``ReuseFloors`` (optsched/bounds/reuse_floors.py): the per-request floors with prefix reuse
-(formulations/bounds.md B18), by hand."""
+(formulations/bounds.md B19), by hand."""
 
 from __future__ import annotations
 

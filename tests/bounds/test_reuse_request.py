@@ -1,5 +1,5 @@
 """The ``reuse-request`` rung (optsched/bounds/reuse_request.py): each request's own chain with
-prefix reuse (formulations/bounds.md B18, B3), by hand."""
+prefix reuse (formulations/bounds.md B19, B3), by hand."""
 
 from __future__ import annotations
 

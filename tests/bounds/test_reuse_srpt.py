@@ -1,5 +1,5 @@
 """The ``reuse-srpt`` rung (optsched/bounds/reuse_srpt.py): B7 with prefix reuse
-(formulations/bounds.md B18), by hand; its validity on random sharing instances is tested with
+(formulations/bounds.md B19), by hand; its validity on random sharing instances is tested with
 the other reuse-aware rungs in test_reuse_work.py."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ``reuse-work`` rung (optsched/bounds/reuse_work.py) and the reuse-aware ladder: by hand,
 and below every policy on random instances whose requests share prefixes
-(formulations/bounds.md B18)."""
+(formulations/bounds.md B19)."""
 
 from __future__ import annotations
 

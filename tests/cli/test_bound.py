@@ -46,7 +46,7 @@ def test_bound_refuses_prefix_ids_in_one_line(capsys, method):
 
 
 def test_bound_best_on_prefix_ids_climbs_the_reuse_aware_rungs(capsys):
-    """With block ids ``best`` climbs only the rungs valid with prefix reuse (bounds.md B18),
+    """With block ids ``best`` climbs only the rungs valid with prefix reuse (bounds.md B19),
     names the one that gave the bound, and says which rungs it left out."""
     import json
 

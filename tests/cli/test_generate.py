@@ -127,3 +127,70 @@ def test_poisson_trace_replacement_is_a_flag(capsys, tmp_path):
     one_line_error(capsys, *base, "-o", tmp_path / "p.json", match="(--replace;")
     assert main([str(a) for a in [*base, "--replace", "-o", tmp_path / "p.json"]]) == 0
     assert len(json.loads((tmp_path / "p.json").read_text())["requests"]) == 5
+
+
+# --- cluster flags (docs/semantics.md section 6, "Clusters") --------------------------------
+
+
+def test_generate_replicas_writes_identical_engines_and_the_load_per_replica(capsys, tmp_path):
+    trace = azure(tmp_path, (30, 5), (40, 6), (50, 7), (60, 8))
+    out = tmp_path / "c.json"
+    rc, text, _ = run(capsys, "generate", "azure", "--trace", str(trace), "--replicas", "3",
+                      "-o", str(out))
+    inst = Instance.load(out)
+    assert rc == 0 and [(e.id, e.role) for e in inst.cluster.engines] == \
+        [("0", "both"), ("1", "both"), ("2", "both")]
+    assert "3 identical engines" in text and "load per replica of 3:" in text
+    # --load with --replicas is per replica: the one-engine load is 3 x 0.5 (scale_to_load
+    # reaches the upper side exactly, so the printed one-engine load is 1.5)
+    rc, text, _ = run(capsys, "generate", "azure", "--trace", str(trace), "--replicas", "3",
+                      "--load", "0.5", "-o", str(out))
+    assert rc == 0 and "offered load 1.5 " in text and " .. 0.5 (one engine's: 1.5)" in text
+    rc, out_, err = run(capsys, "simulate", str(out), "--policy", "vllm", "--router", "lor",
+                        "--json")
+    per = json.loads(out_)["offered_load_per_replica"]
+    assert rc == 0 and per["replicas"] == 3 and abs(per["point"] - 0.5) < 1e-9
+    assert per["one_engine"]["point"] == per["point"] * 3
+    assert "load per replica of 3:" in err
+
+
+def test_generate_disaggregated_writes_the_default_link(capsys, tmp_path):
+    out = tmp_path / "pd.json"
+    rc, text, _ = run(capsys, "generate", "fixed", "--n", "3", "--prompt", "10", "--output",
+                      "4", "--prefill-replicas", "1", "--decode-replicas", "2", "-o", str(out))
+    c = Instance.load(out).cluster
+    assert rc == 0 and [(e.id, e.role) for e in c.engines] == \
+        [("p0", "prefill"), ("d0", "decode"), ("d1", "decode")]
+    assert "load per GPU if the 3 engines were replicas: none" in text  # all at t = 0
+    # the default preset's model, Llama-2-7B: 2 (K, V) x 32 layers x 4096 x 2 bytes; 25 GB/s
+    assert (c.transfer.bytes_per_token, c.transfer.bandwidth, c.transfer.fixed) == \
+        (2 * 32 * 4096 * 2, 25e9, 0.0)
+    rc, _, _ = run(capsys, "generate", "fixed", "--n", "3", "--prompt", "10", "--output", "4",
+                   "--cost-model", "unit", "--prefill-replicas", "2", "--decode-replicas", "1",
+                   "--transfer-bytes-per-token", "2", "--transfer-bandwidth", "4",
+                   "--transfer-fixed", "0.5", "-o", str(out))
+    t = Instance.load(out).cluster.transfer
+    assert rc == 0 and t.time(10) == 0.5 + 10 * 2 / 4
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--replicas", "2", "--prefill-replicas", "1"], "not both"),
+    (["--prefill-replicas", "1"], "go together"),
+    (["--replicas", "0"], "--replicas must be an integer in 1..4096, got 0"),
+    (["--decode-replicas", "1", "--prefill-replicas", "5000"], "--prefill-replicas must be"),
+    (["--replicas", "2", "--transfer-fixed", "1"], "--transfer-fixed applies with"),
+    (["--prefill-replicas", "1", "--decode-replicas", "1", "--transfer-bandwidth", "0"],
+     "'bandwidth' must be a finite number"),
+    (["--cost-model", "unit", "--prefill-replicas", "1", "--decode-replicas", "1"],
+     "give --transfer-bytes-per-token"),
+])
+def test_bad_cluster_flags_are_one_line(capsys, tmp_path, args, match):
+    one_line_error(capsys, "generate", "fixed", "--n", "2", "--prompt", "3", "--output", "2",
+                   *args, "-o", str(tmp_path / "f.json"), match=match)
+    assert not (tmp_path / "f.json").exists()
+
+
+def test_a_kind_with_block_ids_refuses_several_engines(capsys, tmp_path):
+    one_line_error(capsys, "generate", "system-prompts", "--n", "6", "--rate", "5",
+                   "--replicas", "2", "-o", str(tmp_path / "s.json"),
+                   match="prefix reuse is not modelled across engines")

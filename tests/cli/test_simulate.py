@@ -120,7 +120,9 @@ def test_replicas_and_router_write_a_cluster_schedule_the_evaluator_accepts(caps
     cap = capsys.readouterr()
     doc = json.loads(cap.out)
     assert doc["router"] == "lor" and doc["evaluation"]["feasible"]
-    assert doc["offered_load"] is None and "not computed for a cluster" in cap.err
+    # the offered load is one engine's; identical replicas get it per replica
+    assert doc["offered_load"] is None and "load per replica of 2:" in cap.err
+    assert doc["offered_load_per_replica"]["replicas"] == 2
     assert [e["id"] for e in doc["evaluation"]["engines"]] == ["0", "1"]
     inst = replicate(Instance.load(GOOD), 2)
     assert evaluate(inst, Schedule.load(out)).feasible
@@ -133,6 +135,8 @@ def test_replicas_and_router_write_a_cluster_schedule_the_evaluator_accepts(caps
 @pytest.mark.parametrize("args, match", [
     (["--router", "nope"], "unknown router 'nope'"),
     (["--replicas", "0"], "replicas must be an integer"),
+    (["--replicas", "2", "--router", "prefix"], "router 'prefix' is not available: prefix reuse"),
+    (["--replicas", "2", "--router", "pd"], "router 'pd' needs a cluster of 'prefill' and"),
 ])
 def test_bad_router_input_is_one_line(capsys, args, match):
     one_line_error_no_stdout(capsys, "simulate", str(GOOD), "--policy", "vllm", *args,

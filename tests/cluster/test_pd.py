@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from optsched.cluster import RouterError, replicate, simulate
-from optsched.cost import UnitCost
+from optsched.cost import LinearCost, UnitCost
 from optsched.evaluation import evaluate
 from optsched.instance import Cluster, Engine, Instance, Limits, Request, TransferLink
 
@@ -59,3 +59,47 @@ def test_pd_refuses_replicas_and_replica_routers_refuse_roles():
         simulate(replicate(pd([("a", 0, 4, 3)]).replace(cluster=None), 2), "vllm", "pd")
     with pytest.raises(RouterError, match="role 'both'"):
         simulate(pd([("a", 0, 4, 3)]), "vllm", "lor")
+
+
+def test_a_transfer_waits_past_the_decode_batch_that_frees_its_room():
+    # found by the property test: d0 (M = 18) decodes r6 (peak 4 + 3 - 1 = 6) and r3
+    # (8 + 3 - 1 = 10), 16 reserved; r5 (peak 3 + 2 - 1 = 4) fits only once they finish, at
+    # the end of d0's batch. The router started r5's transfer at its own float for that end,
+    # which the evaluator's clock put a few ulps *after* it: the transfer then arrived before
+    # the frees (section 6: at equal times a transfer arrives first), KV 16 + 3 = 19 > 18.
+    # Transfers that count on freed KV now start clearly after the end (pd.GAP).
+    from optsched.cluster.pd import GAP
+
+    cm = LinearCost(k0=0.5, k1=0.01, kpq=0.0001, kpm=0.0002, kdm=0.001, kpr=0.05, kdr=0.02,
+                    kpl=0.0, kpb=0.003, kdb=0.001)
+    reqs = [("r0", 0, 1, 1), ("r1", 0, 1, 1), ("r2", 0, 1, 2), ("r3", 0, 8, 3), ("r4", 0, 1, 1),
+            ("r5", 0, 3, 2), ("r6", 0, 4, 3), ("r7", 0, 1, 1), ("r8", 0, 1, 1)]
+    inst = Instance("fast", Limits(18, 8), cm, tuple(Request(*r) for r in reqs),
+                    cluster=Cluster((Engine("p0", "prefill"), Engine("p1", "prefill"),
+                                     Engine("d0", "decode")), TransferLink(1.0, 1000.0)))
+    ev = evaluate(inst, simulate(inst, "vllm", "pd"))
+    assert ev.feasible, ev.violations
+    r5 = list(ev.request_ids).index("r5")
+    k = [int(x) for x in ev.transfer_request].index(r5)
+    frees = max(float(ev.batch_end[j]) for j in range(len(ev.batch_end))
+                if ev.engine_ids[int(ev.batch_engine[j])] == "d0"
+                and float(ev.batch_end[j]) <= float(ev.transfer_start[k]))
+    assert float(ev.transfer_start[k]) >= frees * (1 + GAP / 2)
+
+
+def test_a_later_decision_with_an_earlier_transfer_still_sees_unfreed_kv():
+    # found on an Azure window (3 prefill : 1 decode): k0 = 1, k1 = 0.1 per token, d0 holds
+    # 16. r0 (peak 10 + 2 - 1 = 11) decodes on d0 in [3.4, 4.5]. At T = 4.2 the queue holds
+    # r5 (peak 6, on p0, whose batch runs to 5.4: its transfer starts at 5.4, after r0 frees
+    # at 4.5), then r2 (peak 7) and r1 (peak 3) on p1, idle: their transfers start at 4.2.
+    # Admitting r5 used to forget r0's release for good (settled at 5.4), so r2 and r1 were
+    # admitted at 4.2 while r0 still held its 11 tokens: 11 + 6 + 1 = 18 > 16. Releases are
+    # now settled only up to the decision time T (every later transfer starts at or after it)
+    cm = LinearCost(k0=1.0, k1=0.1, kpq=0, kpm=0, kdm=0, kpr=0, kdr=0, kpl=0, kpb=0, kdb=0)
+    reqs = [("r0", 0, 10, 2), ("r1", 1, 1, 3), ("r2", 0, 6, 2), ("r3", 3, 2, 3),
+            ("r4", 1, 10, 4), ("r5", 0, 4, 3)]
+    inst = Instance("s", Limits(16, 16), cm, tuple(Request(*r) for r in reqs),
+                    cluster=Cluster((Engine("p0", "prefill"), Engine("p1", "prefill"),
+                                     Engine("d0", "decode")), TransferLink(1.0, 10.0)))
+    ev = evaluate(inst, simulate(inst, "vllm", "pd"))
+    assert ev.feasible, ev.violations

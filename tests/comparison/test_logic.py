@@ -59,7 +59,7 @@ def test_compare_runs_policies_on_a_hidden_cache_instance_without_a_bound(tmp_pa
 
 def test_compare_on_a_shared_prefix_instance_bounds_with_the_reuse_aware_rungs():
     """With block ids compare's certified bound comes from the rungs valid with prefix reuse
-    (formulations/bounds.md B18), below every policy; it runs no goodput ceiling and refuses
+    (formulations/bounds.md B19), below every policy; it runs no goodput ceiling and refuses
     --optimal in one line (no formulation models reuse)."""
     from handworked import shared_instance
 

@@ -114,5 +114,10 @@ def best_first_tokens(inst: Instance, objective: Callable[[np.ndarray], float],
 
 
 def p99(ttft: np.ndarray) -> float:
-    """The evaluator's P99 (numpy's linear percentile, semantics section 4)."""
-    return float(np.percentile(ttft, 99))
+    """The evaluator's P99 (numpy's linear percentile, semantics section 4), computed in plain
+    Python: the search calls it at every node on a handful of values, where ``np.percentile``
+    costs twenty times more. Equal to numpy's up to rounding (tests/bounds/test_tail.py)."""
+    x = sorted(float(v) for v in ttft)
+    pos = 0.99 * (len(x) - 1)
+    k = int(pos)
+    return x[k] if k + 1 >= len(x) else x[k] + (pos - k) * (x[k + 1] - x[k])

@@ -62,3 +62,14 @@ def test_nested_wait_guard_never_starves_the_oldest_holder():
     ev = evaluate(i, simulate(i, "nested-wait"))
     assert ev.feasible and bool((ev.latency < float("inf")).all())
 
+
+
+def test_nested_wait_guard_gives_the_budget_to_a_holder_when_it_drops_every_admission():
+    # M = 21, C = 9 (found by a random search over small instances; the slow step's stretch
+    # test found a 41-request one): a request at an earlier stage that holds no KV sorts ahead
+    # of a holder and takes the whole budget; the guard drops it for memory and, before this
+    # fix, returned an empty batch with requests left and no arrivals: a stall
+    i = Instance("stall", Limits(kv_capacity=21, max_batch_tokens=9), UnitCost(),
+                 (Request("q0", 1.0, 14, 6), Request("q1", 2.0, 14, 7), Request("q2", 0.0, 2, 12)))
+    ev = evaluate(i, simulate(i, "nested-wait"))
+    assert ev.feasible and bool((ev.latency < float("inf")).all())

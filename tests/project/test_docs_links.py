@@ -79,17 +79,38 @@ def _executor():
 
 
 def test_make_docs_re_executes_only_stale_notebooks(tmp_path):
-    """An executed copy is stale when missing or older than its .py or nbsetup.py, so that the
-    copies the notebook test writes during `make test` make `make docs` execute nothing."""
-    import os
+    """An executed copy is stale when missing, unstamped, or stamped from other sources (the
+    notebook, nbsetup.py or any module of optsched/), so that the copies the notebook test writes
+    during `make test` make `make docs` execute nothing, and a library change re-executes."""
+    import nbformat
 
     ex = _executor()
     src = REPO / "notebooks" / "01-quickstart.py"
     out = tmp_path / "01-quickstart.ipynb"
     assert ex.stale(src, out)  # missing
     out.write_text("{}")
-    newest = max(src.stat().st_mtime, (REPO / "notebooks" / "nbsetup.py").stat().st_mtime)
-    os.utime(out, (newest + 10, newest + 10))
-    assert not ex.stale(src, out)  # written after its sources
-    os.utime(out, (newest - 10, newest - 10))
+    assert ex.stale(src, out)  # not a stamped notebook
+    book = nbformat.v4.new_notebook()
+    ex.write_copy(book, src, out)
+    assert not ex.stale(src, out)  # made from the current sources
+    book.metadata["optsched"]["source_stamp"] = "0" * 64
+    nbformat.write(book, out)
     assert ex.stale(src, out)  # a source changed since
+
+
+def test_source_stamp_covers_the_notebook_and_the_library(tmp_path, monkeypatch):
+    ex = _executor()
+    root = tmp_path / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "optsched" / "sub").mkdir(parents=True)
+    nb, setup, mod = (root / "notebooks" / "01-x.py", root / "notebooks" / "nbsetup.py",
+                      root / "optsched" / "sub" / "m.py")
+    for f in (nb, setup, mod):
+        f.write_text("a = 1\n")
+    monkeypatch.setattr(ex, "ROOT", root)
+    monkeypatch.setattr(ex, "NB_DIR", root / "notebooks")
+    stamps = [ex.source_stamp(nb)]
+    for f in (nb, setup, mod):
+        f.write_text("a = 2\n")
+        stamps.append(ex.source_stamp(nb))
+    assert len(set(stamps)) == 4  # each of the three changes moves the stamp

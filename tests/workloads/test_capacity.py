@@ -82,3 +82,14 @@ def test_hidden_state_is_larger_than_the_kv_for_grouped_query_models():
         lim = Limits(kv_capacity=64, max_batch_tokens=8, block_size=b, hidden_cache=True,
                      hidden_ratio=ratio)
         assert lim.hidden_footprint(10) == charge
+
+
+def test_preset_kv_bytes_are_the_models_fp16_kv_per_token():
+    from optsched.workloads.capacity import preset_kv_bytes
+
+    # 2 (K, V) x layers x KV dims x 2 bytes: Llama-2-7B 32 x 4096 (MHA); Llama-2-70B 80 x
+    # (8 KV heads x 128); Llama-3-8B 32 x (8 x 128)
+    assert preset_kv_bytes("infermax-llama2-7b-a100") == 2 * 32 * 4096 * 2 == 524_288
+    assert preset_kv_bytes("infermax-llama2-70b-4xa100") == 2 * 80 * 1024 * 2
+    assert preset_kv_bytes("blis-llama3.1-8b-h100") == 2 * 32 * 1024 * 2
+    assert preset_kv_bytes("unit") is None and preset_kv_bytes(None) is None

@@ -93,7 +93,7 @@ def test_fill_optimum_equals_exhaustive_search(objective, data):
     ex = _solve(inst, "exhaustive", objective, max_states=200_000)
     assume(ex.status == "optimal")
     fi = _solve(inst, "infermax", objective, variant="fill")
-    assert fi.status in ("optimal", "feasible"), (fi.status, fi.message, fi.notes)
+    assert fi.status in ("optimal", "restricted-optimal", "feasible"), (fi.status, fi.message, fi.notes)
     assert any("variant fill" in n for n in fi.notes)
     assert fi.bound is None or fi.bound <= fi.objective * (1 + 1e-9)
     # any schedule the fill model returns is one of the search's candidates
