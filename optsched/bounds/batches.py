@@ -23,6 +23,7 @@ relaxation). Declines instances with more than :data:`MAX_EVENTS` generating eve
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import numpy as np
@@ -146,6 +147,9 @@ def _model(f: Floors, scale: float):
 
 def batches_floor(instance, budget: Budget) -> tuple[float, str]:
     """The relaxation's proven bound (module docstring) and the solver's status name."""
+    if importlib.util.find_spec("ortools") is None:  # e.g. the demo's lean environment
+        raise BoundError("bound method 'batches' needs CP-SAT (the ortools package), which is "
+                         "not installed: the other rungs still answer")
     from ortools.sat.python import cp_model
 
     f = Floors.of(instance)

@@ -113,3 +113,19 @@ def test_k0_family_bound_and_a_schedule_below_vllm():
     vllm = evaluate(inst, simulate(inst, "vllm")).objective("makespan")
     assert vllm == pytest.approx(49.168384)
     assert bound <= chunked < vllm
+
+
+def test_without_cpsat_the_rung_declines_and_best_still_answers(monkeypatch):
+    """The demo's lean environment has no ortools: ``batches`` must decline (a BoundError, so
+    ``best`` skips it), not fail the whole ladder."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "ortools" else real(name, *a))
+    inst = Instance("lean", Limits(kv_capacity=5, max_batch_tokens=8), LinearCost(k0=1.0),
+                    (Request("a", 0.0, 3, 2), Request("b", 0.0, 3, 2)))
+    with pytest.raises(BoundError, match="needs CP-SAT"):
+        optsched.lower_bound(inst, "makespan", "batches")
+    best = optsched.lower_bound(inst, "makespan", "best")
+    assert best.value > 0 and "batches" not in (best.ladder or {})
