@@ -11,27 +11,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..solve_types import Objective
 from .base import BoundResult, Budget, register_bound
+from .request import chain_value, request_floors
 from .reuse_floors import ReuseFloors
 
 
 def reuse_request_floors(instance, objective: str) -> np.ndarray:
     """Per request, a lower bound on its completion (first token for mean-ttft) with reuse."""
-    f = ReuseFloors.of(instance)
-    own = f.prefill_chain if objective == Objective.MEAN_TTFT else f.chain
-    return instance.arrival + own
+    return request_floors(instance, objective, ReuseFloors.of(instance))
 
 
 @register_bound("reuse-request", "each request's own chain of batches, charging only the "
                 "prompt tokens a prefix hit cannot skip (B19, B3), O(n); valid with prefix "
                 "reuse", rank=12, reuse_aware=True)
 def reuse_request_bound(instance, objective: str, budget: Budget) -> BoundResult:
-    done = reuse_request_floors(instance, objective)
-    if objective == Objective.MAKESPAN:
-        v = float(done.max())
-    elif objective == Objective.TOTAL_LATENCY:
-        v = float((done - instance.arrival).sum())
-    else:
-        v = float((done - instance.arrival).mean())
-    return BoundResult(v, "reuse-request", objective)
+    return BoundResult(chain_value(instance, objective, reuse_request_floors(instance, objective)),
+                       "reuse-request", objective)

@@ -12,13 +12,10 @@ batch. Blocks another request computes for it are not its work here (they are in
 
 from __future__ import annotations
 
-import numpy as np
-
-from ..solve_types import Objective
 from .base import BoundResult, Budget, register_bound
 from .reuse_floors import ReuseFloors
 from .reuse_request import reuse_request_floors
-from .srpt import MIXES, job_works, promising_mixes, srpt_completions
+from .srpt import srpt_value
 
 
 @register_bound("reuse-srpt", "preemptive shortest-remaining-work on one server, each "
@@ -26,21 +23,5 @@ from .srpt import MIXES, job_works, promising_mixes, srpt_completions
                 "O(n log n); valid with prefix reuse",
                 objectives=("total-latency", "mean-ttft"), rank=32, reuse_aware=True)
 def reuse_srpt_bound(instance, objective: str, budget: Budget) -> BoundResult:
-    f = ReuseFloors.of(instance)
-    own = np.sort(reuse_request_floors(instance, objective))
-    works = {mix: job_works(f, objective, mix) for mix in MIXES}
-    best, best_mix = -np.inf, None
-    for mix in promising_mixes(works, instance.n):
-        done = srpt_completions(instance.arrival, works[mix])
-        total = float(np.maximum(done, own).sum())  # k-th completion >= both k-th floors
-        if total > best:
-            best, best_mix = total, mix
-        if budget.expired:
-            break
-    if best_mix is None:  # MIXES is non-empty and every total is finite
-        raise RuntimeError("reuse-srpt bound: no sharing mix was evaluated")
-    v = best - float(instance.arrival.sum())
-    if objective == Objective.MEAN_TTFT:
-        v /= instance.n
-    return BoundResult(v, "reuse-srpt", objective, notes=(
-        f"sharing mix (kv, tokens, count) = {tuple(round(x, 3) for x in best_mix)}",))
+    return srpt_value(instance, objective, budget, ReuseFloors.of(instance),
+                      reuse_request_floors(instance, objective), "reuse-srpt")

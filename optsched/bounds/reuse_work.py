@@ -21,7 +21,7 @@ from ..solve_types import Objective
 from .base import BoundResult, Budget, register_bound
 from .reuse_floors import ReuseFloors
 from .reuse_request import reuse_request_floors
-from .work import _suffix, busy_floor, prefill_busy_floor
+from .work import _suffix, makespan_floor, order_statistic_floor
 
 
 def suffix_block_tokens(instance, order: np.ndarray) -> np.ndarray:
@@ -47,39 +47,14 @@ def suffix_block_tokens(instance, order: np.ndarray) -> np.ndarray:
 
 def reuse_makespan_floor(instance) -> float:
     """B5 with reuse: ``max_t t + busy(requests arriving at or after t)``."""
-    f = ReuseFloors.of(instance)
-    order = np.argsort(instance.arrival, kind="stable")
-    a = instance.arrival[order]
-    blocks = suffix_block_tokens(instance, order)
-
-    def s(x, op=np.add):
-        return _suffix(np.asarray(x)[order], op)
-
-    busy = busy_floor(f, s(f.own_batches, np.maximum), s(f.tokens) + blocks, s(f.area),
-                      s(f.own_batches), s(f.kmin, np.maximum), s(f.computed_prompt) + blocks,
-                      s(f.kmin), s(f.entry_cost))
-    return float((a + busy).max())
+    return makespan_floor(instance, ReuseFloors.of(instance), suffix_block_tokens)
 
 
 def reuse_order_statistic_floor(instance, objective: str) -> float:
     """B6 with reuse: sum over k of a floor on the k-th completion (first token)."""
     f = ReuseFloors.of(instance)
-    a_min = float(instance.arrival.min())
-
-    def p(x, op=np.add):
-        return op.accumulate(np.sort(np.asarray(x)))
-
-    prompt = f.computed_prompt + f.block_tokens
-    if objective == Objective.MEAN_TTFT:
-        busy = prefill_busy_floor(f, np.sort(f.kmin), p(prompt), p(f.kmin),
-                                  p(f.prefill_area), p(f.prefill_entry_cost))
-    else:
-        busy = busy_floor(f, np.sort(f.own_batches), p(f.tokens + f.block_tokens), p(f.area),
-                          p(f.own_batches), np.sort(f.kmin), p(prompt), p(f.kmin),
-                          p(f.entry_cost))
-    own = np.sort(reuse_request_floors(instance, objective))
-    total = float(np.maximum(own, a_min + busy).sum() - instance.arrival.sum())
-    return total / instance.n if objective == Objective.MEAN_TTFT else total
+    return order_statistic_floor(instance, objective, f, f.block_tokens,
+                                 reuse_request_floors(instance, objective))
 
 
 @register_bound("reuse-work", "busy time of the server charging only what prefix reuse "

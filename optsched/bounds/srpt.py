@@ -111,14 +111,11 @@ def job_works(f: Floors, objective: str, mix) -> np.ndarray:
     return f.entry_cost + f.batch_overhead * share
 
 
-@register_bound("srpt", "preemptive shortest-remaining-work on one server with per-request "
-                "work from shared batch time (B7), O(n log n)",
-                objectives=("total-latency", "mean-ttft"), rank=30, cheap=True)
-def srpt_bound(instance, objective: str, budget: Budget) -> BoundResult:
-    from .request import request_floors
-
-    f = Floors.of(instance)
-    own = np.sort(request_floors(instance, objective))
+def srpt_value(instance, objective: str, budget: Budget, f: Floors, own: np.ndarray,
+               name: str) -> BoundResult:
+    """B7 for floors ``f`` and per-request completion floors ``own``: the best of the
+    promising sharing mixes' SRPT completions, each k-th at least the k-th own floor."""
+    own = np.sort(own)
     best, best_mix = -np.inf, None
     works = {mix: job_works(f, objective, mix) for mix in MIXES}
     for mix in promising_mixes(works, instance.n):
@@ -129,9 +126,19 @@ def srpt_bound(instance, objective: str, budget: Budget) -> BoundResult:
         if budget.expired:
             break
     if best_mix is None:  # MIXES is non-empty and every total is finite
-        raise RuntimeError("srpt bound: no sharing mix was evaluated")
+        raise RuntimeError(f"{name} bound: no sharing mix was evaluated")
     v = best - float(instance.arrival.sum())
     if objective == Objective.MEAN_TTFT:
         v /= instance.n
-    return BoundResult(v, "srpt", objective, notes=(f"sharing mix (kv, tokens, count) = "
-                                                    f"{tuple(round(x, 3) for x in best_mix)}",))
+    return BoundResult(v, name, objective, notes=(f"sharing mix (kv, tokens, count) = "
+                                                  f"{tuple(round(x, 3) for x in best_mix)}",))
+
+
+@register_bound("srpt", "preemptive shortest-remaining-work on one server with per-request "
+                "work from shared batch time (B7), O(n log n)",
+                objectives=("total-latency", "mean-ttft"), rank=30, cheap=True)
+def srpt_bound(instance, objective: str, budget: Budget) -> BoundResult:
+    from .request import request_floors
+
+    return srpt_value(instance, objective, budget, Floors.of(instance),
+                      request_floors(instance, objective), "srpt")

@@ -61,36 +61,46 @@ def _suffix(x, op=np.add):
     return op.accumulate(x[::-1])[::-1]
 
 
-def makespan_floor(instance) -> float:
-    """B5: ``max_t t + busy(requests arriving at or after t)``."""
-    f = Floors.of(instance)
+def makespan_floor(instance, floors: Floors | None = None, shared_tokens=None) -> float:
+    """B5: ``max_t t + busy(requests arriving at or after t)``. B19 passes its reuse
+    ``floors`` (the prompt tokens a request computes itself) and ``shared_tokens``: per
+    arrival suffix (a function of the instance and the arrival order), the tokens of the
+    blocks the suffix computes once (defaults: B5 as is)."""
+    f = Floors.of(instance) if floors is None else floors
     order = np.argsort(instance.arrival, kind="stable")
     a = instance.arrival[order]
+    extra = 0.0 if shared_tokens is None else shared_tokens(instance, order)
 
     def s(x, op=np.add):
         return _suffix(np.asarray(x)[order], op)
 
-    busy = busy_floor(f, s(f.own_batches, np.maximum), s(f.tokens), s(f.area),
-                      s(f.own_batches), s(f.kmin, np.maximum), s(instance.prompt),
+    busy = busy_floor(f, s(f.own_batches, np.maximum), s(f.tokens) + extra, s(f.area),
+                      s(f.own_batches), s(f.kmin, np.maximum), s(f.computed_prompt) + extra,
                       s(f.kmin), s(f.entry_cost))
     return float((a + busy).max())
 
 
-def order_statistic_floor(instance, objective: str) -> float:
-    """B6: sum over k of a floor on the k-th completion (first token), minus arrivals."""
-    f = Floors.of(instance)
+def order_statistic_floor(instance, objective: str, floors: Floors | None = None,
+                          shared_tokens=None, own=None) -> float:
+    """B6: sum over k of a floor on the k-th completion (first token), minus arrivals. B19
+    passes its reuse ``floors``, each request's ``shared_tokens`` (its share of the blocks it
+    hits, computed by someone) and its ``own`` completion floors (default: B6 as is)."""
+    f = Floors.of(instance) if floors is None else floors
     a_min = float(instance.arrival.min())
+    share = 0.0 if shared_tokens is None else shared_tokens
+    prompt = f.computed_prompt + share
 
     def p(x, op=np.add):
         return op.accumulate(np.sort(np.asarray(x)))
 
     if objective == Objective.MEAN_TTFT:
-        busy = prefill_busy_floor(f, np.sort(f.kmin), p(instance.prompt), p(f.kmin),
+        busy = prefill_busy_floor(f, np.sort(f.kmin), p(prompt), p(f.kmin),
                                   p(f.prefill_area), p(f.prefill_entry_cost))
     else:
-        busy = busy_floor(f, np.sort(f.own_batches), p(f.tokens), p(f.area), p(f.own_batches),
-                          np.sort(f.kmin), p(instance.prompt), p(f.kmin), p(f.entry_cost))
-    own = np.sort(request_floors(instance, objective))
+        busy = busy_floor(f, np.sort(f.own_batches), p(f.tokens + share), p(f.area),
+                          p(f.own_batches), np.sort(f.kmin), p(prompt), p(f.kmin),
+                          p(f.entry_cost))
+    own = np.sort(request_floors(instance, objective) if own is None else own)
     total = float(np.maximum(own, a_min + busy).sum() - instance.arrival.sum())
     return total / instance.n if objective == Objective.MEAN_TTFT else total
 
