@@ -188,7 +188,10 @@ def test_epoch_arrivals_solve_like_shifted_ones(objective):
     opts = SolveOptions(time_limit=60, progress=False)
     a = solve(epoch, "infermax", objective, options=opts)
     b = solve(zero, "infermax", objective, options=opts)
-    assert a.status == b.status == "optimal", (a.status, a.notes)
+    # restricted-optimal (total latency's flow model, J not certified): proven among schedules
+    # of at most J batches, the same J for both, so the two answers must still agree
+    assert a.status == b.status, (a.status, b.status, a.notes)
+    assert a.status in ("optimal", "restricted-optimal"), (a.status, a.notes)
     assert a.evaluation.feasible
     shift = off if objective == "makespan" else 0.0
     assert math.isclose(a.objective, b.objective + shift, rel_tol=1e-12, abs_tol=1e-6)
