@@ -27,7 +27,8 @@ def identical_engine(instance: Instance) -> Instance:
                                 f"{first.id!r} in its limits or cost model; the bound (B17) "
                                 "needs identical engines")
     one = instance.for_engine(0)
-    one.__dict__.pop("_bound_floors", None)  # floors of the cluster instance's own limits
+    for key in [k for k in one.__dict__ if k.startswith("_bound_floors")]:
+        del one.__dict__[key]  # floors of the cluster instance's own limits
     return one
 
 

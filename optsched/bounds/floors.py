@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Self
 
 import numpy as np
 
@@ -64,14 +65,16 @@ class Floors:
     instance: Instance
 
     @classmethod
-    def of(cls, instance: Instance) -> Floors:
+    def of(cls, instance: Instance) -> Self:
         """The floors of ``instance``, computed once and kept with it (instances are frozen
         and cache their arrays the same way), so the rungs of one ``best`` or
-        ``combinatorial`` call share them instead of recomputing the O(sum O) steps."""
-        f = instance.__dict__.get("_bound_floors")
-        if not isinstance(f, cls):
+        ``combinatorial`` call share them instead of recomputing the O(sum O) steps. Each
+        subclass (the reuse floors, B19) keeps its own copy beside them."""
+        key = f"_bound_floors_{cls.__name__}"
+        f = instance.__dict__.get(key)
+        if type(f) is not cls:
             f = cls(instance)
-            instance.__dict__["_bound_floors"] = f
+            instance.__dict__[key] = f
         return f
 
     @cached_property

@@ -36,7 +36,6 @@ from functools import cached_property
 
 import numpy as np
 
-from ..instance import Instance
 from .floors import Floors, block_area
 
 
@@ -45,15 +44,6 @@ class ReuseFloors(Floors):
     """Floors F1-F5 of an instance with prefix block ids, charging only what reuse cannot
     save (B19). Without ids they are F1-F5 with ``kpm`` at most ``2 kpq`` and no memory
     cap on the entries of a batch."""
-
-    @classmethod
-    def of(cls, instance: Instance) -> ReuseFloors:
-        """Computed once per instance and kept with it (as :meth:`Floors.of`)."""
-        f = instance.__dict__.get("_reuse_bound_floors")
-        if not isinstance(f, cls):
-            f = cls(instance)
-            instance.__dict__["_reuse_bound_floors"] = f
-        return f
 
     @cached_property
     def k(self) -> dict[str, float]:
