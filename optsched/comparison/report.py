@@ -96,7 +96,7 @@ def _restricted_verdict(instance: Instance, objective: str, rep: SolveReport, lb
     gap = rep.model_answer()["gap"]
     if rep.status in (Status.OPTIMAL, Status.RESTRICTED_OPTIMAL):
         there = "proven optimal in that model"
-    elif gap is not None:
+    elif gap is not None and rep.model_bound is not None:
         there = (f"within {pct(gap)} of that model's optimum (its bound "
                  f"{value(rep.model_bound, instance)})")
     else:
