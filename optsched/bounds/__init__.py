@@ -27,8 +27,6 @@ is in ``formulations/bounds.md``. The built-in ones, in ladder order:
 * ``batches`` -- makespan: the generating batches whose KV fits together, each request held
   or dropped (refilled) between tokens, its first prefill in no more chunks than the batches
   before its first token: a small CP-SAT model (B18);
-* ``parts`` -- total latency summed over parts of the window cut where few requests overlap,
-  each bounded alone by the cheap rungs and ``stretch`` (B20);
 * ``exact`` -- the exhaustive search / InferMax flow model when they fit (B8), solved by the
   one solve pipeline, which the caller hands down (``exact_solve``; the top-level
   ``optsched.lower_bound`` does);

@@ -6,7 +6,7 @@ rank order (:func:`~optsched.bounds.base.rungs`) -- ``combinatorial`` (the cheap
 maximum) first, then ``tail`` (P99 TTFT, B16), ``events`` (mean TTFT by busy periods, B14),
 ``spread``, ``coupled`` and ``dual`` (batching coupled with duration, B10-B13, seconds at
 1,000 requests), ``stretch`` (decode stretch paid in machine time, B15, iterating while its
-share of the time allows), ``parts`` (B20) and ``exact``.
+share of the time allows) and ``exact``.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -40,9 +41,10 @@ def run(trace: str, load: str, max_part: int) -> dict:
 def summary(out: Path) -> None:
     old = {(r["trace"], str(r["load"])): r for r in map(json.loads, (HERE / "results.jsonl")
            .read_text().splitlines()) if int(r["seed"]) == 1}
-    print("| window | max part | best TL | before (rung) | stretch (CPU s) | parts (CPU s) | "
-          "gap before | gap stretch | gap parts |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| window | max part | parts; in system at cuts; stretch > cheap on; sum over parts "
+          "| best TL | before (rung) | stretch (CPU s) | parts (CPU s) | gap before | gap stretch "
+          "| gap with parts |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in map(json.loads, out.read_text().splitlines()):
         o = old.get((r["trace"], r["load"]))
         if o is None:
@@ -51,7 +53,11 @@ def summary(out: Path) -> None:
         b = {k: o["bounds"][k] for k in OLD_RUNGS}
         ob = max(b, key=b.get)
         st = o["bounds"]["stretch"]
-        print(f"| {r['trace']} s1 @{r['load']} | {r['max_part']} | {best:,.0f} | {b[ob]:,.0f} "
+        m = re.search(r"(\d+) parts .*?\((\d+) requests in the system.*above the cheap rungs on "
+                      r"(\d+)", r["notes"][0])
+        sm = re.search(r"; sum ([0-9.e+]+)", r["notes"][0])
+        cut = f"{m[1]}; {m[2]}; {m[3]}; {float(sm[1]):,.0f}" if m and sm else "?"
+        print(f"| {r['trace']} s1 @{r['load']} | {r['max_part']} | {cut} | {best:,.0f} | {b[ob]:,.0f} "
               f"({ob}) | {st:,.0f} ({o['cpu']['stretch']:.0f}) | {r['parts']:,.0f} "
               f"({r['cpu']:.0f}) | {(best - b[ob]) / best:.1%} | "
               f"{(best - max(b[ob], st)) / best:.1%} | "

@@ -1,7 +1,8 @@
-"""The ``parts`` rung (bounds.md B20): its cuts by hand, below the exhaustive optimum on random
-small instances cut into parts of one or two requests (arrivals, evictions, chunking, blocks,
-unit and linear cost), below the policies on random windows up to 200 requests cut into many
-parts, certified at a spent time limit, and additive over requests that never interact."""
+"""The ``parts`` bound (bounds.md, "What did not help": parts; not a registered rung): its
+cuts by hand, below the exhaustive optimum on random small instances cut into parts of one or
+two requests (arrivals, evictions, chunking, blocks, unit and linear cost), below the policies
+on random windows up to 150 requests cut into many parts, certified at a spent time limit, and
+additive over requests that never interact."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optsched.bounds import BoundError, Budget, lower_bound
+from optsched.bounds import BoundError, Budget, bound_methods
 from optsched.bounds import parts as P
 from optsched.bounds.combinatorial import combinatorial_bound
 from optsched.cost import LinearCost, UnitCost, preset
@@ -27,6 +28,7 @@ HEAVY = LinearCost(k0=0.002, k1=0.003, kpq=5e-6, kpm=1e-5, kdm=4e-3, kpr=5e-4, k
 
 
 def _below(bound: float, value: float, what: str, inst) -> None:
+    # the tolerance is the rungs' relative safety margin (bounds.md section 1)
     assert bound <= value * (1 + 1e-9) + 1e-12, f"parts {bound} above {what} {value}: {inst}"
 
 
@@ -34,7 +36,7 @@ def _parts(inst, max_part: int, time_limit: float | None = None) -> float:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(P, "MAX_PART", max_part)
         mp.setattr(P, "MIN_PART", 1)
-        return lower_bound(inst, OBJ, "parts", time_limit=time_limit).value
+        return P.parts_bound(inst, OBJ, Budget.seconds(time_limit)).value
 
 
 def test_crossings_and_cuts_by_hand():
@@ -70,10 +72,10 @@ def test_parts_below_exhaustive_optimum(inst, max_part):
 
 
 @pytest.mark.slow
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=small(), max_part=st.sampled_from([1, 2, 3]))
 def test_parts_below_exhaustive_optimum_more(inst, max_part):
-    _check_against_search(inst, 20_000, max_part)
+    _check_against_search(inst, 5_000, max_part)
 
 
 @st.composite
@@ -101,8 +103,8 @@ def test_parts_below_two_policies(inst, max_part):
 
 
 @pytest.mark.slow
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(inst=larger(), max_part=st.sampled_from([3, 10, 40]))
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=larger(max_requests=150), max_part=st.sampled_from([3, 10, 40]))
 def test_parts_below_every_policy(inst, max_part):
     b = _parts(inst, max_part, time_limit=3.0)
     for spec in list_policies():
@@ -124,7 +126,13 @@ def test_spent_time_limit_still_certifies():
     # the cuts), no part runs stretch, and the value is the whole window's cheap bound or the
     # sum of the parts' cheap bounds, below the policies
     inst = _bursts(0.5)
-    res = P.parts_bound(inst, OBJ, Budget.seconds(0.0))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(P, "MAX_PART", 3)
+        mp.setattr(P, "MIN_PART", 1)
+        res = P.parts_bound(inst, OBJ, Budget.seconds(0.0))
+    # 8 requests in parts of at most 3: at least 3 parts, cut by the own chains
+    assert int(res.notes[0].split()[1]) >= 3 and "the own chains" in res.notes[0]
+    assert "stretch ran on 0" in res.notes[0]
     whole = combinatorial_bound(inst, OBJ, Budget.seconds(None)).value
     assert res.value >= whole
     for name in ("vllm", "fcfs"):
@@ -148,6 +156,8 @@ def test_requests_that_never_meet_add_up():
     assert single > combinatorial_bound(one, OBJ, Budget.seconds(None)).value
 
 
-def test_other_objectives_are_refused():
+def test_other_objectives_are_refused_and_it_is_no_rung():
     with pytest.raises(BoundError, match="total-latency"):
-        lower_bound(_bursts(1.0), "makespan", "parts")
+        P.parts_bound(_bursts(1.0), "makespan", Budget.seconds(None))
+    # measured below or within 0.6% of the registered rungs: best does not climb it
+    assert "parts" not in bound_methods()
