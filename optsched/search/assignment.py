@@ -5,14 +5,17 @@ A router is a policy that picks an engine per request; the engine policy then sc
 engine. This search keeps the engine policy and changes the assignment: from the start (the
 assignment of a router's schedule, or of a schedule file: the engine of each request's first
 entry), a candidate **moves** one request to another engine that fits it, or **swaps** two
-requests on different engines (each must fit the other's engine). A candidate is built by
-re-simulating the engine policy on the engines whose request sets changed
-(:func:`simulate_engine`; the others keep their batches), merging every engine's batches into
-one cluster schedule (:func:`optsched.cluster.replicas.merge`) and replaying it with the one
-evaluator (:func:`optsched.evaluate`): a candidate is accepted when it is feasible and strictly
-better than the current one (first improvement, seeded random proposals). The answer is the best
-schedule the evaluator confirmed, the start schedule itself included, so it is never worse than
-the start.
+requests on different engines (each must fit the other's engine); half the draws pick the
+request by its latency. A candidate re-simulates the engine policy on the engines whose
+request sets changed (:func:`simulate_engine`; the others keep their batches) and is scored
+from every request's first-token and completion times (:func:`engine_times`,
+:func:`objective_of`: section 4's objectives, equal to the evaluator's on these schedules, a
+tested property); it is accepted when strictly better than the current one (first
+improvement, seeded proposals). Each accepted candidate that beats the best so far is merged
+into one cluster schedule (:func:`optsched.cluster.replicas.merge`) and replayed by the one
+evaluator (:func:`optsched.evaluate`), which alone decides whether it becomes the best. The
+answer is the best schedule the evaluator confirmed, the start schedule itself included, so it
+is never worse than the start.
 
 Only replicas of role ``both`` are searched (engines may differ in limits and cost model): on a
 disaggregated cluster a request's placement is two engines and a transfer time, which a move of
@@ -143,43 +146,95 @@ def simulate_engine(instance: Instance, k: int, requests: Sequence[int],
     return e.batches
 
 
+def engine_times(instance: Instance, batches: Sequence, requests: Sequence[int]
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """First-token and completion times of ``requests`` (instance indices) from one engine's
+    simulated ``batches`` (section 4: the ends of the batches that generate the first token and
+    the last; a batch applies its evictions, then its entries, section 3): what the evaluator
+    would compute for them, without replaying the cluster (checked against it in the tests)."""
+    I = instance.prompt
+    m: dict[int, int] = {}
+    first: dict[int, float] = {}
+    done: dict[int, float] = {}
+    for b in batches:
+        for r in b.evict:
+            m[r] = 0
+        for r, c in zip(b.req, b.tokens):
+            m[r] = m.get(r, 0) + c
+            if r not in first and m[r] >= I[r]:
+                first[r] = b.end
+        for r in b.finished:
+            done[r] = b.end
+    nan = math.nan
+    return (np.array([first.get(r, nan) for r in requests], float),
+            np.array([done.get(r, nan) for r in requests], float))
+
+
+def objective_of(instance: Instance, first: np.ndarray, completion: np.ndarray,
+                 kind: str) -> float:
+    """``kind`` from every request's first-token and completion times as section 4 defines it
+    (inf when some request is unfinished)."""
+    if not np.isfinite(completion).all():
+        return math.inf
+    if kind == "makespan":
+        return float(completion.max()) if completion.size else 0.0
+    if kind == "total-latency":
+        return float((completion - instance.arrival).sum())
+    ttft = first - instance.arrival
+    return float(ttft.mean() if kind == "mean-ttft" else np.percentile(ttft, 99))
+
+
 def _objective(ev: Evaluation, kind: str) -> float:
     v = ev.objective(kind) if ev.feasible else math.nan
     return math.inf if math.isnan(v) else v
 
 
 class _Search:
-    """The incumbent assignment, its per-engine batches and objective."""
+    """The current assignment, its per-engine batches, times and objective."""
 
     def __init__(self, instance: Instance, make_policy: Callable[[], Policy], kind: str):
         from ..cluster.replicas import fitting_engines, merge  # lazy, as above
 
         self.inst, self.make, self.kind, self._merge = instance, make_policy, kind, merge
         self.fits = fitting_engines(instance)
-        self.assign = np.zeros(instance.n, np.int64)
-        self.batches: list[list] = []
+        n = instance.n
+        self.assign = np.zeros(n, np.int64)
+        self.batches: list[list] = [[] for _ in range(instance.n_engines)]
+        self.first = np.full(n, math.nan)
+        self.completion = np.full(n, math.nan)
         self.value = math.inf
-        self.schedule: Schedule | None = None
 
-    def build(self, assign: np.ndarray, engines: Sequence[int]) -> tuple[list[list], Schedule,
-                                                                         float] | None:
-        """Re-simulate ``engines`` under ``assign`` (the others keep their batches)."""
-        per = list(self.batches) if self.batches else [[] for _ in range(self.inst.n_engines)]
+    def build(self, assign: np.ndarray, engines: Sequence[int]) -> tuple | None:
+        """Re-simulate ``engines`` under ``assign`` (the others keep their batches): the
+        batches, times and the objective computed from them (None: a simulation failed)."""
+        per, first, comp = list(self.batches), self.first.copy(), self.completion.copy()
         try:
             for k in engines:
-                per[k] = simulate_engine(self.inst, k, np.flatnonzero(assign == k).tolist(),
-                                         self.make)
+                reqs = np.flatnonzero(assign == k).tolist()
+                per[k] = simulate_engine(self.inst, k, reqs, self.make)
+                first[reqs], comp[reqs] = engine_times(self.inst, per[k], reqs)
         except SimulationError:
             return None
-        sched = self._merge(self.inst, per)
-        return per, sched, _objective(evaluate(self.inst, sched), self.kind)
+        return assign, per, first, comp, objective_of(self.inst, first, comp, self.kind)
+
+    def take(self, built: tuple) -> None:
+        self.assign, self.batches, self.first, self.completion, self.value = built
+
+    def schedule(self) -> Schedule:
+        """The current cluster schedule (every engine's batches merged)."""
+        return self._merge(self.inst, self.batches)
 
     def propose(self, rng: np.random.Generator, swap_share: float
                 ) -> tuple[np.ndarray, list[int]] | None:
         """A moved or swapped copy of the assignment and the engines it changes (None: the
-        draw found no legal move)."""
+        draw found no legal move). Half the draws pick the first request by its latency
+        (a request that waits long is the likeliest to gain from another engine)."""
         n, a = self.inst.n, self.assign
-        i = int(rng.integers(n))
+        if rng.random() < 0.5:
+            w = np.nan_to_num(self.completion - self.inst.arrival, nan=0.0)
+            i = int(rng.choice(n, p=w / w.sum())) if w.sum() > 0 else int(rng.integers(n))
+        else:
+            i = int(rng.integers(n))
         if rng.random() < swap_share:
             j = int(rng.integers(n))
             ki, kj = int(a[i]), int(a[j])
@@ -222,14 +277,12 @@ def improve_assignment(instance: Instance, schedule: Schedule,
     history = [(0.0, start)]
     built = s.build(assign0, range(instance.n_engines))
     if built is not None:
-        s.assign, (s.batches, s.schedule, s.value) = assign0, built
-        if s.value < best_value - _tol(best_value):
-            best, best_value, best_assign, method = s.schedule, s.value, assign0, \
-                "re-simulated start"
-            history.append((time.perf_counter() - t0, best_value))
+        s.take(built)
+        best, best_value, best_assign, method = _confirm(
+            s, (best, best_value, best_assign, method), "re-simulated start", history, t0)
     rng = np.random.default_rng(opts.seed)
     tried = accepted = infeasible = 0
-    while s.batches and time.perf_counter() < deadline and \
+    while built is not None and time.perf_counter() < deadline and \
             (opts.max_moves is None or tried < opts.max_moves):
         prop = s.propose(rng, opts.swap_share)
         if prop is None:
@@ -238,18 +291,31 @@ def improve_assignment(instance: Instance, schedule: Schedule,
             continue
         tried += 1
         cand = s.build(*prop)
-        if cand is None or math.isinf(cand[2]):
+        if cand is None or math.isinf(cand[-1]):
             infeasible += 1
             continue
-        if cand[2] < s.value - _tol(s.value):
+        if cand[-1] < s.value - _tol(s.value):
             accepted += 1
-            s.assign, (s.batches, s.schedule, s.value) = prop[0], cand
-            if s.value < best_value - _tol(best_value):
-                best, best_value, best_assign, method = s.schedule, s.value, prop[0], "moves"
-                history.append((time.perf_counter() - t0, best_value))
+            s.take(cand)
+            best, best_value, best_assign, method = _confirm(
+                s, (best, best_value, best_assign, method), "moves", history, t0)
     return AssignmentResult(best, best_value, start, objective,
                             tuple(int(k) for k in best_assign), tried, accepted, infeasible,
                             time.perf_counter() - t0, opts.seed, method, history)
+
+
+def _confirm(s: _Search, incumbent: tuple, method: str, history: list, t0: float) -> tuple:
+    """The better of ``incumbent`` (schedule, value, assignment, method) and the search's
+    current schedule, the latter as the one evaluator replays it (a current schedule the
+    evaluator finds infeasible or not better is not kept)."""
+    if not s.value < incumbent[1] - _tol(incumbent[1]):
+        return incumbent
+    sched = s.schedule()
+    value = _objective(evaluate(s.inst, sched), s.kind)
+    if not value < incumbent[1] - _tol(incumbent[1]):
+        return incumbent
+    history.append((time.perf_counter() - t0, value))
+    return sched, value, s.assign, method
 
 
 def _tol(v: float) -> float:
@@ -257,4 +323,5 @@ def _tol(v: float) -> float:
 
 
 __all__ = ["AssignmentOptions", "AssignmentResult", "AssignmentSearchError", "assignment_of",
-           "check_cluster_supported", "improve_assignment", "simulate_engine"]
+           "check_cluster_supported", "engine_times", "improve_assignment", "objective_of",
+           "simulate_engine"]

@@ -21,7 +21,9 @@ from optsched.search.assignment import (
     AssignmentOptions,
     AssignmentSearchError,
     assignment_of,
+    engine_times,
     improve_assignment,
+    objective_of,
     simulate_engine,
 )
 
@@ -71,6 +73,22 @@ def test_re_simulating_a_routers_assignment_gives_the_routers_schedule():
         again = merge(inst, [simulate_engine(inst, k, np.flatnonzero(a == k).tolist(), make)
                              for k in range(3)])
         assert again.to_dict() == sched.to_dict()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_objective_from_engine_times_is_the_evaluators(seed):
+    # the search scores candidates from the engines' batches; the evaluator must agree
+    inst = _random_cluster(np.random.default_rng(10 + seed), R=3)
+    sched = simulate(inst, make, ("rr", "lor", "p2c")[seed])
+    a = assignment_of(inst, sched)
+    first, comp = np.full(inst.n, np.nan), np.full(inst.n, np.nan)
+    for k in range(3):
+        reqs = np.flatnonzero(a == k).tolist()
+        first[reqs], comp[reqs] = engine_times(inst, simulate_engine(inst, k, reqs, make), reqs)
+    ev = evaluate(inst, sched)
+    for kind in ("makespan", "total-latency", "mean-ttft", "p99-ttft"):
+        assert objective_of(inst, first, comp, kind) == pytest.approx(ev.objective(kind),
+                                                                       rel=1e-12, abs=1e-12)
 
 
 def _random_cluster(rng: np.random.Generator, R: int) -> Instance:
