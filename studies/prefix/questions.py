@@ -21,7 +21,8 @@ preset, arrivals stretched to the point load 0.7). Per window:
 * **hit rate against KV capacity**: ``vllm-apc``, ``lpm`` and ``belady`` at ``M`` times
   1, 2, 8 and unbounded (every token of the window at once; ``belady`` at 1 and unbounded
   only), hit rate and mean TTFT, beside the unbounded-cache potential.
-* **the published claims** with an unbounded ``M`` and the arrivals compressed by
+* **the published claims** at ``--claims-m`` times the window's ``M`` (0: unbounded; the
+  first window recorded, conversation seed 0, ran at 0) and the arrivals compressed by
   ``--claims-squeeze`` (a queue long enough for an order to matter), SGLang's engine under
   each order (:data:`CLAIMS`): FCFS, pure LPM, LPM with SGLang's FCFS fallback above 128
   waiting, ``dfs``, ``k-lpm`` (k = 2): hit rate, mean, P99 and max TTFT, goodput.
@@ -159,10 +160,11 @@ def run_capacity(inst, row) -> None:
             row["cpu"][f"cap {k} {p}"] = round(t, 2)
 
 
-def run_claims(inst, row, squeeze: float) -> None:
+def run_claims(inst, row, squeeze: float, mult: int) -> None:
     from optsched.policies import simulate
 
-    ic = inst.replace(limits=replace(inst.limits, kv_capacity=unbounded(inst)),
+    ic = inst.replace(limits=replace(inst.limits, kv_capacity=inst.limits.kv_capacity * mult
+                                     or unbounded(inst)),
                       requests=tuple(replace(r, arrival=r.arrival * squeeze)
                                      for r in inst.requests))
     slos = ttft_slos(ic)
@@ -172,7 +174,7 @@ def run_claims(inst, row, squeeze: float) -> None:
         row["cpu"][f"claims {label}"] = round(t, 2)
 
 
-def run_window(trace, seed, size, load, limit, squeeze) -> dict:
+def run_window(trace, seed, size, load, limit, squeeze, claims_m) -> dict:
     from optsched.prefix import reuse_potential
 
     inst, t_gen = _timed(lambda: instance(trace, seed, size, load))
@@ -187,7 +189,8 @@ def run_window(trace, seed, size, load, limit, squeeze) -> dict:
     run_policies(inst, slos, row)
     run_improve(inst, slos, row, limit)
     run_capacity(inst, row)
-    run_claims(inst, row, squeeze)
+    run_claims(inst, row, squeeze, claims_m)
+    row["claims_m"] = claims_m
     row["loadavg"] = os.getloadavg()[0]
     return row
 
@@ -200,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--load", type=float, default=0.7)
     ap.add_argument("--improve-limit", type=float, default=10.0)
     ap.add_argument("--claims-squeeze", type=float, default=0.5)
+    ap.add_argument("--claims-m", type=int, default=1,
+                    help="the claims' M, a multiple of the window's (0: unbounded)")
     ap.add_argument("--out", default="studies/prefix/questions")
     ap.add_argument("--summary", action="store_true")
     a = ap.parse_args(argv)
@@ -224,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
             if (trace, seed) in done:
                 continue
             t0 = time.perf_counter()
-            row = run_window(trace, seed, a.size, a.load, a.improve_limit, a.claims_squeeze)
+            row = run_window(trace, seed, a.size, a.load, a.improve_limit, a.claims_squeeze,
+                             a.claims_m)
             with out.open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
             print(f"{trace} seed {seed}: cpu {sum(row['cpu'].values()) + row['gen_cpu']:.1f} s, "

@@ -40,7 +40,7 @@ def main_tables(rows: list[dict], bounds: dict) -> list[str]:
                    "`svf`, `rank-i`, `ttft-first`); gap = best / reuse bound - 1\n")
         out.append("| trace | seed | hit share | " + " | ".join(SHOWN) + " | improve (start -> "
                    "method) | best | reuse bound (rung) | gap |")
-        out.append("|" + "---|" * (len(SHOWN) + 8))
+        out.append("|" + "---|" * (len(SHOWN) + 7))
         for r in rows:
             pol = {p: v[o] for p, v in r["policies"].items()}
             iv, im = _best_improve(r, o)
@@ -80,12 +80,14 @@ def capacity_table(rows: list[dict]) -> list[str]:
     names = ("vllm-apc", "lpm", "belady")
     head = " | ".join(f"{'unbounded' if k == 0 else f'{k}x M'}" for k in ks)
     out = ["\nhit rate against KV capacity: `vllm-apc` / `lpm` / `belady` at multiples of the "
-           "window's M (unbounded: every token of the window at once), beside the "
+           "window's M (unbounded: every token of the window at once; -: not run, `belady` has "
+           "no compiled path), beside the "
            "unbounded-cache potential (hit share)\n",
            f"| trace | seed | M | hit share | {head} |", "|" + "---|" * (4 + len(ks))]
     for r in rows:
-        cells = [" / ".join(f"{r['capacity'][f'{k}:{p}']['hit_rate']:.1%}" for p in names)
-                 for k in ks]
+        cap = r["capacity"]
+        cells = [" / ".join(f"{cap[f'{k}:{p}']['hit_rate']:.1%}" if f"{k}:{p}" in cap else "-"
+                            for p in names) for k in ks]
         out.append(f"| {r['trace']} | {r['seed']} | {r['M']:,} | "
                    f"{r['potential']['hit_share']:.1%} | " + " | ".join(cells) + " |")
     return out
@@ -93,13 +95,16 @@ def capacity_table(rows: list[dict]) -> list[str]:
 
 def claims_table(rows: list[dict]) -> list[str]:
     labels = list(rows[0]["claims"]) if rows else []
-    out = [f"\nthe published claims: SGLang's engine under each order, unbounded M, arrivals of "
-           f"the load-0.7 window compressed {1 / rows[0]['squeeze']:g}x (a longer queue); "
-           "hit rate / mean TTFT (s) / P99 TTFT (s) / goodput\n" if rows else "",
-           "| trace | seed | " + " | ".join(labels) + " |", "|" + "---|" * (2 + len(labels))]
+    out = [f"\nthe published claims: SGLang's engine under each order, arrivals of the load-0.7 "
+           f"window compressed {1 / rows[0]['squeeze']:g}x (a longer queue), M a multiple of the "
+           "window's (0: unbounded); hit rate / mean TTFT (s) / P99 TTFT (s) / goodput\n"
+           if rows else "",
+           "| trace | seed | M | " + " | ".join(labels) + " |", "|" + "---|" * (3 + len(labels))]
     for r in rows:
         c = r["claims"]
-        out.append(f"| {r['trace']} | {r['seed']} | " + " | ".join(
+        m = r.get("claims_m", 0)
+        out.append(f"| {r['trace']} | {r['seed']} | {f'{m}x' if m else 'unbounded'} | "
+                   + " | ".join(
             f"{c[q]['hit_rate']:.1%} / {c[q]['mean-ttft']:.1f} / {c[q]['p99-ttft']:.1f} / "
             f"{c[q]['goodput']:.0%}" for q in labels) + " |")
     return out
