@@ -31,6 +31,8 @@ PARAMS = (
     objectives=MODELLED,
     needs_warm_start=False,
     params=PARAMS,
+    restriction="the search with the restricting params asked for (no_evictions, no_chunking, "
+    "no_pausing)",
 )
 def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: SolveOptions,
         warm_start: WarmStart | None) -> RawSolution:
