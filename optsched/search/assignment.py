@@ -275,7 +275,10 @@ def improve_assignment(instance: Instance, schedule: Schedule,
     assign0 = assignment_of(instance, schedule)
     best, best_value, best_assign, method = schedule, start, assign0, "start"
     history = [(0.0, start)]
-    built = s.build(assign0, range(instance.n_engines))
+    # the search needs every engine's batches once; not started when the budget is spent
+    built = s.build(assign0, range(instance.n_engines)) \
+        if time.perf_counter() < deadline and (opts.max_moves is None or opts.max_moves > 0) \
+        else None
     if built is not None:
         s.take(built)
         best, best_value, best_assign, method = _confirm(
