@@ -7,9 +7,9 @@ consecutive requests of each Azure 2023 trace from the start row drawn by each o
 (:func:`studies.settings.window`: ``M = 30,000``, ``C = 8,192``, Llama-2-7B/A100 preset, KV cache
 only), every request with TTFT SLO 1 s and mean TPOT SLO 0.1 s. Each window is run
 
-* stretched to offered loads 0.3, 0.5, 0.7, 0.9 and 1.3 (overloaded, labelled) (:func:`optsched.serving.load.scale_to_load`: the
-  point load, the achievable side of docs/semantics.md section 4, is the target, so the
-  certified load is at most the target), and
+* stretched to offered loads 0.3, 0.5, 0.7, 0.9 and 1.3 (overloaded, labelled)
+  (:func:`optsched.serving.load.scale_to_load`: the point load, the achievable side of
+  docs/semantics.md section 4, is the target, so the certified load is at most the target), and
 * at its own arrivals (``own``), whatever its load: the rows whose load exceeds 1 are the
   **overload** regime, reported apart (a gap there grows with the window's length,
   ``docs/results/load.md``).
