@@ -116,7 +116,14 @@ def test_the_solve_json_holds_the_pipeline_keys_and_the_report_json_does_not():
     assert d["status"] == "no_solution" and type(d["status"]) is str
     model_only = rep.to_dict(include_schedule=False, pipeline=False)
     assert set(d) - set(model_only) == {"lower_bound", "gap_to_lower_bound", "budget", "fallback",
-                                        "certified_gap", "above_optimal"}
+                                        "certified_gap", "above_optimal", "best_known"}
+    # the best schedule the solve knows: the fallback's 12, (12 - 8) / 12 above the bound
+    assert d["best_known"]["source"] == "vllm" and d["best_known"]["objective"] == 12.0
+    assert d["best_known"]["certified_gap"] == pytest.approx(1 / 3)
+    # the model's own figures: no answer, no bound, no restriction (the problem itself)
+    assert model_only["model"] == {"formulation": "infermax", "restriction": None,
+                                   "status": "no_solution", "objective": None, "bound": None,
+                                   "gap": None}
     # the two named distances: (12 - 8) / 12 and (12 - 8) / 8
     assert d["certified_gap"] == pytest.approx(1 / 3) and d["above_optimal"] == pytest.approx(0.5)
 
