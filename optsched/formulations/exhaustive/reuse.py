@@ -1,56 +1,29 @@
 """Exact search over schedule states with prefix reuse (docs/semantics.md section 6, "Prefix
 reuse"), for tiny instances whose requests list block ids; :func:`.search.search` hands such
-an instance here.
+an instance here. The argument for each rule is ``formulations/exhaustive-reuse.md``.
 
-**What it enumerates.** A *node* is, per request, ``(g, m)`` of semantics section 3 (a
+**What it enumerates** (E1, E2). A node is, per request, ``(g, m)`` of semantics section 3 (a
 finished request ``(O, 0)``) **and** the set ``R`` of resident blocks (a bit mask over the
-instance's distinct block ids), plus the clock while some request has not arrived. An *edge*
-is one batch at the clock, or an idle wait until the next arrival. A batch is every
-combination of, per arrived unfinished request:
+instance's distinct block ids), plus the clock while some request has not arrived. An edge
+is an idle wait until the next arrival, or one batch at the clock: every combination of, per
+arrived unfinished request, nothing, an entry with **every** allowed hit (``h = 0``
+included) and every ``1 <= c <= S - m - h``, a plain eviction, or an evict-and-refill (a
+zero-time eviction-only batch, then an entry from ``m = 0`` with every allowed hit), together
+with a set of **drops** among the droppable blocks (resident, held by no request after the
+evictions, neither hit nor completed by the batch). Limits ``C``, ``P``, ``max_batch_size``,
+shared-block memory and arrivals are enforced as the evaluator does; edge costs are those of
+:mod:`.search` (makespan, total-latency, mean-ttft).
 
-* skip it;
-* an entry with **any** hit ``h`` the semantics allows (``m`` and ``h`` whole blocks,
-  ``m + h <= H*b``, every covered block in ``R`` at the batch's start; ``h = 0`` included)
-  and **any** computed count ``1 <= c <= S - m - h``;
-* a plain eviction (a request holding KV);
-* an evict-and-refill (a zero-time eviction-only batch, then an entry from ``m = 0`` with
-  any hit and any ``c``: semantics section 3 forbids evicting and processing in one batch);
+**Pruning** (``SearchOptions.pruning``; each rule keeps an optimum, and the tests compare E4
+and E5 with the search without them): E3 no empty batches, zero-time batches merged into the
+next; E4 exactly ``k = max(0, ceil((base - M) / b))`` drops per batch, every ``k``-subset;
+E5 a plain eviction only when the memory needs it; E6 earliest starts; E7 A* with a bound
+that counts batches (one per output token left, each at least ``floor`` long), and states
+above an upper bound (warm start, ``--at-most``) not generated.
 
-and of **drops**: sets of resident blocks that no request holds after the evictions, that no
-entry of the batch hits and that no entry recomputes (dropping such a block would be a
-violation or change nothing). Limits ``C``, ``P``, ``max_batch_size``, shared-block memory
-(rule 4 of the section) and arrivals are enforced as the evaluator does. The search is
-A* with the bound of Q5, which counts batches only (the reuse-blind search's token bounds
-are not bounds when hits skip tokens), and the edge costs of :mod:`.search` (makespan,
-total-latency, mean-ttft).
-
-**Pruning** (``SearchOptions.pruning``; each rule keeps at least one optimal schedule, and
-the tests compare every rule against the search without it):
-
-Q1 *No empty batches; eviction-only and drop-only batches merge into the next batch* (R1, R2
-   of :mod:`.search`): they take no time, and the next batch applies its evictions, then its
-   drops, before any entry and any hit (semantics steps 1-3), so the states are the same.
-Q2 *Drops are as few as memory needs.* Let ``base`` be the memory after the batch without
-   drops (rule 4). A drop of ``x`` in batch ``j`` whose batch would fit with ``x`` kept
-   (``mem + b <= M``) is postponed to the start of ``j + 1``: no hit of ``j`` covers ``x``
-   (it is dropped in the original), no entry changes, and at ``j + 1`` the state is the
-   original's again. Repeating terminates (drops move later; past the last batch they
-   vanish), so some optimum drops in each batch exactly ``k = max(0, ceil((base - M) / b))``
-   blocks; every ``k``-subset of the droppable blocks is searched.
-Q3 *Plain evictions are necessary.* Postponing the plain eviction of ``X`` from ``j`` to
-   ``j + 1`` (with the drops of ``j`` among ``X``'s blocks, which ``X`` then still holds)
-   changes no entry; it is only impossible when memory would overflow: ``mem + fp(private
-   tokens of X) + b * |drops of X's blocks| > M``. Only such evictions are generated (as R3).
-Q4 *Earliest starts* (R5): a batch starts at the clock or, after idling, at the next
-   arrival; for makespan a state reached earlier dominates.
-Q5 *A* bound* (:meth:`_ReuseSearch.heuristic`): ``f = cost + h`` with ``h`` counting the
-   batches each request still needs (one per output token left); with an upper bound ``U``
-   (a warm start, ``--at-most``) nodes with ``f > U`` are not generated.
-
-Not pruned: which hit a request takes (all are searched), which blocks are dropped (all
-``k``-subsets), identical requests (R4 is not applied). The search refuses an instance with
-more than :data:`MAX_REQUESTS` requests or :data:`MAX_BLOCKS` distinct block ids before
-starting, and stops with ``no_solution`` at ``max_states`` or the time limit.
+Not pruned (E8): hit sizes, drop subsets, identical requests. The size guard refuses more than
+:data:`MAX_REQUESTS` requests or :data:`MAX_BLOCKS` distinct block ids; the search returns
+``no_solution`` at ``max_states`` or the time limit.
 """
 
 from __future__ import annotations
@@ -242,7 +215,7 @@ class _ReuseSearch:
     def _combos(self, opts: list[list[_Move]]):
         """Every choice of one move per active request within ``C``, ``P``, the batch size and
         the memory no drop can free (private tokens and held blocks), with at least one
-        entry (Q1)."""
+        entry (E3)."""
         C, P, B, M, b = self.C, self.P, self.B, self.M, self.b
         chosen: list[_Move] = []
 
@@ -299,7 +272,7 @@ class _ReuseSearch:
             yield ((tuple(edge), tuple(evict), tuple(pre_evict), D), ncodes, R_all & ~dmask, d)
 
     def _drop_sets(self, base: int, cand: list[int]):
-        """Q2: every ``k``-subset, ``k`` the fewest drops that fit (every subset unpruned)."""
+        """E4: every ``k``-subset, ``k`` the fewest drops that fit (every subset unpruned)."""
         if not self.opts.pruning:
             for k in range(len(cand) + 1):
                 yield from itertools.combinations(cand, k)
@@ -309,7 +282,7 @@ class _ReuseSearch:
             yield from itertools.combinations(cand, k)
 
     def _evictions_needed(self, codes, evict: list[int], dmask: int, mem: int) -> bool:
-        """Q3: every plain eviction frees memory the batch needs."""
+        """E5: every plain eviction frees memory the batch needs."""
         if not self.opts.pruning:
             return True
         for i in evict:
@@ -335,7 +308,7 @@ class _ReuseSearch:
         return lambda t: n_now * (t - clock) + sum(t - a for a in later if a < t)
 
     def heuristic(self, codes, clock: float) -> float:
-        """Q5, a consistent lower bound on the remaining cost: request ``i`` still needs
+        """E7, a consistent lower bound on the remaining cost: request ``i`` still needs
         ``O - g`` batches (a batch generates at most one token per request), each at least
         ``floor`` long (:func:`_batch_floor`), after its arrival. makespan: the max over
         requests of the wait for the arrival plus that; total-latency: the sum; mean-ttft:
