@@ -213,9 +213,9 @@ def tiny_prefix_instance(seed: int, n_requests: int | None = None) -> Instance:
     """A seeded instance small enough for the exhaustive search with prefix reuse
     (``formulations/exhaustive-reuse.md``): ``n_requests`` (else 2-3) requests with prompts of
     2-5 tokens and 1-2 output tokens, each listing the first 0..floor(I / b) blocks (the first
-    request at least one) of one of two stems (so the ids form a forest), KV blocks of 1 or 2 tokens, ``M`` one to two peaks,
-    ``C`` from ``max(b, 2)`` to a peak plus a block, arrivals at 0 or 1, unit or a fixed
-    linear cost."""
+    request at least one) of one of two stems (so the ids form a forest), KV blocks of 1 or 2
+    tokens, ``M`` one to two peaks, ``C`` from ``max(b, 2)`` to a peak plus a block, arrivals
+    at 0 or 1, unit or a fixed linear cost."""
     rng = np.random.default_rng(seed)
     b = int(rng.choice([1, 2]))
     n = int(rng.integers(2, 4)) if n_requests is None else n_requests
