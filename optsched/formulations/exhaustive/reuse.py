@@ -133,6 +133,7 @@ class _ReuseSearch:
         self.arrivals = sorted(set(self.A))
         self._cost: dict[tuple, float] = {}
         self.floor = _batch_floor(inst)
+        self.Pc = min(self.C, self.P)
         self._moves: dict[tuple[int, int, int], list[_Move]] = {}
         self.own = [self.mask(i, 0, len(self.blocks[i])) for i in range(inst.n)]
 
@@ -307,23 +308,59 @@ class _ReuseSearch:
                 later.append(self.A[i])
         return lambda t: n_now * (t - clock) + sum(t - a for a in later if a < t)
 
-    def heuristic(self, codes, clock: float) -> float:
-        """E7, a consistent lower bound on the remaining cost: request ``i`` still needs
-        ``O - g`` batches (a batch generates at most one token per request), each at least
-        ``floor`` long (:func:`_batch_floor`), after its arrival. makespan: the max over
-        requests of the wait for the arrival plus that; total-latency: the sum; mean-ttft:
-        ``floor`` per request without a first token. A batch of time ``d >= floor`` lowers
-        each count by at most 1 and each wait by at most ``d``, so ``h`` drops by at most the
-        edge's cost."""
+    def own_batches(self, i: int, code: int) -> int:
+        """E7: batches request ``i`` still needs: ``O - g``, and ``ceil(need / min(C, P)) +
+        O - g - 1`` with ``need = S - max(m, H*b)`` the tokens before its next token that no
+        hit can skip."""
+        g, m = divmod(code, self.W)
+        O = self.O[i]
+        if g >= O:
+            return 0
+        need = self.I[i] + g - max(m, self.H[i] * self.b)
+        return max(O - g, -(-need // self.Pc) + O - g - 1)
+
+    def must_compute(self, codes, R: int) -> int:
+        """E7: tokens still to compute: each unfinished request's ``need`` and decode tokens,
+        plus, per shareable block some unfinished request does not hold yet and that is not
+        resident (someone computes it before it is hit), ``b`` less the most any request has
+        computed of it."""
+        W, b, tot, missing = self.W, self.b, 0, 0
+        prog: dict[int, int] = {}
+        for i, code in enumerate(codes):
+            g, m = divmod(code, W)
+            if g >= self.O[i]:
+                continue
+            tot += self.I[i] + g - max(m, self.H[i] * b) + self.O[i] - g - 1
+            q = self.f(i, m)
+            missing |= self.mask(i, q, self.H[i])
+            if q < self.H[i] and m % b:
+                x = self.blocks[i][q]
+                prog[x] = max(prog.get(x, 0), m - q * b)
+        missing &= ~R
+        return tot + sum(b - prog.get(x, 0) for x in range(len(self.ids)) if missing >> x & 1)
+
+    def heuristic(self, codes, R: int, clock: float) -> float:
+        """E7, a consistent lower bound on the remaining cost from the batches each request
+        still needs (:meth:`own_batches`; a batch generates at most one token per request and
+        computes at most ``min(C, P)`` prefill tokens) and, for makespan, ``ceil(T / C)`` for
+        the ``T`` tokens of :meth:`must_compute`, each batch at least ``floor`` long
+        (:func:`_batch_floor`), after the request's arrival. makespan: the max over requests of
+        the wait for the arrival plus that, and the total; total-latency: the sum; mean-ttft:
+        the batches to the first token of each request without one. A batch of time ``d >=
+        floor`` lowers each count by at most 1 (a hit does not lower ``need``; a drop or an
+        eviction only raises them) and each wait by at most ``d``, so ``h`` drops by at most
+        the edge's cost."""
         if not self.opts.pruning:
             return 0.0
         W, fl = self.W, self.floor
         if self.obj == "makespan":
-            return max((max(0.0, self.A[i] - clock) + fl * (self.O[i] - c // W)
-                        for i, c in enumerate(codes) if c // W < self.O[i]), default=0.0)
+            own = max((max(0.0, self.A[i] - clock) + fl * self.own_batches(i, c)
+                       for i, c in enumerate(codes) if c // W < self.O[i]), default=0.0)
+            return max(own, fl * -(-self.must_compute(codes, R) // self.C))
         if self.obj == "total-latency":
-            return fl * sum(self.O[i] - c // W for i, c in enumerate(codes))
-        return fl * sum(1 for c in codes if c // W == 0)
+            return fl * sum(self.own_batches(i, c) for i, c in enumerate(codes))
+        return fl * sum(self.own_batches(i, c) - self.O[i] + 1
+                        for i, c in enumerate(codes) if c // W == 0)
 
     def key(self, codes, R: int, clock: float):
         if clock >= self.A_max - _EPS:
@@ -342,7 +379,7 @@ class _ReuseSearch:
         root = (tuple([0] * self.inst.n), 0)
         rkey = self.key(root[0], 0, 0.0)
         nodes: dict[Any, list] = {rkey: [0.0, 0.0, None, None, root[0], 0, False]}
-        heap = [(self.heuristic(root[0], 0.0), 0, rkey)]
+        heap = [(self.heuristic(root[0], 0, 0.0), 0, rkey)]
         cnt, expanded = 1, 0
         done = tuple(o * self.W for o in self.O)
         while heap:
@@ -370,7 +407,7 @@ class _ReuseSearch:
                 succ.append((None, codes, R, nxt[0]))
             for edge, ncodes, nR, t_end in succ:
                 nc = cost + ecost(t_end)
-                h = self.heuristic(ncodes, t_end)
+                h = self.heuristic(ncodes, nR, t_end)
                 if ub is not None and nc + h > ub * (1 + 1e-9) + 1e-9:
                     continue
                 nkey = self.key(ncodes, nR, t_end)
