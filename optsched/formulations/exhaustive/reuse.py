@@ -18,8 +18,8 @@ shared-block memory and arrivals are enforced as the evaluator does; edge costs 
 and E5 with the search without them): E3 no empty batches, zero-time batches merged into the
 next; E4 exactly ``k = max(0, ceil((base - M) / b))`` drops per batch, every ``k``-subset;
 E5 a plain eviction only when the memory needs it; E6 earliest starts; E7 A* with a bound
-that counts batches (one per output token left, each at least ``floor`` long), and states
-above an upper bound (warm start, ``--at-most``) not generated.
+on the batches each request still needs and, for makespan, on the tokens no hit can skip,
+and states above an upper bound (warm start, ``--at-most``) not generated.
 
 Not pruned (E8): hit sizes, drop subsets, identical requests. The size guard refuses more than
 :data:`MAX_REQUESTS` requests or :data:`MAX_BLOCKS` distinct block ids; the search returns
@@ -77,7 +77,7 @@ class _Move:
 
 
 def _batch_floor(inst: Instance) -> float:
-    """The least time of a batch with entries: 1 under unit time, ``k0 + min(0, k1 +
+    """E7c: the least time of a batch with entries: 1 under unit time, ``k0 + min(0, k1 +
     min(0, kdr)) * C`` (at least 0) under a linear cost (every other term is >= 0), else 0."""
     cm = inst.cost_model
     if isinstance(cm, UnitCost):
@@ -309,7 +309,7 @@ class _ReuseSearch:
         return lambda t: n_now * (t - clock) + sum(t - a for a in later if a < t)
 
     def own_batches(self, i: int, code: int) -> int:
-        """E7: batches request ``i`` still needs: ``O - g``, and ``ceil(need / min(C, P)) +
+        """E7a: batches request ``i`` still needs: ``O - g``, and ``ceil(need / min(C, P)) +
         O - g - 1`` with ``need = S - max(m, H*b)`` the tokens before its next token that no
         hit can skip."""
         g, m = divmod(code, self.W)
@@ -320,7 +320,7 @@ class _ReuseSearch:
         return max(O - g, -(-need // self.Pc) + O - g - 1)
 
     def must_compute(self, codes, R: int) -> int:
-        """E7: tokens still to compute: each unfinished request's ``need`` and decode tokens,
+        """E7b: tokens still to compute: each unfinished request's ``need`` and decode tokens,
         plus, per shareable block some unfinished request does not hold yet and that is not
         resident (someone computes it before it is hit), ``b`` less the most any request has
         computed of it."""
