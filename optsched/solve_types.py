@@ -391,7 +391,11 @@ class SolveReport:
     for), ``plan`` (whether the model was built, and the solver's seconds) and ``fallback``
     (the answer when the model was skipped). ``restricted``: the model (or the hypotheses)
     restrict the problem, so ``bound`` and a proven optimum hold for the restriction only
-    (:attr:`optsched.formulations.base.RawSolution.restricted`).
+    (:attr:`optsched.formulations.base.RawSolution.restricted`). ``model_bound``: the
+    solver's own bound in the model it solved (``bound`` becomes the certified one when the
+    pipeline replaces a weaker or restricted bound); ``model_restriction``: which restriction
+    of docs/semantics.md the model solved (the formulation's ``restriction``), None when it
+    solved the problem itself.
     """
 
     status: Status
@@ -414,6 +418,8 @@ class SolveReport:
     lower_bound: BoundResult | None = None
     plan: SolvePlan | None = None
     fallback: Fallback | None = None
+    model_bound: float | None = None
+    model_restriction: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
@@ -440,6 +446,35 @@ class SolveReport:
         if self.objective is not None:
             return self.objective
         return None if self.fallback is None else self.fallback.objective
+
+    @property
+    def best_known(self) -> tuple[str, float] | None:
+        """The best schedule this solve knows for the problem of docs/semantics.md, as
+        (source, objective): the answer, or the warm start when it is better (a restricted
+        model may not represent it: the hindsight model has no preemption), or the fallback."""
+        cands: list[tuple[float, str]] = []
+        if self.objective is not None and self.status.has_solution:
+            cands.append((self.objective, self.formulation))
+        ws = self.warm_start
+        if ws is not None and ws.policy is not None and ws.objective is not None \
+                and ws.feasible is not False:
+            cands.append((ws.objective, f"warm start ({ws.policy})"))
+        if self.fallback is not None:
+            cands.append((self.fallback.objective, self.fallback.policy))
+        if not cands:
+            return None
+        v, src = min(cands, key=lambda c: c[0])  # ties: the answer, listed first
+        return src, v
+
+    def model_answer(self) -> dict[str, Any]:
+        """The model's own figures, named by the model they hold in (``--json``'s
+        ``"model"``): its status, the evaluator's objective of its schedule, the solver's
+        bound and gap *in that model*; ``restriction`` None when the model is the problem of
+        docs/semantics.md itself."""
+        return {"formulation": self.formulation, "restriction": self.model_restriction,
+                "status": str(self.status), "objective": finite_or_none(self.objective),
+                "bound": finite_or_none(self.model_bound),
+                "gap": finite_or_none(relative_gap(self.objective, self.model_bound))}
 
     @property
     def gap_to_lower_bound(self) -> float | None:
@@ -481,6 +516,11 @@ class SolveReport:
             d["above_optimal"] = None if self.answer is None else above_optimal(self.answer, lb)
             d["budget"] = None if self.plan is None else self.plan.to_dict()
             d["fallback"] = None if self.fallback is None else self.fallback.to_dict()
+            bk = self.best_known
+            d["best_known"] = None if bk is None else {
+                "source": bk[0], "objective": bk[1], "certified_gap": certified_gap(bk[1], lb),
+                "above_optimal": above_optimal(bk[1], lb)}
+        d["model"] = self.model_answer()
         return d
 
     def summary(self) -> str:

@@ -88,6 +88,11 @@ class BoundMethod:
     #: reuse-blind bound can exceed the optimum of an instance with block ids and is refused
     #: there
     reuse_aware: bool = False
+    #: the reuse-blind rung this one equals on instances without prefix block ids (the reuse
+    #: rungs of B19 run the bodies of B3/B5/B7 with reuse floors): ``best`` climbs it only on
+    #: instances that list prefix ids, so elsewhere the ladder names the plain rung and does
+    #: not compute the same value twice
+    twin_of: str | None = None
 
     def __post_init__(self) -> None:
         unknown = [o for o in self.objectives if o not in OBJECTIVES]
@@ -100,16 +105,18 @@ class BoundMethod:
 
 
 def register_bound(name: str, description: str, objectives=MODELLED, *, rank: int,
-                   cheap: bool = False, reuse_aware: bool = False):
+                   cheap: bool = False, reuse_aware: bool = False, twin_of: str | None = None):
     """Decorator: ``@register_bound("request", "...", rank=10, cheap=True)`` on a bound
     function registers it in :data:`optsched.plugins.BOUNDS` with its place on the ladder
     (:class:`BoundMethod`); a new method is one new module in this package, or an entry
     point of the group ``optsched.bounds`` (``docs/add-a-bound-rung.md``). ``reuse_aware``:
-    the bound is valid on instances with prefix block ids (others are refused there)."""
+    the bound is valid on instances with prefix block ids (others are refused there).
+    ``twin_of``: the reuse-blind rung it equals on instances without prefix ids
+    (:attr:`BoundMethod.twin_of`)."""
 
     def deco(fn: BoundFn) -> BoundFn:
         BOUNDS.add(name, BoundMethod(name, fn, description, tuple(objectives), rank, cheap,
-                                     reuse_aware), fn)
+                                     reuse_aware, twin_of), fn)
         return fn
 
     return deco

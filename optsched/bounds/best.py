@@ -35,7 +35,9 @@ def best_bound(instance, objective: str, budget: Budget) -> BoundResult:
     ladder: dict[str, float] = {}
     notes: list[str] = []
     best: BoundResult | None = None
-    climbed = [info for info in rungs(cheap=False, below=RANK) if objective in info.objectives]
+    # a reuse rung equals its reuse-blind twin on an instance without prefix ids (B19)
+    climbed = [info for info in rungs(cheap=False, below=RANK) if objective in info.objectives
+               and (info.twin_of is None or instance.has_prefix)]
     if instance.has_prefix and not any(info.reuse_aware for info in climbed):
         raise BoundError("best: no rung of the ladder models prefix reuse, and this "
                          "instance's requests list prefix block ids (docs/semantics.md "

@@ -23,7 +23,7 @@ def reuse_request_floors(instance, objective: str) -> np.ndarray:
 
 @register_bound("reuse-request", "each request's own chain of batches, charging only the "
                 "prompt tokens a prefix hit cannot skip (B19, B3), O(n); valid with prefix "
-                "reuse", rank=12, reuse_aware=True)
+                "reuse", rank=12, reuse_aware=True, twin_of="request")
 def reuse_request_bound(instance, objective: str, budget: Budget) -> BoundResult:
     return BoundResult(chain_value(instance, objective, reuse_request_floors(instance, objective)),
                        "reuse-request", objective)

@@ -21,7 +21,8 @@ from .srpt import srpt_value
 @register_bound("reuse-srpt", "preemptive shortest-remaining-work on one server, each "
                 "request's work charging only what prefix reuse cannot save (B19, B7), "
                 "O(n log n); valid with prefix reuse",
-                objectives=("total-latency", "mean-ttft"), rank=32, reuse_aware=True)
+                objectives=("total-latency", "mean-ttft"), rank=32, reuse_aware=True,
+                twin_of="srpt")
 def reuse_srpt_bound(instance, objective: str, budget: Budget) -> BoundResult:
     return srpt_value(instance, objective, budget, ReuseFloors.of(instance),
                       reuse_request_floors(instance, objective), "reuse-srpt")

@@ -60,7 +60,7 @@ def reuse_order_statistic_floor(instance, objective: str) -> float:
 @register_bound("reuse-work", "busy time of the server charging only what prefix reuse "
                 "cannot save: unskippable prompt tokens, each shared block computed once, "
                 "shared KV counted once (B19, B4-B6), O(n log n); valid with prefix reuse",
-                rank=22, reuse_aware=True)
+                rank=22, reuse_aware=True, twin_of="work")
 def reuse_work_bound(instance, objective: str, budget: Budget) -> BoundResult:
     v = reuse_makespan_floor(instance) if objective == Objective.MAKESPAN else \
         reuse_order_statistic_floor(instance, objective)

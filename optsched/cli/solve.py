@@ -148,9 +148,7 @@ def run(args) -> int:
         from ..solve_types import ABOVE_OPTIMAL, CERTIFIED_GAP, above_optimal, certified_gap
 
         u = unit(inst)
-        rows = [("status", rep.status), (f"objective ({u})", rep.objective),
-                (f"bound ({u})", rep.bound), ("runtime (s)", rep.runtime), ("solver", rep.solver),
-                ("formulation", rep.formulation), ("objective kind", rep.objective_kind)]
+        rows = _answer_rows(rep, u)
         if rep.warm_start is not None:
             ws_text = f"{rep.warm_start.policy} ({fmt(rep.warm_start.objective)})"
             if rep.warm_start.feasible is False:
@@ -164,6 +162,9 @@ def run(args) -> int:
         rows.append((f"lower bound ({u})", f"{fmt(lb.value)} ({lb.method}; formulations/bounds.md)"))
         if rep.fallback is not None:
             rows.append(("fallback", f"{rep.fallback.policy} ({fmt(rep.fallback.objective)})"))
+        best = rep.best_known
+        if best is not None and rep.objective is not None and best[1] < rep.objective:
+            rows.append((f"best known ({u})", f"{fmt(best[1])} ({best[0]})"))
         lbv = lb.value
         for name, g in ((CERTIFIED_GAP, certified_gap(rep.answer, lbv)),
                         (ABOVE_OPTIMAL, None if rep.answer is None else above_optimal(rep.answer, lbv))):
@@ -177,6 +178,23 @@ def run(args) -> int:
             print(f"schedule written to {args.output}")
     say(verdict)
     return exit_code(rep.status, rep.fallback is not None and not hyp.any, hyp.any)
+
+
+def _answer_rows(rep, u: str) -> list[tuple[str, object]]:
+    """The model's answer; a restricted model's figures say that they hold in that model
+    (its restriction on its own row), the certified rows below are the problem's."""
+    if rep.model_restriction is None:
+        return [("status", rep.status), (f"objective ({u})", rep.objective),
+                (f"bound ({u})", rep.bound), ("runtime (s)", rep.runtime),
+                ("solver", rep.solver), ("formulation", rep.formulation),
+                ("objective kind", rep.objective_kind)]
+    gap = rep.model_answer()["gap"]
+    return [("model", f"{rep.formulation}: {rep.model_restriction}"),
+            ("status in that model", rep.status), (f"objective ({u})", rep.objective),
+            (f"bound in that model ({u})", rep.model_bound),
+            ("gap in that model", None if gap is None else f"{100 * gap:.3g}%"),
+            ("runtime (s)", rep.runtime), ("solver", rep.solver),
+            ("objective kind", rep.objective_kind)]
 
 
 def exit_code(status: Status, fallback: bool, hypothesis: bool = False) -> int:

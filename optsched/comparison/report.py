@@ -66,6 +66,9 @@ def solve_verdict(instance: Instance, objective: str, rep: SolveReport,
             tail = (f"; {ws.policy} is {pct(ws.objective / rep.objective - 1)} "
                     "above it")
         return f"The optimal {what} is {value(rep.objective, instance)} (proven){tail}."
+    if rep.model_restriction is not None and rep.objective is not None \
+            and rep.status.has_solution:
+        return _restricted_verdict(instance, objective, rep, lb)
     if rep.objective is not None:
         return (f"The best schedule found has {what} {value(rep.objective, instance)}, "
                 f"{above_optimum(rep.objective, lb, None, False)} "
@@ -81,6 +84,32 @@ def solve_verdict(instance: Instance, objective: str, rep: SolveReport,
                 f"at least {value(lb, instance)} (certified lower bound).")
     return (f"No schedule within the time limit; every schedule has {what} at least "
             f"{value(lb, instance)} (certified lower bound).")
+
+
+def _restricted_verdict(instance: Instance, objective: str, rep: SolveReport, lb: float) -> str:
+    """A restricted model's answer, each figure named by the model it holds in: the model's
+    status and own bound, the certified distance under docs/semantics.md, and a better
+    schedule the model cannot represent when the solve knows one (the warm start)."""
+    what = OBJECTIVE_WORDS.get(objective, objective)
+    obj = rep.objective
+    assert obj is not None
+    gap = rep.model_answer()["gap"]
+    if rep.status in (Status.OPTIMAL, Status.RESTRICTED_OPTIMAL):
+        there = "proven optimal in that model"
+    elif gap is not None and rep.model_bound is not None:
+        there = (f"within {pct(gap)} of that model's optimum (its bound "
+                 f"{value(rep.model_bound, instance)})")
+    else:
+        there = "with no bound in that model"
+    text = (f"In the {rep.formulation} model ({rep.model_restriction}) the best schedule has "
+            f"{what} {value(obj, instance)}, {there}. Under docs/semantics.md, which allows more "
+            f"schedules, it is {above_optimum(obj, lb, None, False)} (certified lower bound "
+            f"{value(lb, instance)}).")
+    bk = rep.best_known
+    if bk is not None and bk[1] < obj * (1 - 1e-9):
+        text += (f" A better schedule outside that model: the {bk[0]}, {what} "
+                 f"{value(bk[1], instance)}, {above_optimum(bk[1], lb, None, False)}.")
+    return text
 
 
 def _hypothesis_verdict(instance: Instance, objective: str, rep: SolveReport, hyp: Hypotheses,

@@ -276,6 +276,9 @@ class FormulationInfo:
     #: whether the model represents prefix reuse (docs/semantics.md section 6, "Prefix
     #: reuse"); a formulation that does not is refused an instance with block ids
     reuse_aware: bool = False
+    #: when the model may solve a restriction of docs/semantics.md (``RawSolution.restricted``),
+    #: which one, in a few words: reports name the model each figure belongs to with it
+    restriction: str | None = None
 
     def applicable(self, instance: Instance, objective: str, options: SolveOptions,
                    hypotheses: Hypotheses | None = None) -> str | None:
@@ -328,13 +331,14 @@ def register_formulation(name: str, description: str, objectives: Sequence[str] 
                          params: Sequence[ParamSpec] = (), *,
                          applicable: ApplicableFn | None = None,
                          estimate: EstimateFn | None = None,
-                         reuse_aware: bool = False) -> Callable[[RunFn], RunFn]:
+                         reuse_aware: bool = False,
+                         restriction: str | None = None) -> Callable[[RunFn], RunFn]:
     """Decorator: ``@register_formulation("infermax", "...", params=(...), applicable=...,
     estimate=...)`` on a ``run`` function (hooks: :class:`FormulationInfo`)."""
 
     def deco(fn: RunFn) -> RunFn:
         info = FormulationInfo(name, fn, description, tuple(objectives), needs_warm_start,
-                               tuple(params), applicable, estimate, reuse_aware)
+                               tuple(params), applicable, estimate, reuse_aware, restriction)
         FORMULATIONS.add(name, info, fn)
         return fn
 
@@ -596,6 +600,9 @@ def _check(instance: Instance, formulation: str, objective: str, hyp: Hypotheses
         nodes=raw.nodes,
         history=tuple(raw.history),
         restricted=raw.restricted or hyp.any,
+        model_bound=bound,
+        model_restriction=(FORMULATIONS.get(formulation).restriction or "a restriction of the "
+                           "problem (the notes say which)") if raw.restricted else None,
     )
 
 

@@ -60,3 +60,40 @@ def test_compare_verdict_in_report_and_on_stderr(tmp_path, capsys):
     assert rep["verdict"] == _verdict_line(err)
     assert "above optimal on total latency" in rep["verdict"]
     assert rep["verdict"] in (out / "report.md").read_text()
+
+
+def _restricted_report(status: str, objective: float, model_bound: float, ws: float):
+    from optsched.solve_types import BoundResult, SolveReport, WarmStartInfo
+
+    return SolveReport(status=status, objective=objective, bound=5.0, gap=None, runtime=1.0,
+                       solver="highs", formulation="hindsight", objective_kind="total-latency",
+                       warm_start=WarmStartInfo("sarathi", ws), evaluation=None, schedule=None,
+                       restricted=True, model_bound=model_bound,
+                       model_restriction="unit time, no preemption",
+                       lower_bound=BoundResult(5.0, "work", "total-latency"))
+
+
+def test_restricted_model_figures_name_their_model():
+    """A restricted model's optimum (10) is an upper bound on the problem's, whose certified
+    bound is 5: the verdict says each figure's model once, and names the warm start (8) as
+    the best schedule the solve knows (it preempts, which the model cannot represent).
+    Figures: 10 / 5 - 1 = 100% and 8 / 5 - 1 = 60% above the certified bound."""
+    from optsched.comparison.report import solve_verdict
+    from optsched.instance import Instance, Limits, Request
+
+    inst = Instance("one", Limits(kv_capacity=4, max_batch_tokens=4),
+                    requests=(Request("a", 0.0, 1, 1),))
+    rep = _restricted_report("optimal", 10.0, 10.0, 8.0)
+    assert rep.model_answer()["gap"] == 0.0 and rep.model_answer()["bound"] == 10.0
+    assert rep.best_known == ("warm start (sarathi)", 8.0)
+    d = rep.to_dict()
+    assert d["model"]["restriction"] == "unit time, no preemption"
+    assert d["best_known"]["objective"] == 8.0 and abs(d["best_known"]["above_optimal"] - 0.6) < 1e-12
+    v = solve_verdict(inst, "total-latency", rep, None)
+    assert v.startswith("In the hindsight model (unit time, no preemption) the best schedule has "
+                        "total latency 10")
+    assert "proven optimal in that model" in v and "at most 100% above optimal" in v
+    assert "A better schedule outside that model: the warm start (sarathi)" in v and "60%" in v
+    # unproven in the model: its own gap (10 - 9) / 10 = 10%; a worse warm start is not named
+    v = solve_verdict(inst, "total-latency", _restricted_report("feasible", 10.0, 9.0, 12.0), None)
+    assert "within 10% of that model's optimum" in v and "outside" not in v

@@ -41,6 +41,8 @@ def applicable(instance: Instance, objective: str, options: SolveOptions,
     params=PARAMS,
     reuse_aware=True,
     applicable=applicable,
+    restriction="the search with the restricting params asked for (no_evictions, no_chunking, "
+    "no_pausing)",
 )
 def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: SolveOptions,
         warm_start: WarmStart | None) -> RawSolution:

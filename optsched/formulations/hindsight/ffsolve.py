@@ -84,6 +84,8 @@ def _target(ub: float, const: float) -> float:
     objectives=(Objective.TOTAL_LATENCY,),
     needs_warm_start=False,
     params=PARAMS,
+    restriction="the online paper's model: unit time, no preemption, no chunking, integer "
+    "start slots",
 )
 def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: SolveOptions,
         warm_start: WarmStart | None) -> RawSolution:

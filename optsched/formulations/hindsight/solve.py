@@ -75,6 +75,8 @@ def best_known_starts(instance: Instance, objective: str, warm_start: Schedule |
     "no chunking; variants tight (default) and plain",
     needs_warm_start=False,
     params=PARAMS,
+    restriction="the online paper's model: unit time, no preemption, no chunking, integer "
+    "start slots",
 )
 def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: SolveOptions,
         warm_start: WarmStart | None) -> RawSolution:

@@ -226,6 +226,8 @@ PARAMS = (
     params=PARAMS,
     applicable=applicable,
     estimate=estimate,
+    restriction="schedules of at most J batches with entries, J below the certified number an "
+    "optimum may need",
 )
 def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptions,
         warm_start: WarmStart | None) -> RawSolution:
