@@ -25,11 +25,18 @@ def register(sub) -> None:
         "after a kept prefix), then repeatedly re-solve a window of consecutive batches exactly "
         "while the rest stays fixed, and keep every improvement the evaluator confirms "
         "(optsched/search/lns.py). The result is feasible and never worse than the start; 'method' "
-        "says which neighbourhood found it. Exit 0: done; 2: bad input.",
+        "says which neighbourhood found it. On a cluster of replicas (engines of role 'both', "
+        "identical or not), --from is a router or a schedule file and the search moves one "
+        "request to another engine or swaps two across engines, re-simulating --policy on the "
+        "engines that changed (optsched/search/assignment.py). Exit 0: done; 2: bad input.",
     )
     p.add_argument("instance", help="instance JSON file (or a shipped instance name)")
     p.add_argument("--from", dest="start", required=True, metavar="POLICY|SCHEDULE",
                    help="a policy name (see 'optsched policies') or a schedule file")
+    p.add_argument("--policy", default=None,
+                   help="cluster instances: the engine policy every engine runs (default vllm)")
+    p.add_argument("--max-moves", type=int, default=None,
+                   help="cluster instances: stop after this many candidate moves")
     p.add_argument("--objective", default="makespan", choices=OBJECTIVES)
     p.add_argument("--time-limit", type=float, default=10.0,
                    help="seconds for the whole command (default 10)")
@@ -59,7 +66,7 @@ def _start_schedule(inst, start: str, deadline: float):
 
 def run(args) -> int:
     # lazy: each subcommand imports what it runs (start-up time)
-    from ..search.lns import LNSOptions, check_supported, improve
+    from ..search.lns import LNSError, LNSOptions, check_supported, improve
     from ..solving.budget import command_seconds
 
     t0 = time.perf_counter()
@@ -68,6 +75,11 @@ def run(args) -> int:
     opts = LNSOptions(time_limit=args.time_limit, seed=args.seed, max_window=args.max_window,
                       max_requests=args.max_requests, progress=True)
     inst = load_instance(args.instance)
+    if inst.cluster is not None and inst.cluster.n > 1:
+        return _run_cluster(args, inst, t0, limit, out)
+    if args.policy is not None or args.max_moves is not None:
+        raise LNSError("--policy and --max-moves apply to a cluster instance; on one engine "
+                       "--from names the policy")
     check_supported(inst)  # before the start schedule: a refusal costs no simulation
     # lazy: each subcommand imports what it runs (start-up time)
     from ..policies import SimulationTimeout
@@ -100,6 +112,55 @@ def run(args) -> int:
             ("start", res.start_objective), ("improved", res.objective),
             ("iterations", res.iterations), ("windows solved", res.windows_solved),
             ("improvements", res.improvements), ("method", res.method),
+            ("runtime (s)", round(res.runtime, 3))]
+    print(table(["", "result"], rows))
+    return EXIT_OK
+
+
+def _run_cluster(args, inst, t0: float, limit: float, out: str | None) -> int:
+    """``improve`` on a cluster of replicas: local search over the request-to-engine assignment
+    from a router's schedule or a file (optsched/search/assignment.py)."""
+    # lazy: each subcommand imports what it runs (start-up time)
+    from ..cluster import simulate as simulate_cluster
+    from ..cluster.base import ROUTERS
+    from ..policies import get_spec
+    from ..progress import phase
+    from ..search.assignment import (
+        AssignmentOptions,
+        AssignmentSearchError,
+        check_cluster_supported,
+        improve_assignment,
+    )
+
+    check_cluster_supported(inst)  # before the start schedule: a refusal costs no simulation
+    policy = args.policy or "vllm"
+    spec = get_spec(policy)
+    make = lambda: spec.make()  # noqa: E731
+    if args.start in ROUTERS.names():
+        phase(f"start schedule: router {args.start}, policy {policy}")
+        sched, origin = simulate_cluster(inst, make, args.start), f"{args.start}+{policy}"
+    elif Path(args.start).exists():
+        sched, origin = checked_schedule(args.start, inst, "improve")[0], Path(args.start).name
+    else:
+        raise AssignmentSearchError(f"--from {args.start}: neither a router (one of "
+                                    f"{', '.join(ROUTERS.names())}) nor a schedule file")
+    left = max(1e-3, limit - (time.perf_counter() - t0) - FINISH_SECONDS)
+    phase(f"assignment search for {left:.1f} s")
+    res = improve_assignment(inst, sched, make, args.objective,
+                             AssignmentOptions(time_limit=left, seed=args.seed,
+                                               max_moves=args.max_moves))
+    ev = evaluate(inst, res.schedule)  # the one evaluator judges the result
+    if out:
+        res.schedule.save(out, inst)
+    if args.json:
+        print_json({"instance": inst.name, "requests": inst.n, "engines": inst.n_engines,
+                    "from": origin, "policy": policy, "feasible": ev.feasible,
+                    **res.to_dict()})
+        return EXIT_OK
+    rows = [("from", origin), ("objective", args.objective),
+            ("start", res.start_objective), ("improved", res.objective),
+            ("moves tried", res.moves_tried), ("moves accepted", res.moves_accepted),
+            ("rejected (infeasible)", res.moves_rejected_infeasible), ("method", res.method),
             ("runtime (s)", round(res.runtime, 3))]
     print(table(["", "result"], rows))
     return EXIT_OK

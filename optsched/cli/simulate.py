@@ -18,6 +18,11 @@ from ._common import command_load, load_instance, output_file, print_json, say_l
 
 #: ``--json`` leaves the schedule out above this many entries unless ``--with-schedule``
 JSON_SCHEDULE_LIMIT = 10_000
+#: the offered load (a reference policy simulated on the whole mix, docs/semantics.md
+#: section 4) is computed by default up to this many requests; above, only with ``--load``
+#: (on the 12,031-request Mooncake conversation trace it was a third of the command's CPU
+#: time and most of its memory; ``optsched info`` always computes it)
+LOAD_MAX_REQUESTS = 5_000
 
 
 def register(sub) -> None:
@@ -44,6 +49,9 @@ def register(sub) -> None:
     p.add_argument("-o", "--output",
                    help="write the schedule (.json or .npz; without a suffix: .npz above "
                    f"{JSON_SCHEDULE_LIMIT:,} entries, else .json)")
+    p.add_argument("--load", action="store_true",
+                   help="compute the offered load also above "
+                   f"{LOAD_MAX_REQUESTS:,} requests (a reference simulation of the whole mix)")
     p.add_argument("--json", action="store_true",
                    help='print {"policy", "evaluation", "schedule"} as JSON')
     p.add_argument("--with-schedule", action="store_true",
@@ -147,6 +155,16 @@ def _replica_load(load, replicas):
     return replica_load(load, replicas)
 
 
+def _load_skipped(inst, asked: bool) -> str | None:
+    """Why the offered load is not computed (None: it is): above
+    :data:`LOAD_MAX_REQUESTS` requests unless ``--load`` asks for it."""
+    if asked or inst.n <= LOAD_MAX_REQUESTS:
+        return None
+    return (f"offered load: not computed for {inst.n:,} requests (above "
+            f"{LOAD_MAX_REQUESTS:,} it costs a reference simulation of the whole mix); "
+            "--load or 'optsched info' computes it")
+
+
 def run_simulate(args) -> int:
     spec = get_spec(args.policy)
     policy = spec.make(**parse_param_args(args.param))  # bad params fail before loading
@@ -155,9 +173,10 @@ def run_simulate(args) -> int:
     clustered = args.replicas is not None or args.router is not None or inst.cluster is not None
     # the offered load models one engine (optsched/serving/load.py): not a cluster's; for
     # identical replicas, per replica (docs/semantics.md section 6, "Load per replica")
-    load = None if clustered else command_load(inst)
+    skip = _load_skipped(inst, args.load)
+    load = None if clustered or skip else command_load(inst)
     replicas = _replicas(inst, args.replicas) if clustered else None
-    per_replica = command_load(inst.replace(cluster=None)) if replicas else None
+    per_replica = command_load(inst.replace(cluster=None)) if replicas and not skip else None
     # lazy: each subcommand imports what it runs (start-up time)
     from ..progress import phase
 
@@ -183,6 +202,8 @@ def run_simulate(args) -> int:
     if args.json:
         out: dict[str, Any] = {"policy": spec.name, "evaluation": ev.to_dict(),
                                "offered_load": load.to_dict() if load is not None else None}
+        if skip:
+            out["offered_load_note"] = skip
         if args.router is not None or args.replicas is not None:
             out["router"] = args.router or "rr"
         if per_replica is not None:
@@ -205,7 +226,9 @@ def run_simulate(args) -> int:
         print(table(["metric", "value"], rows))
         if written:
             print(f"schedule written to {written}")
-    if load is not None:
+    if skip:
+        print(f"optsched simulate: {skip}", file=sys.stderr)
+    elif load is not None:
         say_load(load, "simulate")
     elif per_replica is not None:
         _, line, warning = _replica_load(per_replica, replicas)

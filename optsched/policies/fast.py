@@ -725,6 +725,15 @@ def _grow(a, k):
 
 
 @njit(cache=True, inline="always")
+def _decode_time(ip, fc, nent, s):
+    """``LinearCost.decode_batch_time`` of ``nent`` decodes whose contexts sum to ``s``
+    (``UnitCost``: 1), in its floating-point operations; ``nent > 0``."""
+    if ip[_COST] == 0:
+        return 1.0
+    return fc[0] + fc[9] + nent * (fc[1] + fc[7]) + fc[6] * float(s)
+
+
+@njit(cache=True, inline="always")
 def _price(ip, fc, nent, cur, ctok, mb, decf, nd):
     """One batch's time: ``UnitCost`` (1) or ``LinearCost.batch_times`` for one batch, or its
     ``decode_batch_time`` for a decode-only batch, in the same floating-point operations."""
@@ -738,7 +747,7 @@ def _price(ip, fc, nent, cur, ctok, mb, decf, nd):
         s = 0
         for k in range(nent):
             s += mb[k]
-        return k0 + kdb + nent * (k1 + kdr) + kdm * float(s)
+        return _decode_time(ip, fc, nent, s)
     t = 0.0
     has_pre = False
     has_dec = False

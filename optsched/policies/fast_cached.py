@@ -23,6 +23,7 @@ from ..instance import Instance
 from ..schedule import Schedule
 from .fast import (
     _B,
+    _BIG,
     _C,
     _CAPM,
     _END,
@@ -50,6 +51,7 @@ from .fast import (
     STALLED,
     _add,
     _build_seq,
+    _decode_time,
     _fp,
     _grow,
     _heap_pop,
@@ -393,6 +395,34 @@ def _choose_drops(st, ip, bs, lru, K, resb, holds, dh, stampv, freed, drops):
     return max(nd, 0)
 
 
+@njit(cache=True, inline="always")
+def _steady_steps(ncur, cur, used0, m, g, res, output, P, ip, bs):
+    """How many batches from now repeat the last one, given that the last batch was
+    *steady* (``simulate_cached``): it decoded running requests, one token each, and did
+    nothing else (no admission, eviction, drop, finish, prefill, reservation growth; the
+    running list unchanged), and no arrival came since (the caller stops at the next one).
+    Then the walk sees the same state again -- the same waiting heap, resident blocks and
+    holds, the same memory in use ``used0``, the other running requests (refused, for
+    instance a prefill in a decode batch) as they were -- so it plans the same decodes,
+    until one of them would grow its reservation by a block (at context ``fp(res)``; block
+    size 1 always does) or finish (the general path's), as long as its decodes keep
+    ``used0`` (their shared prompt blocks all counted: ``m // b >= P``) and the drop rule
+    asks for none (no surplus of cached blocks over free memory, or no LRU entry left to
+    pop, as in the last batch). 0: none."""
+    b = ip[_B]
+    if b == 1:
+        return 0
+    if bs[_NRESB] - bs[_NHELD] - max(0, (ip[_M] - used0) // b) > 0 and bs[_LRUN] > 0:
+        return 0
+    t = _BIG
+    for k in range(ncur):
+        i = cur[k]
+        if m[i] // b < P[i]:
+            return 0
+        t = min(t, _fp(res[i], b) - m[i], output[i] - g[i] - 1)
+    return max(t, 0)
+
+
 @njit(cache=True)
 def simulate_cached(arr, arr_sorted, order, prompt, output, rank_of, idx_of_rank, ip, xp, fc,
                     bptr_b, blk, P, H, K, limit):
@@ -466,6 +496,9 @@ def simulate_cached(arr, arr_sorted, order, prompt, output, rank_of, idx_of_rank
     kv = 0  # private KV in use
     idle = False
     now = 0.0
+    steady = False
+    ncur = 0
+    used0 = 0
     while done < n:
         if next_arrival <= now:
             hi = np.searchsorted(arr_sorted, now, side="right")
@@ -473,6 +506,55 @@ def simulate_cached(arr, arr_sorted, order, prompt, output, rank_of, idx_of_rank
                 _heap_push(heap, st, rank_of[order[k]])
             nxt = hi
             next_arrival = arr_sorted[nxt] if nxt < n else math.inf
+            steady = False
+        if steady:
+            # -- the last batch again, ``_steady_steps`` times at most: recorded and priced
+            # batch by batch as the general path below would (same operations), its
+            # decodes applied to the state at the end --
+            steps = min(_steady_steps(ncur, cur, used0, m, g, res, output, P, ip, bs),
+                        limit - nbat)
+            while nbat + steps >= bptr.size:
+                bptr = _grow(bptr, nbat + 1)
+                eptr = _grow(eptr, nbat + 1)
+                dptr = _grow(dptr, nbat + 1)
+            while nbat + steps > start.size:
+                start = _grow(start, nbat)
+            while ne + steps * ncur > e_req.size:
+                e_req = _grow(e_req, ne)
+                e_tok = _grow(e_tok, ne)
+                e_hit = _grow(e_hit, ne)
+            ctx = 0
+            for k in range(ncur):
+                ctx += m[cur[k]]
+            t = 0
+            while t < steps and next_arrival > now:
+                for k in range(ncur):
+                    e_req[ne + k] = cur[k]
+                    e_tok[ne + k] = 1
+                    e_hit[ne + k] = 0
+                ne += ncur
+                start[nbat] = math.nan
+                nbat += 1
+                bptr[nbat] = ne
+                eptr[nbat] = nv
+                dptr[nbat] = ndr
+                now = now + _decode_time(ip, fc, ncur, ctx)
+                ctx += ncur
+                t += 1
+            for k in range(ncur):
+                i = cur[k]
+                m0 = m[i]
+                res[i] = max(res[i], m0 + t)
+                kv += _private(i, m0 + t, P, b) - _private(i, m0, P, b)
+                m[i] = m0 + t
+                g[i] += t
+                S[i] += t
+            if kv + b * bs[_NRESB] > M:
+                return (BROKEN, bptr, e_req, e_tok, e_hit, eptr, v_req, dptr, d_blk, start, 0,
+                        0, 0, 0)
+            if t > 0:
+                continue
+        steady = False
         j = nbat  # the batch being planned (the hit caches' mark)
         # -- CachedScheduler.next_batch: used from the state at the batch's start --
         for q in range(bs[_NT]):
@@ -485,6 +567,7 @@ def simulate_cached(arr, arr_sorted, order, prompt, output, rank_of, idx_of_rank
             i = run[k]
             used += _fp(res[i], b) - b * min(P[i], m[i] // b)
         st[_USED] = used
+        used0 = used
         nseq = _build_seq(run, nrun, npartial, ip, m, S, g, seq, seq_dec)
         st[_END] = nseq
         st[_TOK] = 0
@@ -674,6 +757,9 @@ def simulate_cached(arr, arr_sorted, order, prompt, output, rank_of, idx_of_rank
             cand[nc] = adm[ka]
             nc += 1
             ka += 1
+        # steady: a pure decode step of every running request, nothing else (``_repeats``)
+        steady = ncur > 0 and ndec == ncur and nc == nrun and nev == 0 and nd == 0 \
+            and nfin == 0 and st[_NADM] == 0 and st[_NPRE] == 0 and st[_USED] == used0
         run, cand = cand, run
         nrun = nc
     return (OK, bptr, e_req, e_tok, e_hit, eptr, v_req, dptr, d_blk, start, nbat, ne, nv, ndr)

@@ -7,7 +7,7 @@ consecutive requests of each Azure 2023 trace from the start row drawn by each o
 (:func:`studies.settings.window`: ``M = 30,000``, ``C = 8,192``, Llama-2-7B/A100 preset, KV cache
 only), every request with TTFT SLO 1 s and mean TPOT SLO 0.1 s. Each window is run
 
-* stretched to offered loads 0.5, 0.7 and 0.9 (:func:`optsched.serving.load.scale_to_load`: the
+* stretched to offered loads 0.3, 0.5, 0.7, 0.9 and 1.3 (overloaded, labelled) (:func:`optsched.serving.load.scale_to_load`: the
   point load, the achievable side of docs/semantics.md section 4, is the target, so the
   certified load is at most the target), and
 * at its own arrivals (``own``), whatever its load: the rows whose load exceeds 1 are the
@@ -55,7 +55,7 @@ from studies.settings import PRESET, TRACES, C, M
 
 #: the study's settings, written into every output (the lead re-runs the script as is)
 SETTINGS: dict[str, Any] = {
-    "traces": "conv,code", "seeds": "1,2,3", "windows": 1000, "loads": "0.5,0.7,0.9,own",
+    "traces": "conv,code", "seeds": "1,2,3", "windows": 1000, "loads": "0.3,0.5,0.7,0.9,1.3,own",
     "ttft_slo": 1.0, "tpot_slo": 0.1, "improve_seconds": 10.0, "bound_method": "best",
     "bound_seconds": 30.0,
 }

@@ -141,3 +141,21 @@ def test_replicas_and_router_write_a_cluster_schedule_the_evaluator_accepts(caps
 def test_bad_router_input_is_one_line(capsys, args, match):
     one_line_error_no_stdout(capsys, "simulate", str(GOOD), "--policy", "vllm", *args,
                              match=match)
+
+
+# --- the offered load above LOAD_MAX_REQUESTS ---------------------------------------------
+
+
+def test_the_offered_load_of_a_large_instance_is_computed_on_request(capsys, monkeypatch):
+    from optsched.serving.load import offered_load
+
+    monkeypatch.setattr(sim_cli, "LOAD_MAX_REQUESTS", 1)  # GOOD counts as large
+    assert main(["simulate", str(GOOD), "--policy", "fcfs", "--json"]) == 0
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert doc["offered_load"] is None and "not computed" in doc["offered_load_note"]
+    assert "offered load: not computed" in cap.err and "--load" in cap.err
+    assert main(["simulate", str(GOOD), "--policy", "fcfs", "--json", "--load"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "offered_load_note" not in doc
+    assert doc["offered_load"] == offered_load(Instance.load(GOOD)).to_dict()

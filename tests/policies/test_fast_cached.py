@@ -90,3 +90,31 @@ def test_without_block_ids_the_unified_kernel_runs_them():
     for name in ("vllm-apc", "lpm", "k-lpm", "dfs"):
         assert fast_config(inst, bound(inst, name)) is not None, name
         assert simulate(inst, name, fast=True) == simulate(inst, name, fast=False), name
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10**6), st.sampled_from(KERNEL))
+def test_long_decode_runs_equal_the_python_path(seed, case):
+    """Long outputs behind long prompts: most batches repeat the last decode step (the
+    kernel's steady runs, several blocks long, stopped by arrivals, block growth, finishes);
+    the schedules, starts and prices included, are the Python path's."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    b = 4
+    reqs = []
+    for k in range(6):
+        I = int(rng.integers(3, 24))
+        P = I // b
+        ids = tuple(range(1, P + 1)) if k % 2 else tuple(1000 + 100 * k + p for p in range(P))
+        reqs.append(Request(f"q{k}", float(rng.integers(0, 40)), I, int(rng.integers(1, 40)),
+                            prefix=ids))
+    M = max(-(-(r.prompt + r.output - 1) // b) * b for r in reqs) + 8
+    inst = Instance("runs", Limits(M, 16, block_size=b),
+                    LinearCost(k0=0.5, k1=0.01, kdm=1e-3, kdr=0.02, kpr=0.05), tuple(reqs))
+    name, params = case
+    py = simulate(inst, name, fast=False, **params)
+    fast = simulate_cached_fast(inst, bound(inst, name, **params), 10**6)
+    assert fast is not None
+    assert fast == py
+    assert evaluate(inst, fast).metrics == evaluate(inst, py).metrics

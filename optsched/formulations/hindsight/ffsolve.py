@@ -33,7 +33,7 @@ from .floors import area_lower_bounds
 from .lpbound import LPBound, root_bound
 from .model import HindsightParams, build
 from .solve import best_known_starts
-from .starts import check_instance, objective_of_starts, schedule_from_starts
+from .starts import applicable, check_instance, objective_of_starts, schedule_from_starts
 
 SOLVER = "highs+cpsat"
 MODEL_NOTE = ("model: the online paper's hindsight IP (unit-time batches, no preemption, no "
@@ -84,6 +84,7 @@ def _target(ub: float, const: float) -> float:
     objectives=(Objective.TOTAL_LATENCY,),
     needs_warm_start=False,
     params=PARAMS,
+    applicable=applicable,
     restriction="the online paper's model: unit time, no preemption, no chunking, integer "
     "start slots",
 )

@@ -21,6 +21,7 @@ from .heuristics import greedy_starts, improve_starts
 from .model import PARAMS, HindsightParams, build
 from .starts import (
     NotRepresentable,
+    applicable,
     check_instance,
     objective_of_starts,
     schedule_from_starts,
@@ -75,6 +76,7 @@ def best_known_starts(instance: Instance, objective: str, warm_start: Schedule |
     "no chunking; variants tight (default) and plain",
     needs_warm_start=False,
     params=PARAMS,
+    applicable=applicable,
     restriction="the online paper's model: unit time, no preemption, no chunking, integer "
     "start slots",
 )

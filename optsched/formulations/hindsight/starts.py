@@ -14,7 +14,13 @@ from ...evaluation import evaluate
 from ...instance import Instance
 from ...schedule import Schedule, ScheduleBuilder
 from ...solve_types import Objective
-from ..base import FormulationError, refuse_prefix_reuse, refuse_swaps
+from ..base import (
+    FormulationError,
+    arrival_origin,
+    refuse_prefix_reuse,
+    refuse_swaps,
+    shift_instance,
+)
 
 #: longest time line (slots) the time-indexed model accepts; the list schedules and rows
 #: allocate per slot
@@ -24,6 +30,18 @@ MAX_SLOTS = 1_000_000
 class NotRepresentable(FormulationError):
     """A schedule the hindsight model cannot express (chunked prefill, eviction, idle gap...)."""
 
+
+
+def applicable(instance: Instance, objective: str, options: object,
+               hypotheses: object) -> str | None:
+    """Why the model cannot represent ``instance`` (:func:`check_instance` on the instance the
+    model sees: arrivals shifted to start at 0), asked before any bound or warm start is
+    computed, so a refusal is immediate; None when it can."""
+    try:
+        check_instance(shift_instance(instance, arrival_origin(instance)))
+    except FormulationError as e:
+        return str(e).removeprefix("hindsight: ")
+    return None
 
 
 def check_instance(instance: Instance) -> None:
