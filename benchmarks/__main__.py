@@ -39,6 +39,8 @@ INSTRUMENTS: dict[str, tuple[str, tuple[str, ...]]] = {
                 ("--sizes", "1000", "--replicas", "2")),
     "prefix": ("prefix reuse: simulate and evaluate on the Mooncake trace by size",
                ("--sizes", "1000,4000", "--repeat", "1")),
+    "prefix_exact": ("exact optima with prefix reuse: the exhaustive search's reach by size",
+                     ("--sizes", "2,3", "--seeds", "0", "--time-limit", "10")),
 }
 
 

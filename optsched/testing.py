@@ -9,7 +9,8 @@ example; ``tests/test_testing.py`` runs one):
   blocks, random cost models), :func:`online_instances` (tight memory, predicted outputs),
   :func:`policy_instances` (every limit and hidden cache, for a policy's validity),
   :func:`large_instances` (up to 200 requests), :func:`prefix_instances` (requests sharing
-  prompt prefixes: KV block ids, ``docs/semantics.md`` section 6) -- and
+  prompt prefixes: KV block ids, ``docs/semantics.md`` section 6), :func:`tiny_prefix_instances`
+  (the same, small enough for the exhaustive search with reuse) -- and
   :func:`valid_schedules`: random *feasible* schedules of an instance, built by a
   deliberately naive step-by-step replay of the rules (``docs/semantics.md`` section 3),
   independent of the evaluator they are meant to check;
@@ -206,6 +207,37 @@ def prefix_instances(draw: Any, max_requests: int = 8) -> Instance:
         UnitCost(), LinearCost(k0=0.5, k1=0.01, kpq=1e-4, kpm=2e-4, kdm=1e-3, kpr=0.05, kdr=0.02),
     ]))
     return Instance("hyp-prefix", Limits(M, C, P, bs, b), cost, tuple(reqs))
+
+
+def tiny_prefix_instance(seed: int, n_requests: int | None = None) -> Instance:
+    """A seeded instance small enough for the exhaustive search with prefix reuse
+    (``formulations/exhaustive-reuse.md``): ``n_requests`` (else 2-3) requests with prompts of
+    2-5 tokens and 1-2 output tokens, each listing the first 0..floor(I / b) blocks (the first
+    request at least one) of one of two stems (so the ids form a forest), KV blocks of 1 or 2
+    tokens, ``M`` one to two peaks, ``C`` from ``max(b, 2)`` to a peak plus a block, arrivals
+    at 0 or 1, unit or a fixed linear cost."""
+    rng = np.random.default_rng(seed)
+    b = int(rng.choice([1, 2]))
+    n = int(rng.integers(2, 4)) if n_requests is None else n_requests
+    reqs = []
+    for k in range(n):
+        prompt, output, stem = int(rng.integers(2, 6)), int(rng.integers(1, 3)), int(rng.integers(2))
+        n_ids = int(rng.integers(0 if k else 1, prompt // b + 1))  # q0 lists >= 1 block
+        reqs.append(Request(f"q{k}", float(rng.choice([0, 0, 1])), prompt, output,
+                            prefix=tuple(1000 * stem + p + 1 for p in range(n_ids))))
+    peak = max(-(-(r.prompt + r.output - 1) // b) * b for r in reqs)
+    cost: CostModel = UnitCost() if rng.random() < 0.5 else LinearCost(
+        k0=0.5, k1=0.01, kpq=1e-4, kpm=2e-4, kdm=1e-3, kpr=0.05, kdr=0.02)
+    limits = Limits(int(rng.integers(peak, 2 * peak + 1)),
+                    int(rng.integers(max(b, 2), peak + b + 1)), None, None, b)
+    return Instance(f"tiny-prefix-{seed}", limits, cost, tuple(reqs))
+
+
+@st.composite
+def tiny_prefix_instances(draw: Any) -> Instance:
+    """:func:`tiny_prefix_instance` of a drawn seed: instances with shared prefixes on which
+    :func:`exhaustive_optimum` usually proves an optimum within a few seconds."""
+    return tiny_prefix_instance(draw(st.integers(0, 2**32 - 1)))
 
 
 @st.composite

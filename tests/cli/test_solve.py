@@ -58,10 +58,43 @@ def test_cli_solve_refuses_a_swapping_instance(tmp_path):
 
 
 def test_solve_refuses_prefix_ids_in_one_line(capsys):
-    """No formulation models prefix reuse yet (docs/semantics.md section 6): exit 2, one line."""
-    for form in ("infermax", "exhaustive", "hindsight"):
+    """The reuse-blind formulations refuse block ids (docs/semantics.md section 6): exit 2, one
+    line; the exhaustive search models reuse but refuses the 12 requests of shared-prefix by
+    its size guard, in one line too."""
+    for form in ("infermax", "hindsight"):
         one_line_error_no_stdout(capsys, "solve", "shared-prefix", "--formulation", form,
                                  "--time-limit", "20", match=f"{form}: cannot represent prefix")
+    one_line_error_no_stdout(capsys, "solve", "shared-prefix", "--formulation", "exhaustive",
+                             "--time-limit", "20", match="too large for the exhaustive search")
+
+
+def test_at_most_than_lpm_with_prefix_reuse(capsys, tmp_path):
+    """"Is there a schedule 10% better than LPM?" on an instance with shared prefixes, answered
+    by the exhaustive search with reuse. Three requests of 3 prompt tokens sharing blocks 1, 2
+    (b = 1), C = 4, unit time: the makespan optimum is 2 (batch 1 computes one prompt; batch
+    2 hits the two blocks for both others, tests/formulations/exhaustive/test_reuse.py), so
+    "at most 0.9 x LPM" has a schedule exactly when LPM's makespan is at least 2 / 0.9."""
+    from optsched.cost import UnitCost
+    from optsched.evaluation import evaluate
+    from optsched.policies import simulate
+    from optsched.schedule import Schedule
+
+    inst = Instance("three", Limits(kv_capacity=16, max_batch_tokens=4, block_size=1),
+                    UnitCost(), tuple(Request(x, 0, 3, 1, prefix=(1, 2)) for x in "abc"))
+    path = tmp_path / "three.json"
+    inst.save(path)
+    lpm = evaluate(inst, simulate(inst, "lpm")).objective("makespan")
+    for factor in (0.9, 1.0 / lpm * 2.0):  # the second asks exactly for the optimum, 2
+        rc, out, err = run_cli(capsys, "solve", str(path), "--formulation", "exhaustive",
+                               "--objective", "makespan", "--at-most", factor, "--than", "lpm",
+                               "--json", "--time-limit", "30")
+        d = json.loads(out)
+        if 2.0 <= factor * lpm * (1 + 1e-9):
+            assert d["status"] == "optimal" and d["objective"] <= factor * lpm + 1e-9, err
+            ev = evaluate(inst, Schedule.from_dict(d["schedule"]))
+            assert ev.feasible and ev.objective("makespan") == d["objective"]
+        else:
+            assert d["status"] == "infeasible", d
 
 
 def test_an_undecided_hypothesis_exits_4_not_3(capsys):

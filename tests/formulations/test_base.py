@@ -110,10 +110,7 @@ def test_every_reuse_blind_formulation_refuses_prefix_ids_and_hit_schedules(name
 
 def test_direct_entry_points_refuse_prefix_ids():
     from optsched.formulations import hindsight, infermax
-    from optsched.formulations.exhaustive import search
 
-    with pytest.raises(FormulationError, match="exhaustive: cannot represent prefix reuse"):
-        search(shared_instance())
     with pytest.raises(FormulationError, match="hindsight: cannot represent prefix reuse"):
         hindsight.check_instance(shared_instance())
     with pytest.raises(FormulationError, match="infermax: cannot represent prefix reuse"):

@@ -81,51 +81,20 @@ from __future__ import annotations
 import bisect
 import heapq
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from ...cost import LinearCost, UnitCost
 from ...instance import Instance
-from ...schedule import Schedule, ScheduleBuilder
+from ...schedule import ScheduleBuilder
 from ...solve_types import MODELLED, Status
 from ..base import FormulationError, refuse_prefix_reuse, refuse_swaps
+from .options import DEFAULT_MAX_STATES, SearchOptions, SearchResult
+from .reuse import search_reuse
 
-DEFAULT_MAX_STATES = 200_000
+__all__ = ["DEFAULT_MAX_STATES", "SearchOptions", "SearchResult", "search", "search_between"]
 
 _SKIP, _PROC, _EVICT, _REFILL = 0, 1, 2, 3
 _EPS = 1e-9
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    """Knobs of :func:`search` (``params`` of the ``exhaustive`` formulation)."""
-
-    max_states: int = DEFAULT_MAX_STATES
-    time_limit: float | None = None
-    no_evictions: bool = False
-    no_chunking: bool = False
-    no_pausing: bool = False
-    #: a known objective value (e.g. a feasible warm start's); nodes with f > bound are pruned
-    upper_bound: float | None = None
-    #: False switches off R3, R4, R6 (h = 0) and R8 -- for cross-checking the rules in tests
-    pruning: bool = True
-
-    @property
-    def restricted(self) -> bool:
-        return self.no_evictions or self.no_chunking or self.no_pausing
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """Outcome of :func:`search`. ``objective`` is the search's own path cost (objective units)."""
-
-    status: Status  # OPTIMAL, INFEASIBLE (no schedule under the restrictions) or NO_SOLUTION
-    objective: float | None
-    schedule: Schedule | None
-    expanded: int
-    generated: int
-    runtime: float
-    message: str | None = None
 
 
 class _Timeout(Exception):
@@ -624,7 +593,8 @@ def search(instance: Instance, objective: str = "makespan", options: SearchOptio
            ) -> SearchResult:
     """Exact minimum of ``objective`` over all schedules of ``instance`` (module docstring)."""
     refuse_swaps("exhaustive", instance)
-    refuse_prefix_reuse("exhaustive", instance)
+    if instance.has_prefix:  # the search with cache decisions (semantics section 6)
+        return search_reuse(instance, objective, options or SearchOptions())
     return _Search(instance, objective, options or SearchOptions()).run()
 
 

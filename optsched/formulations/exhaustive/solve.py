@@ -12,6 +12,7 @@ from ...instance import Instance
 from ...plugins import ParamSpec, parse_params
 from ...solve_types import MODELLED, SolveOptions, Status, WarmStart
 from ..base import FormulationError, Hypotheses, RawSolution, register_formulation
+from .reuse import too_large
 from .search import DEFAULT_MAX_STATES, SearchOptions, search
 
 _BOOL_PARAMS = ("no_evictions", "no_chunking", "no_pausing")
@@ -25,12 +26,21 @@ PARAMS = (
 )
 
 
+def applicable(instance: Instance, objective: str, options: SolveOptions,
+               hypotheses: Hypotheses) -> str | None:
+    """The size guard of the search with prefix reuse (:mod:`.reuse`), asked before any warm
+    start is simulated."""
+    return too_large(instance) if instance.has_prefix else None
+
+
 @register_formulation(
     "exhaustive",
     "exact A*/Dijkstra search over schedule states (evictions, chunking, arrivals); tiny instances",
     objectives=MODELLED,
     needs_warm_start=False,
     params=PARAMS,
+    reuse_aware=True,
+    applicable=applicable,
     restriction="the search with the restricting params asked for (no_evictions, no_chunking, "
     "no_pausing)",
 )
