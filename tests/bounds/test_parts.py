@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from windows import larger_windows
 
 from optsched.bounds import BoundError, Budget, bound_methods
 from optsched.bounds import parts as P
 from optsched.bounds.combinatorial import combinatorial_bound
-from optsched.cost import LinearCost, UnitCost, preset
+from optsched.cost import LinearCost, preset
 from optsched.evaluation import evaluate
 from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance, Limits, Request
@@ -78,24 +79,8 @@ def test_parts_below_exhaustive_optimum_more(inst, max_part):
     _check_against_search(inst, 5_000, max_part)
 
 
-@st.composite
-def larger(draw, max_requests=200):
-    n = draw(st.integers(1, max_requests))
-    rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
-    arr = rng.exponential(draw(st.sampled_from([0.0, 0.02, 0.2])), n).cumsum()
-    I, O = rng.integers(1, 1200, n), rng.integers(1, 120, n)
-    reqs = tuple(Request(f"r{i}", float(arr[i]), int(I[i]), int(O[i])) for i in range(n))
-    peak = int((I + O - 1).max())
-    block = draw(st.sampled_from([1, 16]))
-    M = -(-peak * draw(st.integers(1, 8)) // block) * block + block
-    lim = Limits(kv_capacity=M, max_batch_tokens=draw(st.sampled_from([512, 2048, 8192])),
-                 block_size=block)
-    cost = draw(st.sampled_from([UnitCost(), preset("infermax-llama2-7b-a100")]))
-    return Instance("big", lim, cost, reqs)
-
-
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(inst=larger(max_requests=80), max_part=st.sampled_from([3, 8]))
+@given(inst=larger_windows(max_requests=80), max_part=st.sampled_from([3, 8]))
 def test_parts_below_two_policies(inst, max_part):
     b = _parts(inst, max_part, time_limit=0.3)
     for name in ("vllm", "sarathi"):
@@ -104,7 +89,7 @@ def test_parts_below_two_policies(inst, max_part):
 
 @pytest.mark.slow
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(inst=larger(max_requests=150), max_part=st.sampled_from([3, 10, 40]))
+@given(inst=larger_windows(max_requests=150), max_part=st.sampled_from([3, 10, 40]))
 def test_parts_below_every_policy(inst, max_part):
     b = _parts(inst, max_part, time_limit=3.0)
     for spec in list_policies():

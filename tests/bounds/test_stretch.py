@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from windows import larger_windows
 
 from optsched.bounds import Budget, Floors, lower_bound
 from optsched.bounds.stretch import dual_bound, envelope
-from optsched.cost import LinearCost, UnitCost, preset
+from optsched.cost import LinearCost
 from optsched.evaluation import evaluate
 from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance, Limits, Request
@@ -57,28 +58,13 @@ def test_stretch_below_exhaustive_optimum_more(inst):
     _check_against_search(inst, 20_000)
 
 
-@st.composite
-def larger(draw, max_requests=200):
-    n = draw(st.integers(1, max_requests))
-    rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
-    arr = rng.exponential(draw(st.sampled_from([0.0, 0.02, 0.2])), n).cumsum()
-    I, O = rng.integers(1, 1200, n), rng.integers(1, 120, n)
-    reqs = tuple(Request(f"r{i}", float(arr[i]), int(I[i]), int(O[i])) for i in range(n))
-    peak = int((I + O - 1).max())
-    block = draw(st.sampled_from([1, 16]))
-    M = -(-peak * draw(st.integers(1, 8)) // block) * block + block
-    lim = Limits(kv_capacity=M, max_batch_tokens=draw(st.sampled_from([512, 2048, 8192])),
-                 block_size=block)
-    return Instance("big", lim, draw(st.sampled_from([UnitCost(), preset("infermax-llama2-7b-a100")])), reqs)
-
-
 def _stretch(inst, iterations):
     return dual_bound(Floors.of(inst), Budget.seconds(None), max_iterations=iterations).value
 
 
 @pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(inst=larger())
+@given(inst=larger_windows())
 def test_stretch_below_every_policy(inst):
     b = _stretch(inst, 200)
     for spec in list_policies():
@@ -88,7 +74,7 @@ def test_stretch_below_every_policy(inst):
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(inst=larger(max_requests=60))
+@given(inst=larger_windows(max_requests=60))
 def test_stretch_below_two_policies_and_above_the_chains(inst):
     b = _stretch(inst, 25)
     for name in ("vllm", "svf"):
