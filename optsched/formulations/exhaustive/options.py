@@ -40,3 +40,14 @@ class SearchResult:
     generated: int
     runtime: float
     message: str | None = None
+
+
+def state_path(nodes: dict, key) -> list:
+    """The search nodes from the root to ``key``, root first (a node's third field is its
+    parent's key, None at the root)."""
+    path = []
+    while key is not None:
+        path.append(nodes[key])
+        key = nodes[key][2]
+    path.reverse()
+    return path

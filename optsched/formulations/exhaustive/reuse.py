@@ -40,7 +40,7 @@ from ...instance import Instance
 from ...schedule import ScheduleBuilder
 from ...solve_types import MODELLED, Status
 from ..base import FormulationError
-from .options import SearchOptions, SearchResult
+from .options import SearchOptions, SearchResult, state_path
 
 #: the size guard: larger instances are refused (the state space grows as 2^blocks * states)
 MAX_REQUESTS = 6
@@ -437,12 +437,7 @@ class _ReuseSearch:
                             f"states; instance too large for exhaustive search")
 
     def _finish(self, key, nodes, cost: float, expanded: int, t0: float) -> SearchResult:
-        path = []
-        k = key
-        while k is not None:
-            path.append(nodes[k])
-            k = nodes[k][2]
-        path.reverse()
+        path = state_path(nodes, key)
         ids = self.inst.ids
         bld = ScheduleBuilder(list(ids))
         pending: float | None = None

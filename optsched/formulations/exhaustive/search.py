@@ -88,7 +88,7 @@ from ...instance import Instance
 from ...schedule import ScheduleBuilder
 from ...solve_types import MODELLED, Status
 from ..base import FormulationError, refuse_prefix_reuse, refuse_swaps
-from .options import DEFAULT_MAX_STATES, SearchOptions, SearchResult
+from .options import DEFAULT_MAX_STATES, SearchOptions, SearchResult, state_path
 from .reuse import search_reuse
 
 __all__ = ["DEFAULT_MAX_STATES", "SearchOptions", "SearchResult", "search", "search_between"]
@@ -520,12 +520,7 @@ class _Search:
                             f"(search space exhausted after {expanded} states)")
 
     def _finish(self, key, nodes, cost, expanded, t0) -> SearchResult:
-        path = []
-        k = key
-        while k is not None:
-            path.append(nodes[k])
-            k = nodes[k][2]
-        path.reverse()
+        path = state_path(nodes, key)
         ids = self.inst.ids
         perm = list(self.pos_req)
         b = ScheduleBuilder(list(ids))
