@@ -64,15 +64,15 @@ def applicable(instance: Instance, objective: str, options: SolveOptions,
     return None
 
 
-def best_router(instance: Instance, objective: str, deadline: float | None = None
-                ) -> WarmStart | None:
-    """The best feasible schedule of :data:`ROUTERS` x :data:`ENGINE_POLICIES`, each replayed
-    by the evaluator (None when none is feasible or the deadline passed first)."""
+def best_router(instance: Instance, objective: str, deadline: float | None = None,
+                policies: tuple[str, ...] = ENGINE_POLICIES) -> WarmStart | None:
+    """The best feasible schedule of :data:`ROUTERS` x ``policies``, each replayed by the
+    evaluator (None when none is feasible or the deadline passed first)."""
     from ...cluster import simulate  # the router layer sits below formulations
     from ...errors import OptschedError
 
     best: WarmStart | None = None
-    for policy in ENGINE_POLICIES:
+    for policy in policies:
         for router in ROUTERS:
             if deadline is not None and time.perf_counter() > deadline:
                 return best
@@ -121,8 +121,8 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
     p = parse_params(PARAMS, options.params, "formulation 'cluster'", FormulationError)
     limit = options.time_limit
     deadline = None if limit is None else t0 + 0.2 * float(limit)
-    ws = _better(objective, warm_start, best_router(instance, objective, deadline),
-                 hypotheses.no_evictions)
+    routed = best_router(instance, objective, deadline) if warm_start is None else None
+    ws = _better(objective, warm_start, routed, hypotheses.no_evictions)
     notes = [] if ws is None else [f"warm start: {ws.source or 'schedule'} "
                                    f"({ws.objective(objective):.6g})"]
     ub = None if ws is None else ws.objective(objective)
