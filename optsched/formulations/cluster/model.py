@@ -305,8 +305,8 @@ def _objective(md: milp.Model, instance: Instance, objective: str, builders: lis
     which = "comp" if objective == Objective.TOTAL_LATENCY else "first"
     arrival = instance.arrival * scale
     top = max(float(b.latest_end[-1]) for b in builders)
-    tv = md.add_vars(which, n, lb=arrival + min_latency(instance, which == "first") * scale,
-                     ub=top)
+    lb = arrival + min_latency(instance, which == "first") * scale
+    tv = md.add_vars(which, n, lb=lb, ub=np.maximum(top, lb))  # lb > top: too few slots
     for k, b in enumerate(builders):
         ind = b.v["fin" if which == "comp" else "ftk"].ids
         bt = b.latest_end
