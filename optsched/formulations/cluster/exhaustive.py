@@ -12,6 +12,7 @@ no code with it but the evaluator: agreement on random instances is the test of 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -71,7 +72,9 @@ def _engine_instance(instance: Instance, k: int, members: tuple[int, ...]) -> In
 def cluster_optimum(instance: Instance, objective: str, *, max_states: int = 2_000_000,
                     time_limit: float | None = None) -> ClusterOptimum:
     """The optimum over assignments (module docstring); raises :class:`FormulationError`
-    when a search does not finish or the instance is too large."""
+    when a search does not finish, ``time_limit`` seconds (all searches together) pass or the
+    instance is too large."""
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
     if objective not in (Objective.MAKESPAN, Objective.TOTAL_LATENCY, Objective.MEAN_TTFT):
         raise FormulationError(f"cluster exhaustive: objective {objective!r} is not a sum or a "
                                "max over engines")
@@ -88,8 +91,11 @@ def cluster_optimum(instance: Instance, objective: str, *, max_states: int = 2_0
                 memo[key] = (0.0, None)
             else:
                 sub = _engine_instance(instance, k, members)
+                left = None if deadline is None else deadline - time.perf_counter()
+                if left is not None and left <= 0:
+                    raise FormulationError(f"cluster exhaustive: time limit {time_limit} s")
                 res = search(sub, objective, SearchOptions(max_states=max_states,
-                                                           time_limit=time_limit))
+                                                           time_limit=left))
                 if res.status != Status.OPTIMAL or res.objective is None:
                     raise FormulationError(f"cluster exhaustive: the search on engine {k} with "
                                            f"requests {members} ended {res.status}")

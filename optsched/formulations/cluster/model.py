@@ -168,6 +168,65 @@ class ClusterModel:
         return cluster_schedule(self.instance, per_engine)
 
 
+    def partial_start(self, schedule: Schedule) -> dict[str, np.ndarray] | None:
+        """A partial MIP start from a cluster schedule in which every request stays on one
+        engine: the assignment (identical engines relabelled in the order of their first
+        request, eq. K5) and every engine's ``x, c, e`` slot by slot; the solver completes the
+        rest. None when the schedule does not fit the model's slots or moves a request."""
+        per = engine_batches(self.instance, schedule)
+        if per is None:
+            return None
+        order = list(range(len(per)))
+        for group in identical_groups(self.instance):
+            first = sorted(group, key=lambda k: min((i for b in per[k] for i in b.req),
+                                                    default=self.instance.n))
+            for pos, k in zip(group, first):
+                order[pos] = k
+        n = self.instance.n
+        start: dict[str, np.ndarray] = {}
+        a = np.zeros((n, len(per)))
+        for eb in self.engines:
+            batches = per[order[eb.position]]
+            if len(batches) > eb.J:
+                return None
+            x, c, e = (np.zeros((n, eb.J)) for _ in range(3))
+            for j, b in enumerate(batches):
+                for i, tok in zip(b.req, b.tokens):
+                    x[i, j], c[i, j] = 1, tok
+                    a[i, eb.position] = 1
+                for i in b.evict:
+                    e[i, j] = 1
+            for name, val in (("x", x), ("c", c), ("e", e)):
+                start[eb.v[name].name] = val
+        if not np.all(a.sum(axis=1) == 1):
+            return None
+        start[self.assign.name] = a
+        return start
+
+
+def engine_batches(instance: Instance, schedule: Schedule) -> list[list[EngineBatch]] | None:
+    """Each engine's batches of ``schedule`` in order (None when a request has entries on two
+    engines: the model cannot represent it)."""
+    pl = schedule.placement
+    pos = {e: k for k, e in enumerate(instance.engine_ids)}
+    index = [instance.index[r] for r in schedule.ids]
+    per: list[list[EngineBatch]] = [[] for _ in range(instance.n_engines)]
+    home: dict[int, int] = {}
+    for j in range(schedule.n_batches):
+        b = -1 if pl is None else int(pl.batch_engine[j])
+        k = 0 if b < 0 else pos[pl.engines[b]]  # type: ignore[union-attr]
+        lo, hi = schedule.batch_ptr[j], schedule.batch_ptr[j + 1]
+        req = [index[r] for r in schedule.entry_req[lo:hi].tolist()]
+        out = [index[r] for r in schedule.evict_req[schedule.evict_ptr[j]:
+                                                     schedule.evict_ptr[j + 1]].tolist()]
+        for i in req:
+            if home.setdefault(i, k) != k:
+                return None
+        if req or out:
+            per[k].append(EngineBatch(req, schedule.entry_tokens[lo:hi].tolist(), out))
+    return per
+
+
 @dataclass(frozen=True)
 class EngineBatch:
     """One batch of one engine: entries (instance indices and tokens), evictions, and a
@@ -292,7 +351,9 @@ def _objective(md: milp.Model, instance: Instance, objective: str, builders: lis
     engine ``e`` in which ``fin`` / ``ftk`` turns on, for every engine."""
     n = instance.n
     if objective == Objective.MAKESPAN:
-        z = md.add_vars("makespan", 1)
+        z = md.add_vars("makespan", 1, lb=float((instance.arrival + min_latency(instance)).max())
+                        * scale)
+        _suffix_rows(md, instance, z.ids[0], builders, scale)
         for k, b in enumerate(builders):
             if "end" in b.v:
                 cols, vals = [z.ids[0], b.v["end"].ids[b.d.J - 1]], [1.0, -1.0]
@@ -326,6 +387,31 @@ def _objective(md: milp.Model, instance: Instance, objective: str, builders: lis
                            name=f"K6_{which}_{k}", nrows=n * b.d.J)
     div = 1.0 if which == "comp" else float(n)
     return tv.ids, np.full(n, 1.0 / div), -float(arrival.sum()) / div
+
+
+def _suffix_rows(md: milp.Model, instance: Instance, z: int, builders: list,
+                 scale: float) -> None:
+    """(eq. K9) per engine ``e`` and arrival time ``t``: the requests arriving at ``t`` or later
+    that ``e`` serves run in batches that start at ``t`` or later, at least ``sum_i U_i a_ie /
+    C_e`` of them (tokens, eq. 8) and at least ``sum_i A_i a_ie / M_e`` (each request holds
+    ``A_i = sum_{g<O_i} (I_i + g)`` tokens of KV summed over the batches that generate its
+    tokens, at most ``M_e`` per batch); each costs ``w0_e`` plus the entries' work ``W_i`` (eq.
+    21): ``Z >= t + w0_e max(tokens, area) + sum_i W_i a_ie`` (one row for each measure)."""
+    I, O, arr = instance.prompt.astype(float), instance.output.astype(float), instance.arrival
+    U = I + O - 1
+    area = O * I + O * (O - 1) / 2
+    for k, b in enumerate(builders):
+        sub = b.d.inst
+        w0 = batch_overhead_lower_bound(sub) * scale
+        work = request_work_lower_bound(sub) * scale
+        lim = sub.limits
+        for q, t in enumerate(np.unique(arr)):
+            late = np.flatnonzero(arr >= t)
+            for name, per in (("tok", U / lim.max_batch_tokens), ("kv", area / lim.kv_capacity)):
+                cols = np.concatenate([[z], b.assign[late]])
+                vals = np.concatenate([[1.0], -(w0 * per[late] + work[late])])
+                md.add_constraints(np.zeros(cols.size, np.int64), cols, vals,
+                                   lo=float(t) * scale, name=f"K9_{name}_{k}_{q}", nrows=1)
 
 
 def min_latency(instance: Instance, first_token: bool = False) -> np.ndarray:
@@ -374,8 +460,8 @@ def entry_batches_bound(instance: Instance, k: int, objective: str,
         return int(np.floor(ub / ovh + 1e-9))
     if objective != Objective.TOTAL_LATENCY:
         return None
-    # eq. K7: sum_{i on k} C_i >= ovh (b + n_k - 1) + W_k, and sum_{i not on k} (C_i - a_i) >= L_i
+    # eq. K7: the request i that finishes last on k completes no earlier than b ovh (its
+    # batches run one after the other from 0), every other request j takes at least L_j
     L = min_latency(instance)
-    wk = request_work_lower_bound(sub)
-    gain = np.maximum(0.0, instance.arrival + L - wk - ovh)
-    return max(0, int(np.floor((ub - float(L.sum()) + float(gain.sum())) / ovh + 1e-9)) + 1)
+    last = float((L + instance.arrival).max())
+    return max(0, int(np.floor((ub - float(L.sum()) + last) / ovh + 1e-9)))

@@ -139,7 +139,9 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
         "start fits)"))
     model = build(instance, objective, hypotheses, J, ub=ub)
     left = None if limit is None else max(1.0, float(limit) - (time.perf_counter() - t0))
-    res = milp.solve(model.model, options.solver, replace(options, time_limit=left, params={}))
+    start = None if ws is None else model.partial_start(ws.schedule)
+    res = milp.solve(model.model, options.solver, replace(options, time_limit=left, params={}),
+                     warm_start=start)
     notes += list(res.notes)
     bound = None if res.bound is None or not math.isfinite(res.bound) else \
         res.bound / model.scale
