@@ -59,7 +59,7 @@ class _EngineBuilder(_InfermaxBuilder):
         self.assign = assign  # column ids a[i, e], one per request
         self.d = d
         self.md = _Prefixed(shared, prefix)  # type: ignore[assignment]
-        self.rows = _Rows(self.md)  # type: ignore[arg-type]
+        self.rows = _Rows(self.md)
         self.v = {}
         self.cell = _elem(d.shape)
         self.n_cells = d.n * d.J
@@ -70,7 +70,7 @@ class _EngineBuilder(_InfermaxBuilder):
         self.bits = 0
         self.telescope = False
 
-    def state_variables(self):  # type: ignore[override]
+    def state_variables(self):
         """(eq. K2) eq. 1's termination ``g = O``, ``fin = ftk = 1`` after the last slot hold
         for an assigned request only: ``g[i, J] = O_i a_i``, ``fin = ftk = a_i``; an entry
         only where assigned, ``x[i, j] <= a_i``."""
@@ -105,7 +105,7 @@ class _EngineBuilder(_InfermaxBuilder):
             lo = 0.0
         super().add(name, nrows, terms, lo, hi)
 
-    def objective(self):  # type: ignore[override]
+    def objective(self):
         """The cluster sets the objective (eq. K6); an engine sets none."""
         return np.zeros(0, np.int64), np.zeros(0), 0.0
 
@@ -436,7 +436,7 @@ def horizon(instance: Instance, objective: str, ub: float | None, base: list[int
     jmax = [entry_batches_bound(instance, k, objective, ub) for k in range(instance.n_engines)]
     top = max(base, default=1)
     out, restricted = [], False
-    for k, jm in enumerate(jmax):
+    for jm in jmax:
         J = top + slack
         if jm is not None and jm <= 2 * top + 4:
             J = jm
