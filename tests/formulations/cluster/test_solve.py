@@ -65,10 +65,10 @@ def test_milp_equals_the_exhaustive_search(seed, linear, online, objective):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("objective", OBJECTIVES)
 def test_milp_equals_the_exhaustive_search_larger(seed, objective):
-    _agrees(tiny_cluster(5, 100 + seed, linear=seed % 2 == 1, online=seed % 3 != 0), objective)
+    _agrees(tiny_cluster(4, 100 + seed, linear=seed == 1, online=seed != 2), objective)
 
 
 def test_engines_that_differ_are_assigned_by_what_fits_and_costs():
@@ -105,9 +105,9 @@ def test_cluster_bound_below_the_exact_optimum_below_every_router(plain, objecti
 
 
 @pytest.mark.slow
-@settings(max_examples=40, deadline=None, derandomize=True,
+@settings(max_examples=15, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
-@given(instances(max_requests=5, max_prompt=8, max_output=4), st.sampled_from(OBJECTIVES),
+@given(instances(max_requests=4, max_prompt=8, max_output=3), st.sampled_from(OBJECTIVES),
        st.integers(2, 3))
 def test_cluster_bound_below_exact_below_routers_more(plain, objective, R):
     inst = replicate(plain, R)
