@@ -105,9 +105,9 @@ def test_cluster_bound_below_the_exact_optimum_below_every_router(plain, objecti
 
 
 @pytest.mark.slow
-@settings(max_examples=15, deadline=None, derandomize=True,
+@settings(max_examples=25, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
-@given(instances(max_requests=4, max_prompt=8, max_output=3), st.sampled_from(OBJECTIVES),
+@given(instances(max_requests=3, max_prompt=6, max_output=3), st.sampled_from(OBJECTIVES),
        st.integers(2, 3))
 def test_cluster_bound_below_exact_below_routers_more(plain, objective, R):
     inst = replicate(plain, R)
