@@ -113,6 +113,31 @@ def run_formulation(instance: Instance, method: MethodSpec) -> dict[str, Any]:
             "error": rep.message if rep.status == Status.ERROR else None}
 
 
+@method_kind("improve")
+def run_improve(instance: Instance, method: MethodSpec) -> dict[str, Any]:
+    """``optsched improve`` on a cluster: the router's schedule, then the local search over
+    the request-to-engine assignment (:func:`optsched.search.assignment.improve_assignment`,
+    seed 0, ``time_limit`` seconds of search or ``max_moves`` candidates); the result is the
+    best schedule the evaluator confirmed, replayed once more here."""
+    from ..cluster import simulate as simulate_cluster
+    from ..search.assignment import AssignmentOptions, improve_assignment
+
+    o, params = method.option, dict(method.params)
+    spec = get_spec(method.name)
+    start = simulate_cluster(instance, method.name, o["router"], params=params)
+    res = improve_assignment(instance, start, lambda: spec.make(**params), method.objective,
+                             AssignmentOptions(time_limit=o["time_limit"], seed=0,
+                                               max_moves=o.get("max_moves")))
+    ev = evaluate(instance, res.schedule)
+    return {"status": Status.FEASIBLE if ev.feasible else Status.INFEASIBLE,
+            "objective": finite_or_none(ev.objective(method.objective)) if ev.feasible else None,
+            "feasible": ev.feasible, "evictions": int(ev.metrics["evictions"]),
+            "solver": f"improve: {res.moves_tried} tried, {res.moves_accepted} accepted, "
+                      f"start {res.start_objective:.6g}",
+            "metrics": metrics_json(ev.metrics),
+            "error": None if ev.feasible else f"infeasible schedule: {dict(ev.violation_counts)}"}
+
+
 @method_kind("bound")
 def run_bound(instance: Instance, method: MethodSpec) -> dict[str, Any]:
     """A certified lower bound (as ``optsched bound``): ``optsched.bounds.lower_bound`` with the

@@ -42,6 +42,10 @@ A sweep is the cross product *instances x seeds x methods*; each combination is 
     [[methods]]
     bound = "cluster"            # B17's certified cluster floors
 
+    [[methods]]
+    improve = "vllm"             # optsched improve on the cluster's assignment, from the
+    router = "lor"               # router's schedule; time_limit, max_moves (reproducible)
+
 Every check names the key (``methods[1].time_limit``) and raises :class:`SpecError`, which
 the CLI turns into one line and exit code 2.
 """
@@ -74,6 +78,8 @@ LIMIT_KEYS = ("kv_capacity", "max_batch_tokens", "max_prefill_tokens", "cost_mod
 TRACE_KEYS: dict[str, type] = {"consecutive": int, "format": str, "too_long": str}
 DEFAULT_OBJECTIVE = "makespan"
 DEFAULT_TIME_LIMIT = 60.0
+#: seconds of an ``improve`` method's search (``optsched improve``'s default)
+DEFAULT_IMPROVE_LIMIT = 10.0
 
 
 class SpecError(OptschedError):
@@ -147,6 +153,7 @@ METHOD_KEYS = {
     "formulation": ("formulation", "label", "objective", "solver", "time_limit", "threads", "gap",
                     "warm_start", "params"),
     "bound": ("bound", "label", "objective", "time_limit"),
+    "improve": ("improve", "label", "objective", "router", "time_limit", "max_moves", "params"),
 }
 
 
@@ -334,7 +341,8 @@ def _method(d: dict, i: int, default_objective: str) -> MethodSpec:
     where = f"methods[{i}]"
     kinds = [k for k in METHOD_KEYS if k in d]
     if len(kinds) != 1:
-        raise SpecError(f"{where}: give exactly one of policy = ..., formulation = ... or bound = ...")
+        raise SpecError(f"{where}: give exactly one of policy = ..., formulation = ..., bound = ... "
+                        "or improve = ...")
     kind = kinds[0]
     _known(d, METHOD_KEYS[kind], f"{where}.")
     name = _str(d[kind], f"{where}.{kind}")
@@ -355,6 +363,14 @@ def _method(d: dict, i: int, default_objective: str) -> MethodSpec:
         options["gap"] = _number(d.get("gap", 1e-6), f"{where}.gap", positive=False)
         options["warm_start"] = _str(d.get("warm_start", "auto"), f"{where}.warm_start")
         label = f"{name}/{options['solver']}"
+    elif kind == "improve":
+        _check_policy(name, params, where)
+        options["router"] = _router(d.get("router", "rr"), f"{where}.router")
+        options["time_limit"] = _number(d.get("time_limit", DEFAULT_IMPROVE_LIMIT),
+                                        f"{where}.time_limit")
+        if "max_moves" in d:
+            options["max_moves"] = _int(d["max_moves"], f"{where}.max_moves", lo=0)
+        label = f"improve:{name}/{options['router']}"
     else:
         options["time_limit"] = _number(d.get("time_limit", DEFAULT_TIME_LIMIT), f"{where}.time_limit")
         try:

@@ -22,7 +22,7 @@ objective = "total-latency"
 
 [[instances]]
 generator = "chat-like"
-n = 12
+n = {n}
 rate = 40.0
 kv_capacity = 30000
 max_batch_tokens = 8192
@@ -45,8 +45,8 @@ bound = "cluster"
 """
 
 
-def spec(cluster: str = "replicas = [2, 3]\nload = 0.8", methods: str = ROUTED):
-    return parse_spec(BASE.format(cluster=cluster, methods=methods), source="t.toml")
+def spec(cluster: str = "replicas = [2, 3]\nload = 0.8", methods: str = ROUTED, n: int = 12):
+    return parse_spec(BASE.format(cluster=cluster, methods=methods, n=n), source="t.toml")
 
 
 def test_cluster_keys_grid_and_router_label():
@@ -100,6 +100,24 @@ trace = "${CLUSTER_TEST_DATA}/traces/t.csv"\nconsecutive = 8\nreplicas = 2
         parse_spec(text)
 
 
+def short_file(tmp_path, n: int = 10):
+    """A spec whose one row is a file of ``n`` short requests (a few decode steps each, so a
+    cluster simulation is a few hundred batches), on 2 replicas at load 0.8 per replica."""
+    import numpy as np
+
+    from optsched.cost import preset
+    from optsched.instance import Instance, Limits
+
+    rng = np.random.default_rng(0)
+    inst = Instance.from_columns("short", Limits(kv_capacity=4000, max_batch_tokens=1024),
+                                 preset("infermax-llama2-7b-a100"), [f"r{i}" for i in range(n)],
+                                 np.sort(rng.uniform(0, 1, n)), rng.integers(20, 200, n),
+                                 rng.integers(2, 8, n))
+    path = tmp_path / "short.json"
+    inst.save(path)
+    return path
+
+
 def _check_rows(s, rows):
     """Every row equals the same cell computed directly (``optsched.cluster.simulate`` and the
     evaluator), and the certified floor is at most every router's objective."""
@@ -124,10 +142,15 @@ def _check_rows(s, rows):
         assert floor <= r["objective"] * (1 + 1e-9)
 
 
-def test_cluster_cells_match_a_direct_run():
+def file_spec(tmp_path, methods: str = ROUTED):
+    return parse_spec(f"""[sweep]\nname = "f"\nobjective = "total-latency"\n[[instances]]
+file = "{short_file(tmp_path)}"\nreplicas = 2\nload = 0.8\n{methods}""")
+
+
+def test_cluster_cells_match_a_direct_run(tmp_path):
     from optsched.sweep.cells import run_cell
 
-    s = spec("replicas = 2\nload = 0.8")
+    s = file_spec(tmp_path)
     _check_rows(s, [run_cell(c) for c in expand(s)])
 
 
@@ -136,7 +159,7 @@ def test_tiny_cluster_sweep_on_the_pool(tmp_path):
     from optsched.sweep.results import read_results
     from optsched.sweep.runner import run_sweep
 
-    s = spec("replicas = 2\nload = 0.8")
+    s = file_spec(tmp_path)
     summary = run_sweep(s, tmp_path / "out", engine="local", workers=2, progress=False)
     assert (summary.cells, summary.failed) == (3, 0)
     _check_rows(s, read_results(tmp_path / "out").to_pylist())
@@ -151,3 +174,18 @@ def test_prefill_decode_row_runs_behind_pd():
     assert row["status"] == "feasible", row["error"]
     m = json.loads(row["metrics"])
     assert m["transfers"] == 12 and "slo_attainment" in m
+
+
+def test_improve_method_is_never_worse_than_its_router(tmp_path):
+    """``improve = "vllm"`` from ``rr``: a feasible schedule whose objective is at most the
+    router's own (the search keeps the start), with a fixed number of candidates."""
+    from optsched.sweep.cells import run_cell
+
+    methods = ROUTED + '[[methods]]\nimprove = "vllm"\nrouter = "rr"\nmax_moves = 3\n'
+    s = file_spec(tmp_path, methods)
+    rows = {c.method.label: run_cell(c) for c in expand(s)}
+    got, start = rows["improve:vllm/rr"], rows["vllm/rr"]
+    assert got["status"] == "feasible", got["error"]
+    assert got["objective"] <= start["objective"] * (1 + 1e-12)
+    assert got["solver"].startswith("improve: 3 tried")
+    assert rows["bound:cluster"]["bound"] <= got["objective"]
