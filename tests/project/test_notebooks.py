@@ -28,7 +28,7 @@ NB_DIR = REPO / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("[0-9]*.py"))
 KERNEL = "optsched-test-python"
 #: the notebooks that take over a minute of CPU in FAST mode (06: 120-130 CPU s on this project's
-#: 2-core machine), or more than a few seconds (10: 30-50 CPU s; 11: about 20 CPU s, most of it
+#: 2-core machine), or more than a few seconds (10: 30-50 CPU s; 11: about 30 CPU s, most of it
 #: the cluster search): executed by the slow step
 #: or by ``make docs``, never by the fast suite
 HEAVY = {"06-ecoserve", "07-bros", "08-aptserve", "09-theory-vs-practice", "10-prefix-reuse",
