@@ -28,7 +28,7 @@ from ..errors import InstanceError
 from ..instance import Instance
 from .cluster import identical_engine
 from .floors import Floors
-from .goodput import GoodputBound, Slos, completion_windows, counting_misses, own_feasible
+from .goodput import GRID, GoodputBound, Slos, completion_windows, counting_misses, own_feasible
 from .goodput_memory import rule_works
 
 
@@ -59,10 +59,11 @@ def transfer_floor(instance: Instance, disaggregated: bool) -> np.ndarray:
 
 
 def cluster_goodput_bound(instance: Instance, ttft: float | None = None,
-                          tpot: float | None = None) -> GoodputBound:
+                          tpot: float | None = None, grid: int | None = GRID) -> GoodputBound:
     """B17g: upper bounds on how many requests any schedule of the cluster ``instance``
     serves within their SLOs (module docstring); ``ttft``, ``tpot`` are defaults for
-    requests without the field. Engines must be identical (B17's refusal otherwise)."""
+    requests without the field; ``grid`` caps the counting grid's endpoints (B12b: any grid
+    is valid, a finer one tighter). Engines must be identical (B17's refusal otherwise)."""
     if instance.has_prefix:
         raise InstanceError("cluster goodput bound (B17g): does not model prefix reuse")
     n_first, n_all, disagg = cluster_shape(instance)
@@ -87,7 +88,7 @@ def cluster_goodput_bound(instance: Instance, ttft: float | None = None,
                 w, d = np.where(fin, w_all, w_first) / n_all, np.where(fin, done_by, first_by)
             sel = ok & np.isfinite(d)
             if sel.any():
-                most = max(most, counting_misses(a[sel], d[sel], w[sel]))
+                most = max(most, counting_misses(a[sel], d[sel], w[sel], grid))
         return most
 
     own = int(ttft_ok.sum())
