@@ -64,7 +64,9 @@ class Config:
 
     @property
     def label(self) -> str:
-        return f"{self.replicas} replicas" if self.replicas else f"{self.prefill}:{self.decode}"
+        if self.replicas:
+            return f"{self.replicas} replica" + "s" * (self.replicas > 1)
+        return f"{self.prefill}:{self.decode}"
 
     @property
     def rank(self) -> tuple[int, int]:

@@ -29,7 +29,7 @@ LINK = TransferLink(bytes_per_token=1, bandwidth=8, fixed=0.5)
 
 def test_the_configurations_of_a_count():
     assert [c.label for c in configs(3)] == ["3 replicas", "1:2", "2:1"]
-    assert [c.label for c in configs(1)] == ["1 replicas"]
+    assert [c.label for c in configs(1)] == ["1 replica"]
     assert configs(2, colocated=False) == [Config(prefill=1, decode=1)]
     for bad in ({}, {"replicas": 1, "prefill": 1}, {"prefill": 2}, {"replicas": -1}):
         with pytest.raises(CapacityError):
@@ -62,7 +62,7 @@ def test_four_one_token_requests_need_two_replicas():
     plan = search(plain, [1, 2, 3], s)
     assert plan.smallest == Config(replicas=2)
     got = {o.config.label: (o.status, o.ceiling, o.attainment) for o in plan.outcomes}
-    assert got == {"1 replicas": (CANNOT, 0.25, None), "2 replicas": (SIMULATED, 0.5, 0.5),
+    assert got == {"1 replica": (CANNOT, 0.25, None), "2 replicas": (SIMULATED, 0.5, 0.5),
                    "1:1": (CANNOT, 0.25, None)}
     assert brute_force(plain, [1, 2, 3], s).smallest == Config(replicas=2)
 
