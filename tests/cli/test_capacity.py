@@ -7,6 +7,7 @@ import json
 
 from cli_helpers import one_line_error, run_cli
 
+from optsched.cli import _capacity_plan
 from optsched.cost import UnitCost
 from optsched.instance import Instance, Limits, Request
 
@@ -57,3 +58,15 @@ def test_bad_input_is_one_line(capsys, tmp_path):
                    match="--policy is required")
     one_line_error(capsys, *plan, "--tpot-slo", "1", "--only", "colocated", "--policy",
                    "vllm,fcfs", match="one engine policy")
+
+
+def test_the_time_limit_stops_the_simulations(capsys, tmp_path, monkeypatch):
+    # a reserve longer than the limit: the deadline has passed before the first simulation,
+    # so nothing is simulated, every configuration is reported as not reached, the answer open
+    monkeypatch.setattr(_capacity_plan, "PLAN_RESERVE", 10.0)
+    rc, out, _ = run_cli(capsys, "capacity", _four(tmp_path), "--max-engines", "2",
+                         "--ttft-slo", "1", "--tpot-slo", "1", *LINK, "--time-limit", "1",
+                         "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["stopped"] and doc["simulations"] == 0 and doc["smallest"] is None
+    assert {o["status"] for o in doc["outcomes"]} == {"not reached"}
