@@ -23,7 +23,7 @@ resumes; ``--report`` renders ``OUT.md``::
 
     OPTSCHED_DATA=/path/to/shared/data nice -n 10 .venv/bin/python -m studies.cluster.capacity \\
         [--size 400] [--seeds 0,1,2] [--models 7b,70b] [--loads 2,3] [--max-engines 5] \\
-        [--at 4] [--out studies/cluster/results/capacity] [--report]
+        [--at 4] [--slos TTFT,TPOT] [--out studies/cluster/results/capacity] [--report]
 """
 
 from __future__ import annotations
@@ -60,13 +60,15 @@ def instance(model: str, seed: int, size: int, load: float) -> Instance:
         return scale_to_load(w, load)
 
 
-def setting(model: str, inst: Instance) -> Setting:
+def setting(model: str, inst: Instance, slos: tuple[float, float] | None = None) -> Setting:
     name, _, ttft, tpot = MODELS[model]
+    ttft, tpot = slos or (ttft, tpot)
     return Setting(ttft, tpot, TARGET, "lor", "vllm", default_link(inst), preset_gpus(name))
 
 
-def commands(model: str, seed: int, size: int, load: float, plan_args: str) -> list[str]:
-    name, M, ttft, tpot = MODELS[model]
+def commands(model: str, seed: int, size: int, load: float, plan_args: str, s: Setting
+             ) -> list[str]:
+    name, M, ttft, tpot = MODELS[model][0], MODELS[model][1], s.ttft, s.tpot
     return [f"optsched generate azure --trace {TRACE} --consecutive {size} --seed {seed} "
             f"--kv-capacity {M} --max-batch-tokens {C} --cost-model {name} --too-long drop "
             f"--load {load:g} -o w.json",
@@ -81,11 +83,11 @@ def summary(plan: Plan) -> dict[str, Any]:
             "stopped": plan.stopped}
 
 
-def measure(model: str, seed: int, size: int, load: float, max_engines: int, at: int
-            ) -> dict[str, Any]:
+def measure(model: str, seed: int, size: int, load: float, max_engines: int, at: int,
+            slos: tuple[float, float] | None = None) -> dict[str, Any]:
     inst = instance(model, seed, size, load)
     lo = offered_load(inst)
-    s = setting(model, inst)
+    s = setting(model, inst, slos)
     rec: dict[str, Any] = {"model": model, "seed": seed, "size": size, "load": load, "n": inst.n,
                            "row": window_row("conv", seed, size),
                            "one_engine_load": [lo.lower, lo.point],
@@ -104,8 +106,8 @@ def measure(model: str, seed: int, size: int, load: float, max_engines: int, at:
                 "brute": summary(brute), "cpu_smallest": t1 - t0, "cpu_fixed": t2 - t1,
                 "cpu_brute": t3 - t2,
                 "same_answer": fixed.best == brute.best,
-                "commands": commands(model, seed, size, load, f"--max-engines {max_engines}")
-                + commands(model, seed, size, load, f"--gpus {at * s.gpus_per_engine}")[1:]})
+                "commands": commands(model, seed, size, load, f"--max-engines {max_engines}", s)
+                + commands(model, seed, size, load, f"--gpus {at * s.gpus_per_engine}", s)[1:]})
     return rec
 
 
@@ -119,12 +121,13 @@ def report(records: list[dict[str, Any]]) -> str:
            f"Target: {TARGET:.0%} of the requests meet both SLOs. Cells: attainment "
            "(certified ceiling B17g); `-` not simulated (ceiling below the target or the best).",
            ""]
-    for model in MODELS:
-        recs = sorted((r for r in records if r["model"] == model),
+    groups = sorted({(r["model"], r["setting"]["ttft_slo"], r["setting"]["tpot_slo"])
+                     for r in records}, key=lambda g: (list(MODELS).index(g[0]), -g[2]))
+    for model, ttft, tpot in groups:
+        recs = sorted((r for r in records if (r["model"], r["setting"]["ttft_slo"],
+                                               r["setting"]["tpot_slo"]) == (model, ttft, tpot)),
                       key=lambda r: (r["load"], r["seed"]))
-        if not recs:
-            continue
-        name, M, ttft, tpot = MODELS[model]
+        name, M = MODELS[model][:2]
         per = recs[0]["setting"]["gpus_per_engine"]
         at = recs[0]["at"]
         labels = [o["label"] for o in recs[0]["brute"]["outcomes"]]
@@ -170,18 +173,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-engines", type=int, default=5)
     ap.add_argument("--at", type=int, default=4, help="the fixed engine count")
     ap.add_argument("--out", default="studies/cluster/results/capacity")
+    ap.add_argument("--slos", type=_floats, metavar="TTFT,TPOT",
+                    help="SLOs (seconds) for every model instead of the defaults above")
     ap.add_argument("--report", action="store_true")
     args = ap.parse_args(argv)
     path = Path(args.out + ".jsonl")
     records = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
     if not args.report:
-        done = {(r["model"], r["seed"], r["size"], r["load"]) for r in records}
+        done = {(r["model"], r["seed"], r["size"], r["load"], r["setting"]["ttft_slo"],
+                 r["setting"]["tpot_slo"]) for r in records}
         for model in args.models:
             for load in args.loads:
                 for seed in args.seeds:
-                    if (model, seed, args.size, load) in done:
+                    slos = tuple(args.slos) if args.slos else MODELS[model][2:]
+                    if (model, seed, args.size, load, *slos) in done:
                         continue
-                    rec = measure(model, seed, args.size, load, args.max_engines, args.at)
+                    rec = measure(model, seed, args.size, load, args.max_engines, args.at,
+                                  (slos[0], slos[1]))
                     records.append(rec)
                     path.parent.mkdir(parents=True, exist_ok=True)
                     with path.open("a") as f:
