@@ -138,20 +138,21 @@ def run_plan(args, read: Callable[[Any], Any]) -> int:
 def _status(o, target: float) -> str:
     from ..serving.capacity import CANNOT, NOT_REACHED, PRUNED
 
-    if o.status == CANNOT or o.ceiling < target:
+    if o.status == CANNOT or o.ceiling is not None and o.ceiling < target:
         text = "cannot (certified)"
         if o.attainment is not None:
             text += f", {'meets' if o.attainment >= target else 'misses'}"
         return text
-    if o.status == PRUNED:
-        return "not simulated (ceiling below the best)"
     if o.status == NOT_REACHED:
         return "not reached (time limit)"
+    if o.status == PRUNED:
+        return "not simulated (ceiling below the best)"
     return "meets" if o.attainment >= target else "misses"
 
 
 def _print(plan, s, n: int, load: float | None) -> None:
-    rows = [(o.config.engines, o.gpus, o.config.label, fmt(o.ceiling, 3),
+    rows = [(o.config.engines, o.gpus, o.config.label,
+             "-" if o.ceiling is None else fmt(o.ceiling, 3),
              "-" if o.attainment is None else fmt(o.attainment, 3),
              "-" if o.goodput_per_gpu is None else fmt(o.goodput_per_gpu, 4),
              "-" if o.load_lower is None else fmt(o.load_lower, 3), _status(o, s.target))

@@ -98,12 +98,13 @@ def configs(n: int, colocated: bool = True, splits: bool = True) -> list[Config]
 
 @dataclass(frozen=True)
 class Outcome:
-    """One configuration: its ceiling (B17g, a share of the requests with an SLO), and, when
-    simulated, the attainment and goodput per GPU the router and policy reach."""
+    """One configuration: its ceiling (B17g, a share of the requests with an SLO; None when
+    the time limit came first), and, when simulated, the attainment and goodput per GPU the
+    router and policy reach."""
 
     config: Config
     gpus: int
-    ceiling: float
+    ceiling: float | None
     status: str
     attainment: float | None = None
     goodput_per_gpu: float | None = None
@@ -115,8 +116,9 @@ class Outcome:
     def __post_init__(self) -> None:
         if self.status not in (SIMULATED, CANNOT, PRUNED, NOT_REACHED):
             raise CapacityError(f"outcome: unknown status {self.status!r}")
-        if not 0 <= self.ceiling <= 1:
-            raise CapacityError(f"outcome: ceiling {self.ceiling!r} is not a share")
+        if self.ceiling is None and self.status != NOT_REACHED or \
+                self.ceiling is not None and not 0 <= self.ceiling <= 1:
+            raise CapacityError(f"outcome: ceiling {self.ceiling!r} with status {self.status!r}")
         if (self.attainment is None) != (self.status != SIMULATED):
             raise CapacityError(f"outcome: attainment {self.attainment!r} with status "
                                 f"{self.status!r}")
@@ -257,27 +259,38 @@ def brute_force(plain: Instance, counts: Sequence[int], s: Setting, *, colocated
     return Plan(s, ns, tuple(outs), best, smallest)
 
 
+def _late(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() > deadline
+
+
 def search(plain: Instance, counts: Sequence[int], s: Setting, *, colocated: bool = True,
            splits: bool = True, deadline: float | None = None,
            progress: Callable[[str], None] | None = None, load_lower: float | None = None
            ) -> Plan:
     """The answer of :func:`brute_force` by branch and bound on the ceilings (module
     docstring); with several counts it stops at the first whose best meets the target.
-    ``deadline`` (a ``time.perf_counter()`` value) stops the simulations (``stopped``);
+    ``deadline`` (a ``time.perf_counter()`` value) stops the ceilings and the simulations
+    (``stopped``; one simulation or ceiling under way runs to its end);
     ``load_lower`` is the one-engine certified load (divided by ``R`` for ``R`` replicas)."""
     ns = _check(plain, counts)
     outs: list[Outcome] = []
     best: dict[int, Config | None] = {}
     smallest, stopped = None, False
     for n in ns:
-        cands = [(ceiling_of(plain, c, s), c) for c in configs(n, colocated, splits)]
-        cands.sort(key=lambda x: (-x[0], x[1].rank))
+        cands = [(None if _late(deadline) else ceiling_of(plain, c, s), c)
+                 for c in configs(n, colocated, splits)]
+        if any(x is None for x, _ in cands):  # no order to search in: the count is open
+            stopped = True
+            outs += [Outcome(c, c.engines * s.gpus_per_engine, x, NOT_REACHED) for x, c in cands]
+            break
+        known = [(x, c) for x, c in cands if x is not None]
+        known.sort(key=lambda x: (-x[0], x[1].rank))
         top: Outcome | None = None
-        for ceil, c in cands:
+        for ceil, c in known:
             lo = None if load_lower is None or not c.replicas else load_lower / c.replicas
             floor_ = max(top.attainment if top and top.attainment is not None else -1.0,
                          s.target if len(ns) > 1 else -1.0)
-            if stopped or (deadline is not None and time.perf_counter() > deadline):
+            if stopped or _late(deadline):
                 stopped = True
                 outs.append(Outcome(c, c.engines * s.gpus_per_engine, ceil, NOT_REACHED,
                                     load_lower=lo))

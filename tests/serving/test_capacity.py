@@ -13,9 +13,11 @@ from optsched.cost import UnitCost
 from optsched.instance import Instance, Limits, Request, TransferLink
 from optsched.serving.capacity import (
     CANNOT,
+    NOT_REACHED,
     SIMULATED,
     CapacityError,
     Config,
+    Outcome,
     Setting,
     brute_force,
     configs,
@@ -65,6 +67,17 @@ def test_four_one_token_requests_need_two_replicas():
     assert got == {"1 replica": (CANNOT, 0.25, None), "2 replicas": (SIMULATED, 0.5, 0.5),
                    "1:1": (CANNOT, 0.25, None)}
     assert brute_force(plain, [1, 2, 3], s).smallest == Config(replicas=2)
+
+
+def test_a_deadline_already_past_leaves_every_configuration_open():
+    plain = Instance("w", Limits(100, 1), UnitCost(), (Request("a", 0, 1, 1),))
+    plan = search(plain, [1, 2], Setting(1, 1, link=LINK), deadline=0.0)
+    assert plan.stopped and plan.smallest is None and plan.best == {}
+    assert [(o.status, o.ceiling) for o in plan.outcomes] == [(NOT_REACHED, None)]
+    with pytest.raises(CapacityError, match="ceiling None with status 'cannot'"):
+        Outcome(Config(replicas=1), 1, None, CANNOT)
+    with pytest.raises(CapacityError, match="attainment None with status 'simulated'"):
+        Outcome(Config(replicas=1), 1, 0.5, SIMULATED)
 
 
 def test_a_plain_instance_is_required():
