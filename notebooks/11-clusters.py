@@ -226,9 +226,10 @@ lines = [
     f"({best_split[0]:.2f}): "
     + ("**agrees** with DistServe (a split beats colocation)." if best_split[0] > colocated
        and not best_split[1].startswith("4 rep") else
-       "**does not agree** with DistServe's gain on our model: both pools are the same "
-       "single-GPU engine with one cost model (no per-phase parallelism, no interference "
-       "beyond a mixed batch's summed terms), so a split only divides the capacity; see "
-       "docs/results/cluster.md."),
+       "**does not agree** with DistServe's gain for Llama-2-7B on one A100 at these SLOs: "
+       "both pools are the same single-GPU engine with one cost model (no per-phase "
+       "parallelism, no interference beyond a mixed batch's summed terms), so a split only "
+       "divides the capacity (the results page's \"Capacity planning\" finds splits winning "
+       "for Llama-2-70B at TPOT 0.05 s; docs/results/cluster.md)."),
 ]
 display(Markdown("\n".join(lines)))
