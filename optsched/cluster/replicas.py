@@ -14,7 +14,7 @@ import numpy as np
 
 from ..instance import Instance
 from ..placement import PlacementBuilder
-from ..policies.simulator import Policy
+from ..policies.simulator import FAST_MIN_OUTPUT_TOKENS, Policy
 from ..schedule import Schedule, ScheduleBuilder
 from .base import Router, RouterError
 from .engine import Batch, EngineRun
@@ -34,9 +34,14 @@ def fitting_engines(instance: Instance) -> list[list[int]]:
     return out
 
 
-def run_replicas(instance: Instance, make_policy: Callable[[], Policy], router: Router
-                 ) -> Schedule:
-    """Route ``instance``'s requests over its engines of role ``both`` (module docstring)."""
+def run_replicas(instance: Instance, make_policy: Callable[[], Policy], router: Router, *,
+                 fast: bool | None = None) -> Schedule:
+    """Route ``instance``'s requests over its engines of role ``both`` (module docstring).
+
+    ``fast``: as :func:`~optsched.policies.simulator.simulate_policy`'s, the compiled path
+    (:mod:`optsched.cluster.fast`; the same schedule) for the policies and routers it covers,
+    ``False`` for this Python loop, ``None`` the compiled path from
+    :data:`~optsched.policies.simulator.FAST_MIN_OUTPUT_TOKENS` output tokens on."""
     roles = {instance.engine(k).role for k in range(instance.n_engines)}
     if roles != {"both"}:
         raise RouterError(f"router {router.name!r} routes over engines of role 'both', but the "
@@ -44,8 +49,16 @@ def run_replicas(instance: Instance, make_policy: Callable[[], Policy], router: 
                           "engines")
     engines = [EngineRun(instance.for_engine(k), make_policy(), k)
                for k in range(instance.n_engines)]
-    router.bind(instance, engines)
     fits = fitting_engines(instance)
+    if fast is None:
+        fast = int(instance.output.sum()) >= FAST_MIN_OUTPUT_TOKENS
+    if fast:
+        from .fast import simulate_replicas_fast  # lazy: numba only when a kernel runs
+
+        compiled = simulate_replicas_fast(instance, [e.policy for e in engines], router, fits)
+        if compiled is not None:
+            return compiled
+    router.bind(instance, engines)
     arr = instance.arrival
     for i in np.argsort(arr, kind="stable").tolist():
         t = float(arr[i])
