@@ -92,8 +92,9 @@ _ROUTED, _HANDED, _DONE, _LAST, _NRUN, _NPART, _IDLE, _NBAT = range(8)
 
 @njit(cache=True, inline="always")
 def _plan(st, heap, run, nrun, npartial, ip, m, S, g, prompt, known, res, resident, rank_of,
-          idx_of_rank, seq, seq_dec, seq_rank, cur, ctok, evl, adm, pre_e):
-    """``UnifiedScheduler.next_batch`` on one engine (the single-engine kernel's plan step)."""
+          idx_of_rank, seq, seq_dec, seq_rank, cur, ctok, evl, adm, pre_e, cum):
+    """``UnifiedScheduler.next_batch`` on one engine (the single-engine kernel's plan step;
+    ``cum`` is empty: no histogram reservation here, :func:`simulate_replicas_fast`)."""
     nseq = _build_seq(run, nrun, npartial, ip, m, S, g, seq, seq_dec)
     st[_END] = nseq
     st[_TOK] = 0
@@ -104,7 +105,6 @@ def _plan(st, heap, run, nrun, npartial, ip, m, S, g, prompt, known, res, reside
     st[_NEV] = 0
     st[_NADM] = 0
     st[_NPRE] = 0
-    cum = np.empty(0, np.int64)  # no histogram reservation here (simulate_replicas_fast)
     if ip[_ORDER] == 0:
         while st[_HN] > 0:
             if not _cand_waiting(idx_of_rank[heap[0]], 0, seq, st, ip, S, g, prompt, known, res,
@@ -294,6 +294,7 @@ def _simulate_cluster(arr, order, prompt, output, known, rank_of, idx_of_rank, i
     pre_e = np.empty(n, np.int64)
     fin = np.empty(n, np.int64)
     cand = np.empty(n, np.int64)
+    cum = np.empty(0, np.int64)
     # output: batches in the order they ran
     cap_b = max(16, int(output.sum()) + n)
     b_eng = np.empty(cap_b, np.int64)
@@ -328,7 +329,7 @@ def _simulate_cluster(arr, order, prompt, output, known, rank_of, idx_of_rank, i
                 es[k, _HANDED] = p
                 _plan(stk, heapk, runk, es[k, _NRUN], es[k, _NPART], ipk, m, S, g, prompt, known,
                       res, resident, rank_of, idx_of_rank, seq, seq_dec, seq_rank, cur, ctok,
-                      evl, adm, pre_e)
+                      evl, adm, pre_e, cum)
                 ncur = stk[_NCUR]
                 nev = stk[_NEV]
                 if ncur == 0 and nev == 0:
