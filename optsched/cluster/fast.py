@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -462,6 +461,10 @@ def _merge(E, b_eng, b_start, b_stated, bptr, e_req, e_tok, eptr, v_req, nbat, n
         byeng[fill[k]] = j
         fill[k] += 1
     head = cnt[:E].copy()
+    hs = np.full(E, math.inf)  # the start of each engine's next batch (inf: none left)
+    for k in range(E):
+        if head[k] < cnt[k + 1]:
+            hs[k] = b_start[byeng[head[k]]]
     o_bptr = np.empty(nbat + 1, np.int64)
     o_eptr = np.empty(nbat + 1, np.int64)
     o_req = np.empty(ne, np.int64)
@@ -474,15 +477,13 @@ def _merge(E, b_eng, b_start, b_stated, bptr, e_req, e_tok, eptr, v_req, nbat, n
     pe = 0
     pv = 0
     for out in range(nbat):
-        best = -1
-        bs = 0.0
-        for k in range(E):  # the lowest (start, position) among the engines' next batches
-            if head[k] < cnt[k + 1]:
-                s = b_start[byeng[head[k]]]
-                if best < 0 or s < bs:
-                    best, bs = k, s
+        best = 0
+        for k in range(1, E):  # the lowest (start, position) among the engines' next batches
+            if hs[k] < hs[best]:
+                best = k
         j = byeng[head[best]]
         head[best] += 1
+        hs[best] = b_start[byeng[head[best]]] if head[best] < cnt[best + 1] else math.inf
         for q in range(bptr[j], bptr[j + 1]):
             o_req[pe] = e_req[q]
             o_tok[pe] = e_tok[q]
