@@ -113,11 +113,12 @@ def _process(repeat: int) -> None:
            "vllm", "--kv-capacity", str(M), "--max-batch-tokens", str(C), "--cost-model",
            PRESET, "--replicas", "8", "--router", "lor"]
     whole_process(cmd)  # warm: numba's cache on disk
-    runs = [whole_process(cmd) for _ in range(repeat)]
     print(f"\n$ {' '.join(['optsched', *cmd[3:]])}")
-    for w, c, mem in runs:
+    for _ in range(repeat):
+        w, c, mem = whole_process(cmd)
         print(f"# whole process: {w:.2f} s wall, {c:.2f} s CPU (user + system), peak "
-              f"{mem:.0f} MB; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+              f"{mem:.0f} MB; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+              flush=True)
     err = subprocess.run(cmd, capture_output=True, text=True).stderr
     print("# phases (wall clock since the process started):")
     for line in err.splitlines():
