@@ -53,6 +53,10 @@ def assert_identical(inst: Instance, policy: str, router: str):
         fast = _compiled(inst, policy, router)
         assert fast is not None, (policy, router)
         ref = simulate(inst, policy, router, fast=False)
+        # through the router layer (engines of equal limits and cost model share a policy)
+        via = simulate(inst, policy, router, fast=True)
+    assert np.array_equal(via.entry_req, fast.entry_req) and \
+        np.array_equal(via.placement.batch_engine, fast.placement.batch_engine)
     assert fast.ids == ref.ids
     for col in COLUMNS:
         assert np.array_equal(getattr(fast, col), getattr(ref, col)), (policy, router, col)
