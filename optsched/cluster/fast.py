@@ -21,8 +21,8 @@ the number of engines that fit a request does not depend on the engines' state, 
 pairs are drawn before the run, in arrival order, from the router's own generator.
 
 It is an implementation detail like the single-engine kernel: :func:`simulate_replicas_fast`
-returns None when it does not apply (another policy, another cost model, engines with
-roles, a router without a compiled rule, numba missing) or when the kernel gives up (a
+returns None when it does not apply (another policy, another cost model, block ids, a router
+without a compiled rule, numba missing) or when the kernel gives up (a
 stall, a livelock, a rule broken), and the Python path then runs and reports. Identity with
 the Python path is tested batch for batch (``tests/cluster/test_fast.py``).
 """
@@ -529,8 +529,8 @@ def simulate_replicas_fast(instance: Instance, policies: Sequence[Policy], route
     ``instance.for_engine(k)``) behind ``router``, or None when the compiled path does not
     apply or gives up (module docstring)."""
     code = ROUTER_CODES.get(vars(type(router)).get("fast_router", ""))
-    if not HAVE_NUMBA or code is None:
-        return None
+    if not HAVE_NUMBA or code is None or instance.has_prefix:
+        return None  # block ids: the Python path decides what a cluster does with them
     cfgs = [fast_config(instance.for_engine(k), p) for k, p in enumerate(policies)]
     if any(c is None or c[0][_KIND] != _UNIFIED or c[0][_RESERVE] == 2 for c in cfgs):
         return None

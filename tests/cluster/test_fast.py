@@ -34,7 +34,7 @@ pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed: no 
 
 ROUTERS = sorted(ROUTER_CODES)
 #: unified-family policies (the kernel's walk orders: decode-first, prefill-first, single)
-POLICIES = ["vllm", "sarathi", "fcfs", "rank-o", "vllm-ef"]
+POLICIES = ["vllm", "sarathi", "fcfs", "rank-o", "vllm-ef", "vllm-hy", "sarathi-nohy"]
 
 
 def _compiled(inst: Instance, policy: str, router: str):
