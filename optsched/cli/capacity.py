@@ -27,19 +27,24 @@ def register(sub) -> None:
 
     p = sub.add_parser(
         "capacity",
-        help="sustainable request rate: bisection over Poisson arrival rates for a metric target",
+        help="sustainable request rate (--policy, --metric), or the engines a cluster needs "
+        "(--max-engines / --gpus)",
         description="For each policy, the highest Poisson arrival rate (requests per second, "
         "the trace's requests with re-drawn arrivals) at which METRIC meets TARGET, by "
-        "bisection over --rates; every probe is reported (stderr, and in --json).",
+        "bisection over --rates; every probe is reported (stderr, and in --json). With "
+        "--max-engines N or --gpus N: capacity planning of a cluster at the trace's own "
+        "arrivals (colocated replicas and prefill:decode splits, a certified ceiling each; "
+        "docs/semantics.md section 6, 'Capacity planning').",
     )
     p.add_argument("instance", metavar="TRACE",
                    help="trace CSV (Azure, Vidur/Splitwise, arXiv), instance JSON or shipped name")
-    p.add_argument("--policy", action="append", required=True,
-                   help="policy name; repeat or comma-separate for several")
-    p.add_argument("--metric", required=True, choices=sorted(METRICS),
+    p.add_argument("--policy", action="append",
+                   help="policy name; repeat or comma-separate for several (required for the "
+                   "rate search; planning: the engine policy, default vllm)")
+    p.add_argument("--metric", choices=sorted(METRICS),
                    help="; ".join(f"{m.name}: {m.help} ({m.better} is better)"
                               for m in METRICS.entries()))
-    p.add_argument("--target", type=float, required=True,
+    p.add_argument("--target", type=float,
                    help="the metric's bound (upper bound if lower is better, else lower bound)")
     p.add_argument("--rates", help="LO:HI requests per second (default: 1/4 to 4 times the "
                    "trace's own mean rate)")
@@ -69,7 +74,7 @@ def register(sub) -> None:
     p.add_argument("--slo-reference", default="vllm",
                    help="policy whose run on the trace as given measures t_p and t_g "
                    "(default vllm)")
-    p.add_argument("--ttft-slo", type=float, help="TTFT SLO (seconds) for ttft-tbt-attainment; "
+    p.add_argument("--ttft-slo", "--slo-ttft", type=float, help="TTFT SLO (seconds) for ttft-tbt-attainment; "
                    "with slo-attainment it selects Apt-Serve's SLOs (= ttft-tbt-attainment)")
     p.add_argument("--tbt-slo", type=float, help="P99 TBT SLO (seconds) for ttft-tbt-attainment; "
                    "with slo-attainment it selects Apt-Serve's SLOs (= ttft-tbt-attainment)")
@@ -85,6 +90,9 @@ def register(sub) -> None:
                    "policies still to search; a search out of time reports the rates probed "
                    "until then ('stopped at the time limit')")
     p.add_argument("--plot", metavar="IMAGE", help="draw the metric against the rate")
+    from ._capacity_plan import add_plan_arguments
+
+    add_plan_arguments(p)
     p.add_argument("--json", action="store_true", help="print the results as one JSON document")
     p.set_defaults(func=run_capacity)
 
@@ -148,7 +156,14 @@ def _instance(args):
 def run_capacity(args) -> int:
     # lazy: each subcommand imports what it runs (start-up time)
     from ..serving.rate_search import METRICS, RateSearchError, resolve_metric, search, slo_from_reference
+    from ._capacity_plan import planning, run_plan
 
+    if planning(args):
+        return run_plan(args, _instance)
+    for opt in ("policy", "metric", "target"):
+        if getattr(args, opt) is None:
+            raise InputFileError(f"--{opt} is required (or --max-engines / --gpus to plan a "
+                                 "cluster)")
     names = _policies(args)
     if args.probes < 2:
         raise InputFileError(f"--probes must be >= 2, got {args.probes}")
