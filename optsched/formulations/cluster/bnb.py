@@ -191,8 +191,8 @@ def branch_and_bound(instance: Instance, objective: str, *, incumbent: tuple[flo
 
 def _settle(subs: _Subsets, objective: str, a: tuple[int, ...], R: int, inc: float,
             deadline: float | None) -> bool | None:
-    """Solve ``a``'s engines, the highest bound first (the likeliest to prune): True when all are exact, False when one is proven too dear, None when a search
-    ran out."""
+    """Solve ``a``'s engines, the highest bound first (the likeliest to prune): True when all
+    are exact, False when one is proven too dear, None when a search ran out."""
     mem = _members(a, R)
     order = sorted(range(R), key=lambda k: -subs.bound(k, mem[k]))
     for k in order:
