@@ -88,7 +88,7 @@ def build(inst: Instance, objective: str, slots: int, at_most: float | None) -> 
     v["r"] = m.add_vars("r", (max(K, 1), J), vtype="B")
     tmax = float(arr.max()) + J
     v["T"] = m.add_vars("T", J, lb=0, ub=tmax)
-    v["C"] = m.add_vars("C", n, lb=arr + 1, ub=tmax)
+    v["C"] = m.add_vars("C", n, lb=arr + out, ub=tmax)  # one token per batch (R5)
     rows = Rows()
     _slots(rows, v, n, J)
     for i in range(n):
@@ -96,6 +96,7 @@ def build(inst: Instance, objective: str, slots: int, at_most: float | None) -> 
                  (range(int(idx.ptr[i]), int(idx.ptr[i + 1])), b))
         _blocks_of(rows, v, idx, i, J, b, int(peak[i]))
     _resident(rows, v, idx, J)
+    _symmetry(rows, v, inst, J)
     _limits(rows, v, inst, n, J, K, b)
     _objective(m, rows, v, objective, arr, at_most)
     rows.flush(m)
@@ -180,6 +181,19 @@ def _blocks_of(rows: Rows, v: dict[str, milp.VarBlock], idx: PrefixIndex, i: int
                  [b, -1] + [b] * (hi_k - lo_k), lo=0)
 
 
+def _symmetry(rows: Rows, v: dict[str, milp.VarBlock], inst: Instance, J: int) -> None:
+    """R11: of two identical requests (arrival, lengths and block ids), the first listed
+    finishes no later (swapping their roles in any schedule gives one of the same value)."""
+    first: dict[tuple[Any, ...], int] = {}
+    fin = v["fin"]
+    for i, r in enumerate(inst.requests):
+        key = (r.arrival, r.prompt, r.output, r.prefix)
+        if key in first:
+            for j in range(J):
+                rows.add("symmetry", [fin[first[key], j], fin[i, j]], [1, -1], lo=0)
+        first[key] = i
+
+
 def _resident(rows: Rows, v: dict[str, milp.VarBlock], idx: PrefixIndex, J: int) -> None:
     """R8: held blocks are resident; a block appears only when someone holds it (computed)."""
     y, r = v["y"], v["r"]
@@ -202,7 +216,8 @@ def _limits(rows: Rows, v: dict[str, milp.VarBlock], inst: Instance, n: int, J: 
     for j in range(J):
         rows.add("memory", [*(v["r"][x, j] for x in range(K)), *v["q"][:, j]],
                  [b] * (K + n), hi=lim.kv_capacity)
-        rows.add("tokens", list(v["c"][:, j]), [1] * n, hi=lim.max_batch_tokens)
+        rows.add("tokens", [*v["c"][:, j], v["a"][j]], [1] * n + [-lim.max_batch_tokens],
+                 hi=0)
         if lim.max_batch_size is not None:
             rows.add("batch_size", list(v["x"][:, j]), [1] * n, hi=lim.max_batch_size)
 
@@ -215,6 +230,7 @@ def _objective(m: milp.Model, rows: Rows, v: dict[str, milp.VarBlock], objective
         z = m.add_var("makespan", lb=0)
         for i in range(n):
             rows.add("makespan", [z, C[i]], [1, -1], lo=0)
+        rows.add("makespan_slots", [z, *v["a"].ids], [1] + [-1] * v["a"].size, lo=0)
         m.set_objective([z], [1.0])
         if at_most is not None:
             rows.add("at_most", [z], [1], hi=at_most)
