@@ -10,6 +10,7 @@ equations")."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,9 +29,9 @@ class Rows:
     rows: dict[str, list[tuple[list[int], list[float], float | None, float | None]]] = field(
         default_factory=lambda: defaultdict(list))
 
-    def add(self, name: str, cols: list[Any], coefs: list[float],
+    def add(self, name: str, cols: Sequence[Any], coefs: Sequence[float],
             lo: float | None = None, hi: float | None = None) -> None:
-        self.rows[name].append(([int(c) for c in cols], list(coefs), lo, hi))
+        self.rows[name].append(([int(c) for c in cols], [float(x) for x in coefs], lo, hi))
 
     def flush(self, m: milp.Model) -> None:
         for name, rs in self.rows.items():

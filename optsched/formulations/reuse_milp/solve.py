@@ -7,7 +7,10 @@ import math
 
 from ... import milp
 from ...cost import UnitCost
+from ...evaluation import evaluate
 from ...instance import Instance
+from ...policies import simulate
+from ...schedule import Schedule
 from ...solve_types import SolveOptions, Status, WarmStart
 from ..base import FormulationError, Hypotheses, RawSolution, register_formulation
 from .model import build, decode
@@ -30,10 +33,27 @@ def applicable(instance: Instance, objective: str, options: SolveOptions,
     return None
 
 
-def _upper(objective: str, hypotheses: Hypotheses, warm_start: WarmStart | None) -> float:
-    ub = math.inf
+#: reuse-aware policies whose best schedule sizes the slots and cuts the model (R0)
+POLICIES = ("vllm-apc", "sarathi-apc", "lpm", "dfs", "k-lpm", "belady")
+
+
+def _incumbent(instance: Instance, objective: str, warm_start: WarmStart | None
+               ) -> tuple[float, Schedule | None, str | None]:
+    """The best of the warm start and the reuse-aware policies (each replayed)."""
+    best: tuple[float, Schedule | None, str | None] = (math.inf, None, None)
     if warm_start is not None and warm_start.evaluation.feasible:
-        ub = warm_start.evaluation.objective(objective)
+        best = (warm_start.evaluation.objective(objective), warm_start.schedule,
+                warm_start.source)
+    for name in POLICIES:
+        sched = simulate(instance, name)
+        ev = evaluate(instance, sched)
+        if ev.feasible and ev.objective(objective) < best[0]:
+            best = (ev.objective(objective), sched, name)
+    return best
+
+
+def _upper(incumbent: float, hypotheses: Hypotheses) -> float:
+    ub = incumbent
     if hypotheses.at_most is not None:
         ub = min(ub, hypotheses.at_most)
     if not math.isfinite(ub):
@@ -62,15 +82,17 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
     if not instance.has_prefix:
         raise FormulationError("reuse-milp: the instance lists no prefix block ids; use "
                                "--formulation infermax")
-    ub = _upper(objective, hypotheses, warm_start)
+    inc, inc_sched, inc_name = _incumbent(instance, objective, warm_start)
+    ub = _upper(inc, hypotheses)
     slots = certified_slots(instance, objective, ub)
     rm = build(instance, objective, slots, ub)
     res = milp.solve(rm.model, options.solver, milp.SolveOptions(
         time_limit=options.time_limit, threads=options.threads, seed=options.seed,
         rel_gap=options.rel_gap, abs_gap=options.abs_gap, log_file=options.log_file,
         progress=options.progress, verbose=options.verbose), fallback="highs")
-    notes = (f"{slots} batch slots (certified for objective <= {ub:g}), "
-             f"{rm.model.num_vars} columns, {rm.model.num_constraints} rows",)
+    notes = (f"{slots} batch slots (certified for objective <= {ub:g}; best reuse-aware "
+             f"start {inc_name}: {inc:g}), {rm.model.num_vars} columns, "
+             f"{rm.model.num_constraints} rows",)
     base = dict(runtime=res.runtime, solver=res.solver, nodes=res.nodes, notes=notes,
                 history=tuple(res.history))
     if res.status == Status.INFEASIBLE:
@@ -81,6 +103,10 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
         return RawSolution(status=Status.ERROR, message="reuse-milp: internal error: the model "
                            "rejects the warm start's objective", **base)  # type: ignore[arg-type]
     if res.values is None or res.status not in (Status.OPTIMAL, Status.FEASIBLE):
+        if inc_sched is not None and inc <= ub and res.status == Status.NO_SOLUTION:
+            # the model found nothing better than the start in time: the start stands
+            return RawSolution(status=Status.FEASIBLE, objective=inc, bound=res.bound,
+                               schedule=inc_sched, **base)  # type: ignore[arg-type]
         return RawSolution(status=res.status, bound=res.bound, message=res.message,
                            **base)  # type: ignore[arg-type]
     sched = decode(rm, res.values)
