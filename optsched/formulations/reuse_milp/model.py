@@ -98,6 +98,7 @@ def build(inst: Instance, objective: str, slots: int, at_most: float | None) -> 
         _blocks_of(rows, v, idx, i, J, b, int(peak[i]))
     _resident(rows, v, idx, J)
     _symmetry(rows, v, inst, J)
+    rows.add("work", list(v["c"].ids.ravel()), [1] * v["c"].size, lo=unskippable_work(inst))
     _limits(rows, v, inst, n, J, K, b)
     _objective(m, rows, v, objective, arr, at_most)
     rows.flush(m)
@@ -180,6 +181,27 @@ def _blocks_of(rows: Rows, v: dict[str, milp.VarBlock], idx: PrefixIndex, i: int
                          [1, -1, -p * b, p * b], lo=0)
         rows.add("private", [q[i, j], m[i, j], *(y[k, j] for k in range(lo_k, hi_k))],
                  [b, -1] + [b] * (hi_k - lo_k), lo=0)
+
+
+def unskippable_work(inst: Instance) -> int:
+    """R12: tokens every schedule computes (``formulations/bounds.md`` B19): per request its
+    prompt after the leading run ``L'`` of shareable blocks some other request lists, and its
+    ``O - 1`` decodes; plus ``b`` per block listed by two or more requests, each only at a
+    shareable position (someone computes it once, at positions no request's count covers)."""
+    idx = _index(inst)
+    b = idx.block_size
+    n_x = np.bincount(idx.block, minlength=idx.n_blocks)
+    only_shareable = np.ones(idx.n_blocks, bool)
+    total = 0
+    for i, r in enumerate(inst.requests):
+        ks = idx.blocks_of(i)
+        H = int(idx.shareable[i])
+        lead = 0
+        while lead < H and n_x[ks[lead]] >= 2:
+            lead += 1
+        total += r.prompt - lead * b + r.output - 1
+        only_shareable[ks[H:]] = False
+    return int(total + b * np.count_nonzero((n_x >= 2) & only_shareable))
 
 
 def _symmetry(rows: Rows, v: dict[str, milp.VarBlock], inst: Instance, J: int) -> None:
