@@ -5,17 +5,22 @@ question, and the refusals (docs/semantics.md section 6, "Prefix reuse")."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import optsched
 from optsched.bounds import bound_methods
+from optsched.cli import main as cli_main
 from optsched.cost import LinearCost, UnitCost
 from optsched.errors import OptschedError
+from optsched.evaluation import evaluate
 from optsched.formulations.base import Hypotheses
 from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance, Limits, Request
+from optsched.policies import simulate
 from optsched.solve_types import SolveOptions
 from optsched.testing import assert_bound_valid, assert_feasible, tiny_prefix_instance
 
@@ -109,3 +114,19 @@ def test_refuses_what_it_does_not_model_in_one_line():
     blind = Instance("blind", Limits(16, 4), UnitCost(), (Request("a", 0, 3, 1),))
     with pytest.raises(OptschedError, match="lists no prefix block ids"):
         optsched.solve(blind, "reuse-milp", "makespan")
+
+
+def test_cli_at_most_than_lpm(tmp_path, capsys):
+    """``optsched solve --formulation reuse-milp --at-most 0.9 --than lpm``: yes (a checked
+    schedule) exactly when the hand-derived optimum 2 is at most 0.9 times lpm's makespan."""
+    inst = three_sharing()
+    p = tmp_path / "three.json"
+    inst.save(p)
+    lpm = evaluate(inst, simulate(inst, "lpm")).objective("makespan")
+    code = cli_main(["solve", str(p), "--formulation", "reuse-milp", "--objective", "makespan",
+                     "--at-most", "0.9", "--than", "lpm", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    if 2 <= 0.9 * lpm:
+        assert code == 0 and out["status"] == "optimal" and out["objective"] == 2
+    else:
+        assert code == 1 and out["status"] == "infeasible"
