@@ -26,6 +26,7 @@ import os
 import time
 from collections.abc import Callable
 
+from optsched.errors import OptschedError
 from optsched.evaluation import evaluate
 from optsched.formulations.exhaustive import SearchOptions, search
 from optsched.instance import Instance
@@ -43,15 +44,22 @@ def load() -> str:
 
 
 def run_method(inst: Instance, method: str, objective: str, limit: float
-               ) -> tuple[str, int, float | None]:
-    """(status, states or nodes, objective) of one exact method on ``inst``."""
+               ) -> tuple[str, int, float | None, str]:
+    """(status, states or nodes, objective, incumbent/bound when not proven) of one exact
+    method on ``inst``."""
     if method == "milp":
-        rep = solve(inst, "reuse-milp", objective, options=SolveOptions(time_limit=limit))
-        return str(rep.status), rep.nodes or 0, rep.objective if rep.status == "optimal" else None
+        try:
+            rep = solve(inst, "reuse-milp", objective, options=SolveOptions(time_limit=limit))
+        except OptschedError:
+            return "refused", 0, None, "-"  # e.g. a linear cost model (the MILP is unit time)
+        gap = "-" if rep.status == "optimal" or rep.objective is None else (
+            f"{rep.objective:.4g}/{rep.bound:.4g}" if rep.bound is not None else f"{rep.objective:.4g}/-")
+        return (str(rep.status), rep.nodes or 0, rep.objective if rep.status == "optimal" else None,
+                gap)
     if inst.n > 6:
-        return "refused", 0, None  # the exhaustive search's size guard
+        return "refused", 0, None, "-"  # the exhaustive search's size guard
     r = search(inst, objective, SearchOptions(max_states=2_000_000, time_limit=limit))
-    return str(r.status), r.expanded, r.objective
+    return str(r.status), r.expanded, r.objective, "-"
 
 
 def row(n: int, seed: int, objective: str, limit: float, family: str = "tiny",
@@ -59,14 +67,14 @@ def row(n: int, seed: int, objective: str, limit: float, family: str = "tiny",
     inst = FAMILIES[family](seed, n)
     lpm = evaluate(inst, simulate(inst, "lpm")).objective(objective)
     w0, c0 = time.perf_counter(), time.process_time()
-    status, expanded, value = run_method(inst, method, objective, limit)
+    status, expanded, value, inc_bound = run_method(inst, method, objective, limit)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     idx = inst.prefix_index
     blocks = 0 if idx is None else idx.n_blocks
     opt = f"{value:.4g}" if value is not None else "-"
     ratio = f"{value / lpm:.3f}" if value is not None and lpm > 0 else "-"
     return (f"{method:<10} {n:>2} {seed:>4} {blocks:>6} {objective:<14} {status:<12} {expanded:>9} "
-            f"{wall:>7.2f} {cpu:>7.2f} {opt:>8} {lpm:>8.4g} {ratio:>6}")
+            f"{wall:>7.2f} {cpu:>7.2f} {opt:>8} {lpm:>8.4g} {ratio:>6} {inc_bound:>9}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -81,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"# exact methods with prefix reuse ({a.methods}), family {a.family}, time limit "
           f"{a.time_limit:g} s per search; load average {load()}")
     print("method      n seed blocks objective      status        expanded    wall     cpu  "
-          "optimum      lpm opt/lpm")
+          "optimum      lpm opt/lpm inc/bound")
     for n in (int(x) for x in a.sizes.split(",")):
         for seed in (int(x) for x in a.seeds.split(",")):
             for objective in a.objectives.split(","):

@@ -88,8 +88,10 @@ def build(inst: Instance, objective: str, slots: int, at_most: float | None) -> 
     v["u"] = m.add_vars("u", (max(L, 1), J), vtype="B")
     v["r"] = m.add_vars("r", (max(K, 1), J), vtype="B")
     tmax = float(arr.max()) + J
-    v["T"] = m.add_vars("T", J, lb=0, ub=tmax)
-    v["C"] = m.add_vars("C", n, lb=arr + out, ub=tmax)  # one token per batch (R5)
+    # R13: with integer arrivals every earliest start and completion is an integer (unit time)
+    tv = "I" if np.all(arr == np.floor(arr)) else "C"
+    v["T"] = m.add_vars("T", J, lb=0, ub=tmax, vtype=tv)
+    v["C"] = m.add_vars("C", n, lb=arr + out, ub=tmax, vtype=tv)  # one token per batch (R5)
     rows = Rows()
     _slots(rows, v, n, J)
     for i in range(n):
@@ -250,7 +252,7 @@ def _objective(m: milp.Model, rows: Rows, v: dict[str, milp.VarBlock], objective
     C = v["C"]
     n = arr.size
     if objective == "makespan":
-        z = m.add_var("makespan", lb=0)
+        z = m.add_var("makespan", lb=0, vtype="I" if C.is_integer else "C")
         for i in range(n):
             rows.add("makespan", [z, C[i]], [1, -1], lo=0)
         rows.add("makespan_slots", [z, *v["a"].ids], [1] + [-1] * v["a"].size, lo=0)
