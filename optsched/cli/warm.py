@@ -1,10 +1,11 @@
 """Compile and cache the numba kernels once (``python -m optsched.cli.warm``).
 
-The compiled simulator (:mod:`optsched.policies.fast`) and evaluator
-(:mod:`optsched.evaluation.fast`) are cached on disk (``cache=True``) after their first
-compilation, which takes tens of CPU seconds. A process that meets them first inside a short
-``--time-limit`` would spend its budget compiling; ``make test`` runs this module first so
-that no test does (CI starts from a fresh clone with no cache).
+The compiled simulator (:mod:`optsched.policies.fast`), router layer
+(:mod:`optsched.cluster.fast`) and evaluator (:mod:`optsched.evaluation.fast`) are cached on
+disk (``cache=True``) after their first compilation, which takes tens of CPU seconds. A
+process that meets them first inside a short ``--time-limit`` would spend its budget
+compiling; ``make test`` runs this module first so that no test does (CI starts from a
+fresh clone with no cache).
 
 A module of the command-line package but not a subcommand (it has no ``register``); its
 imports are in :func:`warm`, so that building the full parser, which imports every module
@@ -20,6 +21,8 @@ def warm() -> float:
     """Run every kernel once on a small instance (both cost models); returns the seconds
     taken. Without numba there is nothing to compile and it returns at once."""
     # lazy: the full parser imports this module (module docstring)
+    from ..cluster import replicate
+    from ..cluster import simulate as simulate_cluster
     from ..cost import UnitCost, preset
     from ..evaluation.evaluator import _compiled
     from ..policies import simulate
@@ -35,6 +38,7 @@ def warm() -> float:
         for name in ("vllm", "mcsf"):
             s = simulate(inst, name, fast=True)
             _compiled(inst, s)
+        simulate_cluster(replicate(inst, 2), "vllm", "lor", fast=True)
     return time.perf_counter() - t0
 
 

@@ -121,11 +121,12 @@ def replica_load(load: Any, replicas: int) -> tuple[dict[str, Any], str, str | N
 
 
 def simulate(instance: Instance, policy: str | Callable[[], Policy], router: str = "rr", *,
-             params: dict[str, Any] | None = None) -> Schedule:
+             params: dict[str, Any] | None = None, fast: bool | None = None) -> Schedule:
     """Run ``policy`` (a registered name with ``params``, or a factory of fresh policy
     objects) on every engine of ``instance`` behind ``router``; returns the cluster schedule
     (no metrics: judge it with :func:`optsched.evaluate`). A plain instance is a one-engine
-    cluster."""
+    cluster. ``fast`` picks the compiled router path for replicas
+    (:func:`~optsched.cluster.replicas.run_replicas`; the same schedule)."""
     spec: RouterSpec = get_router(router)
     if isinstance(policy, str):
         pspec = get_spec(policy)
@@ -142,7 +143,7 @@ def simulate(instance: Instance, policy: str | Callable[[], Policy], router: str
         return run_disaggregated(instance, make, spec.make())
     from .replicas import run_replicas
 
-    return run_replicas(instance, make, spec.make())
+    return run_replicas(instance, make, spec.make(), fast=fast)
 
 
 __all__ = ["DEFAULT_BANDWIDTH", "ROUTERS", "Router", "RouterError", "RouterSpec", "default_link",

@@ -70,7 +70,7 @@ class RouterSpec:
 
 
 ROUTERS: Registry[RouterSpec] = Registry("router", packages=("optsched.cluster",),
-                                        error=RouterError, skip=("base", "engine", "replicas"))
+                                        error=RouterError, skip=("base", "engine", "fast", "replicas"))
 
 
 def register_router(name: str, description: str, source: str, *, kind: str = "both"

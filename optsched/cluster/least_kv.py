@@ -16,6 +16,8 @@ from .base import EngineState, register_router
     "optsched: Vidur's LOR (lor_global_scheduler.py) with KV in use / M as the load")
 class LeastKV:
     name = "least-kv"
+    #: its compiled rule (optsched.cluster.fast)
+    fast_router = "least-kv"
 
     def bind(self, instance: Instance, engines: Sequence[EngineState]) -> None:
         self.engines = engines

@@ -16,6 +16,8 @@ from .base import EngineState, register_router
     "Vidur (MLSys'24), vidur/scheduler/global_scheduler/lor_global_scheduler.py")
 class LeastOutstanding:
     name = "lor"
+    #: its compiled rule (optsched.cluster.fast)
+    fast_router = "lor"
 
     def bind(self, instance: Instance, engines: Sequence[EngineState]) -> None:
         self.engines = engines

@@ -24,6 +24,8 @@ from .base import EngineState, register_router
     "Mitzenmacher, IEEE TPDS 12(10), 2001; Envoy's and llm-d's p2c load balancer")
 class PowerOfTwo:
     name = "p2c"
+    #: its compiled rule (optsched.cluster.fast)
+    fast_router = "p2c"
     #: the seed of the draws (one generator per run)
     seed = 0
 

@@ -14,6 +14,8 @@ from .base import EngineState, register_router
     "Vidur (MLSys'24), vidur/scheduler/global_scheduler/round_robin_global_scheduler.py")
 class RoundRobin:
     name = "rr"
+    #: its compiled rule (optsched.cluster.fast)
+    fast_router = "rr"
 
     def bind(self, instance: Instance, engines: Sequence[EngineState]) -> None:
         self.R = len(engines)

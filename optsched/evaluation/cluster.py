@@ -217,7 +217,8 @@ def _by_engine(inst: Instance, s: Schedule) -> ClusterEvaluation | None:
     if (e_req < 0).any() or (v_req < 0).any():
         return None
     owner = np.full(inst.n, -1, np.int64)
-    e_eng = eng[s.batch_of_entry]
+    e_bat = s.batch_of_entry  # each computed once: they are as long as the schedule
+    e_eng = eng[e_bat]
     v_eng = eng[s.batch_of_evict]
     owner[e_req] = e_eng
     owner[v_req] = v_eng
@@ -225,16 +226,17 @@ def _by_engine(inst: Instance, s: Schedule) -> ClusterEvaluation | None:
         return None  # a request without events (INCOMPLETE) or on two engines
     parts = []
     for k in range(inst.n_engines):
-        part = _engine_part(inst, s, k, eng, owner, e_req, v_req)
+        part = _engine_part(inst, s, k, eng, owner, e_req, v_req, e_eng, v_eng)
         if part is None:
             return None
         parts.append(part)
-    return _merge(inst, s, eng, e_req, parts)
+    return _merge(inst, s, eng, e_req, parts, e_bat)
 
 
-def _engine_part(inst: Instance, s: Schedule, k: int, eng, owner, e_req, v_req):
+def _engine_part(inst: Instance, s: Schedule, k: int, eng, owner, e_req, v_req, e_eng, v_eng):
     """Engine ``k``'s batches on the instance of its requests, evaluated; None unless
-    feasible (or a request that does not fit the engine)."""
+    feasible (or a request that does not fit the engine). ``e_eng``, ``v_eng``: the engine
+    of each entry and eviction."""
     reqs = np.flatnonzero(owner == k)
     bat = np.flatnonzero(eng == k)
     if not bat.size and not reqs.size:
@@ -248,8 +250,8 @@ def _engine_part(inst: Instance, s: Schedule, k: int, eng, owner, e_req, v_req):
                                     inst.prompt[reqs], inst.output[reqs])
     except InstanceError:
         return None
-    ent = np.flatnonzero(eng[s.batch_of_entry] == k)
-    evs = np.flatnonzero(eng[s.batch_of_evict] == k)
+    ent = np.flatnonzero(e_eng == k)
+    evs = np.flatnonzero(v_eng == k)
     bptr = np.concatenate([[0], np.cumsum(np.diff(s.batch_ptr)[bat])])
     vptr = np.concatenate([[0], np.cumsum(np.diff(s.evict_ptr)[bat])])
     sched = Schedule(sub.ids, bptr, local[e_req[ent]], s.entry_tokens[ent], vptr,
@@ -260,7 +262,7 @@ def _engine_part(inst: Instance, s: Schedule, k: int, eng, owner, e_req, v_req):
     return reqs, bat, ent, ev
 
 
-def _merge(inst: Instance, s: Schedule, eng, e_req, parts) -> ClusterEvaluation:
+def _merge(inst: Instance, s: Schedule, eng, e_req, parts, e_bat) -> ClusterEvaluation:
     n, nb, E = inst.n, s.n_batches, s.n_entries
     req_cols = {name: np.full(n, np.nan) for name in ("first_token", "completion")}
     n_evict = np.zeros(n, np.int64)
@@ -294,7 +296,7 @@ def _merge(inst: Instance, s: Schedule, eng, e_req, parts) -> ClusterEvaluation:
                        gaps=token_gaps(n, s, e_req, ent_gen, bat_cols["batch_end"]))
     z = np.zeros(0, np.int64)
     moved = (z, z, z, z, z, np.zeros(0), np.zeros(0))
-    return _cluster_evaluation(inst, base, eng, s.batch_of_entry, e_req, moved)
+    return _cluster_evaluation(inst, base, eng, e_bat, e_req, moved)
 
 
 # --- metrics (section 6, clusters, "Metrics") -----------------------------------------------
@@ -326,8 +328,10 @@ def _cluster_evaluation(inst: Instance, base: Evaluation, eng: np.ndarray, entry
         metrics["goodput_per_gpu"] = met / span / gpus if span else None
     if all(e.hourly_cost is not None for e in engines) and span is not None:
         metrics["cost"] = sum(e.hourly_cost for e in engines) * span / 3600  # type: ignore
-    per = tuple(_engine_metrics(k, e, base, eng, entry_batch, entry_req, span, tsrc, tdst, ttok)
-                for k, e in enumerate(engines))
+    gen = base.entry_generates & (entry_req >= 0)
+    first_last = _generation_batches(entry_batch, entry_req, gen, base.request_ids)
+    per = tuple(_engine_metrics(k, e, base, eng, entry_batch, entry_req, span, tsrc, tdst, ttok,
+                                first_last) for k, e in enumerate(engines))
     kw = {f.name: getattr(base, f.name) for f in fields(Evaluation)}
     kw["metrics"] = metrics
     return ClusterEvaluation(**kw, engine_ids=inst.engine_ids, batch_engine=eng, engines=per,
@@ -353,16 +357,16 @@ def _slo_met(inst: Instance, attainment: float) -> int:
 
 
 def _engine_metrics(k: int, e, base: Evaluation, eng, entry_batch, entry_req, span,
-                    tsrc, tdst, ttok) -> dict[str, Any]:
-    """Engine ``k``'s metrics (section 6, clusters, "Metrics")."""
+                    tsrc, tdst, ttok, first_last) -> dict[str, Any]:
+    """Engine ``k``'s metrics (section 6, clusters, "Metrics"); ``first_last``: each
+    request's first and last generating batch (:func:`_generation_batches`)."""
     on = eng == k
     eng = np.append(eng, -1)  # index -1 (a request without a first token) hits no engine
     dur, kv = base.batch_duration[on], base.batch_kv[on]
     busy = float(dur.sum())
     M = e.limits.kv_capacity
     ent_on = (eng[:-1][entry_batch] == k) & (entry_req >= 0)
-    gen = base.entry_generates & (entry_req >= 0)
-    first_b, last_b = _generation_batches(entry_batch, entry_req, gen, base.request_ids)
+    first_b, last_b = first_last
     done = np.isfinite(base.completion)
     return {
         "id": e.id, "role": e.role, "gpus": e.gpus, "batches": int(on.sum()),
@@ -387,15 +391,13 @@ def _generation_batches(entry_batch, entry_req, gen, ids) -> tuple[np.ndarray, n
     first = np.full(n, -1, np.int64)
     last = np.full(n, -1, np.int64)
     g = np.flatnonzero(gen)
-    if g.size:
-        order = np.lexsort((entry_batch[g], entry_req[g]))
-        r, b = entry_req[g][order], entry_batch[g][order]
-        head = np.ones(r.size, bool)
-        head[1:] = r[1:] != r[:-1]
-        tail = np.ones(r.size, bool)
-        tail[:-1] = r[1:] != r[:-1]
-        first[r[head]] = b[head]
-        last[r[tail]] = b[tail]
+    if g.size:  # the least and the greatest batch over each request's generating entries
+        r, b = entry_req[g], entry_batch[g]
+        lo = np.full(n, np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(lo, r, b)
+        np.maximum.at(last, r, b)
+        seen = last >= 0
+        first[seen] = lo[seen]
     return first, last
 
 

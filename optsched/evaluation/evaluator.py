@@ -1176,10 +1176,11 @@ def _totals(inst, g_final, completion, latency, ttft, tpot, n_evict, recomputed,
             batch_entries):
     n, nb = inst.n, batch_entries.size
     all_done = n > 0 and bool(np.all(np.isfinite(completion)))
-    # the latest completion: the end of the last batch that processes a token (equal on a
-    # complete schedule; empty and eviction-only batches after it take no time and don't count)
+    # the latest completion: the latest end of a batch that processes a token (equal on a
+    # complete schedule; empty and eviction-only batches after it take no time and don't count).
+    # The latest, not the last listed: a cluster's engines run concurrently (section 6)
     working = np.flatnonzero(batch_entries > 0)
-    makespan = float(end[working[-1]]) if working.size else 0.0
+    makespan = float(end[working].max()) if working.size else 0.0
     busy = float(dur.sum())
     M = inst.limits.kv_capacity
     m: dict[str, Any] = {

@@ -279,6 +279,9 @@ class FormulationInfo:
     #: when the model may solve a restriction of docs/semantics.md (``RawSolution.restricted``),
     #: which one, in a few words: reports name the model each figure belongs to with it
     restriction: str | None = None
+    #: whether the model represents a cluster of engines (docs/semantics.md section 6,
+    #: "Clusters"); every other formulation is refused an instance that is not one engine
+    cluster_aware: bool = False
 
     def applicable(self, instance: Instance, objective: str, options: SolveOptions,
                    hypotheses: Hypotheses | None = None) -> str | None:
@@ -332,13 +335,15 @@ def register_formulation(name: str, description: str, objectives: Sequence[str] 
                          applicable: ApplicableFn | None = None,
                          estimate: EstimateFn | None = None,
                          reuse_aware: bool = False,
-                         restriction: str | None = None) -> Callable[[RunFn], RunFn]:
+                         restriction: str | None = None,
+                         cluster_aware: bool = False) -> Callable[[RunFn], RunFn]:
     """Decorator: ``@register_formulation("infermax", "...", params=(...), applicable=...,
     estimate=...)`` on a ``run`` function (hooks: :class:`FormulationInfo`)."""
 
     def deco(fn: RunFn) -> RunFn:
         info = FormulationInfo(name, fn, description, tuple(objectives), needs_warm_start,
-                               tuple(params), applicable, estimate, reuse_aware, restriction)
+                               tuple(params), applicable, estimate, reuse_aware, restriction,
+                               cluster_aware)
         FORMULATIONS.add(name, info, fn)
         return fn
 
@@ -425,7 +430,8 @@ def prepare_solve(instance: Instance, formulation: str, objective: str, options:
             f"(supports {', '.join(info.objectives)})"
         )
     hyp.check_against(instance)
-    instance.require_one_engine(f"formulation {formulation!r}")  # section 6, clusters
+    if not info.cluster_aware:
+        instance.require_one_engine(f"formulation {formulation!r}")  # section 6, clusters
     options = replace(options, params=info.parse_params(options.params))
     if options.solver == "cpsat" and formulation in CONTINUOUS_FORMULATIONS:
         raise FormulationError(

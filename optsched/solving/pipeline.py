@@ -155,15 +155,42 @@ def run(instance: Instance, formulation: str = "infermax", objective: str = "mak
 
 def _lower_bound(instance: Instance, objective: str, lower: BoundResult | str | None,
                  budget: Budget) -> BoundResult | None:
-    """Step 2: the certified lower bound asked for (``formulations/bounds.md``)."""
+    """Step 2: the certified lower bound asked for (``formulations/bounds.md``); on a cluster
+    of several engines, B17's (:func:`cluster_bound`)."""
     if lower is None or isinstance(lower, BoundResult):
         return lower
+    if not instance.single_engine:
+        return cluster_bound(instance, objective)
     phase(f"lower bound ({lower} rungs)")
     if lower == "best":
         return ladder_bound(instance, objective, budget)
     res = bounds.lower_bound(instance, objective, lower, budget=budget)
     phase(f"lower bound {value(res.value, instance)} ({res.method})")
     return res
+
+
+def cluster_bound(instance: Instance, objective: str) -> BoundResult:
+    """The certified bound of a cluster: B17 over identical engines (``formulations/bounds.md``,
+    :mod:`optsched.bounds.cluster`); over engines that differ, the per-request floors of
+    ``formulations/cluster.md`` eq. K8 (each request's own batches on its cheapest engine)."""
+    from ..bounds.cluster import cluster_request_floors
+    from ..formulations.cluster.model import min_latency
+
+    t0 = time.perf_counter()
+    key = {"makespan": "makespan", "total-latency": "total_latency", "mean-ttft": "mean_ttft"}
+    try:
+        floors = cluster_request_floors(instance)
+    except OptschedError:
+        first = objective == "mean-ttft"
+        floor = min_latency(instance, first_token=first)
+        v = (float((instance.arrival + floor).max()) if objective == "makespan" else
+             float(floor.mean()) if first else float(floor.sum()))
+        return BoundResult(v, "cluster per-request floors (formulations/cluster.md K8)",
+                           objective, time.perf_counter() - t0)
+    if objective not in key:
+        raise FormulationError(f"no cluster bound for objective {objective!r}")
+    return BoundResult(floors[key[objective]], "cluster (B17)", objective,
+                       time.perf_counter() - t0)
 
 
 def ladder_bound(instance: Instance, objective: str, budget: Budget) -> BoundResult:
@@ -274,6 +301,13 @@ def pick_warm_start(instance: Instance, objective: str, warm_start: Any, hyp: Hy
     if isinstance(warm_start, WarmStart):
         return warm_start, WarmStartInfo(warm_start.source or "schedule",
                                          warm_start.objective(objective), warm_start.feasible)
+    if not instance.single_engine:  # a cluster: the policy behind every replica router
+        from ..formulations.cluster.solve import ENGINE_POLICIES, best_router
+
+        ws = best_router(instance, objective, deadline,
+                         ENGINE_POLICIES if warm_start == "auto" else (warm_start,))
+        return ws, None if ws is None else WarmStartInfo(ws.source, ws.objective(objective),
+                                                         ws.feasible)
     names = _candidates(warm_start, hyp)
     best: tuple[WarmStart, float] | None = None
     stopped: list[str] = []
@@ -372,4 +406,4 @@ def _improve(instance: Instance, ws: WarmStart, objective: str, budget: Budget,
         return None
 
 
-__all__ = ["AUTO_POLICIES", "ladder_bound", "lower_bound", "pick_warm_start", "run", "solve"]
+__all__ = ["AUTO_POLICIES", "cluster_bound", "ladder_bound", "lower_bound", "pick_warm_start", "run", "solve"]

@@ -25,7 +25,8 @@ from ..cost import UnitCost, preset
 from ..errors import InstanceError, OptschedError
 from ..instance import Instance, Limits
 from ..workloads.generators import DEFAULT_KV_CAPACITY, DEFAULT_MAX_BATCH_TOKENS, GENERATORS
-from .methods import run_method
+from .clusters import LoadCache, clustered, split
+from .methods import DEFAULT_ROUTER, run_method
 from .spec import InstanceSpec, MethodSpec, SpecError, SweepSpec
 
 FAILED = "failed"
@@ -67,7 +68,12 @@ class Cell:
 
     def describe(self) -> dict[str, Any]:
         """The row's identifying columns (results.SCHEMA)."""
+        router = self.method.option.get("router")
+        if router is None and self.method.kind == "policy" and self.instance.cluster is not None:
+            router = DEFAULT_ROUTER
         return {"key": self.key, "sweep": self.sweep, "instance": self.instance.name,
+                "router": router, "n_engines": self.instance.n_engines,
+                "load": self.generator_params.get("load"),
                 "instance_hash": self.instance_hash, "n_requests": self.instance.n,
                 "seed": self.seed, "generator": self.generator,
                 "generator_params": _canonical(self.generator_params),
@@ -97,27 +103,67 @@ def expand(spec: SweepSpec) -> list[Cell]:
 
 
 def _instances(ispec: InstanceSpec, default_seeds: tuple[int, ...]):
+    """(instance, seed, parameters) of every grid point and seed of a row: the base instance
+    (generated, a trace window or the file) made once per point of its own parameters and
+    seed, then served on each point's cluster (:func:`optsched.sweep.clusters.clustered`)."""
     where = f"instances[{ispec.index}]"
-    if ispec.file is not None:
-        try:
-            yield Instance.load(ispec.file), None, {"file": ispec.file}
-        except OptschedError as e:
-            raise SpecError(f"{where}.file: {e}") from None
-        return
-
-    if ispec.generator is None:  # the spec parser requires exactly one of file/generator
-        raise SpecError(f"{where}: give exactly one of generator = \"KIND\" or file = \"PATH\"")
-    g = GENERATORS[ispec.generator]
-    seeded = any(p.name == "seed" for p in g.params)
+    seeded = ispec.trace is not None or (ispec.generator is not None and any(
+        p.name == "seed" for p in GENERATORS[ispec.generator].params))
     seeds = ispec.seeds or default_seeds
+    bases: dict[str, Instance] = {}
+    loads = LoadCache()
     for point in ispec.points():
+        own, cluster = split(point)
         for seed in (seeds if seeded else (None,)):
             try:
-                inst = _generate(g, point, seed)
+                key = _canonical([own, seed])
+                if key not in bases:
+                    bases[key] = _base(ispec, own, seed)
+                inst = clustered(bases[key], cluster, loads)
+            except SpecError:
+                raise
             except (OptschedError, ValueError) as e:
                 raise SpecError(f"{where} ({_canonical(point)}, seed {seed}): {e}") from None
             params = dict(point) if seed is None else {**point, "seed": seed}
+            if ispec.file is not None:
+                params["file"] = ispec.file
             yield inst, seed, params
+
+
+def _base(ispec: InstanceSpec, own: dict[str, Any], seed: int | None) -> Instance:
+    where = f"instances[{ispec.index}]"
+    if ispec.file is not None:
+        try:
+            return Instance.load(ispec.file)
+        except OptschedError as e:
+            raise SpecError(f"{where}.file: {e}") from None
+    if ispec.trace is not None:
+        return _window(ispec.trace, own, seed or 0)
+    if ispec.generator is None:  # the spec parser requires exactly one of file/generator/trace
+        raise SpecError(f"{where}: give exactly one of generator, file or trace")
+    return _generate(GENERATORS[ispec.generator], own, seed)
+
+
+def _window(path: str, point: dict[str, Any], seed: int) -> Instance:
+    """The seeded window of a trace row (``optsched generate azure --consecutive N --seed S``)."""
+    from ..workloads.traces import window_instance
+
+    limits, cost = _limits(point)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # too_long = "drop" says how many it dropped
+        return window_instance(path, point["consecutive"], seed, limits, cost,
+                               format=point.get("format", "auto"),
+                               too_long=point.get("too_long", "error"))
+
+
+def _limits(point: dict[str, Any]):
+    limits = Limits(kv_capacity=point.get("kv_capacity", DEFAULT_KV_CAPACITY),
+                    max_batch_tokens=point.get("max_batch_tokens", DEFAULT_MAX_BATCH_TOKENS),
+                    max_prefill_tokens=point.get("max_prefill_tokens"))
+    cost = None
+    if "cost_model" in point:
+        cost = UnitCost() if point["cost_model"] == "unit" else preset(point["cost_model"])
+    return limits, cost
 
 
 def _generate(g, point: dict[str, Any], seed: int | None) -> Instance:
@@ -127,11 +173,7 @@ def _generate(g, point: dict[str, Any], seed: int | None) -> Instance:
         params["seed"] = seed
     limits = cost = None
     if g.takes_limits:
-        limits = Limits(kv_capacity=point.get("kv_capacity", DEFAULT_KV_CAPACITY),
-                        max_batch_tokens=point.get("max_batch_tokens", DEFAULT_MAX_BATCH_TOKENS),
-                        max_prefill_tokens=point.get("max_prefill_tokens"))
-        if "cost_model" in point:
-            cost = UnitCost() if point["cost_model"] == "unit" else preset(point["cost_model"])
+        limits, cost = _limits(point)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a generator that drops requests says so: refuse it
         try:

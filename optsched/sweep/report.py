@@ -29,7 +29,7 @@ from .cells import FAILED
 from .results import ResultsError, ResultStore
 
 TOL = 1e-9
-WITH_SCHEDULE = {"policy": (Status.FEASIBLE,),
+WITH_SCHEDULE = {"policy": (Status.FEASIBLE,), "improve": (Status.FEASIBLE,),
                  "formulation": (Status.OPTIMAL, Status.RESTRICTED_OPTIMAL, Status.FEASIBLE)}
 MAX_LISTED = 20
 

@@ -60,6 +60,7 @@ def schema():
         ("feasible", b), ("restricted", b), ("evictions", i), ("runtime", f), ("error", s),
         ("optsched_version", s), ("solver", s), ("solver_version", s), ("host", s), ("pid", i),
         ("engine", s), ("started_at", ts), ("finished_at", ts),
+        ("router", s), ("n_engines", i), ("load", f), ("metrics", s),
     ])
 
 

@@ -25,6 +25,27 @@ A sweep is the cross product *instances x seeds x methods*; each combination is 
     [[methods]]
     bound = "best"               # a bound method of optsched.bounds
 
+    [[instances]]                # a cluster (optsched.sweep.clusters): any row takes
+    generator = "chat-like"      # replicas = [2, 4, 8] (or prefill_replicas with
+    n = 200                      # decode_replicas), load = [0.7, 0.9] (per replica),
+    replicas = [2, 4, 8]         # ttft_slo, tpot_slo
+    load = [0.7, 0.9]
+
+    [[instances]]
+    trace = "${OPTSCHED_DATA}/traces/AzureLLMInferenceTrace_conv.csv"   # a seeded window
+    consecutive = 1200           # of a trace file ($VARS expanded), one per seed
+
+    [[methods]]
+    policy = "vllm"              # router = "lor": the policy on every engine behind a router
+    router = "lor"
+
+    [[methods]]
+    bound = "cluster"            # B17's certified cluster floors
+
+    [[methods]]
+    improve = "vllm"             # optsched improve on the cluster's assignment, from the
+    router = "lor"               # router's schedule; time_limit, max_moves (reproducible)
+
 Every check names the key (``methods[1].time_limit``) and raises :class:`SpecError`, which
 the CLI turns into one line and exit code 2.
 """
@@ -34,6 +55,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -47,12 +69,17 @@ from ..formulations import formulations
 from ..policies import PolicyError, get_spec
 from ..workloads.generators import GENERATORS, REQUIRED
 from .bound_methods import check_bound_method
+from .clusters import CLUSTER_BOUND, CLUSTER_KEYS, FLOOR_KEYS, check_cluster_row
 
 SOLVERS = ("highs", "gurobi", "cbc", "cpsat", "auto")
 #: limit/cost keys a generator that takes limits accepts besides its own parameters
 LIMIT_KEYS = ("kv_capacity", "max_batch_tokens", "max_prefill_tokens", "cost_model")
+#: the keys of a trace row (a seeded window of a trace file) besides LIMIT_KEYS, and their types
+TRACE_KEYS: dict[str, type] = {"consecutive": int, "format": str, "too_long": str}
 DEFAULT_OBJECTIVE = "makespan"
 DEFAULT_TIME_LIMIT = 60.0
+#: seconds of an ``improve`` method's search (``optsched improve``'s default)
+DEFAULT_IMPROVE_LIMIT = 10.0
 
 
 class SpecError(OptschedError):
@@ -91,11 +118,13 @@ class MethodSpec:
 
 @dataclass(frozen=True)
 class InstanceSpec:
-    """One ``[[instances]]`` entry: a generator with a grid of parameters, or a file."""
+    """One ``[[instances]]`` entry: a generator with a grid of parameters, a trace file's seeded
+    windows, or a file; any of them with a grid of cluster keys."""
 
     index: int
     generator: str | None = None
     file: str | None = None
+    trace: str | None = None
     grid: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     seeds: tuple[int, ...] | None = None  # overrides [sweep].seeds
 
@@ -120,10 +149,11 @@ class SweepSpec:
 # -- loading and checking -------------------------------------------------------------
 SWEEP_KEYS = ("name", "seeds", "trials", "objective", "description")
 METHOD_KEYS = {
-    "policy": ("policy", "label", "objective", "params"),
+    "policy": ("policy", "label", "objective", "params", "router"),
     "formulation": ("formulation", "label", "objective", "solver", "time_limit", "threads", "gap",
                     "warm_start", "params"),
     "bound": ("bound", "label", "objective", "time_limit"),
+    "improve": ("improve", "label", "objective", "router", "time_limit", "max_moves", "params"),
 }
 
 
@@ -209,13 +239,21 @@ def _seed_list(v: Any, key: str) -> tuple[int, ...]:
 
 def _instance(d: dict, i: int, base_dir: str) -> InstanceSpec:
     where = f"instances[{i}]"
-    if ("generator" in d) == ("file" in d):
-        raise SpecError(f"{where}: give exactly one of generator = \"KIND\" or file = \"PATH\"")
+    if sum(k in d for k in ("generator", "file", "trace")) != 1:
+        raise SpecError(f"{where}: give exactly one of generator = \"KIND\", file = \"PATH\" "
+                        "or trace = \"PATH\"")
     seeds = _seed_list(d["seeds"], f"{where}.seeds") if "seeds" in d else None
+    problem = check_cluster_row(set(d), where)
+    if problem:
+        raise SpecError(problem)
     if "file" in d:
-        _known(d, ("file", "seeds"), f"{where}.")
+        _known(d, ("file", "seeds", *CLUSTER_KEYS), f"{where}.")
         path = _str(d["file"], f"{where}.file")
-        return InstanceSpec(index=i, file=_resolve_file(path, base_dir, f"{where}.file"), seeds=seeds)
+        return InstanceSpec(index=i, file=_resolve_file(path, base_dir, f"{where}.file"),
+                            grid=_grid(d, ("file", "seeds"), lambda k: (CLUSTER_KEYS[k], None),
+                                       where), seeds=seeds)
+    if "trace" in d:
+        return _trace_row(d, i, base_dir, seeds)
 
     kind = _str(d["generator"], f"{where}.generator")
     if kind not in GENERATORS:
@@ -223,23 +261,62 @@ def _instance(d: dict, i: int, base_dir: str) -> InstanceSpec:
                         f"known: {', '.join(sorted(GENERATORS))}")
     g = GENERATORS[kind]
     params = {p.name: p for p in g.params if p.name != "seed"}
-    allowed = ["generator", "seeds", *params, *(LIMIT_KEYS if g.takes_limits else ())]
+    allowed = ["generator", "seeds", *params, *(LIMIT_KEYS if g.takes_limits else ()), *CLUSTER_KEYS]
     _known(d, allowed, f"{where}.")
-    grid = []
-    for key, value in d.items():
-        if key in ("generator", "seeds"):
-            continue
-        values = value if isinstance(value, list) else [value]
-        if not values:
-            raise SpecError(f"{where}.{key}: an empty list gives no instances")
-        typ = params[key].type if key in params else (str if key == "cost_model" else int)
-        choices = params[key].choices if key in params else None
-        grid.append((key, tuple(_typed(v, typ, choices, f"{where}.{key}") for v in values)))
+
+    def typ(key: str):
+        if key in params:
+            return params[key].type, params[key].choices
+        return CLUSTER_KEYS.get(key, str if key == "cost_model" else int), None
+
+    grid = _grid(d, ("generator", "seeds"), typ, where)
     missing = [p.name for p in g.params if p.name != "seed" and p.name not in d
                and p.default is _required_marker()]
     if missing:
         raise SpecError(f"{where}.{missing[0]}: missing; generator {kind!r} needs it")
-    return InstanceSpec(index=i, generator=kind, grid=tuple(grid), seeds=seeds)
+    return InstanceSpec(index=i, generator=kind, grid=grid, seeds=seeds)
+
+
+def _trace_row(d: dict, i: int, base_dir: str, seeds) -> InstanceSpec:
+    """A ``trace = "PATH"`` row: the seeded windows of ``consecutive`` requests of a trace file
+    (``optsched generate azure --trace PATH --consecutive N --seed S``), ``$VARS`` expanded."""
+    where = f"instances[{i}]"
+    _known(d, ("trace", "seeds", *TRACE_KEYS, *LIMIT_KEYS, *CLUSTER_KEYS), f"{where}.")
+    raw = _str(d["trace"], f"{where}.trace")
+    path = os.path.expandvars(raw)
+    if "$" in path:
+        raise SpecError(f"{where}.trace: {raw!r} names an environment variable that is not set")
+    p = Path(path) if Path(path).is_absolute() else Path(base_dir) / path
+    if not p.exists():
+        raise SpecError(f"{where}.trace: {path!r}: no such trace file")
+    if "consecutive" not in d:
+        raise SpecError(f"{where}.consecutive: missing; a trace row takes seeded windows of "
+                        "that many consecutive requests")
+    choices = {"too_long": ("error", "drop", "clip")}
+
+    def typ(key: str):
+        if key in CLUSTER_KEYS:
+            return CLUSTER_KEYS[key], None
+        if key in TRACE_KEYS:
+            return TRACE_KEYS[key], choices.get(key)
+        return (str if key == "cost_model" else int), None
+
+    return InstanceSpec(index=i, trace=str(p), grid=_grid(d, ("trace", "seeds"), typ, where),
+                        seeds=seeds)
+
+
+def _grid(d: dict, skip, typ, where: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """Every key of a row but ``skip`` as a list of typed values (``typ(key)``: type, choices)."""
+    grid = []
+    for key, value in d.items():
+        if key in skip:
+            continue
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            raise SpecError(f"{where}.{key}: an empty list gives no instances")
+        t, choices = typ(key)
+        grid.append((key, tuple(_typed(v, t, choices, f"{where}.{key}") for v in values)))
+    return tuple(grid)
 
 
 def _required_marker():
@@ -264,7 +341,8 @@ def _method(d: dict, i: int, default_objective: str) -> MethodSpec:
     where = f"methods[{i}]"
     kinds = [k for k in METHOD_KEYS if k in d]
     if len(kinds) != 1:
-        raise SpecError(f"{where}: give exactly one of policy = ..., formulation = ... or bound = ...")
+        raise SpecError(f"{where}: give exactly one of policy = ..., formulation = ..., bound = ... "
+                        "or improve = ...")
     kind = kinds[0]
     _known(d, METHOD_KEYS[kind], f"{where}.")
     name = _str(d[kind], f"{where}.{kind}")
@@ -274,6 +352,9 @@ def _method(d: dict, i: int, default_objective: str) -> MethodSpec:
     if kind == "policy":
         _check_policy(name, params, where)
         label = name
+        if "router" in d:
+            options["router"] = _router(d["router"], f"{where}.router")
+            label = f"{name}/{options['router']}"
     elif kind == "formulation":
         _check_formulation(name, objective, where)
         options["solver"] = _choice(d.get("solver", "highs"), SOLVERS, f"{where}.solver")
@@ -282,10 +363,22 @@ def _method(d: dict, i: int, default_objective: str) -> MethodSpec:
         options["gap"] = _number(d.get("gap", 1e-6), f"{where}.gap", positive=False)
         options["warm_start"] = _str(d.get("warm_start", "auto"), f"{where}.warm_start")
         label = f"{name}/{options['solver']}"
+    elif kind == "improve":
+        _check_policy(name, params, where)
+        options["router"] = _router(d.get("router", "rr"), f"{where}.router")
+        options["time_limit"] = _number(d.get("time_limit", DEFAULT_IMPROVE_LIMIT),
+                                        f"{where}.time_limit")
+        if "max_moves" in d:
+            options["max_moves"] = _int(d["max_moves"], f"{where}.max_moves", lo=0)
+        label = f"improve:{name}/{options['router']}"
     else:
         options["time_limit"] = _number(d.get("time_limit", DEFAULT_TIME_LIMIT), f"{where}.time_limit")
         try:
-            check_bound_method(name, objective)
+            if name != CLUSTER_BOUND:
+                check_bound_method(name, objective)
+            elif objective not in FLOOR_KEYS:
+                raise SpecError(f"bound method 'cluster' has no floor of {objective!r} "
+                                f"(it has {', '.join(FLOOR_KEYS)})")
         except OptschedError as e:
             raise SpecError(f"{where}.bound: {e}") from None
         label = f"bound:{name}"
@@ -303,6 +396,17 @@ def _check_policy(name: str, params: dict, where: str) -> None:
         spec.parse_params(params)
     except PolicyError as e:
         raise SpecError(f"{where}.params: {e}") from None
+
+
+def _router(v: Any, key: str) -> str:
+    from ..cluster import RouterError, get_router
+
+    name = _str(v, key)
+    try:
+        get_router(name)
+    except RouterError as e:
+        raise SpecError(f"{key}: {e}") from None
+    return name
 
 
 def _check_formulation(name: str, objective: str, where: str) -> None:

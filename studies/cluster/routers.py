@@ -193,25 +193,36 @@ def report(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def page(records: list[dict[str, Any]]) -> str:
+def page(records: list[dict[str, Any]], improved: list[dict[str, Any]] | None = None) -> str:
     """The compact tables of docs/results/cluster.md: one row per (R, load, router), the
-    seeds side by side (``s0 / s1``)."""
+    seeds side by side (``s0 / s1``); ``improved`` (``improve.py``'s records) fills the "best
+    schedule" column of the router each search started from (mean latency after the search;
+    "-" where no search ran)."""
     rs = [r for r in records if r["kind"] == "routers"]
     seeds = sorted({r["seed"] for r in rs})
+    sizes = {r["size"] for r in rs}
     cells: dict[tuple[int, float, str], dict[int, dict[str, Any]]] = {}
     for r in rs:
         cells.setdefault((r["R"], r["rho"], r["router"]), {})[r["seed"]] = r
+    best: dict[tuple[int, float, str, int], dict[str, Any]] = {}
+    for m in improved or []:
+        if m["size"] in sizes:
+            best[(m["R"], m["rho"], m["best_router"], m["seed"])] = m
 
     def both(c: dict[int, dict[str, Any]], f) -> str:
         return " / ".join(f(c[s]) if s in c else "-" for s in seeds)
 
     lines = [f"Seeds {' / '.join(map(str, seeds))} side by side.", "",
-             "| R | load per replica | router | mean latency (s) | / floor | mean TTFT (s) | "
-             "/ floor | P99 TTFT (s) | makespan / floor |", "|---|---|---|---|---|---|---|---|---|"]
+             "| R | load per replica | router | mean latency (s) | / floor | best schedule "
+             "(improve from it) | mean TTFT (s) | / floor | P99 TTFT (s) | makespan / floor |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for (R, rho, router), c in sorted(cells.items(),
                                       key=lambda kv: (kv[0][0], kv[0][1], ROUTERS.index(kv[0][2]))):
+        found = [best.get((R, rho, router, s)) for s in seeds]
         cols = [both(c, lambda r: f"{r['mean_latency']:.2f}"),
                 both(c, lambda r: gap(r["mean_latency"], r["floors"]["mean_latency"])),
+                " / ".join(f"{m['mean_latency']:.3f}" if m else "-" for m in found)
+                if any(found) else "",
                 both(c, lambda r: f"{r['mean_ttft']:.3f}"),
                 both(c, lambda r: gap(r["mean_ttft"], r["floors"]["mean_ttft"])),
                 both(c, lambda r: f"{r['p99_ttft']:.2f}"),
@@ -269,7 +280,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{key(c)} cpu {rec['cpu_simulate']:.1f}s mean latency "
                   f"{rec['mean_latency']:.3f} feasible {rec['feasible']}", flush=True)
     out.with_suffix(".md").write_text(report(done))
-    out.with_name(out.name + "-page.md").write_text(page(done))
+    imp = out.with_name("improve.jsonl")
+    improved = [json.loads(x) for x in imp.read_text().splitlines() if x.strip()] \
+        if imp.exists() else []
+    out.with_name(out.name + "-page.md").write_text(page(done, improved))
     print(f"wrote {out.with_suffix('.md')} ({len(done)} cells)")
     return 0
 

@@ -326,6 +326,17 @@ def test_engine_limits_and_prices():
     np.testing.assert_allclose(ok.batch_end, [1, 2, 1.0])  # e1 runs concurrently from 0
 
 
+def test_makespan_is_the_latest_completion_not_the_last_listed_batch():
+    # engine e0 runs a (O = 3) in three unit batches, ending at 3, listed first; engine e1 runs
+    # b (O = 1) in one batch ending at 1, listed last: the makespan is 3 (section 4, section 6)
+    inst = pd_instance(reqs=(("a", 0, 2, 3), ("b", 0, 2, 1)), roles=("both", "both"), link=None)
+    s = sched({"entries": [["a", 2]], "engine": "e0"}, {"entries": [["a", 1]], "engine": "e0"},
+              {"entries": [["a", 1]], "engine": "e0"}, {"entries": [["b", 2]], "engine": "e1"})
+    ev = both_paths(inst, s)
+    assert ev.feasible
+    assert ev.metrics["makespan"] == 3.0 == ev.objective("makespan")
+
+
 def test_batches_naming_no_engine_run_on_the_first():
     inst = pd_instance(roles=("both", "both"), reqs=(("a", 0, 4, 2),))
     ev = both_paths(inst, sched({"entries": [["a", 4]]}, {"entries": [["a", 1]]}))

@@ -28,9 +28,11 @@ NB_DIR = REPO / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("[0-9]*.py"))
 KERNEL = "optsched-test-python"
 #: the notebooks that take over a minute of CPU in FAST mode (06: 120-130 CPU s on this project's
-#: 2-core machine), or more than a few seconds (10: 30-50 CPU s): executed by the slow step
+#: 2-core machine), or more than a few seconds (10: 30-50 CPU s; 11: about 30 CPU s, most of it
+#: the cluster search): executed by the slow step
 #: or by ``make docs``, never by the fast suite
-HEAVY = {"06-ecoserve", "07-bros", "08-aptserve", "09-theory-vs-practice", "10-prefix-reuse"}
+HEAVY = {"06-ecoserve", "07-bros", "08-aptserve", "09-theory-vs-practice", "10-prefix-reuse",
+         "11-clusters"}
 
 
 def _executor():
@@ -56,7 +58,7 @@ def test_the_notebooks_exist():
     assert names == ["01-quickstart.py", "02-eviction-hypothesis.py", "03-mcsf-vs-hindsight.py",
                      "04-heuristics-vs-optimum.py", "05-real-trace.py", "06-ecoserve.py",
                      "07-bros.py", "08-aptserve.py", "09-theory-vs-practice.py",
-                     "10-prefix-reuse.py"]
+                     "10-prefix-reuse.py", "11-clusters.py"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
