@@ -23,13 +23,13 @@ def applicable(instance: Instance, objective: str, options: SolveOptions,
                hypotheses: Hypotheses) -> str | None:
     """What the model does not cover, asked before any warm start is simulated."""
     if not isinstance(instance.cost_model, UnitCost):
-        return ("reuse-milp: models unit time only (every batch with entries takes 1); this "
+        return ("models unit time only (every batch with entries takes 1); this "
                 f"instance's cost model is {instance.cost_model.kind!r}")
     lim = instance.limits
     if lim.max_prefill_tokens is not None and lim.max_prefill_tokens < lim.max_batch_tokens:
-        return "reuse-milp: does not model a prefill budget max_prefill_tokens below C"
+        return "does not model a prefill budget max_prefill_tokens below C"
     if instance.n == 0:
-        return "reuse-milp: the instance has no requests"
+        return "the instance has no requests"
     return None
 
 
@@ -76,7 +76,7 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
     ``at_most``), solve, decode."""
     why = applicable(instance, objective, options, hypotheses)
     if why:
-        raise FormulationError(why)
+        raise FormulationError(f"reuse-milp: {why}")
     if hypotheses.force or hypotheses.forbid or hypotheses.order or hypotheses.no_evictions:
         raise FormulationError("reuse-milp: supports only the at_most hypothesis")
     if not instance.has_prefix:
