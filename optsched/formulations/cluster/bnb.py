@@ -5,9 +5,10 @@ The same problem as the MILP and the exhaustive cross-check (each request on one
 section 4), solved assignment by assignment: every assignment up to the symmetry of
 identical engines (eq. K5, :func:`.exhaustive.assignments`) gets a certified lower bound,
 the combination (sum for total latency and mean TTFT, max for makespan; eq. K10) of the
-cheap single-engine rungs (``combinatorial``, :mod:`optsched.bounds`) on each engine's
-subset. Assignments are visited best-first; one whose bound is at least the incumbent (at
-the start the best router, or the warm start) is pruned, and so are all after it. A
+cheap single-engine rungs (``combinatorial``, :mod:`optsched.bounds`, installed by that
+layer through :func:`set_subset_floor`) on each engine's subset. Assignments are visited
+best-first; one whose bound is at least the incumbent (at the start the best router, or the
+warm start) is pruned, and so are all after it. A
 survivor's engines are solved by the single-engine exhaustive search with the cutoff
 ``upper_bound`` = what the engine may cost for the assignment to beat the incumbent (eq.
 K11): a search that exhausts under the cutoff proves the engine's optimum above it, which
@@ -22,9 +23,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ...bounds import lower_bound
 from ...evaluation import evaluate
 from ...instance import Instance
 from ...schedule import Schedule
@@ -33,6 +34,17 @@ from ..base import FormulationError
 from ..exhaustive.search import SearchOptions, search
 from .exhaustive import _engine_instance, _schedule, assignments
 from .model import identical_groups
+
+#: the certified single-engine floor ``(instance, objective) -> value`` of eq. K10; the bounds
+#: layer (above this one) installs its cheap ladder with :func:`set_subset_floor` when it is
+#: imported (the solve pipeline imports it); until then 0, a valid but useless floor
+_FLOOR: list[Callable[[Instance, str], float]] = []
+
+
+def set_subset_floor(fn: Callable[[Instance, str], float]) -> None:
+    """Install the floor of eq. K10 (it must never exceed the single-engine optimum)."""
+    _FLOOR[:] = [fn]
+
 
 #: assignments beyond which :func:`branch_and_bound` refuses (each is bounded up front)
 MAX_ASSIGNMENTS = 200_000
@@ -85,7 +97,7 @@ class _Subsets:
                 self.exact[key] = (0.0, None)
                 return 0.0
             sub = _engine_instance(self.inst, k, members)
-            v = lower_bound(sub, self.obj, "combinatorial").value
+            v = _FLOOR[0](sub, self.obj) if _FLOOR else 0.0
             self.lb[key] = max(0.0, v) * self._scale(members)
         return self.lb[key]
 
@@ -237,4 +249,4 @@ def _result(instance: Instance, objective: str, subs: _Subsets, inc: float,
     return BnbResult(status, value, bound, sched, best_a, counts)
 
 
-__all__ = ["BnbResult", "branch_and_bound", "MAX_ASSIGNMENTS"]
+__all__ = ["BnbResult", "branch_and_bound", "MAX_ASSIGNMENTS", "set_subset_floor"]

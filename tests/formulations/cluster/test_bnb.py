@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import optsched
+import optsched.bounds  # installs the per-engine floor of eq. K10
 from optsched.cluster import replicate
 from optsched.cluster import simulate as route
 from optsched.cost import LinearCost, UnitCost
@@ -60,6 +61,15 @@ def test_equals_the_exhaustive_cross_check(seed, linear, n, R, objective):
     assert ev.feasible and ev.objective(objective) == pytest.approx(r.value, rel=1e-9)
     assert r.bound <= exact * (1 + 1e-9) + 1e-9
     assert all(exact <= v * (1 + 1e-9) + 1e-9 for v in _routers(inst, objective))
+
+
+def test_the_bounds_layer_installs_the_cheap_ladder_as_the_floor():
+    from optsched.bounds import lower_bound
+    from optsched.formulations.cluster import bnb
+
+    inst = tiny_cluster(4, 2).replace(cluster=None)
+    assert bnb._FLOOR and bnb._FLOOR[0](inst, "total-latency") == \
+        lower_bound(inst, "total-latency", "combinatorial").value > 0
 
 
 def test_without_an_incumbent_it_still_proves():
