@@ -25,6 +25,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from ..bounds.cluster_goodput import cluster_goodput_bound
@@ -33,8 +34,21 @@ from ..errors import InstanceError
 from ..evaluation import evaluate
 from ..instance import Cluster, Engine, Instance, TransferLink
 
-#: simulation outcomes of a configuration
-SIMULATED, CANNOT, PRUNED, NOT_REACHED = "simulated", "cannot", "pruned", "not reached"
+
+class ConfigStatus(StrEnum):
+    """What capacity planning learnt of one configuration (not a solver's
+    :class:`~optsched.solve_types.Status`): simulated, certified unable to meet the target
+    (its ceiling is below it), pruned by the search (a better one is known), or not reached
+    before the time limit."""
+
+    SIMULATED = "simulated"
+    CANNOT = "cannot"
+    PRUNED = "pruned"
+    NOT_REACHED = "not reached"
+
+
+SIMULATED, CANNOT, PRUNED, NOT_REACHED = (ConfigStatus.SIMULATED, ConfigStatus.CANNOT,
+                                          ConfigStatus.PRUNED, ConfigStatus.NOT_REACHED)
 
 
 class CapacityError(InstanceError):
@@ -105,7 +119,7 @@ class Outcome:
     config: Config
     gpus: int
     ceiling: float | None
-    status: str
+    status: ConfigStatus
     attainment: float | None = None
     goodput_per_gpu: float | None = None
     feasible: bool | None = None
@@ -115,18 +129,18 @@ class Outcome:
 
     def __post_init__(self) -> None:
         if self.status not in (SIMULATED, CANNOT, PRUNED, NOT_REACHED):
-            raise CapacityError(f"outcome: unknown status {self.status!r}")
+            raise CapacityError(f"outcome: unknown status {str(self.status)!r}")
         if self.ceiling is None and self.status != NOT_REACHED or \
                 self.ceiling is not None and not 0 <= self.ceiling <= 1:
-            raise CapacityError(f"outcome: ceiling {self.ceiling!r} with status {self.status!r}")
+            raise CapacityError(f"outcome: ceiling {self.ceiling!r} with status {str(self.status)!r}")
         if (self.attainment is None) != (self.status != SIMULATED):
             raise CapacityError(f"outcome: attainment {self.attainment!r} with status "
-                                f"{self.status!r}")
+                                f"{str(self.status)!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "label": self.config.label,
                 "engines": self.config.engines, "gpus": self.gpus, "ceiling": self.ceiling,
-                "status": self.status, "attainment": self.attainment,
+                "status": str(self.status), "attainment": self.attainment,
                 "goodput_per_gpu": self.goodput_per_gpu, "feasible": self.feasible,
                 "cpu_seconds": self.cpu_seconds, "load_lower": self.load_lower}
 
