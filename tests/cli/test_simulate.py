@@ -135,7 +135,6 @@ def test_replicas_and_router_write_a_cluster_schedule_the_evaluator_accepts(caps
 @pytest.mark.parametrize("args, match", [
     (["--router", "nope"], "unknown router 'nope'"),
     (["--replicas", "0"], "replicas must be an integer"),
-    (["--replicas", "2", "--router", "prefix"], "router 'prefix' is not available: prefix reuse"),
     (["--replicas", "2", "--router", "pd"], "router 'pd' needs a cluster of 'prefill' and"),
 ])
 def test_bad_router_input_is_one_line(capsys, args, match):
