@@ -361,7 +361,10 @@ def _merge(inst: Instance, s: Schedule, eng, e_req, parts, e_bat, reuse: bool = 
         ent_decode[ent], ent_cached[ent] = ev.entry_decode, ev.entry_cached
         ent_gen[ent] = ev.entry_generates
         if reuse:
-            _merge_reuse(inst, V, k, reqs, bat, ev, hit_req, res_b, cac_b, g_final)
+            _merge_reuse(inst, V, k, reqs, bat, ev, hit_req, res_b, cac_b)
+            if not ev.feasible:  # tokens generated: the generating entries, at most O
+                gen = np.bincount(e_req[ent][ev.entry_generates], minlength=n)
+                g_final[reqs] = np.minimum(gen[reqs], inst.output[reqs])
             dropped += int(ev.metrics.get("dropped_blocks") or 0)
     totals = _BatchTotals(tot["batch_tokens"], tot["batch_prefill_tokens"],
                           tot["batch_prefill_entries"], tot["batch_decode_entries"])
@@ -382,11 +385,10 @@ def _merge(inst: Instance, s: Schedule, eng, e_req, parts, e_bat, reuse: bool = 
 
 
 def _merge_reuse(inst: Instance, V: _Violations, k: int, reqs, bat, ev, hit_req, res_b,
-                 cac_b, g_final) -> None:
+                 cac_b) -> None:
     """One engine's part of a reuse evaluation into the cluster's arrays: its violations
     with cluster batch numbers and its engine named, hit tokens per request, resident and
-    cached blocks per batch (of the batch's engine); an infeasible part counts only its
-    finished requests' output tokens (the part's replay does not expose the rest)."""
+    cached blocks per batch (of the batch's engine)."""
     for code, cnt in ev.violation_counts.items():
         V.counts[code] = V.counts.get(code, 0) + cnt
     for v in ev.violations:
@@ -398,8 +400,6 @@ def _merge_reuse(inst: Instance, V: _Violations, k: int, reqs, bat, ev, hit_req,
     if ev.batch_resident_blocks.size:
         res_b[bat] = ev.batch_resident_blocks
         cac_b[bat] = ev.batch_cached_blocks
-    if not ev.feasible:
-        g_final[reqs] = np.where(np.isfinite(ev.completion), inst.output[reqs], 0)
 
 
 # --- metrics (section 6, clusters, "Metrics") -----------------------------------------------

@@ -62,7 +62,7 @@ def test_prefix_obeys_the_balance_guard():
 
 
 @pytest.mark.parametrize("policy", ["vllm", "vllm-apc", "sarathi-apc", "lpm"])
-@pytest.mark.parametrize("router", ["rr", "lor", "prefix"])
+@pytest.mark.parametrize("router", ["rr", "prefix"])
 def test_every_reuse_policy_behind_every_router_is_feasible(policy, router):
     # reuse-aware policies hit on their engine's own cache; reuse-blind vllm gets the drops
     # of its engine's unheld blocks (the single-engine rule per engine): all feasible
