@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..instance import Instance
-from ..policies.reuse import BlockState
 from ..policies.errors import SimulationError
+from ..policies.reuse import BlockState
 from ..policies.simulator import (
     Plan,
     Policy,

@@ -156,8 +156,9 @@ def _with_moved(inst: Instance, s: Schedule, ref: ClusterEvaluation) -> ClusterE
                 k = int(eng[b]) if b < eng.size else -1
                 if r < 0 or k < 0 or seen.setdefault(r, k) == k:
                     continue
-                where = f"engine {inst.engine_ids[k]!r} after engine {inst.engine_ids[seen[r]]!r}"
-                V.add_many("REUSE_MOVED", [b], [r], lambda _: f"runs on {where}")
+                msg = (f"runs on engine {inst.engine_ids[k]!r} after engine "
+                       f"{inst.engine_ids[seen[r]]!r}")
+                V.add_many("REUSE_MOVED", [b], [r], lambda _, m=msg: m)
                 break
             if V.counts:
                 break
