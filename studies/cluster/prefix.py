@@ -25,9 +25,10 @@ ROUTERS = ("rr", "lor", "prefix")
 KEYS = ("hit_rate", "hit_tokens", "mean_ttft", "p99_ttft", "mean_latency")
 
 
-def generate_cmd(seed: int, size: int, replicas: int, load: float, out: str) -> list[str]:
+def generate_cmd(seed: int, size: int, replicas: int, load: float, out: str,
+                 trace_name: str = "conversation") -> list[str]:
     trace = os.path.join(os.environ.get("OPTSCHED_DATA", "../shared/data"), "traces",
-                         "mooncake_conversation_trace.jsonl")
+                         f"mooncake_{trace_name}_trace.jsonl")
     return ["optsched", "generate", "mooncake", "--trace", trace, "--consecutive", str(size),
             "--seed", str(seed), "--cost-model", "infermax-llama2-7b-a100",
             "--max-batch-tokens", "8192", "--load", str(load), "--replicas", str(replicas),
@@ -43,19 +44,19 @@ def _run(cmd: list[str]) -> tuple[str, float]:
     return done.stdout, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
-def measure(seeds: list[int], size: int, replicas: int, load: float) -> None:
+def measure(seeds: list[int], size: int, replicas: int, load: float, trace: str) -> None:
     HERE.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp, open(HERE / "prefix.jsonl", "a") as f:
         for seed in seeds:
             inst = os.path.join(tmp, f"m{seed}.json")
-            gen = generate_cmd(seed, size, replicas, load, inst)
+            gen = generate_cmd(seed, size, replicas, load, inst, trace)
             _run(gen)
             for router in ROUTERS:
                 sim = ["optsched", "simulate", inst, "--policy", "vllm-apc", "--router", router,
                        "--json"]
                 out, cpu = _run(sim)
                 ev = json.loads(out)["evaluation"]
-                rec = {"seed": seed, "size": size, "replicas": replicas, "load": load,
+                rec = {"trace": trace, "seed": seed, "size": size, "replicas": replicas, "load": load,
                        "router": router, "feasible": ev["feasible"],
                        **{k: ev["metrics"].get(k) for k in KEYS}, "cpu_seconds": round(cpu, 2),
                        "loadavg": os.getloadavg()[0],
@@ -68,11 +69,12 @@ def measure(seeds: list[int], size: int, replicas: int, load: float) -> None:
 
 def report() -> str:
     recs = [json.loads(x) for x in (HERE / "prefix.jsonl").read_text().splitlines() if x]
-    lines = ["| seed | router | hit rate | mean TTFT (s) | P99 TTFT (s) | mean latency (s) | "
-             "CPU s |", "|---|---|---|---|---|---|---|"]
-    for r in sorted(recs, key=lambda r: (r["seed"], ROUTERS.index(r["router"]))):
+    lines = ["| trace | seed | router | hit rate | mean TTFT (s) | P99 TTFT (s) | mean latency (s) | "
+             "CPU s |", "|---|---|---|---|---|---|---|---|"]
+    for r in sorted(recs, key=lambda r: (r.get("trace", "conversation"), r["seed"],
+                                         ROUTERS.index(r["router"]))):
         ok = "" if r["feasible"] else " (infeasible)"
-        lines.append(f"| {r['seed']} | {r['router']}{ok} | {100 * r['hit_rate']:.2f}% | "
+        lines.append(f"| {r.get('trace', 'conversation')} | {r['seed']} | {r['router']}{ok} | {100 * r['hit_rate']:.2f}% | "
                      f"{r['mean_ttft']:.2f} | {r['p99_ttft']:.2f} | {r['mean_latency']:.2f} | "
                      f"{r['cpu_seconds']:.1f} |")
     text = "\n".join(lines) + "\n"
@@ -86,10 +88,11 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=300)
     ap.add_argument("--replicas", type=int, default=4)
     ap.add_argument("--load", type=float, default=0.7)
+    ap.add_argument("--trace", default="conversation", choices=("conversation", "synthetic"))
     ap.add_argument("--report", action="store_true")
     a = ap.parse_args()
     if not a.report:
-        measure([int(s) for s in a.seeds.split(",")], a.size, a.replicas, a.load)
+        measure([int(s) for s in a.seeds.split(",")], a.size, a.replicas, a.load, a.trace)
     print(report())
 
 
