@@ -74,7 +74,8 @@ def report() -> str:
     for r in sorted(recs, key=lambda r: (r.get("trace", "conversation"), r["seed"],
                                          ROUTERS.index(r["router"]))):
         ok = "" if r["feasible"] else " (infeasible)"
-        lines.append(f"| {r.get('trace', 'conversation')} | {r['seed']} | {r['router']}{ok} | {100 * r['hit_rate']:.2f}% | "
+        lines.append(f"| {r.get('trace', 'conversation')} | {r['seed']} | {r['router']}{ok} | "
+                     f"{100 * r['hit_rate']:.2f}% | "
                      f"{r['mean_ttft']:.2f} | {r['p99_ttft']:.2f} | {r['mean_latency']:.2f} | "
                      f"{r['cpu_seconds']:.1f} |")
     text = "\n".join(lines) + "\n"
