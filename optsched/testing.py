@@ -233,6 +233,27 @@ def tiny_prefix_instance(seed: int, n_requests: int | None = None) -> Instance:
     return Instance(f"tiny-prefix-{seed}", limits, cost, tuple(reqs))
 
 
+def shared_prompt_instance(seed: int, n_requests: int, *, prompts: int = 3,
+                           zipf: float = 1.1) -> Instance:
+    """A seeded offline instance for the reuse MILP (``formulations/reuse-milp.md``):
+    ``n_requests`` requests at time 0, each one of ``prompts`` system prompts of 2 blocks of
+    ``b = 2`` tokens (picked with Zipf(``zipf``) popularity, as
+    :func:`optsched.workloads.shared_prefix.system_prompts` does at full size) followed by a
+    private message of 1-3 tokens, answers of 1-3 tokens; unit time, ``M`` = 24 tokens (room
+    for about three prompts and their answers), ``C`` = 8 tokens per batch."""
+    rng = np.random.default_rng(seed)
+    b, system = 2, 4
+    w = 1.0 / np.arange(1, prompts + 1) ** zipf
+    pick = rng.choice(prompts, size=n_requests, p=w / w.sum())
+    reqs = []
+    for k in range(n_requests):
+        user, output = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        ids = tuple(100 * int(pick[k]) + p + 1 for p in range(system // b))
+        reqs.append(Request(f"r{k}", 0.0, system + user, output, prefix=ids))
+    return Instance(f"shared-prompt-{seed}-n{n_requests}", Limits(24, 8, None, None, b),
+                    UnitCost(), tuple(reqs))
+
+
 @st.composite
 def tiny_prefix_instances(draw: Any) -> Instance:
     """:func:`tiny_prefix_instance` of a drawn seed: instances with shared prefixes on which

@@ -55,5 +55,20 @@ from .base import (
 )
 from .floors import Floors
 
+
+def _subset_floor(instance, objective: str) -> float:
+    """The cheap ladder, the cluster branch and bound's per-engine floor (eq. K10 of
+    formulations/cluster.md)."""
+    return lower_bound(instance, objective, "combinatorial").value
+
+
+def _install() -> None:
+    from ..formulations.cluster.bnb import set_subset_floor
+
+    set_subset_floor(_subset_floor)
+
+
+_install()
+
 __all__ = ["BoundError", "BoundUnavailable", "BoundMethod", "BoundResult", "Budget", "ExactSolve", "Floors",
            "bound_methods", "lower_bound", "register_bound", "rungs"]

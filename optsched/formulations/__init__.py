@@ -9,6 +9,8 @@ Every module of this package registers its formulation with
 * ``hindsight`` -- the online paper's hindsight-optimal time-indexed IP, a package
   (``formulations/hindsight.md``);
 * ``exhaustive`` -- exact state-graph search for tiny instances, a package (:mod:`.exhaustive`).
+* ``reuse-milp`` -- batch-slot MILP with the prefix cache as decisions, unit time, a package
+  (``formulations/reuse-milp.md``).
 
 Installed distributions add formulations through the ``optsched.formulations`` entry-point
 group; ``solve(instance, "my_model.py:run")`` loads a ``run`` function from a file.

@@ -39,18 +39,27 @@ PARAMS = (
               "formulations/cluster.md)", lo=1),
     ParamSpec("slack", int, 2, "slots beyond the warm start's busiest engine when Jmax is "
               "too large", lo=0),
+    ParamSpec("method", str, "milp", "milp: the model of section 2; bnb: branch and bound "
+              "over assignments with the exhaustive search per engine (section 6)",
+              choices=("milp", "bnb")),
+    ParamSpec("max_states", int, 2_000_000, "bnb: states per engine search", lo=1),
 )
 
 
 def refuse(instance: Instance) -> None:
     """One line when the model cannot represent ``instance``: engines not all of role
-    ``both`` (a disaggregated cluster needs transfers, which the model does not have)."""
+    ``both`` (a disaggregated cluster needs transfers, which the model does not have), or
+    prefix block ids (the model has no prefix reuse)."""
     roles = sorted({instance.engine(k).role for k in range(instance.n_engines)})
     if roles != ["both"]:
         raise FormulationError(
             f"cluster: the engines have roles {roles}; the model assigns requests to engines "
             "of role 'both' and has no KV transfers (simulate a disaggregated cluster with "
             "optsched simulate --router pd)")
+    if instance.has_prefix:
+        raise FormulationError("cluster: the requests list prefix block ids, and the model "
+                               "prices every prompt token as computed (no prefix reuse); "
+                               "simulate the cluster with a router instead")
 
 
 def applicable(instance: Instance, objective: str, options: SolveOptions,
@@ -125,6 +134,9 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
     ws = _better(objective, warm_start, routed, hypotheses.no_evictions)
     notes = [] if ws is None else [f"warm start: {ws.source or 'schedule'} "
                                    f"({ws.objective(objective):.6g})"]
+    if p["method"] == "bnb":
+        return _run_bnb(instance, objective, hypotheses, ws, notes, p["max_states"],
+                        None if limit is None else float(limit) - (time.perf_counter() - t0), t0)
     ub = None if ws is None else ws.objective(objective)
     base = [1] * instance.n_engines if ws is None else _batches_per_engine(instance, ws)
     if p["batches"] is not None:
@@ -166,6 +178,23 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
     notes.append(f"the model found nothing better than the warm start ({res.status})")
     return RawSolution(Status.FEASIBLE, ws.objective(objective), bound, ws.schedule,
                        notes=tuple(notes), **common)  # type: ignore[arg-type]
+
+
+def _run_bnb(instance: Instance, objective: str, hypotheses: Hypotheses, ws: WarmStart | None,
+             notes: list[str], max_states: int, left: float | None, t0: float) -> RawSolution:
+    """``method=bnb``: :func:`.bnb.branch_and_bound` from the warm start (section 6)."""
+    from .bnb import branch_and_bound
+
+    if hypotheses.no_evictions or hypotheses.at_most is not None:
+        raise FormulationError("cluster: method=bnb supports no hypotheses (use method=milp)")
+    inc = None if ws is None else (ws.objective(objective), ws.schedule)
+    r = branch_and_bound(instance, objective, incumbent=inc, max_states=max_states,
+                         time_limit=None if left is None else max(0.0, left))
+    c = r.counts
+    notes.append(f"bnb: {c['assignments']} assignments, {c['pruned']} pruned, {c['solved']} "
+                 f"solved, {c['open']} open; {c['searches']} engine searches")
+    return RawSolution(r.status, r.value, r.bound, r.schedule, runtime=time.perf_counter() - t0,
+                       solver="bnb", restricted=True, notes=tuple(notes))
 
 
 def _better(objective: str, a: WarmStart | None, b: WarmStart | None,
