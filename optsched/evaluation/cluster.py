@@ -142,26 +142,7 @@ def _with_moved(inst: Instance, s: Schedule, ref: ClusterEvaluation) -> ClusterE
     """``ref`` with REUSE_MOVED for the first request on two engines or the first transfer
     (a reuse schedule the union of engines cannot judge; module docstring)."""
     V = _Violations(inst.ids)
-    pl = s.placement
-    eng = np.asarray(ref.batch_engine)
-    if pl is not None and pl.n_transfers:
-        V.add_many("REUSE_MOVED", [-1], [-1], lambda k: "the schedule transfers KV between "
-                   "engines, which prefix reuse does not model")
-    else:
-        idmap = np.array([inst.index.get(x, -1) for x in s.ids], np.int64)
-        seen: dict[int, int] = {}
-        for col, bcol in ((s.entry_req, s.batch_of_entry), (s.evict_req, s.batch_of_evict)):
-            order = np.argsort(bcol, kind="stable")
-            for r, b in zip(idmap[col[order]].tolist(), bcol[order].tolist()):
-                k = int(eng[b]) if b < eng.size else -1
-                if r < 0 or k < 0 or seen.setdefault(r, k) == k:
-                    continue
-                msg = (f"runs on engine {inst.engine_ids[k]!r} after engine "
-                       f"{inst.engine_ids[seen[r]]!r}")
-                V.add_many("REUSE_MOVED", [b], [r], lambda _, m=msg: m)
-                break
-            if V.counts:
-                break
+    R.check_reuse_moved(inst, s, np.asarray(ref.batch_engine), V)
     if not V.counts:
         return ref
     counts = dict(ref.violation_counts)
