@@ -530,8 +530,7 @@ def test_disaggregated_clusters_with_block_ids_are_refused():
                  cluster=Cluster((Engine("p", "prefill"), Engine("d", "decode")), LINK))
 
 
-@pytest.mark.slow  # ~7 s: 40 simulations and 80 evaluations
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_a_one_engine_cluster_with_block_ids_is_the_plain_evaluation(data):
     n = data.draw(st.integers(1, 4))
