@@ -724,10 +724,12 @@ class Instance:
             raise InstanceError("instance: field 'cluster' must be a Cluster")
         object.__setattr__(self, "cluster", cluster)
         _check_cluster(cluster, self.limits, self.cost_model, self.prompt, self.output, self.ids)
-        if self.has_prefix and not self.single_engine:
-            raise InstanceError("instance: requests list prefix block ids and a cluster of "
-                                f"{cluster.n} engines is declared; prefix reuse is not modelled "
-                                "across engines (docs/semantics.md section 6)")
+        roles = sorted({e.role for e in cluster.engines} - {"both"})
+        if self.has_prefix and not self.single_engine and roles:
+            raise InstanceError(f"instance: requests list prefix block ids and the cluster has "
+                                f"engines of role {roles[0]!r}; prefix reuse is modelled on "
+                                "replicas only (role 'both'): moving cached blocks between "
+                                "engines is not (docs/semantics.md section 6)")
 
     def _check_prefix(self, ptr: np.ndarray, flat: np.ndarray,
                       prompt: np.ndarray | None = None) -> None:
@@ -915,7 +917,7 @@ class Instance:
         e = self.engine(k)
         inst = object.__new__(Instance)
         inst.__dict__.update({k2: v for k2, v in self.__dict__.items()
-                              if k2 not in ("content_hash",)})
+                              if k2 not in ("content_hash", "prefix_index")})
         object.__setattr__(inst, "limits", e.limits)
         object.__setattr__(inst, "cost_model", e.cost_model)
         object.__setattr__(inst, "cluster", None)

@@ -19,6 +19,9 @@ from .work import _suffix, busy_floor
 def identical_engine(instance: Instance) -> Instance:
     """The requests on the one engine every engine equals (limits and cost model), without
     the cluster; a one-line :class:`InstanceError` when the engines differ."""
+    if instance.has_prefix and not instance.single_engine:
+        raise InstanceError("cluster bound (B17): does not model prefix reuse (a hit skips "
+                            "work the floors count); drop the block ids to bound the cluster")
     first = instance.engine(0)
     for k in range(1, instance.n_engines):
         e = instance.engine(k)

@@ -6,7 +6,8 @@ router above them, a cluster schedule (a :class:`~optsched.schedule.Schedule` wi
 
 Routers register by name (:mod:`optsched.cluster.base`; ``rr``, ``lor``, ``least-kv`` route
 over replicas of role ``both``, ``pd`` places prefill on prefill engines and moves the KV to
-decode engines; ``p2c`` draws two replicas). :func:`replicate` turns a plain instance into
+decode engines; ``p2c`` draws two replicas; ``prefix`` follows the requests' cached prefix
+blocks, SGLang's cache-aware rule, on instances with block ids). :func:`replicate` turns a plain instance into
 ``R`` identical engines, :func:`disaggregate` into ``P`` prefill and ``D`` decode engines.
 """
 

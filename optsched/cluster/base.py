@@ -35,6 +35,11 @@ class EngineState(Protocol):
         """KV tokens in use after the engine's last batch that ended by ``t``."""
         ...
 
+    def prefix_match(self, i: int, t: float) -> int:
+        """How many of request ``i``'s shareable prefix blocks, from its first, are resident
+        on the engine at ``t`` (docs/semantics.md section 6, prefix reuse; 0 without)."""
+        ...
+
 
 class Router(Protocol):
     """Picks an engine for each request, in arrival order (ties in the instance's order)."""
@@ -85,11 +90,7 @@ def register_router(name: str, description: str, source: str, *, kind: str = "bo
 
 
 #: router names users ask for that the model cannot give a meaning yet, with why
-REFUSED = {
-    "prefix": "prefix reuse is modelled on one engine (an instance with block ids on several "
-              "engines is refused, docs/semantics.md section 6), so a prefix-aware router has "
-              "no cache hits to aim for",
-}
+REFUSED: dict[str, str] = {}
 
 
 def get_router(name: str) -> RouterSpec:

@@ -14,17 +14,19 @@ the cluster schedule goes to the one evaluator (:mod:`optsched.evaluation.cluste
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..instance import Instance
 from ..policies.errors import SimulationError
+from ..policies.reuse import BlockState
 from ..policies.simulator import (
     Plan,
     Policy,
     SimView,
     _release,
+    _reuse_batch,
     _Sim,
     batch_pricer,
     bind_predictor,
@@ -46,6 +48,9 @@ class Batch:
     evict: list[int]
     finished: list[int]
     end: float
+    #: prefix reuse (section 6): hit tokens per entry (empty: none) and dropped block ids
+    hits: list[int] = field(default_factory=list)
+    drop: list[int] = field(default_factory=list)
 
 
 class EngineRun:
@@ -59,6 +64,8 @@ class EngineRun:
         self.instance = instance
         self.policy = policy
         sim = _Sim(instance)
+        if instance.prefix_index is not None and policy.reuse_aware:
+            sim.blocks = BlockState(instance.prefix_index)  # this engine's own cache
         self.batches: list[Batch] = []
         sim.__dict__["builder"] = self.batches  # SimView.batch_index counts this engine's
         self._sim = sim
@@ -85,6 +92,7 @@ class EngineRun:
         self.blocked = False
         #: the policy waits for a request not yet routed here
         self.parked = False
+        self._private = 0  # with a reuse-aware policy: KV outside resident blocks
         self._price = batch_pricer(instance.cost_model)
         self._limit = 50 * (int(instance.output.sum()) + int(instance.prompt.sum())) + 1000
 
@@ -96,6 +104,43 @@ class EngineRun:
 
     def kv(self, t: float) -> int:
         return self._kv_prev if self.now > t else self.kv_now
+
+    def prefix_match(self, i: int, t: float) -> int:
+        """How many of request ``i``'s shareable blocks, from its first, are resident here
+        (held or cached; a batch under way at ``t`` counts): a reuse-aware policy's cache
+        (:class:`~optsched.policies.reuse.BlockState`), or for a reuse-blind one (whose
+        unheld blocks are dropped after each batch) the blocks its requests hold."""
+        ix = self.instance.prefix_index
+        if ix is None:
+            return 0
+        mine = ix.blocks_of(i)[:int(ix.shareable[i])]
+        blocks = self._sim.blocks
+        if blocks is not None:
+            res = blocks.resident[mine]
+        else:
+            held = np.zeros(ix.n_blocks, bool)
+            live = np.flatnonzero(self._sim.m > 0)
+            for r, h in zip(live.tolist(), ix.held(live, self._sim.m[live]).tolist()):
+                held[ix.blocks_of(r)[:h]] = True
+            res = held[mine]
+        return int(res.argmin()) if not res.all() else int(res.size)
+
+    @property
+    def blocks(self) -> BlockState | None:
+        """The engine's resident blocks (a reuse-aware policy's; None otherwise)."""
+        return self._sim.blocks
+
+    def reuse_batch(self, plan: Plan, req: np.ndarray, c: np.ndarray, ev: np.ndarray
+                    ) -> tuple[int, list[int], float, dict]:
+        """A reuse-aware policy's batch on this engine's cache (the single-engine rules,
+        :func:`~optsched.policies.simulator._reuse_batch`): KV after it (private plus ``b``
+        per resident block), the finished requests, its time, its hits and drops."""
+        sim, j = self._sim, len(self.batches)
+        private, fin, dur, extra = _reuse_batch(sim, plan, self.policy.name, j, req, c, ev,
+                                                self._private, self._price)
+        self._private = private
+        assert sim.blocks is not None
+        return private + sim.blocks.b * sim.blocks.n_res, fin.tolist(), dur, extra
 
     # -- driving -----------------------------------------------------------------------------
     def arrive(self, i: int) -> None:
@@ -194,6 +239,8 @@ class EngineRun:
             bad = int(touched[~self.routed[touched]][0])
             raise SimulationError(f"policy {name!r}, engine position {self.position}, batch {j}: "
                                   f"schedules request {inst.ids[bad]!r}, not routed here")
+        if sim.blocks is not None:
+            return self._apply_reuse(plan, req, c, ev, touched)
         lim, S, m, g, O = inst.limits, sim.S, sim.m, sim.g, inst.output
         fp = lim.kv_footprint
         if ev.size and (m[ev] <= 0).any():
@@ -247,6 +294,23 @@ class EngineRun:
         self.n_done += len(fin)
         self._last_done = len(fin)
         self.now = sim.now = start + dur
+        self.policy.on_batch_end(plan, np.asarray(fin, np.int64))
+        return True
+
+    def _apply_reuse(self, plan: Plan, req, c, ev, touched) -> bool:
+        """:meth:`_apply` for a reuse-aware policy (no lingering KV: replicas only)."""
+        kv, fin, dur, extra = self.reuse_batch(plan, req, c, ev)
+        start, stated = self.now, False
+        if self.idle:
+            if touched.size == 0 or self.instance.arrival[touched].max() < start:
+                stated = True
+            self.idle = False
+        self.batches.append(Batch(start, stated, req.tolist(), c.tolist(), ev.tolist(), fin,
+                                  start + dur, list(extra["hits"]), list(extra["drop"])))
+        self._kv_prev, self.kv_now = self.kv_now, kv
+        self.n_done += len(fin)
+        self._last_done = len(fin)
+        self.now = self._sim.now = start + dur
         self.policy.on_batch_end(plan, np.asarray(fin, np.int64))
         return True
 

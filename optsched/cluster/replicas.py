@@ -9,6 +9,7 @@ schedule moves no KV, so the evaluator can judge it engine by engine.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -69,7 +70,27 @@ def run_replicas(instance: Instance, make_policy: Callable[[], Policy], router: 
         engines[k].arrive(i)
     for e in engines:
         e.finish()
-    return merge(instance, [e.batches for e in engines])
+    per = [e.batches if e.blocks is not None or not instance.has_prefix
+           else engine_drops(e.instance, e.batches) for e in engines]
+    return merge(instance, per)
+
+
+def engine_drops(instance: Instance, batches: list[Batch]) -> list[Batch]:
+    """A reuse-blind policy's batches on one engine (``instance``: the engine's) with the
+    drops of every resident block of that engine nobody holds after each batch's evictions
+    (:func:`~optsched.policies.reuse.auto_drops`, the single-engine rule, on the engine's own
+    cache; docs/semantics.md section 6, "Clusters")."""
+    from ..policies.reuse import auto_drops
+
+    sb = ScheduleBuilder(ids=instance.ids)
+    for b in batches:
+        sb.add_indexed(b.req, b.tokens, b.evict)
+    s = auto_drops(instance, sb.build())
+    if not s.has_drops:
+        return batches
+    ptr, blk = s.drop_ptr.tolist(), s.drop_block.tolist()
+    return [replace(b, drop=blk[ptr[j]:ptr[j + 1]]) if ptr[j + 1] > ptr[j] else b
+            for j, b in enumerate(batches)]
 
 
 def _compiled(instance: Instance, make_policy: Callable[[], Policy], router: Router,
@@ -103,7 +124,8 @@ def merge(instance: Instance, per_engine: Sequence[Sequence[Batch]],
     moves = transfers or {}
     for _, k, j in keys:
         b = per_engine[k][j]
-        sb.add_indexed(b.req, b.tokens, b.evict, b.start if b.stated else None)
+        sb.add_indexed(b.req, b.tokens, b.evict, b.start if b.stated else None, hits=b.hits,
+                       drop=b.drop)
         t = moves.get((k, j), ())
         pb.add_indexed(k, [r for r, _ in t], [d for _, d in t])
     sched = sb.build()
@@ -111,4 +133,4 @@ def merge(instance: Instance, per_engine: Sequence[Sequence[Batch]],
     return sched.with_placement(placement, ids)
 
 
-__all__ = ["fitting_engines", "merge", "run_replicas"]
+__all__ = ["engine_drops", "fitting_engines", "merge", "run_replicas"]

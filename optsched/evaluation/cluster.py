@@ -15,11 +15,19 @@ compiled replay above 100,000 entries) -- the router schedules of ``optsched.clu
 path answers only when every engine's schedule is feasible (else the reference reports the
 violations with the cluster's batch numbers); ``tests/evaluation/test_cluster.py`` checks
 that both give the same evaluation.
+
+Prefix reuse on replicas (section 6, "Clusters", prefix reuse): each engine has its own KV
+cache, so the union of single-engine schedules is the definition, not a shortcut: each
+engine's batches, with their hits and drops, are judged by the single-engine reuse rules
+(:mod:`.prefix`) on the sub-instance of its requests, which keeps their block ids. A hit
+on a block resident only on another engine is then ``HIT_NOT_RESIDENT`` on the batch's
+engine; its violations come back with the cluster's batch numbers and the engine named. A
+schedule that moves a request between engines (or transfers KV) is ``REUSE_MOVED``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -28,8 +36,10 @@ from ..errors import InstanceError
 from ..instance import Instance
 from ..schedule import Schedule
 from . import cluster_rules as R
+from . import prefix as prefix_rules
 from .evaluator import (
     Evaluation,
+    Violation,
     _batch_totals,
     _BatchTotals,
     _check_cache_type,
@@ -68,6 +78,9 @@ CLUSTER_CODES = {
     "DUPLICATE_TRANSFER": "a request is listed twice among one batch's transfers",
     "TRANSFER_OVERFLOW": "the destination's KV in use when a transfer starts, the transfer "
                          "included, exceeds its M",
+    "REUSE_MOVED": "with prefix reuse (block ids, hits or drops), a request whose batches run "
+                   "on more than one engine, or a transfer: moving cached blocks between "
+                   "engines is not modelled",
 }
 
 
@@ -117,8 +130,26 @@ class ClusterEvaluation(Evaluation):
 def evaluate_cluster(instance: Instance, schedule: Schedule) -> ClusterEvaluation:
     """Replay ``schedule`` on all engines of ``instance`` (semantics section 6, "Clusters");
     never raises on a syntactically valid schedule: broken rules come back as violations."""
-    done = _by_engine(instance, schedule)
-    return done if done is not None else _reference(instance, schedule)
+    reuse = instance.has_prefix or schedule.has_hits or schedule.has_drops
+    done = _by_engine(instance, schedule, reuse)
+    if done is not None:
+        return done
+    ref = _reference(instance, schedule)
+    return _with_moved(instance, schedule, ref) if reuse else ref
+
+
+def _with_moved(inst: Instance, s: Schedule, ref: ClusterEvaluation) -> ClusterEvaluation:
+    """``ref`` with REUSE_MOVED for the first request on two engines or the first transfer
+    (a reuse schedule the union of engines cannot judge; module docstring)."""
+    V = _Violations(inst.ids)
+    R.check_reuse_moved(inst, s, np.asarray(ref.batch_engine), V)
+    if not V.counts:
+        return ref
+    counts = dict(ref.violation_counts)
+    for c, n in V.counts.items():
+        counts[c] = counts.get(c, 0) + n
+    return replace(ref, feasible=False, violations=ref.violations + tuple(V.kept),
+                   violation_counts=counts)
 
 
 # --- the reference: every rule ------------------------------------------------------------
@@ -199,9 +230,11 @@ def _reference(inst: Instance, s: Schedule) -> ClusterEvaluation:
 # --- the union of single-engine schedules -------------------------------------------------
 
 
-def _by_engine(inst: Instance, s: Schedule) -> ClusterEvaluation | None:
+def _by_engine(inst: Instance, s: Schedule, reuse: bool = False) -> ClusterEvaluation | None:
     """The evaluation as the union of each engine's single-engine evaluation, when the
-    schedule is one (module docstring), else None."""
+    schedule is one (module docstring), else None. With ``reuse`` (prefix reuse) an engine's
+    violations are kept (the union is the definition), without it they send the schedule to
+    the reference."""
     pl = s.placement
     if (pl is not None and pl.n_transfers) or s.has_swaps or s.has_hidden:
         return None
@@ -222,21 +255,25 @@ def _by_engine(inst: Instance, s: Schedule) -> ClusterEvaluation | None:
     v_eng = eng[s.batch_of_evict]
     owner[e_req] = e_eng
     owner[v_req] = v_eng
+    if reuse and eng.size:
+        owner[owner < 0] = 0  # no events: INCOMPLETE in engine 0's part (the union rules)
     if (owner < 0).any() or (owner[e_req] != e_eng).any() or (owner[v_req] != v_eng).any():
         return None  # a request without events (INCOMPLETE) or on two engines
     parts = []
     for k in range(inst.n_engines):
-        part = _engine_part(inst, s, k, eng, owner, e_req, v_req, e_eng, v_eng)
+        part = _engine_part(inst, s, k, eng, owner, e_req, v_req, e_eng, v_eng, reuse)
         if part is None:
             return None
         parts.append(part)
-    return _merge(inst, s, eng, e_req, parts, e_bat)
+    return _merge(inst, s, eng, e_req, parts, e_bat, reuse)
 
 
-def _engine_part(inst: Instance, s: Schedule, k: int, eng, owner, e_req, v_req, e_eng, v_eng):
-    """Engine ``k``'s batches on the instance of its requests, evaluated; None unless
-    feasible (or a request that does not fit the engine). ``e_eng``, ``v_eng``: the engine
-    of each entry and eviction."""
+def _engine_part(inst: Instance, s: Schedule, k: int, eng, owner, e_req, v_req, e_eng, v_eng,
+                 reuse: bool = False):
+    """Engine ``k``'s batches on the instance of its requests (their block ids kept), with
+    their hits and drops, evaluated; None for a request that does not fit the engine, or
+    (without ``reuse``) an infeasible part. ``e_eng``, ``v_eng``: the engine of each entry
+    and eviction."""
     reqs = np.flatnonzero(owner == k)
     bat = np.flatnonzero(eng == k)
     if not bat.size and not reqs.size:
@@ -244,26 +281,44 @@ def _engine_part(inst: Instance, s: Schedule, k: int, eng, owner, e_req, v_req, 
     e = inst.engine(k)
     local = np.full(inst.n, -1, np.int64)
     local[reqs] = np.arange(reqs.size)
+    pre = None
+    if inst.has_prefix:
+        blocks = [inst.requests[i].prefix for i in reqs.tolist()]
+        ptr = np.concatenate([[0], np.cumsum([len(b) for b in blocks])]).astype(np.int64)
+        pre = (ptr, np.fromiter((x for b in blocks for x in b), np.int64, count=int(ptr[-1])))
     try:
         sub = Instance.from_columns(inst.name, e.limits, e.cost_model,  # type: ignore[arg-type]
                                     [inst.ids[i] for i in reqs.tolist()], inst.arrival[reqs],
-                                    inst.prompt[reqs], inst.output[reqs])
+                                    inst.prompt[reqs], inst.output[reqs], prefix=pre)
     except InstanceError:
         return None
     ent = np.flatnonzero(e_eng == k)
     evs = np.flatnonzero(v_eng == k)
     bptr = np.concatenate([[0], np.cumsum(np.diff(s.batch_ptr)[bat])])
     vptr = np.concatenate([[0], np.cumsum(np.diff(s.evict_ptr)[bat])])
+    drops: dict = {}
+    if s.has_drops:
+        nd = np.diff(s.drop_ptr)
+        mine = eng[np.repeat(np.arange(nd.size), nd)] == k
+        drops = {"drop_ptr": np.concatenate([[0], np.cumsum(nd[bat])]),
+                 "drop_block": s.drop_block[mine]}
     sched = Schedule(sub.ids, bptr, local[e_req[ent]], s.entry_tokens[ent], vptr,
-                     local[v_req[evs]], s.start[bat])
+                     local[v_req[evs]], s.start[bat], entry_hit=s.entry_hit[ent], **drops)
     ev = evaluate_engine(sub, sched)
-    if not ev.feasible:
+    if not ev.feasible and not reuse:
         return None
     return reqs, bat, ent, ev
 
 
-def _merge(inst: Instance, s: Schedule, eng, e_req, parts, e_bat) -> ClusterEvaluation:
+def _merge(inst: Instance, s: Schedule, eng, e_req, parts, e_bat, reuse: bool = False
+           ) -> ClusterEvaluation:
+    """One cluster evaluation from the engines' (``parts``); with ``reuse`` their violations
+    (cluster batch numbers, the engine named) and prefix-reuse figures are merged too."""
     n, nb, E = inst.n, s.n_batches, s.n_entries
+    V = _Violations(inst.ids)
+    g_final = inst.output.copy()
+    hit_req, res_b, cac_b = np.zeros(n, np.int64), np.zeros(nb, np.int64), np.zeros(nb, np.int64)
+    dropped = 0
     req_cols = {name: np.full(n, np.nan) for name in ("first_token", "completion")}
     n_evict = np.zeros(n, np.int64)
     recomputed = np.zeros(n, np.int64)
@@ -273,7 +328,7 @@ def _merge(inst: Instance, s: Schedule, eng, e_req, parts, e_bat) -> ClusterEval
            ("batch_tokens", "batch_prefill_tokens", "batch_prefill_entries",
             "batch_decode_entries")}
     ent_decode, ent_cached, ent_gen = np.zeros(E, bool), np.zeros(E, np.int64), np.zeros(E, bool)
-    for reqs, bat, ent, ev in parts:
+    for k, (reqs, bat, ent, ev) in enumerate(parts):
         if ev is None:
             continue
         for name in req_cols:
@@ -287,16 +342,46 @@ def _merge(inst: Instance, s: Schedule, eng, e_req, parts, e_bat) -> ClusterEval
             tot[name][bat] = getattr(ev, name)
         ent_decode[ent], ent_cached[ent] = ev.entry_decode, ev.entry_cached
         ent_gen[ent] = ev.entry_generates
+        if reuse:
+            _merge_reuse(inst, V, k, reqs, bat, ev, hit_req, res_b, cac_b)
+            if not ev.feasible:  # tokens generated: the generating entries, at most O
+                gen = np.bincount(e_req[ent][ev.entry_generates], minlength=n)
+                g_final[reqs] = np.minimum(gen[reqs], inst.output[reqs])
+            dropped += int(ev.metrics.get("dropped_blocks") or 0)
     totals = _BatchTotals(tot["batch_tokens"], tot["batch_prefill_tokens"],
                           tot["batch_prefill_entries"], tot["batch_decode_entries"])
-    base = _evaluation(inst, _Violations(inst.ids), n_evict, recomputed,
-                       req_cols["first_token"], req_cols["completion"], inst.output.copy(),
+    hits = None
+    if reuse:
+        z0 = np.zeros(nb, np.int64)
+        hits = (hit_req, prefix_rules.BlockEffects(res_b, cac_b, z0))
+    base = _evaluation(inst, V, n_evict, recomputed,
+                       req_cols["first_token"], req_cols["completion"], g_final,
                        bat_cols["batch_end"], bat_cols["batch_duration"], kv, totals,
                        ent_decode, ent_cached, ent_gen=ent_gen,
-                       gaps=token_gaps(n, s, e_req, ent_gen, bat_cols["batch_end"]))
+                       gaps=token_gaps(n, s, e_req, ent_gen, bat_cols["batch_end"]), hits=hits)
+    if reuse:
+        base.metrics["dropped_blocks"] = dropped
     z = np.zeros(0, np.int64)
     moved = (z, z, z, z, z, np.zeros(0), np.zeros(0))
     return _cluster_evaluation(inst, base, eng, e_bat, e_req, moved)
+
+
+def _merge_reuse(inst: Instance, V: _Violations, k: int, reqs, bat, ev, hit_req, res_b,
+                 cac_b) -> None:
+    """One engine's part of a reuse evaluation into the cluster's arrays: its violations
+    with cluster batch numbers and its engine named, hit tokens per request, resident and
+    cached blocks per batch (of the batch's engine)."""
+    for code, cnt in ev.violation_counts.items():
+        V.counts[code] = V.counts.get(code, 0) + cnt
+    for v in ev.violations:
+        b = None if v.batch is None else int(bat[v.batch])
+        V.kept.append(Violation(v.code, b, v.request, f"engine {inst.engine_ids[k]!r}: "
+                                f"{v.message}"))
+    if ev.hit_tokens.size:
+        hit_req[reqs] = ev.hit_tokens
+    if ev.batch_resident_blocks.size:
+        res_b[bat] = ev.batch_resident_blocks
+        cac_b[bat] = ev.batch_cached_blocks
 
 
 # --- metrics (section 6, clusters, "Metrics") -----------------------------------------------

@@ -505,7 +505,30 @@ def engine_memory(inst: Instance, eng: np.ndarray, end: np.ndarray, ev: _Events,
     return kv
 
 
+def check_reuse_moved(inst: Instance, s: Schedule, eng: np.ndarray, V: _Violations) -> None:
+    """REUSE_MOVED (section 6, "Clusters", prefix reuse on replicas): with prefix reuse a
+    request stays on one engine and no KV moves; reports the first transfer, or else the
+    first request whose entries or evictions run on a second engine (``eng``: each batch's
+    engine position, -1 undeclared)."""
+    pl = s.placement
+    if pl is not None and pl.n_transfers:
+        V.add_many("REUSE_MOVED", [-1], [-1], lambda k: "the schedule transfers KV between "
+                   "engines, which prefix reuse does not model")
+        return
+    idmap = np.array([inst.index.get(x, -1) for x in s.ids], np.int64)
+    seen: dict[int, int] = {}
+    for col, bcol in ((s.entry_req, s.batch_of_entry), (s.evict_req, s.batch_of_evict)):
+        order = np.argsort(bcol, kind="stable")
+        for r, b in zip(idmap[col[order]].tolist(), bcol[order].tolist()):
+            k = int(eng[b]) if b < eng.size else -1
+            if r < 0 or k < 0 or seen.setdefault(r, k) == k:
+                continue
+            msg = f"runs on engine {inst.engine_ids[k]!r} after engine {inst.engine_ids[seen[r]]!r}"
+            V.add_many("REUSE_MOVED", [b], [r], lambda _, m=msg: m)
+            return
+
+
 __all__ = ["Transfers", "Timeline", "batch_engines", "drop_unplaced", "transfer_items",
            "timeline", "holders_before", "check_transfers", "check_holders", "check_roles",
            "batch_durations", "check_engine_limits", "ready_deps", "touches", "engine_clock",
-           "check_stated_starts", "engine_memory"]
+           "check_stated_starts", "engine_memory", "check_reuse_moved"]

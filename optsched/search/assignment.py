@@ -94,13 +94,17 @@ class AssignmentResult:
 
 def check_cluster_supported(instance: Instance) -> None:
     """Refuse (one line) a cluster this search does not model: any engine whose role is not
-    ``both`` (module docstring)."""
+    ``both`` (module docstring), or requests with prefix block ids."""
     roles = sorted({instance.engine(k).role for k in range(instance.n_engines)})
     if roles != ["both"]:
         raise AssignmentSearchError(
             f"improve: the cluster has engines of roles {roles}; the assignment search moves "
             "requests between replicas of role 'both' only (a disaggregated placement is two "
             "engines and a transfer); simulate it with 'optsched simulate --router pd'")
+    if instance.has_prefix:
+        raise AssignmentSearchError(
+            "improve: the requests list prefix block ids; the assignment search on a cluster "
+            "does not model prefix reuse yet (simulate it with a router)")
 
 
 def assignment_of(instance: Instance, schedule: Schedule) -> np.ndarray:

@@ -181,6 +181,8 @@ def cluster_bound(instance: Instance, objective: str) -> BoundResult:
     try:
         floors = cluster_request_floors(instance)
     except OptschedError:
+        if instance.has_prefix:  # K8's floors price every prompt token too: no fallback
+            raise
         first = objective == "mean-ttft"
         floor = min_latency(instance, first_token=first)
         v = (float((instance.arrival + floor).max()) if objective == "makespan" else

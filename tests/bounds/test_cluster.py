@@ -81,3 +81,13 @@ def test_the_floor_is_below_every_router_s_makespan(case, policy):
     floors = cluster_request_floors(inst)
     for k in ("makespan", "total_latency", "mean_latency", "mean_ttft"):
         assert floors[k] <= ev.metrics[k] * (1 + 1e-9) + 1e-9, k
+
+
+def test_block_ids_on_a_cluster_are_refused_in_one_line():
+    # a hit skips prefill work the floors count, and B17 has no reuse argument yet
+    inst = Instance("p", Limits(64, 4096, block_size=4), UnitCost(),
+                    (Request("a", 0, 10, 2, prefix=(1, 2)), Request("b", 0, 10, 2, prefix=(1, 2))),
+                    cluster=Cluster((Engine("0"), Engine("1"))))
+    for floor in (cluster_makespan_floor, cluster_request_floors):
+        with pytest.raises(InstanceError, match="B17.*prefix reuse"):
+            floor(inst)

@@ -135,7 +135,6 @@ def test_replicas_and_router_write_a_cluster_schedule_the_evaluator_accepts(caps
 @pytest.mark.parametrize("args, match", [
     (["--router", "nope"], "unknown router 'nope'"),
     (["--replicas", "0"], "replicas must be an integer"),
-    (["--replicas", "2", "--router", "prefix"], "router 'prefix' is not available: prefix reuse"),
     (["--replicas", "2", "--router", "pd"], "router 'pd' needs a cluster of 'prefill' and"),
 ])
 def test_bad_router_input_is_one_line(capsys, args, match):
@@ -159,3 +158,23 @@ def test_the_offered_load_of_a_large_instance_is_computed_on_request(capsys, mon
     doc = json.loads(capsys.readouterr().out)
     assert "offered_load_note" not in doc
     assert doc["offered_load"] == offered_load(Instance.load(GOOD)).to_dict()
+
+
+def test_prefix_router_on_replicas_of_a_block_id_instance(capsys, tmp_path):
+    # four requests sharing blocks 1, 2 (b = 4) on 2 replicas: vllm-apc behind the prefix
+    # router, one JSON document, feasible by the evaluator, hits on the engines' own caches
+    from optsched.cluster import replicate
+    from optsched.cost import UnitCost
+    from optsched.instance import Limits, Request
+
+    inst = Instance("p", Limits(64, 64, block_size=4), UnitCost(),
+                    tuple(Request(f"r{k}", k, 10, 2, prefix=(1, 2)) for k in range(4)))
+    f = tmp_path / "p.json"
+    inst.save(f)
+    assert main(["simulate", str(f), "--policy", "vllm-apc", "--replicas", "2",
+                 "--router", "prefix", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    ev = doc["evaluation"]
+    assert ev["feasible"] and ev["metrics"]["engines"] == 2
+    assert ev["metrics"]["hit_tokens"] > 0
+    assert evaluate(replicate(inst, 2), Schedule.from_dict(doc["schedule"])).feasible

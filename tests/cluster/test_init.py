@@ -93,9 +93,8 @@ def test_bad_input_is_one_line():
         replicate(inst, 0)
     with pytest.raises(InstanceError, match="without a cluster"):
         replicate(replicate(inst, 2), 2)
-    with pytest.raises(RouterError, match="router 'prefix' is not available: prefix reuse is "
-                       "modelled on one engine"):
-        simulate(replicate(inst, 2), "vllm", "prefix")
+    with pytest.raises(RouterError, match="router 'prefix' routes over engines of role 'both'"):
+        simulate(disaggregate(inst, 1, 1), "vllm", "prefix")
 
 
 def test_disaggregate_builds_prefill_and_decode_engines_on_the_model_s_link():

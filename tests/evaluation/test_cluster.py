@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import optsched
 from optsched.cost import LinearCost, UnitCost
+from optsched.errors import InstanceError
 from optsched.evaluation import CLUSTER_CODES, CODES, ClusterEvaluation, evaluate
 from optsched.evaluation.cluster import _by_engine, _reference
 from optsched.instance import Cluster, Engine, Instance, Limits, Request, TransferLink
@@ -362,7 +363,7 @@ def test_codes_are_documented_and_disjoint():
     assert set(CLUSTER_CODES) == {"UNKNOWN_ENGINE", "KV_NOT_ON_ENGINE", "ROLE_VIOLATION",
                                   "NOT_READY", "TRANSFER_DISABLED", "TRANSFER_NOT_RESIDENT",
                                   "TRANSFER_SAME_ENGINE", "DUPLICATE_TRANSFER",
-                                  "TRANSFER_OVERFLOW"}
+                                  "TRANSFER_OVERFLOW", "REUSE_MOVED"}
 
 
 def test_the_single_engine_evaluator_refuses_a_cluster():
@@ -456,3 +457,101 @@ def test_the_union_of_engine_schedules_is_the_reference(data):
     fast, ref = _by_engine(cl, s), _reference(cl, s)
     assert fast is not None and ref.feasible, ref.violations[:3]
     _same(fast, ref)
+
+
+# --- prefix reuse on replicas (section 6, "Clusters", prefix reuse) -----------------------
+
+# a, b: I = 10, O = 2, the same two blocks (1, 2) of b = 4 tokens (H = min(2, 9 // 4) = 2)
+AB_BLOCKS = (("a", 0, 10, 2, (1, 2)), ("b", 0, 10, 2, (1, 2)))
+
+
+def reuse_cluster(n=2, reqs=AB_BLOCKS) -> Instance:
+    return Instance("p", Limits(kv_capacity=64, max_batch_tokens=4096, block_size=4), UnitCost(),
+                    tuple(Request(*r[:4], prefix=tuple(r[4])) for r in reqs),
+                    cluster=Cluster(tuple(Engine(f"e{k}") for k in range(n))))
+
+
+def test_a_hit_on_another_engines_block_is_a_violation_naming_engine_request_and_batch():
+    # a computes blocks 1, 2 on e0 (batch 0); b on e1 claims 8 hit tokens in batch 1: e1's
+    # cache is empty, so the hit is not resident there
+    s = sched({"entries": [["a", 10]], "engine": "e0"},
+              {"entries": [["b", 2]], "hits": [["b", 8]], "engine": "e1"},
+              {"entries": [["a", 1]], "engine": "e0"},
+              {"entries": [["b", 1]], "engine": "e1"})
+    ev = evaluate(reuse_cluster(), s)
+    assert not ev.feasible
+    assert [(v.code, v.batch, v.request) for v in ev.violations] == \
+        [("HIT_NOT_RESIDENT", 1, "b")]
+    assert "engine 'e1'" in ev.violations[0].message
+
+
+def test_a_hit_on_the_own_engines_block_is_accepted():
+    # the same batches with b on e0: the one-engine hand replay of test_prefix.py (KV 12, 16,
+    # 12 on e0; b hits 8 tokens), and e1 idle
+    s = sched({"entries": [["a", 10]], "engine": "e0"},
+              {"entries": [["a", 1], ["b", 2]], "hits": [["b", 8]], "engine": "e0"},
+              {"entries": [["b", 1]], "engine": "e0"},
+              {"entries": [], "drop": [2, 1], "engine": "e0"})
+    ev = evaluate(reuse_cluster(), s)
+    assert ev.feasible, ev.violations
+    assert ev.batch_kv.tolist() == [12, 16, 12, 0]
+    assert ev.metrics["hit_tokens"] == 8 and ev.metrics["dropped_blocks"] == 2
+    assert ev.hit_tokens.tolist() == [0, 8]
+
+
+def test_drops_name_the_engines_blocks():
+    # block 1 and 2 are resident on e0 only (a finished there); dropping them on e1 is
+    # DROP_NOT_RESIDENT on e1's batch 2
+    s = sched({"entries": [["a", 10]], "engine": "e0"},
+              {"entries": [["a", 1]], "engine": "e0"},
+              {"entries": [["b", 10]], "drop": [1], "engine": "e1"},
+              {"entries": [["b", 1]], "engine": "e1"})
+    ev = evaluate(reuse_cluster(), s)
+    assert [(v.code, v.batch) for v in ev.violations] == [("DROP_NOT_RESIDENT", 2)]
+
+
+def test_a_request_moved_between_engines_with_prefix_reuse_is_refused():
+    # a prefills on e0, is evicted, recomputes on e1: legal without block ids, but its
+    # cached blocks would have to move (not modelled)
+    s = sched({"entries": [["a", 10]], "engine": "e0"},
+              {"entries": [], "evict": ["a"], "engine": "e0"},
+              {"entries": [["a", 10]], "engine": "e1"},
+              {"entries": [["a", 1]], "engine": "e1"},
+              {"entries": [["b", 10]], "engine": "e1"},
+              {"entries": [["b", 1]], "engine": "e1"})
+    ev = evaluate(reuse_cluster(), s)
+    assert "REUSE_MOVED" in codes(ev)
+
+
+def test_disaggregated_clusters_with_block_ids_are_refused():
+    with pytest.raises(InstanceError, match="role 'decode'"):
+        Instance("p", Limits(64, 4096, block_size=4), UnitCost(),
+                 tuple(Request(*r[:4], prefix=tuple(r[4])) for r in AB_BLOCKS),
+                 cluster=Cluster((Engine("p", "prefill"), Engine("d", "decode")), LINK))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_one_engine_cluster_with_block_ids_is_the_plain_evaluation(data):
+    n = data.draw(st.integers(1, 4))
+    reqs = tuple((f"r{i}", data.draw(st.integers(0, 4)), data.draw(st.integers(1, 10)),
+                  data.draw(st.integers(1, 3)),
+                  (1, 2, 3)[:data.draw(st.integers(0, 2))])
+                 for i in range(n))
+    reqs = tuple((r[0], r[1], max(r[2], 4 * len(r[4]) + 1), r[3], r[4]) for r in reqs)
+    one = reuse_cluster(1, reqs)
+    plain = one.replace(cluster=None)
+    policy = data.draw(st.sampled_from(["vllm", "vllm-apc", "lpm"]))
+    s = optsched.simulate(plain, policy)
+    if data.draw(st.booleans()) and s.n_batches > 1:  # a broken one: the last batch dropped
+        d = s.to_dict()
+        d["batches"] = d["batches"][:-1]
+        s = Schedule.from_dict(d)
+    a, b = evaluate(plain, s), evaluate(one, s)
+    assert a.feasible == b.feasible
+    assert sorted((v.code, v.batch, v.request) for v in a.violations) == \
+        sorted((v.code, v.batch, v.request) for v in b.violations)
+    for k, v in a.metrics.items():
+        w = b.metrics[k]
+        assert (v is None and w is None) or v == pytest.approx(w, rel=1e-12, abs=1e-12), k
+    np.testing.assert_array_equal(a.batch_kv, b.batch_kv)

@@ -3,6 +3,7 @@ cluster instance."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -152,3 +153,12 @@ def test_cli_bad_input_is_one_line_exit_2(capsys, tmp_path, case, match):
     start = "nosuchrouter" if case == "router" else "fcfs" if case == "policy-on-plain" else "rr"
     one_line_error(capsys, "improve", str(f), "--from", start, "--policy", "sarathi",
                    match=match)
+
+
+def test_block_ids_on_a_cluster_are_refused_in_one_line():
+    from optsched.search.assignment import AssignmentSearchError, check_cluster_supported
+
+    inst = _two_engines()
+    reqs = tuple(dataclasses.replace(r, prefix=(1,)) if r.prompt > 4 else r for r in inst.requests)
+    with pytest.raises(AssignmentSearchError, match="prefix block ids"):
+        check_cluster_supported(inst.replace(requests=reqs))

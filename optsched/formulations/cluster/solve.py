@@ -48,13 +48,18 @@ PARAMS = (
 
 def refuse(instance: Instance) -> None:
     """One line when the model cannot represent ``instance``: engines not all of role
-    ``both`` (a disaggregated cluster needs transfers, which the model does not have)."""
+    ``both`` (a disaggregated cluster needs transfers, which the model does not have), or
+    prefix block ids (the model has no prefix reuse)."""
     roles = sorted({instance.engine(k).role for k in range(instance.n_engines)})
     if roles != ["both"]:
         raise FormulationError(
             f"cluster: the engines have roles {roles}; the model assigns requests to engines "
             "of role 'both' and has no KV transfers (simulate a disaggregated cluster with "
             "optsched simulate --router pd)")
+    if instance.has_prefix:
+        raise FormulationError("cluster: the requests list prefix block ids, and the model "
+                               "prices every prompt token as computed (no prefix reuse); "
+                               "simulate the cluster with a router instead")
 
 
 def applicable(instance: Instance, objective: str, options: SolveOptions,

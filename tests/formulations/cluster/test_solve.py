@@ -146,3 +146,13 @@ def test_solve_command_on_a_cluster(tmp_path, capsys):
     assert out["objective"] == pytest.approx(cluster_optimum(inst, "total-latency").value)
     assert out["lower_bound"]["method"] == "cluster (B17)"
     assert out["lower_bound"]["value"] <= out["objective"] + 1e-9
+
+
+def test_block_ids_on_a_cluster_refused_in_one_line():
+    # the model prices every prompt token as computed: no optimum claimed with prefix reuse
+    inst = Instance("p", Limits(64, 64, block_size=4), UnitCost(),
+                    (Request("a", 0.0, 10, 2, prefix=(1, 2)), Request("b", 0.0, 10, 2, prefix=(1, 2))),
+                    cluster=Cluster((Engine("0"), Engine("1"))))
+    with pytest.raises(FormulationError, match="prefix block ids") as e:
+        optsched.solve(inst, "cluster", "makespan")
+    assert "\n" not in str(e.value)
