@@ -28,6 +28,13 @@ order found by search on small instances; a new goodput bound is checked the sam
   (largest-work first) to drop to fit; contained sets of disjoint intervals are disjoint, so
   misses add up over a family of disjoint intervals; the best family on a grid of endpoints
   is a weighted interval DP (:func:`counting_misses`).
+
+* **With prefix reuse** (B12r): B12a-c on B19's reuse floors (:func:`reuse_floors`): a
+  request's first-token chain computes only its tokens after the leading blocks it shares
+  with some other request (every such block taken as a hit, and at least its last token),
+  its generating steps refill only after its shareable blocks, and its B7 works charge its
+  own computed tokens and, of each resident block it holds, ``b / n_x``. B12d (B10's
+  frontier) has no reuse version and is skipped. Valid whatever the cache holds.
 """
 
 from __future__ import annotations
@@ -131,15 +138,18 @@ def tbt_floor(f: Floors) -> np.ndarray:
     """Least duration of a batch generating token ``g + 1 >= 2`` of ``i`` (B12a): its entry
     of ``i`` is a decode over ``m >= I`` cached tokens or a refill of ``S >= I + 1`` tokens
     (B2), both non-decreasing in the length, plus ``k0`` and the cheaper per-batch term.
-    A gap between tokens contains that batch, so every gap (the longest too) is at least
-    this."""
+    With prefix reuse (B12r, :class:`.reuse_floors.ReuseFloors`) the refill may hit up to
+    ``L`` (``f.refill_offset``) of its own cached tokens and computes ``S - L`` after them,
+    each seeing at least ``L`` (B19's refill floor); ``L = 0`` without block ids. A gap
+    between tokens contains that batch, so every gap (the longest too) is at least this."""
     k = f.k
     I = f.instance.prompt.astype(np.float64)
     dec = k["k1"] + k["kdr"] + k["kdm"] * I
-    S = I + 1
+    L = f.refill_offset.astype(np.float64)
+    S = I + 1 - L  # computed tokens of the refill
     a = k["kpq"] - k["kpm"] / 2
     Q = S if a >= 0 else S * np.minimum(S, f.prefill_cap)
-    ref = k["kpr"] + k["k1"] * S + k["kpm"] * S * S / 2 + a * Q
+    ref = k["kpr"] + k["k1"] * S + k["kpm"] * L * S + k["kpm"] * S * S / 2 + a * Q
     return np.maximum(np.minimum(dec, ref), 0.0) + k["k0"] + min(k["kdb"], k["kpb"])
 
 
@@ -221,20 +231,25 @@ def coupled_misses(f: Floors, slos: Slos, ok: np.ndarray, grid: int | None = GRI
     return counting_misses(a, a + slos.ttft[sel], w[sel], grid)
 
 
+def reuse_floors(instance: Instance) -> Floors:
+    """B12r: the floors B12 runs on with prefix block ids, B19's
+    :class:`~.reuse_floors.ReuseFloors` (a request's own first-token chain charging only the
+    tokens after the blocks it shares with another request, B7's works with the resident
+    blocks counted once); valid whatever the cache holds."""
+    from .reuse_floors import ReuseFloors
+
+    return ReuseFloors.of(instance)
+
+
 def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | None = None,
                   tbt: float | None = None, grid: int | None = GRID) -> GoodputBound:
     """Upper bounds on how many requests any schedule of ``instance`` serves within their
     SLOs (module docstring, B12); ``ttft``, ``tpot``, ``tbt`` are defaults for requests
-    without the field (``tbt``: the TBT SLO on every gap, for every request)."""
-    if instance.has_prefix:  # hits shorten prefills: the floors below would not hold
-        from .base import BoundError
-
-        raise BoundError("goodput bound (B12): does not model prefix reuse, and this "
-                         "instance's requests list prefix block ids (docs/semantics.md "
-                         "section 6); a reuse-blind ceiling could lie below what a schedule "
-                         "with cache hits attains")
+    without the field (``tbt``: the TBT SLO on every gap, for every request). On an
+    instance with prefix block ids it is B12r (module docstring): B12a-c on
+    :func:`reuse_floors`, without B12d."""
     slos = Slos.of(instance, ttft, tpot, tbt)
-    f = Floors.of(instance)
+    f = reuse_floors(instance) if instance.has_prefix else Floors.of(instance)
     ttft_ok, all_ok = own_feasible(f, slos)
     from .goodput_memory import rule_works
 
@@ -261,7 +276,9 @@ def goodput_bound(instance: Instance, ttft: float | None = None, tpot: float | N
         return most
 
     own = int(ttft_ok.sum())
-    ttft_count = own - max(forced(ttft_ok, False), coupled_misses(f, slos, ttft_ok, grid))
+    # B10's frontier has no reuse version (B19 "what they leave out"): B12d only without ids
+    coupled = 0 if instance.has_prefix else coupled_misses(f, slos, ttft_ok, grid)
+    ttft_count = own - max(forced(ttft_ok, False), coupled)
     both = min(ttft_count, int(all_ok.sum()) - forced(all_ok, True))
     return GoodputBound(n=instance.n, with_slo=int(slos.has.sum()), ttft_own=own,
                         ttft=ttft_count, both=both)

@@ -190,11 +190,6 @@ def run_capacity(args) -> int:
     if args.ceiling and args.ceiling_probes < 2:
         raise InputFileError(f"--ceiling-probes must be >= 2, got {args.ceiling_probes}")
     inst = _instance(args)
-    if args.ceiling and inst.has_prefix:  # before the searches: the ceiling would refuse
-        raise InputFileError("--ceiling: the instance's requests list prefix block ids, and "
-                             "the goodput bound (B12) does not model prefix reuse "
-                             "(docs/semantics.md section 6); search the policies without "
-                             "--ceiling")
     lo, hi = _rates(args, inst)
     if "slo" in metric.needs or args.json:
         print(f"measuring t_p, t_g with {args.slo_reference} on the trace as given ...",

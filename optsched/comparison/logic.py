@@ -329,8 +329,8 @@ def goodput_gap_value(attainment: float, upper: float) -> float:
 def goodput_gap(instance: Instance, rows: Sequence[Row]) -> GoodputGap | None:
     """The goodput table of a comparison; None when no request of ``instance`` has an SLO."""
     if not any(r.ttft_slo is not None or r.tpot_slo is not None or r.deadline is not None
-               for r in instance.requests) or instance.has_prefix:
-        return None  # with prefix reuse there is no certified ceiling (the goodput rung refuses)
+               for r in instance.requests):
+        return None  # with prefix block ids the ceiling is B12r (formulations/bounds.md)
     t0 = time.perf_counter()
     gb = goodput_bound(instance)
     seconds = time.perf_counter() - t0

@@ -59,8 +59,8 @@ def test_compare_runs_policies_on_a_hidden_cache_instance_without_a_bound(tmp_pa
 
 def test_compare_on_a_shared_prefix_instance_bounds_with_the_reuse_aware_rungs():
     """With block ids compare's certified bound comes from the rungs valid with prefix reuse
-    (formulations/bounds.md B19), below every policy; it runs no goodput ceiling and refuses
-    --optimal in one line (no formulation models reuse)."""
+    (formulations/bounds.md B19), below every policy; its goodput ceiling is B12r, above
+    every row's attainment; it refuses --optimal in one line."""
     from handworked import shared_instance
 
     from optsched.comparison import CompareInputError, compare
@@ -72,7 +72,10 @@ def test_compare_on_a_shared_prefix_instance_bounds_with_the_reuse_aware_rungs()
     assert cmp.lower_bound is not None
     assert cmp.lower_bound.method in ("reuse-request", "reuse-work")
     assert all(cmp.lower_bound.value <= r.objective for r in cmp.rows)
-    assert cmp.goodput is None
+    assert cmp.goodput is not None
+    ceiling = cmp.goodput.bound.attainment
+    assert all(g.attainment is not None and g.attainment <= ceiling + 1e-12
+               for g in cmp.goodput.rows)
     with pytest.raises(CompareInputError, match="prefix block ids") as e:
         compare(inst, ["vllm"], optimal=True, time_limit=10)
     assert "\n" not in str(e.value)

@@ -105,18 +105,28 @@ def test_ceiling_takes_any_goodput_upper_bound():
         goodput_bound(at_rate(inst, 20.0, 0), ttft=TTFT, tbt=TBT)
 
 
-def test_goodput_ceiling_refuses_prefix_ids_before_any_search(capsys):
-    """The goodput bound (B12) does not model prefix reuse (docs/semantics.md section 6):
-    bound_share refuses, and ``capacity --ceiling`` says so in one line (exit 2) before the
-    policies' rate search."""
-    from cli_helpers import one_line_error_no_stdout
-
-    from optsched.bounds import BoundError
+def test_goodput_ceiling_with_prefix_ids_bounds_the_reuse_aware_policies_at_every_probe():
+    """With block ids the ceiling runs B12r (formulations/bounds.md B12): at every probed rate
+    its share is at least what each reuse-aware policy attains on the same arrival draw."""
     from optsched.data import load_embedded
 
-    with pytest.raises(BoundError, match="does not model prefix reuse"):
-        ceiling(load_embedded("shared-prefix"), 0.9, 0.1, 10.0, ttft_slo=2.0, tbt_slo=2.0)
-    one_line_error_no_stdout(capsys, "capacity", "shared-prefix", "--policy", "vllm-apc",
-                             "--metric", "ttft-tbt-attainment", "--ttft-slo", "2",
-                             "--tbt-slo", "2", "--target", "0.9", "--ceiling",
-                             match="--ceiling: the instance's requests list prefix block ids")
+    inst = load_embedded("shared-prefix")
+    c = ceiling(inst, 0.9, 0.1, 10.0, probes=3, ttft_slo=TTFT, tbt_slo=TBT)
+    assert len(c.probes) >= 2
+    for p in c.probes:
+        i = at_rate(inst, p.rate, 0)
+        assert i.has_prefix
+        for policy in ("vllm-apc", "lpm", "dfs", "belady"):
+            s = simulate(i, policy)
+            got = serving_metrics(i, evaluate(i, s), schedule=s, ttft_slo=TTFT,
+                                  tbt_slo=TBT)["ttft_tbt_attainment"]
+            assert got <= p.value + 1e-12, (policy, p.rate, got, p.value)
+
+
+def test_cli_capacity_ceiling_searches_an_instance_with_prefix_ids():
+    js = cli("capacity", "shared-prefix", "--policy", "vllm-apc", "--metric",
+             "ttft-tbt-attainment", "--ttft-slo", "2", "--tbt-slo", "2", "--target", "0.9",
+             "--rates", "0.1:10", "--probes", "3", "--ceiling", "--ceiling-probes", "3",
+             "--json")
+    assert js.returncode == 0, js.stderr
+    assert len(json.loads(js.stdout)["ceiling"]["probes"]) >= 2
