@@ -18,9 +18,10 @@ At each arrival, over the engines that fit the request:
 SGLang keeps an approximate radix tree per worker built from routing history; the engine's
 actual resident blocks replace it here (exact at block granularity). SGLang's low-match
 fallback is the worker with the smallest tree (most cache room); this router falls back to
-``lor``, as the issue asks. ``balance_abs`` 32 and ``balance_rel`` 1.0001 are the values the
-SGLang router documentation lists for its ``balance_abs_threshold`` and
-``balance_rel_threshold``. An instance without block ids routes as ``lor``.
+``lor``, the load signal the other routers here compare against. ``threshold`` 0.5,
+``balance_abs`` 32 and ``balance_rel`` 1.0001 are the SGLang router's defaults
+(``cache_threshold``, ``balance_abs_threshold``, ``balance_rel_threshold`` of its
+``RouterArgs``). An instance without block ids routes as ``lor``.
 """
 
 from __future__ import annotations
