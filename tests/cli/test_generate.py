@@ -4,7 +4,7 @@ import csv
 import json
 
 import pytest
-from cli_helpers import one_line_error
+from cli_helpers import one_line_error, run_cli
 from paths import SHARED_DATA
 from trace_files import azure
 
@@ -190,7 +190,19 @@ def test_bad_cluster_flags_are_one_line(capsys, tmp_path, args, match):
     assert not (tmp_path / "f.json").exists()
 
 
-def test_a_kind_with_block_ids_refuses_several_engines(capsys, tmp_path):
+def test_a_kind_with_block_ids_refuses_a_prefill_decode_split(capsys, tmp_path):
+    """Block ids on a P:D split: moving cached blocks between engines is not modelled."""
     one_line_error(capsys, "generate", "system-prompts", "--n", "6", "--rate", "5",
-                   "--replicas", "2", "-o", str(tmp_path / "s.json"),
-                   match="prefix reuse is not modelled across engines")
+                   "--prefill-replicas", "1", "--decode-replicas", "1",
+                   "-o", str(tmp_path / "s.json"), match="prefix reuse is modelled on replicas only")
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_a_kind_with_block_ids_on_replicas_keeps_them(capsys, tmp_path):
+    """Replicas with block ids: each engine its own cache (docs/semantics.md section 6)."""
+    out = tmp_path / "s.json"
+    rc, _, err = run_cli(capsys, "generate", "system-prompts", "--n", "6", "--rate", "5",
+                         "--replicas", "2", "-o", str(out))
+    assert rc == 0, err
+    inst = Instance.load(out)
+    assert inst.n_engines == 2 and inst.has_prefix
