@@ -309,6 +309,21 @@ class _InfermaxBuilder:
                              m.ids[:, :-1], m.ids[:, 1:], g.ids[:, :-1], g.ids[:, 1:],
                              fin.ids[:, :-1], fin.ids[:, 1:], ftk.ids[:, :-1], ftk.ids[:, 1:])
 
+    def paper_families(self) -> None:
+        """Every constraint family of formulations/infermax.md section 2 in the model's
+        order (eqs. 2-12, the batch time and clock, the hypotheses on the objective)."""
+        self.memory_update()
+        self.tokens_to_process()
+        self.token_generation()
+        self.finish_indicators()
+        self.entry_phase()
+        self.batch_limits()
+        self.batch_indicators()
+        self.prefill_products()
+        self.batch_time()
+        self.clock()
+        self.hypotheses(self.objective())
+
     # -- section 2: eqs. 2-12 ----------------------------------------------------------------
     def memory_update(self) -> None:
         """(eq. 2, paper (1)) ``ma = mb - ev + c`` with ``ev = e * mb`` by the exact McCormick
@@ -794,17 +809,7 @@ def build(inst: Instance, objective: str = "makespan", hyp: Hypotheses | None = 
         raise FormulationError(f"infermax: unknown variant {variant!r}; choose plain or tight")
     d = _model_data(inst, objective, hyp, J, variant)
     b = _InfermaxBuilder(d, variant)
-    b.memory_update()
-    b.tokens_to_process()
-    b.token_generation()
-    b.finish_indicators()
-    b.entry_phase()
-    b.batch_limits()
-    b.batch_indicators()
-    b.prefill_products()
-    b.batch_time()
-    b.clock()
-    b.hypotheses(b.objective())
+    b.paper_families()
     if d.tight:
         _tight_rows(b, ub)
     notes = []
