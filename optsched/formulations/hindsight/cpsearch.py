@@ -90,9 +90,11 @@ def space(hm, rc: np.ndarray, gap: float, latest: np.ndarray) -> SearchSpace:
 
 
 def search(instance: Instance, sp: SearchSpace, bound: float, target: float, *,
-           time_limit: float, threads: int = 2, seed: int = 0) -> SearchResult:
+           time_limit: float, threads: int = 2, seed: int = 0,
+           hint: np.ndarray | None = None) -> SearchResult:
     """(H25) minimise over ``sp`` the total latency, at most ``target``, given the certified
-    bound ``bound`` of the LP whose reduced costs made ``sp``."""
+    bound ``bound`` of the LP whose reduced costs made ``sp``. ``hint``: start slots to steer
+    the search from (the incumbent; a hint changes where CP-SAT looks, never what it proves)."""
     from ortools.sat.python import cp_model  # lazy: optional dependency (the cpsat extra)
 
     t0 = time.perf_counter()
@@ -112,6 +114,9 @@ def search(instance: Instance, sp: SearchSpace, bound: float, target: float, *,
         for a, b in zip(g[:-1], g[1:]):
             m.add(t[int(a)] <= t[int(b)])
     m.minimize(total)
+    if hint is not None:
+        for i, v in enumerate(t):
+            m.add_hint(v, int(hint[i]))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.05, float(time_limit))
     solver.parameters.num_workers = max(1, int(threads))

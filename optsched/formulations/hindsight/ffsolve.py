@@ -148,7 +148,7 @@ def _finish(instance: Instance, hm, lb: LPBound, ub_starts: np.ndarray, ub: floa
     proven = _rounded(bound, step) > target + 1e-9  # nothing at most target exists
     left = None if deadline is None else deadline - time.perf_counter()
     if not proven:
-        res = _search(instance, hm, lb, target, left, options, notes)
+        res = _search(instance, hm, lb, target, left, options, notes, ub_starts)
         if res is not None:
             if res.starts is not None:
                 val = objective_of_starts(instance, Objective.TOTAL_LATENCY, res.starts)
@@ -170,7 +170,7 @@ def _finish(instance: Instance, hm, lb: LPBound, ub_starts: np.ndarray, ub: floa
 
 
 def _search(instance: Instance, hm, lb: LPBound, target: float, left: float | None,
-            options: SolveOptions, notes: list[str]):
+            options: SolveOptions, notes: list[str], hint: np.ndarray):
     """(H25) when CP-SAT is installed and time is left; None otherwise (with a note)."""
     if importlib.util.find_spec("ortools") is None:
         notes.append("(H25) skipped: CP-SAT is not installed (pip install 'optsched[cpsat]')")
@@ -180,7 +180,7 @@ def _search(instance: Instance, hm, lb: LPBound, target: float, left: float | No
         return None
     sp = space(hm, lb.rc, target - lb.value, hm.latest)
     res = search(instance, sp, lb.value, target, time_limit=1e9 if left is None else left,
-                 threads=options.threads or 2, seed=options.seed or 0)
+                 threads=options.threads or 2, seed=options.seed or 0, hint=hint)
     notes.append(f"(H25) CP-SAT over {sp.size:,} starts left by reduced-cost fixing (room "
                  f"{target - lb.value:.2f} above the bound): {res.status} in {res.seconds:.1f} s")
     return res
