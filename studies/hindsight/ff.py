@@ -17,6 +17,9 @@ all runs (an unproven run without a bound counts as an infinite gap), median MC-
     python -m studies.hindsight.ff --online --rate 1 --horizons 40 --limit 600 --out /tmp/on.jsonl
     python -m studies.hindsight.ff --summary studies/hindsight/results/ff-n20.jsonl
     python -m studies.hindsight.ff --markdown --summary studies/hindsight/results/ff-n*.jsonl
+    python -m studies.hindsight.ff --summary studies/hindsight/results/ff-*-quiet.jsonl \
+        --ratios studies/hindsight/results/hindsight-paper-online.json \
+        studies/hindsight/results/hindsight-paper-offline.json
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ def run_one(inst: Instance, label: str, n_key: int, seed: int, limit: float,
     c0, t0 = time.process_time(), time.perf_counter()
     rep = solve(inst, "hindsight-ff", "total-latency", options=opts, warm_start=None)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"setting": label, "n_key": n_key, "n": inst.n, "seed": seed, "limit": limit,
+    return {"setting": label, "name": inst.name, "n_key": n_key, "n": inst.n, "seed": seed,
+            "limit": limit,
             "threads": threads, "status": rep.status, "objective": rep.objective,
             "bound": rep.bound, "gap": rep.gap, "wall": wall, "cpu": cpu, "load": [load0,
             os.getloadavg()[0]], "mcsf": mcsf, "M": inst.limits.kv_capacity,
@@ -88,6 +92,60 @@ def markdown(rows: list[dict]) -> list[str]:
     return out
 
 
+def _name(row: dict) -> str:
+    """The instance's name; rows written before names were recorded are matched by regenerating
+    the candidates (the online rates 0.5, 1, 1.5) and comparing n and MC-SF's objective."""
+    if row.get("name"):
+        return row["name"]
+    if row["setting"] == "offline":
+        return online_paper_random(row["n_key"], row["seed"]).name
+    for rate in (0.5, 1.0, 1.5):
+        inst = online_paper_horizon(rate, row["n_key"], row["seed"])
+        if inst.n == row["n"] and objective_of_starts(
+                inst, "total-latency", greedy_starts(inst, "mcsf")) == row["mcsf"]:
+            return inst.name
+    raise ValueError(f"no online instance matches row {row['n_key']}/{row['seed']}")
+
+
+def ratios(rows: list[dict], earlier: list[dict]) -> list[str]:
+    """MC-SF against the optimum of the paper's model, per instance and per setting: the best
+    schedule known from any run (``rows`` of this script, ``earlier`` rows of ``paper.py``) is
+    an upper bound on the optimum, so MC-SF / best is a *lower* bound on MC-SF / OPT; the best
+    certified bound gives an *upper* bound, MC-SF / bound."""
+    best: dict[str, dict] = {}
+    for r in rows:
+        b = best.setdefault(_name(r), {"setting": r["setting"], "n": r["n"], "mcsf": r["mcsf"],
+                                        "best": math.inf, "bound": -math.inf})
+        if r["objective"] is not None:
+            b["best"] = min(b["best"], r["objective"])
+        if r["bound"] is not None:
+            b["bound"] = max(b["bound"], r["bound"])
+    for r in earlier:
+        if r["name"] in best and r.get("best") is not None:
+            b = best[r["name"]]
+            b["best"] = min(b["best"], r["best"])
+            if r.get("bound") is not None:
+                b["bound"] = max(b["bound"], r["bound"])
+    out = ["| instance | n | MC-SF | best known | certified bound | MC-SF / best (<= MC-SF / OPT) "
+           "| MC-SF / bound (>= MC-SF / OPT) |", "|---|---|---|---|---|---|---|"]
+    for name in sorted(best, key=lambda k: (best[k]["setting"], best[k]["n"], k)):
+        b = best[name]
+        hi = "-" if b["bound"] <= 0 else f"{b['mcsf'] / b['bound']:.3f}"
+        out.append(f"| {name} | {b['n']} | {b['mcsf']:,.0f} | {b['best']:,.0f} | "
+                   f"{'-' if b['bound'] <= 0 else format(b['bound'], ',.0f')} | "
+                   f"{b['mcsf'] / b['best']:.3f} | {hi} |")
+    for setting in sorted({b["setting"] for b in best.values()}):
+        lo = [b["mcsf"] / b["best"] for b in best.values() if b["setting"] == setting]
+        hi = [b["mcsf"] / b["bound"] for b in best.values()
+              if b["setting"] == setting and b["bound"] > 0]
+        out.append(f"\n{setting}: {len(lo)} instances; MC-SF / best: mean {statistics.mean(lo):.4f}, "
+                   f"range {min(lo):.3f}-{max(lo):.3f}, stdev "
+                   f"{statistics.stdev(lo) if len(lo) > 1 else 0:.4f}"
+                   + (f"; MC-SF / bound: mean {statistics.mean(hi):.4f} over {len(hi)}"
+                      if hi else ""))
+    return out
+
+
 def _plan(args) -> list[tuple[str, int, int, Instance]]:
     seeds = range(args.seed0, args.seed0 + args.seeds)
     if args.online:
@@ -111,11 +169,18 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=None, help="JSON lines, appended run by run")
     ap.add_argument("--summary", nargs="*", metavar="JSONL", help="only summarise these files")
     ap.add_argument("--markdown", action="store_true", help="with --summary: one row per run")
+    ap.add_argument("--ratios", nargs="*", metavar="JSON", default=None,
+                    help="with --summary: MC-SF / best and MC-SF / bound per instance, the best "
+                    "and the bound over these runs and the rows of these paper.py outputs")
     args = ap.parse_args(argv)
     if args.summary:
         rows = [json.loads(x) for f in args.summary for x in Path(f).read_text().splitlines()
                 if x.strip()]
-        print("\n".join(markdown(rows) if args.markdown else summary(rows)))
+        if args.ratios is not None:
+            earlier = [r for f in args.ratios for r in json.loads(Path(f).read_text())["rows"]]
+            print("\n".join(ratios(rows, earlier)))
+        else:
+            print("\n".join(markdown(rows) if args.markdown else summary(rows)))
         return
     rows = []
     for label, key, seed, inst in _plan(args):
