@@ -44,3 +44,23 @@ def test_hindsight_ratios_take_the_best_schedule_and_the_best_bound_of_every_run
     # best = min(105, 104, 100) = 100: 110 / 100 = 1.100; bound = max(80, 88, 70) = 88: 1.250
     assert "| x-n2-s0 | 2 | 110 | 100 | 88 | 1.100 | 1.250 |" in r.stdout
     assert "offline: 1 instances; MC-SF / best: mean 1.1000" in r.stdout
+
+
+def test_hindsight_ratio_sample_replays_both_schedules_and_never_ranks_mcsf_below_best(tmp_path):
+    """The sample's best schedule starts from the list schedules, MC-SF among them, so MC-SF /
+    best >= 1 on every instance (the study raises if the evaluator disagrees with the model)."""
+    import json
+
+    out = tmp_path / "s.jsonl"
+    r = subprocess.run([sys.executable, "-m", "studies.hindsight.ratio_sample", "--ns", "6",
+                        "--rates", "0.3", "--horizons", "8", "--seeds", "2", "--moves", "3",
+                        "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [x["setting"] for x in rows] == ["offline"] * 2 + ["online"] * 2
+    for x in rows:
+        assert x["best"] <= x["mcsf"]
+        assert x["ratio"] == x["mcsf"] / x["best"]
+    bad = subprocess.run([sys.executable, "-m", "studies.hindsight.ratio_sample", "--seeds", "0"],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--seeds" in bad.stderr
