@@ -107,6 +107,16 @@ def _name(row: dict) -> str:
     raise ValueError(f"no online instance matches row {row['n_key']}/{row['seed']}")
 
 
+def _earlier(doc: dict) -> list[dict]:
+    """Rows of a ``paper.py`` output (``rows``: name, best, bound) or of a ``proven.py`` output
+    (``runs`` of the all-at-0 family: n, seed, objective, bound), as ``name``, ``best``,
+    ``bound``."""
+    if "rows" in doc:
+        return list(doc["rows"])
+    return [{"name": online_paper_random(r["n"], r["seed"]).name, "best": r["objective"],
+             "bound": r["bound"]} for r in doc["runs"] if r.get("objective") is not None]
+
+
 def ratios(rows: list[dict], earlier: list[dict]) -> list[str]:
     """MC-SF against the optimum of the paper's model, per instance and per setting: the best
     schedule known from any run (``rows`` of this script, ``earlier`` rows of ``paper.py``) is
@@ -134,10 +144,13 @@ def ratios(rows: list[dict], earlier: list[dict]) -> list[str]:
         out.append(f"| {name} | {b['n']} | {b['mcsf']:,.0f} | {b['best']:,.0f} | "
                    f"{'-' if b['bound'] <= 0 else format(b['bound'], ',.0f')} | "
                    f"{b['mcsf'] / b['best']:.3f} | {hi} |")
-    for setting in sorted({b["setting"] for b in best.values()}):
-        lo = [b["mcsf"] / b["best"] for b in best.values() if b["setting"] == setting]
+    def group(b: dict) -> str:  # all at 0 per n; the online rounds together (n is random)
+        return f"offline n={b['n']}" if b["setting"] == "offline" else "online"
+
+    for setting in sorted({group(b) for b in best.values()}):
+        lo = [b["mcsf"] / b["best"] for b in best.values() if group(b) == setting]
         hi = [b["mcsf"] / b["bound"] for b in best.values()
-              if b["setting"] == setting and b["bound"] > 0]
+              if group(b) == setting and b["bound"] > 0]
         out.append(f"\n{setting}: {len(lo)} instances; MC-SF / best: mean {statistics.mean(lo):.4f}, "
                    f"range {min(lo):.3f}-{max(lo):.3f}, stdev "
                    f"{statistics.stdev(lo) if len(lo) > 1 else 0:.4f}"
@@ -171,13 +184,14 @@ def main(argv=None) -> None:
     ap.add_argument("--markdown", action="store_true", help="with --summary: one row per run")
     ap.add_argument("--ratios", nargs="*", metavar="JSON", default=None,
                     help="with --summary: MC-SF / best and MC-SF / bound per instance, the best "
-                    "and the bound over these runs and the rows of these paper.py outputs")
+                    "and the bound over these runs and the rows of these paper.py or proven.py "
+                    "outputs")
     args = ap.parse_args(argv)
     if args.summary:
         rows = [json.loads(x) for f in args.summary for x in Path(f).read_text().splitlines()
                 if x.strip()]
         if args.ratios is not None:
-            earlier = [r for f in args.ratios for r in json.loads(Path(f).read_text())["rows"]]
+            earlier = [r for f in args.ratios for r in _earlier(json.loads(Path(f).read_text()))]
             print("\n".join(ratios(rows, earlier)))
         else:
             print("\n".join(markdown(rows) if args.markdown else summary(rows)))

@@ -43,7 +43,7 @@ def test_hindsight_ratios_take_the_best_schedule_and_the_best_bound_of_every_run
     assert r.returncode == 0, r.stderr
     # best = min(105, 104, 100) = 100: 110 / 100 = 1.100; bound = max(80, 88, 70) = 88: 1.250
     assert "| x-n2-s0 | 2 | 110 | 100 | 88 | 1.100 | 1.250 |" in r.stdout
-    assert "offline: 1 instances; MC-SF / best: mean 1.1000" in r.stdout
+    assert "offline n=2: 1 instances; MC-SF / best: mean 1.1000" in r.stdout
 
 
 def test_hindsight_ratio_sample_replays_both_schedules_and_never_ranks_mcsf_below_best(tmp_path):
