@@ -56,6 +56,15 @@ def run_one(inst: Instance, label: str, n_key: int, seed: int, limit: float,
             "notes": list(getattr(rep, "notes", ()) or ())}
 
 
+def record(row: dict, line: str, out: str | None) -> None:
+    """Print ``line`` and append ``row`` to the JSON lines file ``out`` (when given) as soon as
+    the run ends, so a stopped sweep keeps its runs."""
+    print(line, flush=True)
+    if out:
+        with open(out, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
 def summary(rows: list[dict]) -> list[str]:
     """One line per (setting, n_key)."""
     keys = sorted({(r["setting"], r["n_key"]) for r in rows})
@@ -200,12 +209,9 @@ def main(argv=None) -> None:
     for label, key, seed, inst in _plan(args):
         row = run_one(inst, label, key, seed, args.limit, args.threads)
         rows.append(row)
-        print(f"{label} n={row['n']} seed={seed}: {row['status']} {row['objective']} "
-              f"bound {row['bound']} gap {row['gap']} wall {row['wall']:.1f} s cpu "
-              f"{row['cpu']:.1f} s load {row['load']}", flush=True)
-        if args.out:
-            with open(args.out, "a") as f:
-                f.write(json.dumps(row) + "\n")
+        record(row, f"{label} n={row['n']} seed={seed}: {row['status']} {row['objective']} "
+               f"bound {row['bound']} gap {row['gap']} wall {row['wall']:.1f} s cpu "
+               f"{row['cpu']:.1f} s load {row['load']}", args.out)
     print("\n".join(summary(rows)), flush=True)
 
 

@@ -37,6 +37,7 @@ from optsched.formulations.hindsight.solve import best_known_starts
 from optsched.formulations.hindsight.starts import schedule_from_starts
 from optsched.instance import Instance
 from optsched.workloads.generators import online_paper_horizon, online_paper_random
+from studies.hindsight.ff import record
 
 OBJ = "total-latency"
 
@@ -118,11 +119,8 @@ def main(argv=None) -> None:
     for setting, key, seed, inst in plan(args):
         row = run_one(inst, setting, key, seed, args.moves)
         rows.append(row)
-        print(f"{row['name']}: n={row['n']} MC-SF {row['mcsf']:g} best {row['best']:g} "
-              f"ratio {row['ratio']:.4f} cpu {row['cpu']:.1f} s", flush=True)
-        if args.out:
-            with open(args.out, "a") as f:
-                f.write(json.dumps(row) + "\n")
+        record(row, f"{row['name']}: n={row['n']} MC-SF {row['mcsf']:g} best {row['best']:g} "
+               f"ratio {row['ratio']:.4f} cpu {row['cpu']:.1f} s", args.out)
     print("\n".join(summary(rows)), flush=True)
 
 
