@@ -40,20 +40,20 @@ from optsched.workloads.generators import online_paper_horizon, online_paper_ran
 
 
 def run_one(inst: Instance, label: str, n_key: int, seed: int, limit: float,
-            threads: int) -> dict:
+            threads: int, params: dict[str, str] | None = None) -> dict:
     """One ``hindsight-ff`` solve of ``inst`` within ``limit`` seconds, as a JSON row."""
     mcsf = objective_of_starts(inst, "total-latency", greedy_starts(inst, "mcsf"))
-    opts = SolveOptions(time_limit=limit, threads=threads, progress=False, seed=seed)
+    opts = SolveOptions(time_limit=limit, threads=threads, progress=False, seed=seed,
+                        params=dict(params or {}))
     load0 = os.getloadavg()[0]
     c0, t0 = time.process_time(), time.perf_counter()
     rep = solve(inst, "hindsight-ff", "total-latency", options=opts, warm_start=None)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"setting": label, "name": inst.name, "n_key": n_key, "n": inst.n, "seed": seed,
-            "limit": limit,
-            "threads": threads, "status": rep.status, "objective": rep.objective,
-            "bound": rep.bound, "gap": rep.gap, "wall": wall, "cpu": cpu, "load": [load0,
-            os.getloadavg()[0]], "mcsf": mcsf, "M": inst.limits.kv_capacity,
-            "notes": list(getattr(rep, "notes", ()) or ())}
+            "limit": limit, "threads": threads, "params": dict(params or {}),
+            "status": rep.status, "objective": rep.objective, "bound": rep.bound, "gap": rep.gap,
+            "wall": wall, "cpu": cpu, "load": [load0, os.getloadavg()[0]], "mcsf": mcsf,
+            "M": inst.limits.kv_capacity, "notes": list(getattr(rep, "notes", ()) or ())}
 
 
 def record(row: dict, line: str, out: str | None) -> None:
@@ -89,13 +89,13 @@ def summary(rows: list[dict]) -> list[str]:
 
 def markdown(rows: list[dict]) -> list[str]:
     """One Markdown row per run (for ``docs/results/hindsight.md``)."""
-    out = ["| setting | n | seed | status | best found | certified bound | gap | wall s | CPU s "
-           "| load | MC-SF |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: (r["setting"], r["n_key"], r["seed"])):
+    out = ["| setting | instance | n | status | best found | certified bound | gap | wall s | "
+           "CPU s | load | MC-SF |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["setting"], r["n_key"], r["seed"], r["n"])):
         gap = "-" if r["gap"] is None else f"{r['gap']:.1%}"
         bound = "-" if r["bound"] is None else f"{r['bound']:,.0f}"
         obj = "-" if r["objective"] is None else f"{r['objective']:,.0f}"
-        out.append(f"| {r['setting']} | {r['n']} | {r['seed']} | {r['status']} | {obj} | {bound} "
+        out.append(f"| {r['setting']} | {_name(r)} | {r['n']} | {r['status']} | {obj} | {bound} "
                    f"| {gap} | {r['wall']:.0f} | {r['cpu']:.0f} | {r['load'][0]:.0f}-"
                    f"{r['load'][1]:.0f} | {r['mcsf']:,.0f} |")
     return out
@@ -188,6 +188,8 @@ def main(argv=None) -> None:
     ap.add_argument("--seed0", type=int, default=0)
     ap.add_argument("--limit", type=float, default=60.0, help="seconds per solve")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="a hindsight-ff parameter (formulations/hindsight.md), e.g. cut_share=0.9")
     ap.add_argument("--out", default=None, help="JSON lines, appended run by run")
     ap.add_argument("--summary", nargs="*", metavar="JSONL", help="only summarise these files")
     ap.add_argument("--markdown", action="store_true", help="with --summary: one row per run")
@@ -205,9 +207,13 @@ def main(argv=None) -> None:
         else:
             print("\n".join(markdown(rows) if args.markdown else summary(rows)))
         return
+    bad = [p for p in args.param if "=" not in p]
+    if bad:
+        ap.error(f"--param {bad[0]!r}: expected KEY=VALUE")
+    params = dict(p.split("=", 1) for p in args.param)
     rows = []
     for label, key, seed, inst in _plan(args):
-        row = run_one(inst, label, key, seed, args.limit, args.threads)
+        row = run_one(inst, label, key, seed, args.limit, args.threads, params)
         rows.append(row)
         record(row, f"{label} n={row['n']} seed={seed}: {row['status']} {row['objective']} "
                f"bound {row['bound']} gap {row['gap']} wall {row['wall']:.1f} s cpu "
