@@ -158,11 +158,16 @@ def _certified(h, cap: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
 
 def _run(h, deadline: float | None) -> bool:
     """Solve the LP within the ``deadline`` (``time.perf_counter()``); True if optimal. A stop
-    at the limit keeps the duals HiGHS had: (H24a) is a bound for any duals."""
+    at the limit keeps the duals HiGHS had: (H24a) is a bound for any duals.
+
+    HiGHS compares ``time_limit`` with its run clock, which adds up every ``run()`` of the same
+    object: the limit is that clock plus the time left (a plain "time left" stopped the cut loop
+    once the LP solves *together* had taken longer than the time left)."""
     import highspy  # lazy: the solver library loads only when a solve runs
 
     if deadline is not None:
-        h.setOptionValue("time_limit", max(0.01, deadline - time.perf_counter()))
+        left = max(0.01, deadline - time.perf_counter())
+        h.setOptionValue("time_limit", float(h.getRunTime()) + left)
     run_highs(h)
     return h.getModelStatus() == highspy.HighsModelStatus.kOptimal
 

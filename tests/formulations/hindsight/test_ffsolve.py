@@ -182,3 +182,32 @@ def test_bound_stopped_at_the_deadline_is_still_a_bound():
         assert lb.rounds <= 1 and lb.cuts == 0
         assert lb.value <= opt + 1e-6
         assert lb.rc.shape == lb.x.shape
+
+
+def test_a_resolve_gets_the_time_left_not_the_time_left_minus_earlier_solves():
+    """HiGHS's run clock adds up every run of one object, and ``time_limit`` is compared with it.
+    The cut loop re-solves one LP round after round, so its limit must be that clock plus the
+    time left: after earlier solves that together took longer than the time left, a re-solve that
+    fits in the time left must still finish (with the time left as the limit it stopped at once)."""
+    import time
+
+    pytest.importorskip("highspy")
+    from optsched.formulations.hindsight.lpbound import _run
+    from optsched.milp.backends.highs import _load_arrays, new_highs
+
+    inst = online_paper_random(8, 0)
+    hm = build(inst, "total-latency", None, HindsightParams(),
+               np.zeros(inst.n, np.int64) + np.arange(inst.n) * int(inst.output.max()))
+    a = hm.model.arrays()
+    h = new_highs()
+    _load_arrays(h, a)
+    h.changeColsIntegrality(a.num_vars, np.arange(a.num_vars, dtype=np.int32),
+                            np.zeros(a.num_vars, dtype=np.uint8))
+    t = time.perf_counter()
+    assert _run(h, None)
+    left = 5 * (time.perf_counter() - t) + 0.05  # one solve fits five times over
+    while h.getRunTime() <= 2 * left:  # earlier solves together take longer than that
+        h.clearSolver()
+        assert _run(h, None)
+    h.clearSolver()
+    assert _run(h, time.perf_counter() + left)
