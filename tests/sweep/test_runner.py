@@ -86,6 +86,28 @@ def test_local_engine_survives_a_dead_worker():
     assert all(o.result == o.item ** 2 for o in got if o.error is None)
 
 
+def test_local_engine_holds_the_cell_a_broken_pool_refuses():
+    """A worker can die between one wait and the next submit: the pool then refuses the submit.
+    That cell is held for the next pool (a race that failed a clean-clone run once; here the
+    pool is broken before the submit, so the path runs every time)."""
+    from concurrent.futures import wait
+
+    from optsched.sweep import make_engine
+
+    eng = make_engine("local", workers=1)
+    try:
+        pool = eng._new_pool()
+        wait([pool.submit(_die_on_three, 3)])
+        held: list = []
+        flight: dict = {}
+        assert eng._fill(pool, _die_on_three, iter([5, 6]), held, flight) is True
+        assert held == [5] and not flight
+        got = list(eng.run(_die_on_three, [5, 6]))  # a fresh run: every cell computed
+    finally:
+        eng.close()
+    assert sorted((o.item, o.result) for o in got) == [(5, 25), (6, 36)]
+
+
 def test_one_writer_per_output_directory(tmp_path):
     from optsched.sweep.results import ResultsError, ResultStore
 

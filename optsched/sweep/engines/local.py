@@ -12,11 +12,14 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from ..engine import EngineError, Outcome, register_engine
+
+#: the end of the cells (``None`` may be a cell)
+_NONE = object()
 
 
 def _init_worker() -> None:
@@ -48,21 +51,15 @@ class LocalEngine:
 
     def run(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Outcome]:
         todo = iter(items)
+        held: list[Any] = []  # taken from ``items`` but refused by a pool that had just broken
         pool = self._new_pool()
         flight: dict[Future, Any] = {}
-        exhausted = False
         while True:
-            while not exhausted and len(flight) < 2 * self.workers:
-                try:
-                    item = next(todo)
-                except StopIteration:
-                    exhausted = True
-                    break
-                flight[pool.submit(fn, item)] = item
-            if not flight:
+            broken = self._fill(pool, fn, todo, held, flight)
+            if not flight and not held:
                 return
-            done, _ = wait(flight, return_when=FIRST_COMPLETED)
-            broken = False
+            # a pool found broken at submit fails every future left in it: wait for all of them
+            done, _ = wait(flight, return_when=ALL_COMPLETED if broken else FIRST_COMPLETED)
             for fut in done:
                 item = flight.pop(fut)
                 try:
@@ -75,6 +72,25 @@ class LocalEngine:
                     yield Outcome(item, error="worker process died (the pool broke) while this cell ran")
                 flight.clear()
                 pool = self._new_pool()
+
+    def _fill(self, pool: ProcessPoolExecutor, fn: Callable[[Any], Any], todo: Iterator[Any],
+              held: list[Any], flight: dict[Future, Any]) -> bool:
+        """Submit cells until ``2 x workers`` are in flight or none is left; True if the pool
+        turned out broken (a worker died since the last wait): the refused cell is ``held`` for
+        the next pool, not lost."""
+        while len(flight) < 2 * self.workers:
+            if held:
+                item = held.pop()
+            else:
+                item = next(todo, _NONE)
+                if item is _NONE:
+                    return False
+            try:
+                flight[pool.submit(fn, item)] = item
+            except BrokenProcessPool:
+                held.append(item)
+                return True
+        return False
 
     def close(self) -> None:
         if self._pool is not None:
