@@ -49,6 +49,9 @@ WINDOW_STEPS = 20
 #: the arrival span later (past it nothing is priced: still valid, only weaker)
 TAIL_CHAINS = 10.0
 TAIL_SPAN = 0.25
+#: at most this many intervals: a coarser grid where the chains are tiny beside the arrival
+#: span (a chain of rounding noise made a grid of 10^18 intervals); any grid is valid
+MAX_INTERVALS = 2**20
 #: dual iterations without a time limit, and the adaptive target of the step (a share of the
 #: best value, halved after PATIENCE iterations without improvement)
 MAX_ITERATIONS = 200
@@ -168,6 +171,7 @@ class Grid:
         dt = float(np.median(pos)) / GRID_PER_CHAIN if pos.size else 1.0
         span = float(a.max() - a.min())
         end = float(a.max()) + max(TAIL_CHAINS * float(chain.max()), TAIL_SPAN * span, 2 * dt)
+        dt = max(dt, (end - float(a.min())) / MAX_INTERVALS)
         T = int(math.ceil((end - float(a.min())) / dt))
         return cls(float(a.min()) + dt * np.arange(T + 1))
 

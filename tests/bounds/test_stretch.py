@@ -111,3 +111,22 @@ def test_two_identical_requests_by_hand():
     best = min(evaluate(inst, simulate(inst, p)).objective(OBJ) for p in ("vllm", "fcfs"))
     assert chains < b <= best
     assert k["kdm"] > 0
+
+
+def test_chains_of_rounding_noise_beside_a_long_arrival_span_get_a_bounded_grid():
+    """Found by the slow step: with these costs every chain is 0 or rounding noise (~1e-18 s),
+    and a grid step of a fiftieth of the median chain asked for ~10^18 intervals over the
+    1 s arrival span (ValueError from numpy). The grid is capped at MAX_INTERVALS (any grid
+    is valid) and the bound stays below the exhaustive optimum."""
+    from optsched.bounds.stretch import MAX_INTERVALS, Grid, requests
+
+    cost = LinearCost(k0=0.0, k1=0.0, kpq=0.0, kpm=1e-4, kdm=1e-4, kpr=0.0, kdr=0.0, kpl=0.0,
+                      kpb=0.0, kdb=0.0)
+    inst = Instance(name="noise", limits=Limits(kv_capacity=9, max_batch_tokens=9),
+                    cost_model=cost,
+                    requests=(Request(id="q0", arrival=0.0, prompt=1, output=1),
+                              Request(id="q1", arrival=0.0, prompt=6, output=4),
+                              Request(id="q2", arrival=1.0, prompt=1, output=1)))
+    grid = Grid.of(requests(Floors.of(inst)).req)
+    assert 2 <= grid.tau.size <= MAX_INTERVALS + 2
+    _check_against_search(inst, 20_000)
