@@ -44,7 +44,8 @@ MODEL_NOTE = ("model: the online paper's hindsight IP (unit-time batches, no pre
 @dataclass(frozen=True)
 class FFParams:
     """Knobs (``--param key=value``): ``search`` seconds of local search for the incumbent
-    (H21; default ``min(0.1 * time limit, n / 4)``); ``cut_share`` of the time limit for the
+    (H21; default a tenth of the time limit, ``n`` without one; the search's move budget,
+    ``heuristics.MOVES_PER_REQUEST n``, may end it sooner); ``cut_share`` of the time limit for the
     (H23) rounds (default 0.5); ``rounds`` at most that many rounds."""
 
     search: float | None = None
@@ -102,8 +103,8 @@ def run(instance: Instance, objective: str, hypotheses: Hypotheses, options: Sol
         return RawSolution(Status.OPTIMAL, 0.0, 0.0, Schedule.empty(), solver=SOLVER,
                            restricted=True, notes=tuple(notes))
     deadline = None if options.time_limit is None else t0 + options.time_limit
-    search = p.search if p.search is not None else min(
-        instance.n / 4, 0.1 * options.time_limit if options.time_limit is not None else math.inf)
+    search = p.search if p.search is not None else (
+        0.1 * options.time_limit if options.time_limit is not None else float(instance.n))
     ws = None if warm_start is None else warm_start.schedule
     ub_starts, src, ws_notes = best_known_starts(instance, objective, ws, search if instance.n > 1
                                                  else 0.0, seed=options.seed or 0)

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-import math
 import time
+from typing import Any
 
 import numpy as np
 
@@ -98,6 +98,43 @@ def greedy_starts(instance: Instance, order: str = "mcsf", skip: bool = False) -
     return starts
 
 
+class _Decoder:
+    """The arrays (H21a) needs, laid out once for the compiled kernel
+    (:mod:`._anneal_kernel`): per-request profiles end to end, the limits, and scratch for a
+    horizon long enough that every request finds a slot after all the others."""
+
+    def __init__(self, instance: Instance, objective: str):
+        lim = instance.limits
+        n, O = instance.n, instance.output.astype(np.int64)
+        self.e = earliest_slots(instance)
+        self.I, self.O = instance.prompt.astype(np.int64), O
+        self.a = instance.arrival.astype(np.float64)
+        self.off = np.concatenate([[0], np.cumsum(O)[:-1]]).astype(np.int64)
+        self.prof = (np.concatenate([footprint(instance, self.I[i] + np.arange(O[i]))
+                                     for i in range(n)]).astype(np.int64)
+                     if n else np.zeros(0, np.int64))
+        self.limits = (int(lim.kv_capacity), int(lim.max_batch_tokens), int(lim.prefill_budget),
+                       -1 if lim.max_batch_size is None else int(lim.max_batch_size))
+        slots = int(self.e.max() + O.sum() + 2 * O.max() + 2) if n else 1
+        self.scratch = tuple(np.zeros(slots, np.int64) for _ in range(4))
+        self.kind = _OBJECTIVE_CODES.get(objective, -1)
+
+    def starts(self, order: np.ndarray) -> np.ndarray:
+        from ._anneal_kernel import serial_decode  # lazy: numba compiles on first use
+
+        decode: Any = serial_decode  # a numba dispatcher; its stub's arity is not the kernel's
+        out = np.full(self.e.size, -1, np.int64)
+        if not decode(np.asarray(order, np.int64), self.e, self.prof, self.off, self.I, self.O,
+                      *self.limits, *self.scratch, out):
+            raise FormulationError("hindsight: serial schedule generation ran out of horizon "
+                                   "(a request whose profile alone exceeds a limit?)")
+        return out
+
+
+#: objectives the compiled search prices itself (:data:`._anneal_kernel.TOTAL_LATENCY`, ...)
+_OBJECTIVE_CODES = {"total-latency": 0, "mean-ttft": 1, "makespan": 2}
+
+
 def serial_starts(instance: Instance, order: np.ndarray) -> np.ndarray:
     """(H21a) Serial schedule generation: requests in ``order``, each at the earliest slot
     ``>= ceil(a_i)`` where its whole profile fits beside the requests already placed (memory
@@ -106,64 +143,74 @@ def serial_starts(instance: Instance, order: np.ndarray) -> np.ndarray:
     Unlike the time-stepping :func:`greedy_starts`, a request placed later in the list may
     start before one placed earlier, so every non-delay arrangement of the list is reachable.
     """
-    n = instance.n
-    O = instance.output
-    e = earliest_slots(instance)
-    H = int(e.max() + O.sum() + O.max() + 1) if n else 1
-    load = _SlotLoad(instance, H)
-    starts = np.full(n, -1, np.int64)
-    for i in np.asarray(order, np.int64):
-        hit = np.flatnonzero(load.fits(i, int(e[i]), H - int(O[i])))
-        if hit.size == 0:  # pragma: no cover - H leaves room after everything placed
-            raise FormulationError("hindsight: serial schedule generation ran out of horizon")
-        starts[i] = int(e[i] + hit[0])
-        load.place(i, int(starts[i]))
-    return starts
+    if instance.n == 0:
+        return np.zeros(0, np.int64)
+    return _Decoder(instance, "total-latency").starts(order)
+
+
+#: moves per compiled chunk of (H21b) (the clock and the temperature are read between chunks)
+CHUNK = 256
+#: default move budget of (H21b) per request, and the annealing runs it is split into
+MOVES_PER_REQUEST = 20_000
+RUNS = 4
 
 
 def improve_starts(instance: Instance, objective: str, starts: np.ndarray, *, time_limit: float,
-                   max_iters: int | None = None, seed: int = 0) -> tuple[np.ndarray, int]:
+                   max_iters: int | None = None, seed: int = 0,
+                   runs: int = RUNS) -> tuple[np.ndarray, int]:
     """(H21) Simulated annealing over priority lists decoded by :func:`serial_starts`.
 
-    Starts from the list ordered by ``starts``; a move swaps two requests or moves one to
-    another position; worse lists are accepted with probability ``exp(-delta / temp)``, the
-    temperature falling linearly from 2% of the mean per-request objective to 0 over the budget
-    (``time_limit`` seconds or ``max_iters`` moves, default ``500 n``, whichever ends first).
-    Returns the best start
-    vector seen (never worse than ``starts``) and the number of moves tried. A heuristic: it
-    gives the model its upper bound and warm start, and proves nothing.
+    ``runs`` annealing runs, each with an equal share of the budget (``time_limit`` seconds or
+    ``max_iters`` moves, default :data:`MOVES_PER_REQUEST` ``n``, whichever ends first), each
+    from the list ordered by the best start vector found so far: a move swaps two requests or
+    moves one to another position; worse lists are accepted with probability
+    ``exp(-delta / temp)``, the temperature falling linearly from 2% of the mean per-request
+    objective to 0 over the run. The moves run compiled (:mod:`._anneal_kernel`), :data:`CHUNK`
+    at a time at one temperature. Returns the best start vector seen (never worse than
+    ``starts``) and the number of moves tried. A heuristic: it gives the model its upper bound
+    and warm start, and proves nothing.
     """
     n = instance.n
-    max_iters = 500 * n if max_iters is None else max_iters
-    best_s = np.asarray(starts, np.int64)
+    max_iters = MOVES_PER_REQUEST * n if max_iters is None else max_iters
+    best_s = np.asarray(starts, np.int64).copy()
     best = objective_of_starts(instance, objective, best_s)
     if n < 2 or time_limit <= 0 or max_iters <= 0:
         return best_s, 0
-    rng = np.random.default_rng(seed)
-    order = np.lexsort((instance.output, best_s))
-    cur_s = serial_starts(instance, order)
-    cur = objective_of_starts(instance, objective, cur_s)
-    if cur < best:
-        best, best_s = cur, cur_s
-    temp0 = 0.02 * max(cur, 1.0) / n
-    t0 = time.perf_counter()
-    it = 0
-    while it < max_iters:
-        frac = max((time.perf_counter() - t0) / time_limit, it / max_iters)
+    dec = _Decoder(instance, objective)
+    if dec.kind < 0:
+        raise FormulationError(f"hindsight: unknown objective {objective!r}")
+    t0, it = time.perf_counter(), 0
+    runs = max(1, min(int(runs), max_iters))
+    for r in range(runs):
+        left = time_limit - (time.perf_counter() - t0)
+        if left <= 0:
+            break
+        found, val, moves = _anneal(dec, instance, objective, best_s, left / (runs - r),
+                                    (max_iters - it) // (runs - r), seed * 1_000_003 + r * 7919)
+        it += moves
+        if val < best - 1e-9:
+            best, best_s = val, found
+    return best_s, it
+
+
+def _anneal(dec: _Decoder, instance: Instance, objective: str, starts: np.ndarray,
+            time_limit: float, moves: int, seed: int) -> tuple[np.ndarray, float, int]:
+    """One annealing run of (H21b) from the list ordered by ``starts`` (ties: shorter output
+    first): the best start vector it decodes, its objective, the moves tried."""
+    from ._anneal_kernel import anneal_chunk
+
+    order = np.lexsort((instance.output, starts)).astype(np.int64)
+    best_s = dec.starts(order)
+    cur = best = objective_of_starts(instance, objective, best_s)
+    temp0 = 0.02 * max(cur, 1.0) / instance.n
+    t0, it, chunk = time.perf_counter(), 0, 0
+    while it < moves:
+        frac = max((time.perf_counter() - t0) / time_limit, it / moves)
         if frac >= 1:
             break
-        it += 1
-        cand = order.copy()
-        a, b = (int(v) for v in rng.integers(0, n, 2))
-        if rng.random() < 0.5:
-            cand[a], cand[b] = cand[b], cand[a]
-        else:
-            cand = np.insert(np.delete(cand, a), b, cand[a])
-        cs = serial_starts(instance, cand)
-        v = objective_of_starts(instance, objective, cs)
-        temp = temp0 * (1 - frac)
-        if v <= cur or (temp > 0 and rng.random() < math.exp(-(v - cur) / temp)):
-            order, cur = cand, v
-            if v < best - 1e-9:
-                best, best_s = v, cs
-    return best_s, it
+        step = min(CHUNK, moves - it)
+        cur, best = anneal_chunk(dec.kind, step, temp0 * (1 - frac), seed + chunk, order, cur,
+                                 best, best_s, dec.e, dec.prof, dec.off, dec.I, dec.O, dec.a,
+                                 *dec.limits, *dec.scratch)
+        it, chunk = it + step, chunk + 1
+    return best_s, best, it
