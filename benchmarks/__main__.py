@@ -43,6 +43,8 @@ INSTRUMENTS: dict[str, tuple[str, tuple[str, ...]]] = {
                       ("--sizes", "4", "--seeds", "0")),
     "prefix": ("prefix reuse: simulate and evaluate on the Mooncake trace by size",
                ("--sizes", "1000,4000", "--repeat", "1")),
+    "hindsight_search": ("the hindsight model's local search: decode speed and reach by budget",
+                         ("--ns", "20,40", "--seeds", "0", "--budgets", "500", "--lists", "20")),
     "prefix_exact": ("exact optima with prefix reuse: the exhaustive search's reach by size",
                      ("--sizes", "2,3", "--seeds", "0", "--time-limit", "10")),
 }
