@@ -13,17 +13,9 @@ Plain Python without numba: the same numbers, slowly.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-try:
-    from numba import njit
-except ImportError:  # pragma: no cover - only without numba
-    def njit(*args: Any, **kwargs: Any) -> Any:  # type: ignore[no-redef]
-        def wrap(f: Any) -> Any:
-            return f
-        return wrap
+from .future import njit  # numba's, or a pass-through without numba
 
 #: objective codes of :func:`objective_value`
 TOTAL_LATENCY, MEAN_TTFT, MAKESPAN = 0, 1, 2
