@@ -257,8 +257,9 @@ def run(instance: Instance, objective: str, hyp: Hypotheses, options: SolveOptio
     jmax = entry_batches_upper_bound(inst, objective, ub, hyp.no_evictions)
     base_J = ws.n_batches if ws is not None else _sequential_batches(inst)
     forced = max((j for _, j in hyp.force), default=-1)
-    J = max(_horizon(base_J, jmax, J_param, slack), forced + 1)
+    J = max(_horizon(base_J, _big_m_slots(jmax), J_param, slack), forced + 1)
     notes.append(_big_m_horizon_note(J, jmax, ub))
+    jmax = _big_m_slots(jmax)  # from here on: the slots a global claim needs
     if tight and remainder.applicable(inst, objective, hyp) is None:
         # kpm < 2 kpq (every fitted cost model): eqs. 27-27b
         return _run_remainder(inst, hyp, options, ws, ub, J, jmax, J_param, notes)
@@ -368,16 +369,26 @@ def _big_m_warm_start(inst: Instance, objective: str, hyp: Hypotheses,
     return ws, ev.objective(objective)
 
 
+def _big_m_slots(jmax: int | None) -> int | None:
+    """Batch slots the Big-M models need for a global claim (section 4): ``Jmax`` batches with
+    entries and an eviction-only batch between each two of them (two in a row merge into one;
+    one before the first or after the last has nothing to do), so ``2 Jmax - 1``."""
+    return None if jmax is None else max(2 * jmax - 1, 1)
+
+
 def _big_m_horizon_note(J: int, jmax: int | None, ub: float | None) -> str:
-    """What ``J`` means for the optimum (section 4): global up to eviction-only batches when
-    ``J >= Jmax``, else a restriction."""
-    if jmax is not None and J >= jmax:
+    """What ``J`` means for the optimum (section 4): global when ``J >= 2 Jmax - 1`` (room for
+    the eviction-only batches too), else a restriction."""
+    slots = _big_m_slots(jmax)
+    if jmax is not None and slots is not None and J >= slots:
         return (f"J = {J} batch slots; any schedule with objective <= {ub:.6g} has at most "
                 f"{jmax} batches with entries (busy-time argument, formulations/infermax.md "
-                "section 6), so the optimum is global among schedules whose eviction-only "
-                "batches (no entries) fit in the remaining slots")
-    return (f"restriction: optimal among schedules with at most J = {J} batches "
-            + (f"(a schedule within the bound could have up to {jmax} batches with entries)"
+                f"section 6) and at most {jmax - 1} eviction-only batches between them, so the "
+                "optimum is global")
+    return (f"restriction: optimal among schedules with at most J = {J} batches, eviction-only "
+            "batches included "
+            + (f"(a schedule within the bound could need {jmax} batches with entries and "
+               f"{jmax - 1} eviction-only ones between them)"
                if jmax is not None else "(no bound on the batch count is known for this "
                "objective)"))
 

@@ -178,3 +178,26 @@ def test_batch_count_cuts_keep_the_exhaustive_optimum():
     assert r.status == "optimal"
     assert any("eq. 27" in n for n in r.notes)
     assert r.objective == pytest.approx(ex.objective, rel=1e-9)
+
+
+def test_global_claim_leaves_room_for_eviction_only_batches():
+    """Found by the suite: recomputing is cheaper than decoding here (kdm = 0.0625 against
+    kpq = kpm = 1/128), so the optimum (5.421875, the exhaustive search's) evicts and refills
+    through three eviction-only batches between its five batches with entries. With J = 7 slots
+    (>= Jmax = 5) the model claimed a global optimum of 5.4453125. A global claim now needs
+    2 Jmax - 1 slots; below that the answer is marked restricted."""
+    cost = LinearCost(k0=1.0, k1=0.0, kpq=0.0078125, kpm=0.0078125, kdm=0.0625, kpr=0.0,
+                      kdr=0.0, kpl=0.0, kpb=0.0, kdb=0.0)
+    inst = Instance(name="evict-only", limits=Limits(kv_capacity=5, max_batch_tokens=4),
+                    cost_model=cost, requests=(Request("q0", 0.0, 1, 3), Request("q1", 0.0, 1, 1),
+                                               Request("q2", 0.0, 3, 3)))
+    ex = solve(inst, "exhaustive", "makespan", options=SolveOptions(time_limit=60, progress=False))
+    assert ex.status == "optimal" and ex.objective == pytest.approx(5.421875)
+    opts = SolveOptions(time_limit=20, threads=1, progress=False, params={"variant": "tight"})
+    r = solve(inst, "infermax", "makespan", options=opts)
+    assert not r.restricted and r.bound <= ex.objective * (1 + 1e-7)
+    assert r.objective == pytest.approx(ex.objective)
+    short = solve(inst, "infermax", "makespan",
+                  options=SolveOptions(time_limit=20, threads=1, progress=False,
+                                       params={"variant": "tight", "batches": 7}))
+    assert short.restricted
